@@ -1,0 +1,60 @@
+// One loaded .pte: the `forward` method plus the contract metadata the exporter wrote
+// (see shared/DESIGN.md, "The .pte contract"). Knows nothing about tokens' meaning or sampling.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rne/runner/result.h"
+
+namespace executorch::extension::module {
+class Module;
+}
+
+namespace rne::runner {
+
+// What the runner needs to know about a model, read from the file rather than assumed.
+struct ModelContract {
+  int64_t max_chunk = 0;        // upper bound of forward's dynamic T (input_tensor_meta(0))
+  int64_t max_context = 0;      // KV-cache capacity in positions (get_max_context_len)
+  int64_t vocab_size = 0;       // length of the logits row (get_vocab_size)
+  int64_t bos_id = -1;          // get_bos_id; -1 when the model declares none
+  std::vector<int64_t> eos_ids; // get_eos_ids
+  int64_t backend_code = -1;    // get_backend, when the exporter wrote it
+};
+
+// Logits of the last position of the latest forward call. Points into the runtime's output
+// buffer: valid until the next forward() on the same session.
+struct LogitsView {
+  float* data = nullptr;
+  int64_t size = 0;
+};
+
+class ModelSession {
+ public:
+  // Memory-maps `path`, checks it is a .pte, loads `forward` and reads the contract. Errors name
+  // the file and the missing or malformed part.
+  static Result<std::unique_ptr<ModelSession>> load(const std::string& path);
+  ~ModelSession();
+  ModelSession(const ModelSession&) = delete;
+  ModelSession& operator=(const ModelSession&) = delete;
+
+  const ModelContract& contract() const { return contract_; }
+  const std::string& path() const { return path_; }
+
+  // Runs forward(tokens[1, count], input_pos=[start_pos]); 1 <= count <= max_chunk and
+  // start_pos + count <= max_context (checked: the caller gets an Error, not a crash).
+  Result<LogitsView> forward(const int64_t* tokens, int64_t count, int64_t start_pos);
+
+ private:
+  ModelSession() = default;
+  std::string path_;
+  std::unique_ptr<executorch::extension::module::Module> module_;
+  ModelContract contract_;
+  std::vector<int64_t> tokens_buffer_;  // input storage the runtime reads from (max_chunk long)
+  int64_t position_ = 0;                // storage for input_pos
+};
+
+}  // namespace rne::runner

@@ -1,0 +1,52 @@
+// Picks the next token from a logits row. Designed for large vocabularies (262144 for Gemma):
+// every filter is a linear pass or a bounded partial selection; nothing sorts the whole row.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "rne/runner/result.h"
+
+namespace rne::runner {
+
+struct SamplerConfig {
+  float temperature = 0.0f;         // <= 0: greedy (argmax); otherwise logits / temperature
+  int32_t top_k = 0;                // keep the k most likely tokens; 0 = off
+  float top_p = 1.0f;               // keep the smallest set whose mass reaches top_p; 1 = off
+  float min_p = 0.0f;               // drop tokens with p < min_p * p_max; 0 = off
+  float repetition_penalty = 1.0f;  // HF/CTRL rule on tokens seen in the context; 1 = off
+  uint64_t seed = 0;                // seeds the generator; same seed + inputs = same tokens
+};
+
+// Checks ranges (temperature >= 0, top_k >= 0, 0 < top_p <= 1, 0 <= min_p < 1, penalty > 0).
+Result<void> validate(const SamplerConfig& config);
+
+class Sampler {
+ public:
+  Sampler(const SamplerConfig& config, int64_t vocab_size);
+
+  // Returns the chosen token id. `logits` (length vocab_size) is modified in place by the
+  // repetition penalty. `context` holds the ids the penalty applies to (prompt + generated).
+  int64_t sample(float* logits, const std::vector<int64_t>& context);
+
+ private:
+  struct Candidate {
+    float logit;
+    int32_t id;
+  };
+  void apply_repetition_penalty(float* logits, const std::vector<int64_t>& context);
+  void select_top_k(const float* logits);
+  void select_above(const float* logits, float threshold);
+  int64_t draw(float max_logit);
+
+  SamplerConfig config_;
+  int64_t vocab_size_;
+  std::mt19937_64 rng_;
+  std::vector<Candidate> candidates_;   // reused between calls: no allocation per token
+  std::vector<float> weights_;
+  std::vector<uint32_t> penalized_at_;  // per id: the call that last penalized it (dedup)
+  uint32_t call_ = 0;
+};
+
+}  // namespace rne::runner

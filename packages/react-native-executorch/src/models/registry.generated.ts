@@ -1,0 +1,230 @@
+// GENERATED FILE: do not edit. Source: model-registry/*.yaml.
+// Regenerate with: .venv/bin/python tools/gen_registry.py
+/* eslint-disable */
+
+/** A compute backend a model variant is exported for. */
+export type Backend = 'mlx' | 'vulkan' | 'xnnpack';
+
+/** A platform the SDK runs on. */
+export type Platform = 'ios' | 'android';
+
+/** A weight/activation quantization scheme of a variant. */
+export type Quantization = 'fp32' | 'fp16' | 'bf16' | 'int4' | '8da4w';
+
+/** A model capability. */
+export type Capability = 'text-generation' | 'chat';
+
+/** A file with the checksum and size the client verifies before first use. */
+export interface PublishedFile {
+  readonly path: string;
+  readonly sha256: string;
+  readonly size: number;
+}
+
+/** A file that is not published yet: it has no checksum, so clients refuse to download it. */
+export interface UnpublishedFile {
+  readonly path: string;
+}
+
+/** Files published together; `status` says whether they can be downloaded. */
+export type FileSet =
+  | { readonly status: 'published'; readonly files: readonly PublishedFile[] }
+  | { readonly status: 'unpublished'; readonly files: readonly UnpublishedFile[] };
+
+/** Minimum OS versions: iOS as "major.minor", Android as an API level. */
+export interface MinPlatform {
+  readonly ios?: string;
+  readonly android?: number;
+}
+
+/** One exported `.pte` variant of a model for one backend. */
+export type VariantDescriptor<B extends Backend = Backend> = FileSet & {
+  readonly backend: B;
+  readonly quantization: Quantization;
+  /** KV capacity the variant was exported with (prompt + generated tokens). */
+  readonly maxContext: number;
+  readonly minPlatform: MinPlatform;
+};
+
+/** Default generation settings of a model (the model authors' recommendations). */
+export interface GenerationDefaults {
+  readonly temperature: number;
+  readonly topK?: number;
+  readonly topP?: number;
+  readonly minP?: number;
+  readonly repetitionPenalty?: number;
+  readonly maxNewTokens: number;
+}
+
+/** Tokenizer files and which of them holds the chat template. */
+export type TokenizerDescriptor = FileSet & {
+  readonly chatTemplate: string;
+};
+
+/** A model of the registry. `B` is the union of the backends it ships. */
+export interface LLMDescriptor<B extends Backend = Backend> {
+  readonly kind: 'llm';
+  readonly id: string;
+  readonly name: string;
+  readonly family: string;
+  readonly architecture: string;
+  readonly license: string;
+  readonly hf: { readonly repo: string; readonly revision: string };
+  readonly contextLength: number;
+  readonly capabilities: readonly Capability[];
+  readonly generation: GenerationDefaults;
+  readonly tokenizer: TokenizerDescriptor;
+  readonly platformDefaults: { readonly [P in Platform]: B };
+  readonly variants: { readonly [K in B]: VariantDescriptor<K> };
+}
+
+/** Every LLM of the registry, by id. */
+const llm = {
+  /** Gemma 4 E2B (gemma4); ships: mlx, xnnpack, vulkan. */
+  gemma4_e2b: {
+    kind: 'llm',
+    id: 'gemma4_e2b',
+    name: 'Gemma 4 E2B',
+    family: 'gemma4',
+    architecture: 'gemma4',
+    license: 'gemma',
+    hf: {
+      repo: 'software-mansion/react-native-executorch-gemma-4',
+      revision: 'v0.1.0',
+    },
+    contextLength: 4096,
+    capabilities: [
+      'text-generation',
+      'chat',
+    ],
+    generation: {
+      temperature: 1.0,
+      topK: 64,
+      topP: 0.95,
+      maxNewTokens: 1024,
+    },
+    tokenizer: {
+      status: 'unpublished',
+      chatTemplate: 'tokenizer_config.json',
+      files: [
+        {
+          path: 'tokenizer.json',
+        },
+        {
+          path: 'tokenizer_config.json',
+        },
+      ],
+    },
+    platformDefaults: {
+      ios: 'mlx',
+      android: 'vulkan',
+    },
+    variants: {
+      mlx: {
+        backend: 'mlx',
+        quantization: 'int4',
+        status: 'unpublished',
+        maxContext: 4096,
+        minPlatform: {
+          ios: '17.0',
+        },
+        files: [
+          {
+            path: 'mlx/gemma4_e2b_mlx_int4.pte',
+          },
+        ],
+      },
+      xnnpack: {
+        backend: 'xnnpack',
+        quantization: '8da4w',
+        status: 'unpublished',
+        maxContext: 4096,
+        minPlatform: {
+          android: 26,
+          ios: '17.0',
+        },
+        files: [
+          {
+            path: 'xnnpack/gemma4_e2b_xnnpack_8da4w.pte',
+          },
+        ],
+      },
+      vulkan: {
+        backend: 'vulkan',
+        quantization: '8da4w',
+        status: 'unpublished',
+        maxContext: 4096,
+        minPlatform: {
+          android: 28,
+        },
+        files: [
+          {
+            path: 'vulkan/gemma4_e2b_vulkan_8da4w.pte',
+          },
+        ],
+      },
+    },
+  } as const satisfies LLMDescriptor<'mlx' | 'xnnpack' | 'vulkan'>,
+  /** SmolLM2 135M Instruct (smollm2); ships: xnnpack. */
+  smollm2_135m: {
+    kind: 'llm',
+    id: 'smollm2_135m',
+    name: 'SmolLM2 135M Instruct',
+    family: 'smollm2',
+    architecture: 'llama',
+    license: 'apache-2.0',
+    hf: {
+      repo: 'software-mansion/react-native-executorch-smollm2',
+      revision: 'v0.1.0',
+    },
+    contextLength: 2048,
+    capabilities: [
+      'text-generation',
+      'chat',
+    ],
+    generation: {
+      temperature: 0.2,
+      topP: 0.9,
+      maxNewTokens: 256,
+    },
+    tokenizer: {
+      status: 'unpublished',
+      chatTemplate: 'tokenizer_config.json',
+      files: [
+        {
+          path: 'tokenizer.json',
+        },
+        {
+          path: 'tokenizer_config.json',
+        },
+      ],
+    },
+    platformDefaults: {
+      ios: 'xnnpack',
+      android: 'xnnpack',
+    },
+    variants: {
+      xnnpack: {
+        backend: 'xnnpack',
+        quantization: '8da4w',
+        status: 'unpublished',
+        maxContext: 2048,
+        minPlatform: {
+          android: 26,
+          ios: '15.1',
+        },
+        files: [
+          {
+            path: 'xnnpack/smollm2_135m_xnnpack_8da4w.pte',
+          },
+        ],
+      },
+    },
+  } as const satisfies LLMDescriptor<'xnnpack'>,
+};
+
+/** The model registry: `models.llm.<id>`. */
+export const models = { llm } as const;
+
+/** Id of a model in the registry. */
+export type LLMModelId = keyof typeof llm;

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Every test suite of the repository, in order of speed. Assumes scripts/setup.sh ran.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONDONTWRITEBYTECODE=1
+
+step() { printf '\n=== %s\n' "$*"; }
+
+step "model registry: validate and check the generated TypeScript"
+.venv/bin/python tools/gen_registry.py --check
+
+step "ruff"
+.venv/bin/ruff check tools tests
+
+step "TypeScript: typecheck and jest"
+npm run --silent typecheck
+npm test --silent
+
+if [ -f packages/react-native-executorch/cpp/CMakeLists.txt ]; then
+  step "C++: host build and ctest"
+  .venv/bin/python tools/build_binaries.py --platform host
+  .venv/bin/ctest --test-dir build/host --output-on-failure
+fi
+
+step "pytest"
+.venv/bin/python -m pytest tests

@@ -1,0 +1,510 @@
+"""The model registry: ``model-registry/*.yaml``, one file per model family.
+
+It is the single source of truth for models and their per-backend variants. This module
+loads and validates it (JSON Schema plus cross-checks that a schema cannot express) and
+generates the TypeScript ``models`` object the React Native package ships.
+
+Every problem is reported as ``<file>: <field path>: <what is wrong>`` so a maintainer can
+go straight to the line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import jsonschema
+import yaml
+
+from rne_tools.errors import RegistryError
+from rne_tools.paths import PACKAGE_DIR, REGISTRY_DIR
+
+Status = Literal["published", "unpublished"]
+
+SCHEMA_FILE = "schema.json"
+GENERATED_TS = PACKAGE_DIR / "src" / "models" / "registry.generated.ts"
+REGENERATE_COMMAND = ".venv/bin/python tools/gen_registry.py"
+
+
+@dataclass(frozen=True)
+class FileSpec:
+    """One file of a published or unpublished file set (sha256/size only when published)."""
+
+    path: str
+    sha256: str | None = None
+    size: int | None = None
+
+
+@dataclass(frozen=True)
+class FileSet:
+    status: Status
+    files: tuple[FileSpec, ...]
+
+    @property
+    def published(self) -> bool:
+        return self.status == "published"
+
+
+@dataclass(frozen=True)
+class VariantSpec:
+    backend: str
+    quantization: str
+    status: Status
+    files: tuple[FileSpec, ...]
+    max_context: int
+    max_chunk: int
+    min_platform: dict[str, str | int]
+
+    @property
+    def published(self) -> bool:
+        return self.status == "published"
+
+    @property
+    def pte(self) -> FileSpec:
+        """The variant's program file (the one ``.pte`` among its files)."""
+        return next(f for f in self.files if f.path.endswith(".pte"))
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    id: str
+    name: str
+    family: str
+    architecture: str
+    license: str
+    source: dict[str, Any]
+    hf_repo: str
+    revision: str
+    context_length: int
+    capabilities: tuple[str, ...]
+    generation: dict[str, float | int]
+    tokenizer: FileSet
+    chat_template: str
+    platform_defaults: dict[str, str]
+    variants: dict[str, VariantSpec]
+    source_file: Path = field(compare=False)
+
+    def variant(self, backend: str) -> VariantSpec:
+        """The variant for ``backend``; a clear error names the backends this model ships."""
+        try:
+            return self.variants[backend]
+        except KeyError:
+            shipped = ", ".join(sorted(self.variants))
+            raise RegistryError(
+                f"model '{self.id}' has no '{backend}' variant; it ships: {shipped}"
+            ) from None
+
+
+@dataclass(frozen=True)
+class Registry:
+    models: dict[str, ModelSpec]
+    directory: Path
+
+    def model(self, model_id: str) -> ModelSpec:
+        """The model with id ``model_id``; a clear error lists the known ids."""
+        try:
+            return self.models[model_id]
+        except KeyError:
+            known = ", ".join(sorted(self.models))
+            raise RegistryError(f"unknown model id '{model_id}'; known models: {known}") from None
+
+    def families(self) -> dict[str, list[ModelSpec]]:
+        out: dict[str, list[ModelSpec]] = {}
+        for spec in self.models.values():
+            out.setdefault(spec.family, []).append(spec)
+        return out
+
+
+def _field_path(parts: Iterable[str | int]) -> str:
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "<root>"
+
+
+def _schema() -> dict[str, Any]:
+    return json.loads((REGISTRY_DIR / SCHEMA_FILE).read_text())
+
+
+def _schema_problems(doc: Any, name: str, validator: jsonschema.Draft202012Validator) -> list[str]:
+    problems = []
+    for error in sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.absolute_path))):
+        problems.append(f"{name}: {_field_path(error.absolute_path)}: {error.message}")
+    return problems
+
+
+def _file_set_problems(file_set: dict[str, Any], name: str, where: str) -> Iterator[str]:
+    """Published file sets must carry checksums; unpublished ones must not carry placeholders."""
+    for i, f in enumerate(file_set["files"]):
+        loc = f"{name}: {where}.files[{i}]"
+        if file_set["status"] == "published":
+            for key in ("sha256", "size"):
+                if key not in f:
+                    yield f"{loc}.{key}: required when status is 'published'"
+        else:
+            for key in ("sha256", "size"):
+                if key in f:
+                    yield (
+                        f"{loc}.{key}: must be absent while status is 'unpublished' "
+                        "(checksums come from the publisher, never placeholders)"
+                    )
+
+
+def _cross_problems(doc: dict[str, Any], name: str) -> Iterator[str]:
+    if doc["family"] != Path(name).stem:
+        yield f"{name}: family: '{doc['family']}' must match the file name '{Path(name).stem}'"
+    for m, model in enumerate(doc["models"]):
+        where = f"models[{m}]"
+        backends = [v["backend"] for v in model["variants"]]
+        for backend in sorted({b for b in backends if backends.count(b) > 1}):
+            yield f"{name}: {where}.variants: backend '{backend}' is declared more than once"
+        for platform, backend in model["platform_defaults"].items():
+            if backend not in backends:
+                yield (
+                    f"{name}: {where}.platform_defaults.{platform}: '{backend}' is not a shipped "
+                    f"variant (shipped: {', '.join(backends)})"
+                )
+        yield from _file_set_problems(model["tokenizer"], name, f"{where}.tokenizer")
+        chat_template = model["tokenizer"]["chat_template"]
+        if chat_template not in {f["path"] for f in model["tokenizer"]["files"]}:
+            yield (
+                f"{name}: {where}.tokenizer.chat_template: '{chat_template}' is not one of the "
+                "tokenizer files"
+            )
+        paths: dict[str, str] = {}
+        file_sets = [(f"{where}.tokenizer", model["tokenizer"])] + [
+            (f"{where}.variants[{v}]", variant) for v, variant in enumerate(model["variants"])
+        ]
+        for set_where, file_set in file_sets:
+            for i, f in enumerate(file_set["files"]):
+                here = f"{set_where}.files[{i}].path"
+                if f["path"] in paths:
+                    yield f"{name}: {here}: '{f['path']}' is already used by {paths[f['path']]}"
+                paths.setdefault(f["path"], here)
+        for v, variant in enumerate(model["variants"]):
+            vwhere = f"{where}.variants[{v}]"
+            yield from _file_set_problems(variant, name, vwhere)
+            if sum(f["path"].endswith(".pte") for f in variant["files"]) != 1:
+                yield f"{name}: {vwhere}.files: a variant needs exactly one .pte file"
+            export = variant["export"]
+            if export["max_chunk"] > export["max_context"]:
+                yield (
+                    f"{name}: {vwhere}.export.max_chunk: {export['max_chunk']} exceeds "
+                    f"max_context {export['max_context']}"
+                )
+            if export["max_context"] > model["context_length"]:
+                yield (
+                    f"{name}: {vwhere}.export.max_context: {export['max_context']} exceeds the "
+                    f"model's context_length {model['context_length']}"
+                )
+
+
+def _file_set(raw: dict[str, Any]) -> tuple[Status, tuple[FileSpec, ...]]:
+    files = tuple(FileSpec(f["path"], f.get("sha256"), f.get("size")) for f in raw["files"])
+    return raw["status"], files
+
+
+def _model_spec(raw: dict[str, Any], family: str, source_file: Path) -> ModelSpec:
+    variants = {}
+    for v in raw["variants"]:
+        status, files = _file_set(v)
+        variants[v["backend"]] = VariantSpec(
+            backend=v["backend"],
+            quantization=v["quantization"],
+            status=status,
+            files=files,
+            max_context=v["export"]["max_context"],
+            max_chunk=v["export"]["max_chunk"],
+            min_platform=dict(v["min_platform"]),
+        )
+    tok_status, tok_files = _file_set(raw["tokenizer"])
+    return ModelSpec(
+        id=raw["id"],
+        name=raw["name"],
+        family=family,
+        architecture=raw["architecture"],
+        license=raw["license"],
+        source=dict(raw["source"]),
+        hf_repo=raw["hf"]["repo"],
+        revision=raw["hf"]["revision"],
+        context_length=raw["context_length"],
+        capabilities=tuple(raw["capabilities"]),
+        generation=dict(raw["generation"]),
+        tokenizer=FileSet(tok_status, tok_files),
+        chat_template=raw["tokenizer"]["chat_template"],
+        platform_defaults=dict(raw["platform_defaults"]),
+        variants=variants,
+        source_file=source_file,
+    )
+
+
+def registry_files(directory: Path = REGISTRY_DIR) -> list[Path]:
+    """The family files of the registry, in a stable order."""
+    return sorted(directory.glob("*.yaml"))
+
+
+def load_registry(directory: Path = REGISTRY_DIR) -> Registry:
+    """Load and validate every family file in ``directory``.
+
+    Raises ``RegistryError`` listing every problem found (not only the first), each naming
+    the file and the field.
+    """
+    validator = jsonschema.Draft202012Validator(_schema())
+    files = registry_files(directory)
+    if not files:
+        raise RegistryError(f"no model family files (*.yaml) in {directory}")
+    problems: list[str] = []
+    models: dict[str, ModelSpec] = {}
+    seen_ids: dict[str, str] = {}
+    for path in files:
+        name = path.name
+        try:
+            doc = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as exc:
+            problems.append(f"{name}: not valid YAML: {exc}")
+            continue
+        schema_problems = _schema_problems(doc, name, validator)
+        if schema_problems:
+            problems.extend(schema_problems)
+            continue
+        problems.extend(_cross_problems(doc, name))
+        for m, raw in enumerate(doc["models"]):
+            if raw["id"] in seen_ids:
+                problems.append(
+                    f"{name}: models[{m}].id: '{raw['id']}' is already declared in "
+                    f"{seen_ids[raw['id']]}"
+                )
+                continue
+            seen_ids[raw["id"]] = name
+            models[raw["id"]] = _model_spec(raw, doc["family"], path)
+    if problems:
+        raise RegistryError("invalid model registry:\n" + "\n".join(f"  - {p}" for p in problems))
+    return Registry(models=models, directory=directory)
+
+
+# --- TypeScript generation ---------------------------------------------------------------
+
+_TS_HEADER = f"""\
+// GENERATED FILE: do not edit. Source: model-registry/*.yaml.
+// Regenerate with: {REGENERATE_COMMAND}
+/* eslint-disable */
+"""
+
+_TS_TYPES = """\
+/** A compute backend a model variant is exported for. */
+export type Backend = {backends};
+
+/** A platform the SDK runs on. */
+export type Platform = 'ios' | 'android';
+
+/** A weight/activation quantization scheme of a variant. */
+export type Quantization = {quantizations};
+
+/** A model capability. */
+export type Capability = {capabilities};
+
+/** A file with the checksum and size the client verifies before first use. */
+export interface PublishedFile {{
+  readonly path: string;
+  readonly sha256: string;
+  readonly size: number;
+}}
+
+/** A file that is not published yet: it has no checksum, so clients refuse to download it. */
+export interface UnpublishedFile {{
+  readonly path: string;
+}}
+
+/** Files published together; `status` says whether they can be downloaded. */
+export type FileSet =
+  | {{ readonly status: 'published'; readonly files: readonly PublishedFile[] }}
+  | {{ readonly status: 'unpublished'; readonly files: readonly UnpublishedFile[] }};
+
+/** Minimum OS versions: iOS as "major.minor", Android as an API level. */
+export interface MinPlatform {{
+  readonly ios?: string;
+  readonly android?: number;
+}}
+
+/** One exported `.pte` variant of a model for one backend. */
+export type VariantDescriptor<B extends Backend = Backend> = FileSet & {{
+  readonly backend: B;
+  readonly quantization: Quantization;
+  /** KV capacity the variant was exported with (prompt + generated tokens). */
+  readonly maxContext: number;
+  readonly minPlatform: MinPlatform;
+}};
+
+/** Default generation settings of a model (the model authors' recommendations). */
+export interface GenerationDefaults {{
+  readonly temperature: number;
+  readonly topK?: number;
+  readonly topP?: number;
+  readonly minP?: number;
+  readonly repetitionPenalty?: number;
+  readonly maxNewTokens: number;
+}}
+
+/** Tokenizer files and which of them holds the chat template. */
+export type TokenizerDescriptor = FileSet & {{
+  readonly chatTemplate: string;
+}};
+
+/** A model of the registry. `B` is the union of the backends it ships. */
+export interface LLMDescriptor<B extends Backend = Backend> {{
+  readonly kind: 'llm';
+  readonly id: string;
+  readonly name: string;
+  readonly family: string;
+  readonly architecture: string;
+  readonly license: string;
+  readonly hf: {{ readonly repo: string; readonly revision: string }};
+  readonly contextLength: number;
+  readonly capabilities: readonly Capability[];
+  readonly generation: GenerationDefaults;
+  readonly tokenizer: TokenizerDescriptor;
+  readonly platformDefaults: {{ readonly [P in Platform]: B }};
+  readonly variants: {{ readonly [K in B]: VariantDescriptor<K> }};
+}}
+"""
+
+_GENERATION_KEYS = {
+    "temperature": "temperature",
+    "top_k": "topK",
+    "top_p": "topP",
+    "min_p": "minP",
+    "repetition_penalty": "repetitionPenalty",
+    "max_new_tokens": "maxNewTokens",
+}
+
+
+def _ts(value: Any, indent: int) -> str:
+    """Render a JSON-like value as a TypeScript literal (stable key order as given)."""
+    pad = "  " * indent
+    inner = "  " * (indent + 1)
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        items = [f"{inner}{_ts_key(k)}: {_ts(v, indent + 1)}," for k, v in value.items()]
+        return "{\n" + "\n".join(items) + f"\n{pad}}}"
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return "[]"
+        items = [f"{inner}{_ts(v, indent + 1)}," for v in value]
+        return "[\n" + "\n".join(items) + f"\n{pad}]"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    raise TypeError(f"cannot render {type(value).__name__} as TypeScript")
+
+
+def _ts_key(key: str) -> str:
+    return key if key.replace("_", "a").isalnum() and not key[0].isdigit() else _ts(key, 0)
+
+
+def _file_entries(files: Iterable[FileSpec]) -> list[dict[str, Any]]:
+    out = []
+    for f in files:
+        entry: dict[str, Any] = {"path": f.path}
+        if f.sha256 is not None:
+            entry["sha256"] = f.sha256
+            entry["size"] = f.size
+        out.append(entry)
+    return out
+
+
+def _descriptor(spec: ModelSpec) -> dict[str, Any]:
+    variants = {}
+    for backend, v in spec.variants.items():
+        variants[backend] = {
+            "backend": backend,
+            "quantization": v.quantization,
+            "status": v.status,
+            "maxContext": v.max_context,
+            "minPlatform": dict(sorted(v.min_platform.items())),
+            "files": _file_entries(v.files),
+        }
+    return {
+        "kind": "llm",
+        "id": spec.id,
+        "name": spec.name,
+        "family": spec.family,
+        "architecture": spec.architecture,
+        "license": spec.license,
+        "hf": {"repo": spec.hf_repo, "revision": spec.revision},
+        "contextLength": spec.context_length,
+        "capabilities": list(spec.capabilities),
+        "generation": {
+            ts_key: spec.generation[key]
+            for key, ts_key in _GENERATION_KEYS.items()
+            if key in spec.generation
+        },
+        "tokenizer": {
+            "status": spec.tokenizer.status,
+            "chatTemplate": spec.chat_template,
+            "files": _file_entries(spec.tokenizer.files),
+        },
+        "platformDefaults": {p: spec.platform_defaults[p] for p in ("ios", "android")},
+        "variants": variants,
+    }
+
+
+def _union(values: Iterable[str]) -> str:
+    return " | ".join(f"'{v}'" for v in values)
+
+
+def generate_typescript(registry: Registry) -> str:
+    """The content of ``registry.generated.ts``: types plus the ``models`` object.
+
+    Deterministic: models are sorted by id, keys keep the registry's order.
+    """
+    defs = _schema()["$defs"]
+    capabilities = defs["model"]["properties"]["capabilities"]["items"]["enum"]
+    parts = [
+        _TS_HEADER,
+        _TS_TYPES.format(
+            backends=_union(sorted(defs["backend"]["enum"])),
+            quantizations=_union(defs["quantization"]["enum"]),
+            capabilities=_union(capabilities),
+        ),
+    ]
+    entries = []
+    for model_id in sorted(registry.models):
+        spec = registry.models[model_id]
+        backends = _union(spec.variants)
+        entries.append(
+            f"  /** {spec.name} ({spec.family}); ships: {', '.join(spec.variants)}. */\n"
+            f"  {model_id}: {_ts(_descriptor(spec), 1)} as const satisfies LLMDescriptor<{backends}>,"
+        )
+    parts.append(
+        "/** Every LLM of the registry, by id. */\n"
+        "const llm = {\n" + "\n".join(entries) + "\n};\n\n"
+        "/** The model registry: `models.llm.<id>`. */\n"
+        "export const models = { llm } as const;\n\n"
+        "/** Id of a model in the registry. */\n"
+        "export type LLMModelId = keyof typeof llm;\n"
+    )
+    return "\n".join(parts)
+
+
+def write_typescript(registry: Registry, target: Path = GENERATED_TS) -> bool:
+    """Write the generated file (atomically); returns whether its content changed."""
+    content = generate_typescript(registry)
+    if target.exists() and target.read_text() == content:
+        return False
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(target.suffix + ".tmp")
+    tmp.write_text(content)
+    tmp.replace(target)
+    return True
+
+
+def is_stale(registry: Registry, target: Path = GENERATED_TS) -> bool:
+    """Whether ``target`` differs from what the registry generates now."""
+    return not target.exists() or target.read_text() != generate_typescript(registry)
