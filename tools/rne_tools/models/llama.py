@@ -1,0 +1,281 @@
+"""Llama-family decoder (SmolLM2, Llama 2/3 style), written for export.
+
+One file, math visible: RMSNorm -> GQA attention with rotate-half RoPE -> RMSNorm -> SwiGLU MLP.
+Weight names follow the Hugging Face layout minus the ``model.`` prefix, so checkpoints load
+without renaming or permuting.
+
+Export-oriented choices:
+- Static KV caches are non-persistent buffers ``[1, n_kv_heads, max_context, head_dim]`` updated
+  with ``index_copy_`` at tensor positions (no ``.item()``), so one graph serves prefill and decode.
+- The causal mask is read from a precomputed ``[max_context, max_context]`` table by position.
+- ``forward`` returns the logits of the last position only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from rne_tools.errors import CheckpointError
+
+
+@dataclass(frozen=True)
+class ModelArgs:
+    dim: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    hidden_dim: int
+    vocab_size: int
+    norm_eps: float = 1e-5
+    rope_theta: float = 10000.0
+    tie_word_embeddings: bool = False
+    max_position_embeddings: int = 2048
+    bos_id: int | None = None
+    eos_ids: tuple[int, ...] = field(default_factory=tuple)
+
+    @classmethod
+    def from_hf_config(cls, cfg: dict[str, Any]) -> ModelArgs:
+        """Parse a Hugging Face ``config.json`` dict of a Llama-family model."""
+        model_type = cfg.get("model_type")
+        if model_type not in ("llama", "mistral") and "LlamaForCausalLM" not in cfg.get(
+            "architectures", []
+        ):
+            raise CheckpointError(
+                f"config.json describes model_type={model_type!r}, not a Llama-family model; "
+                "pick the architecture that matches the checkpoint."
+            )
+        # transformers 5 nests RoPE settings in rope_parameters; older files use rope_theta and
+        # rope_scaling at the top level.
+        rope = cfg.get("rope_parameters") or {}
+        rope_type = rope.get(
+            "rope_type", (cfg.get("rope_scaling") or {}).get("rope_type", "default")
+        )
+        if rope_type != "default":
+            raise CheckpointError(
+                f"RoPE type {rope_type!r} is not supported by the llama model (only 'default')."
+            )
+        if cfg.get("attention_bias") or cfg.get("mlp_bias"):
+            raise CheckpointError("Llama checkpoints with attention/MLP biases are not supported.")
+        try:
+            dim = int(cfg["hidden_size"])
+            n_heads = int(cfg["num_attention_heads"])
+            eos = cfg.get("eos_token_id")
+            eos_ids = tuple(eos) if isinstance(eos, list) else (() if eos is None else (int(eos),))
+            return cls(
+                dim=dim,
+                n_layers=int(cfg["num_hidden_layers"]),
+                n_heads=n_heads,
+                n_kv_heads=int(cfg.get("num_key_value_heads") or n_heads),
+                head_dim=int(cfg.get("head_dim") or dim // n_heads),
+                hidden_dim=int(cfg["intermediate_size"]),
+                vocab_size=int(cfg["vocab_size"]),
+                norm_eps=float(cfg.get("rms_norm_eps", 1e-5)),
+                rope_theta=float(rope.get("rope_theta", cfg.get("rope_theta", 10000.0))),
+                tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+                max_position_embeddings=int(cfg.get("max_position_embeddings", 2048)),
+                bos_id=cfg.get("bos_token_id"),
+                eos_ids=eos_ids,
+            )
+        except KeyError as e:
+            raise CheckpointError(f"Llama config.json lacks required key {e.args[0]!r}.") from e
+
+
+# Tiny HF-style configs for tests and `--random-config`. "tiny" has GQA, tied embeddings and a
+# head_dim that is not dim / n_heads, which exercises every code path.
+RANDOM_CONFIGS: dict[str, dict[str, Any]] = {
+    "tiny": {
+        "model_type": "llama",
+        "architectures": ["LlamaForCausalLM"],
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 32,
+        "intermediate_size": 128,
+        "vocab_size": 256,
+        "rms_norm_eps": 1e-5,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
+        "tie_word_embeddings": True,
+        "max_position_embeddings": 512,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+    },
+    "tiny_untied": {
+        "model_type": "llama",
+        "architectures": ["LlamaForCausalLM"],
+        "hidden_size": 64,
+        "num_hidden_layers": 3,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 1,
+        "intermediate_size": 96,
+        "vocab_size": 320,
+        "rms_norm_eps": 1e-6,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0},
+        "tie_word_embeddings": False,
+        "max_position_embeddings": 512,
+        "bos_token_id": 1,
+        "eos_token_id": [2, 3],
+    },
+}
+
+
+def hf_to_local_name(hf_name: str) -> str | None:
+    """Map a Hugging Face tensor name to this module's parameter name (None = not a weight)."""
+    if hf_name.endswith("rotary_emb.inv_freq"):
+        return None
+    return hf_name.removeprefix("model.")
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # Normalise in fp32 like the reference, then cast back.
+        xf = x.float()
+        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * xf.to(x.dtype)
+
+
+def rope_tables(head_dim: int, max_context: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos/sin tables ``[max_context, head_dim]`` in the rotate-half layout."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+    angles = torch.outer(torch.arange(max_context, dtype=torch.float64), inv_freq)
+    angles = torch.cat([angles, angles], dim=-1)
+    return angles.cos().float(), angles.sin().float()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x: [1, H, T, D]; cos/sin: [T, D]."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return x * cos + rotated * sin
+
+
+class Attention(nn.Module):
+    def __init__(self, args: ModelArgs, max_context: int) -> None:
+        super().__init__()
+        self.n_heads, self.n_kv_heads, self.head_dim = args.n_heads, args.n_kv_heads, args.head_dim
+        self.q_proj = nn.Linear(args.dim, args.n_heads * args.head_dim, bias=False)
+        self.k_proj = nn.Linear(args.dim, args.n_kv_heads * args.head_dim, bias=False)
+        self.v_proj = nn.Linear(args.dim, args.n_kv_heads * args.head_dim, bias=False)
+        self.o_proj = nn.Linear(args.n_heads * args.head_dim, args.dim, bias=False)
+        cache_shape = (1, args.n_kv_heads, max_context, args.head_dim)
+        self.register_buffer("k_cache", torch.zeros(cache_shape), persistent=False)
+        self.register_buffer("v_cache", torch.zeros(cache_shape), persistent=False)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        positions: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        mask: torch.Tensor,
+    ) -> torch.Tensor:
+        _, t, _ = x.shape
+        q = self.q_proj(x).view(1, t, self.n_heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(1, t, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(1, t, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+
+        self.k_cache.index_copy_(2, positions, k.to(self.k_cache.dtype))
+        self.v_cache.index_copy_(2, positions, v.to(self.v_cache.dtype))
+        # Attend over the whole cache; the mask hides unwritten and future slots.
+        out = F.scaled_dot_product_attention(
+            q, self.k_cache, self.v_cache, attn_mask=mask, enable_gqa=True
+        )
+        return self.o_proj(out.transpose(1, 2).reshape(1, t, self.n_heads * self.head_dim))
+
+
+class MLP(nn.Module):
+    def __init__(self, dim: int, hidden_dim: int) -> None:
+        super().__init__()
+        self.gate_proj = nn.Linear(dim, hidden_dim, bias=False)
+        self.up_proj = nn.Linear(dim, hidden_dim, bias=False)
+        self.down_proj = nn.Linear(hidden_dim, dim, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, args: ModelArgs, max_context: int) -> None:
+        super().__init__()
+        self.input_layernorm = RMSNorm(args.dim, args.norm_eps)
+        self.self_attn = Attention(args, max_context)
+        self.post_attention_layernorm = RMSNorm(args.dim, args.norm_eps)
+        self.mlp = MLP(args.dim, args.hidden_dim)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        positions: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        mask: torch.Tensor,
+    ) -> torch.Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), positions, cos, sin, mask)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class Transformer(nn.Module):
+    def __init__(self, args: ModelArgs, max_context: int, max_chunk: int) -> None:
+        super().__init__()
+        if not 1 <= max_chunk <= max_context:
+            raise ValueError(f"need 1 <= max_chunk ({max_chunk}) <= max_context ({max_context})")
+        self.args, self.max_context, self.max_chunk = args, max_context, max_chunk
+        self.embed_tokens = nn.Embedding(args.vocab_size, args.dim)
+        self.layers = nn.ModuleList(DecoderLayer(args, max_context) for _ in range(args.n_layers))
+        self.norm = RMSNorm(args.dim, args.norm_eps)
+        self.lm_head = nn.Linear(args.dim, args.vocab_size, bias=False)
+        if args.tie_word_embeddings:
+            self.lm_head.weight = self.embed_tokens.weight
+        cos, sin = rope_tables(args.head_dim, max_context, args.rope_theta)
+        self.register_buffer("rope_cos", cos, persistent=False)
+        self.register_buffer("rope_sin", sin, persistent=False)
+        causal = torch.ones(max_context, max_context, dtype=torch.bool).tril()
+        self.register_buffer("causal_mask", causal, persistent=False)
+
+    def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
+        """tokens: int64 [1, T]; input_pos: int64 [1] (absolute position of tokens[0, 0]).
+
+        Returns float32 logits ``[1, vocab]`` of the last position.
+        """
+        positions = input_pos + torch.arange(tokens.shape[1], dtype=torch.long)
+        cos, sin = self.rope_cos[positions], self.rope_sin[positions]
+        mask = self.causal_mask[positions]  # [T, max_context]
+        h = self.embed_tokens(tokens)
+        for layer in self.layers:
+            h = layer(h, positions, cos, sin, mask)
+        h = self.norm(h[:, -1, :])
+        return self.lm_head(h).float()
+
+    def to_dtype(self, dtype: torch.dtype) -> Transformer:
+        """Cast weights, caches and RoPE tables to ``dtype``."""
+        return self.to(dtype)
+
+    @torch.no_grad()
+    def init_random(self, seed: int = 0) -> Transformer:
+        """Fill the weights with seeded random values of a trained model's rough scale."""
+        g = torch.Generator().manual_seed(seed)
+        for p in self.parameters():
+            if p.dim() == 1:  # norm weights: around 1, not exactly 1
+                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
+            else:
+                p.copy_(torch.randn(p.shape, generator=g) / p.shape[-1] ** 0.5)
+        return self
+
+
+def reference_model(cfg: dict[str, Any]) -> nn.Module:
+    """Build the Hugging Face ``LlamaForCausalLM`` for ``cfg`` (parity tests only)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    return LlamaForCausalLM(LlamaConfig(**cfg)).eval()
