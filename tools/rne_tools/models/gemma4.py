@@ -1,0 +1,598 @@
+"""Gemma 4 text decoder (E2B and family), written for export.
+
+One forward call takes a chunk of ``T`` tokens at absolute positions ``input_pos .. input_pos+T-1``
+and returns the logits of the last one. Everything that depends on the position is computed from
+the ``input_pos`` tensor (no ``.item()``), so one exported graph serves prefill chunks and decode.
+
+Architecture, as in transformers' ``Gemma4ForCausalLM``:
+
+- layers follow ``layer_types``: sliding-window attention (window ``W``, full RoPE) or full
+  attention (larger head_dim, "proportional" RoPE rotating only ``partial_rotary_factor`` of it);
+- q_norm / k_norm are weighted RMSNorms, v_norm has no weight; attention scale is 1.0;
+- per-layer embeddings (PLE): every layer gets a small extra input built from a token table and a
+  projection of the embedded prompt, gated into the residual stream after the MLP;
+- the last ``num_kv_shared_layers`` layers compute no keys/values: they attend over the cache of
+  the last earlier layer of the same type, and (optionally) have a double-wide MLP;
+- ``layer_scalar`` scales each layer's output; the final logits are soft-capped with tanh.
+
+Caches: full layers keep a flat cache of ``max_context`` slots. Sliding layers keep a ring buffer of
+``W + max_chunk - 1`` slots: after writing a chunk of ``T <= max_chunk`` tokens the ring still holds
+the ``W - 1`` keys before the chunk's first token, which is all any query of the chunk may see.
+Shared layers own no cache. Attention, RoPE and cache updates are small modules so that backend
+source transforms (MLX, Vulkan) can swap them for their custom ops.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from rne_tools.errors import CheckpointError
+
+SLIDING = "sliding_attention"
+FULL = "full_attention"
+
+
+@dataclass(frozen=True)
+class ModelArgs:
+    """Shape and hyper-parameters of one Gemma 4 text decoder (per-layer values as tuples)."""
+
+    vocab_size: int
+    dim: int
+    n_layers: int
+    n_heads: int
+    layer_types: tuple[str, ...]
+    head_dims: tuple[int, ...]  # per layer: sliding and full layers differ
+    n_kv_heads: tuple[int, ...]  # per layer
+    ffn_dims: tuple[int, ...]  # per layer: doubled on KV-shared layers with use_double_wide_mlp
+    kv_source: tuple[int, ...]  # per layer: the layer whose cache it reads (itself if not shared)
+    k_eq_v: tuple[bool, ...]  # per layer: values reuse the key projection (no v_proj)
+    sliding_window: int
+    rope_theta: dict[str, float]  # per layer type
+    rope_dims: dict[str, int]  # per layer type: rotated dims (the rest pass through)
+    rope_scale: dict[str, float]  # per layer type: inverse of the frequency "factor"
+    norm_eps: float
+    final_softcap: float | None
+    ple_dim: int  # per-layer-embedding width (0 = no PLE)
+    ple_vocab_size: int
+    tie_word_embeddings: bool
+    bos_id: int | None
+    eos_ids: tuple[int, ...]
+    pad_id: int | None
+
+    @property
+    def first_shared_layer(self) -> int:
+        """Index of the first layer that reads another layer's cache (n_layers if none)."""
+        shared = [i for i in range(self.n_layers) if self.kv_source[i] != i]
+        return shared[0] if shared else self.n_layers
+
+    @classmethod
+    def from_hf_config(cls, cfg: dict[str, Any]) -> ModelArgs:
+        """Parse an HF ``config.json`` dict (``gemma4_text``, or ``gemma4`` with a ``text_config``)."""
+        from transformers import Gemma4TextConfig
+
+        model_type = cfg.get("model_type")
+        if model_type == "gemma4":
+            cfg = cfg.get("text_config") or {}
+            model_type = cfg.get("model_type", "gemma4_text")
+        if model_type != "gemma4_text":
+            raise CheckpointError(
+                f"config.json has model_type {model_type!r}, but the gemma4 architecture needs "
+                "'gemma4_text' (or 'gemma4' with a text_config). Pick the architecture matching "
+                "the checkpoint."
+            )
+        fields = {k: v for k, v in cfg.items() if k not in ("model_type", "transformers_version")}
+        try:
+            c = Gemma4TextConfig(**fields)
+        except (TypeError, ValueError) as e:
+            raise CheckpointError(f"config.json is not a valid Gemma4TextConfig: {e}") from e
+        if c.enable_moe_block:
+            raise CheckpointError(
+                "This Gemma 4 checkpoint uses mixture-of-experts blocks (enable_moe_block), which "
+                "this decoder does not implement; use a dense Gemma 4 (e.g. E2B, E4B)."
+            )
+        if c.use_bidirectional_attention == "all":
+            raise CheckpointError(
+                "use_bidirectional_attention='all' is not a causal decoder; it cannot be exported "
+                "as an LLM."
+            )
+        if c.hidden_activation != "gelu_pytorch_tanh":
+            raise CheckpointError(
+                f"hidden_activation {c.hidden_activation!r} is not supported (gelu_pytorch_tanh)."
+            )
+        if c.attention_bias:
+            raise CheckpointError("attention_bias=True is not supported by this decoder.")
+
+        n = c.num_hidden_layers
+        types = tuple(c.layer_types)
+        unknown = sorted(set(types) - {SLIDING, FULL})
+        if unknown:
+            raise CheckpointError(f"Unknown layer types {unknown}; expected {SLIDING!r}/{FULL!r}.")
+        modes = c.kv_sharing_modes
+        kv_source = []
+        for i in range(n):
+            if modes[i] == "reuse":
+                producers = [j for j in range(i) if types[j] == types[i] and modes[j] != "reuse"]
+                kv_source.append(producers[-1])
+            else:
+                kv_source.append(i)
+
+        rope_theta, rope_dims, rope_scale = {}, {}, {}
+        for t in sorted(set(types)):
+            params = c.rope_parameters[t]
+            head_dim = c.per_layer_config[t].head_dim
+            rope_type = params.get("rope_type", "default")
+            if rope_type not in ("default", "proportional"):
+                raise CheckpointError(
+                    f"RoPE type {rope_type!r} for {t} is not supported (default, proportional)."
+                )
+            factor = float(params.get("factor", 1.0)) if rope_type == "proportional" else 1.0
+            partial = float(params.get("partial_rotary_factor", 1.0))
+            if rope_type == "default" and partial != 1.0:
+                raise CheckpointError(
+                    f"partial rotary with rope_type 'default' ({t}) is not supported."
+                )
+            rope_theta[t] = float(params["rope_theta"])
+            rope_dims[t] = 2 * int(partial * head_dim // 2)
+            rope_scale[t] = 1.0 / factor
+
+        head_dims = tuple(c.per_layer_config[i].head_dim for i in range(n))
+        n_kv_heads = tuple(c.per_layer_config[i].num_key_value_heads for i in range(n))
+        double = [c.use_double_wide_mlp and modes[i] == "reuse" for i in range(n)]
+        eos = c.eos_token_id
+        eos_ids = tuple(eos) if isinstance(eos, list | tuple) else (() if eos is None else (eos,))
+        return cls(
+            vocab_size=c.vocab_size,
+            dim=c.hidden_size,
+            n_layers=n,
+            n_heads=c.num_attention_heads,
+            layer_types=types,
+            head_dims=head_dims,
+            n_kv_heads=n_kv_heads,
+            ffn_dims=tuple(c.intermediate_size * (2 if d else 1) for d in double),
+            kv_source=tuple(kv_source),
+            k_eq_v=tuple(bool(c.attention_k_eq_v) and t == FULL for t in types),
+            sliding_window=c.sliding_window,
+            rope_theta=rope_theta,
+            rope_dims=rope_dims,
+            rope_scale=rope_scale,
+            norm_eps=c.rms_norm_eps,
+            final_softcap=c.final_logit_softcapping,
+            ple_dim=c.hidden_size_per_layer_input or 0,
+            ple_vocab_size=c.vocab_size_per_layer_input,
+            tie_word_embeddings=c.tie_word_embeddings,
+            bos_id=c.bos_token_id,
+            eos_ids=eos_ids,
+            pad_id=c.pad_token_id,
+        )
+
+
+def _tiny(**overrides: Any) -> dict[str, Any]:
+    cfg: dict[str, Any] = {
+        "model_type": "gemma4_text",
+        "vocab_size": 256,
+        "vocab_size_per_layer_input": 256,
+        "hidden_size": 64,
+        "hidden_size_per_layer_input": 8,
+        "intermediate_size": 96,
+        "num_hidden_layers": 8,
+        # 3 shared layers at the end: they read layer 2 (full) and layer 4 (sliding).
+        "layer_types": [SLIDING, SLIDING, FULL, SLIDING, SLIDING, FULL, SLIDING, FULL],
+        "num_kv_shared_layers": 3,
+        "use_double_wide_mlp": True,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "global_head_dim": 32,
+        "sliding_window": 6,
+        "final_logit_softcapping": 5.0,
+        "rms_norm_eps": 1e-6,
+        "max_position_embeddings": 4096,
+        "tie_word_embeddings": True,
+        "bos_token_id": 2,
+        "eos_token_id": [1, 106],
+        "pad_token_id": 0,
+        "rope_parameters": {
+            SLIDING: {"rope_type": "default", "rope_theta": 10_000.0},
+            FULL: {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1e6},
+        },
+    }
+    cfg.update(overrides)
+    return cfg
+
+
+# Tiny configs exercising every feature; the window is small so prompts longer than it are cheap.
+RANDOM_CONFIGS: dict[str, dict[str, Any]] = {
+    # E2B's shape in miniature: GQA, sliding + full, PLE, KV sharing, double-wide MLP, softcap.
+    "tiny": _tiny(),
+    # E2B's single KV head, a 1:1 pattern, values = keys on full layers (attention_k_eq_v).
+    "tiny_mqa": _tiny(
+        num_key_value_heads=1,
+        num_hidden_layers=6,
+        layer_types=[SLIDING, FULL, SLIDING, FULL, SLIDING, FULL],
+        num_kv_shared_layers=2,
+        sliding_window=5,
+        attention_k_eq_v=True,
+        eos_token_id=1,
+    ),
+}
+
+
+class RMSNorm(nn.Module):
+    """RMSNorm computed in float32; ``with_scale=False`` is Gemma's weightless v_norm."""
+
+    def __init__(self, dim: int, eps: float, with_scale: bool = True) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim)) if with_scale else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        xf = x.float()
+        out = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        if self.weight is not None:
+            out = out * self.weight.float()
+        return out.type_as(x)
+
+
+class RoPE(nn.Module):
+    """Split-half rotary embedding whose first ``rot_dims // 2`` frequency pairs rotate.
+
+    Matches transformers' "default" (all pairs) and "proportional" RoPE: frequencies are
+    ``theta ** (-2i / head_dim)`` for ``i < rot_dims // 2`` and zero (identity) above, and the
+    pairs are ``(i, i + head_dim // 2)``. Positions are ``input_pos + arange(T)``.
+    """
+
+    def __init__(self, head_dim: int, rot_dims: int, theta: float, scale: float = 1.0) -> None:
+        super().__init__()
+        self.head_dim, self.rot_dims, self.theta, self.scale = head_dim, rot_dims, theta, scale
+        half = head_dim // 2
+        inv_freq = torch.zeros(half)
+        i = torch.arange(rot_dims // 2, dtype=torch.float32)
+        inv_freq[: rot_dims // 2] = theta ** (-2.0 * i / head_dim) * scale
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def forward(self, x: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
+        """Rotate ``x`` of shape [B, H, T, head_dim]."""
+        seq_len = x.shape[2]
+        pos = (input_pos + torch.arange(seq_len, device=x.device)).float()
+        # inv_freq stays float32 even when the model is cast to bf16 (see Transformer.to_dtype).
+        angles = pos[:, None] * self.inv_freq.float()[None, :]
+        cos = torch.cat([angles.cos(), angles.cos()], dim=-1).to(x.dtype)
+        sin = torch.cat([angles.sin(), angles.sin()], dim=-1).to(x.dtype)
+        x1, x2 = x[..., : self.head_dim // 2], x[..., self.head_dim // 2 :]
+        return x * cos + torch.cat([-x2, x1], dim=-1) * sin
+
+
+class KVCache(nn.Module):
+    """Static key/value cache [1, H_kv, size, D]; ``ring=True`` writes position p at p % size."""
+
+    def __init__(self, n_kv_heads: int, size: int, head_dim: int, ring: bool) -> None:
+        super().__init__()
+        self.size, self.ring = size, ring
+        shape = (1, n_kv_heads, size, head_dim)
+        self.register_buffer("k", torch.zeros(shape), persistent=False)
+        self.register_buffer("v", torch.zeros(shape), persistent=False)
+
+    def slots(self, input_pos: torch.Tensor, seq_len: int) -> torch.Tensor:
+        """Cache slots written by a chunk of ``seq_len`` tokens starting at ``input_pos``."""
+        pos = input_pos + torch.arange(seq_len, device=input_pos.device)
+        return torch.remainder(pos, self.size) if self.ring else pos
+
+    def update(
+        self, input_pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Write k, v [1, H_kv, T, D] and return the whole cache."""
+        slots = self.slots(input_pos, k.shape[2])
+        self.k.index_copy_(2, slots, k)
+        self.v.index_copy_(2, slots, v)
+        return self.k, self.v
+
+    def slot_positions(self, input_pos: torch.Tensor, seq_len: int) -> torch.Tensor:
+        """Absolute position held by each slot after writing the chunk (negative = never written)."""
+        j = torch.arange(self.size, device=input_pos.device)
+        if not self.ring:
+            return j
+        last = input_pos + (seq_len - 1)
+        return last - torch.remainder(last - j, self.size)
+
+
+class SDPA(nn.Module):
+    """Scaled dot-product attention over a whole cache with a boolean mask [T, S]."""
+
+    def __init__(self, n_heads: int, n_kv_heads: int, scale: float) -> None:
+        super().__init__()
+        self.n_rep, self.scale = n_heads // n_kv_heads, scale
+
+    def forward(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor
+    ) -> torch.Tensor:
+        """q [1, H, T, D], k/v [1, H_kv, S, D] -> [1, H, T, D]."""
+        if self.n_rep > 1:
+            b, h, s, d = k.shape
+            k = k[:, :, None].expand(b, h, self.n_rep, s, d).reshape(b, h * self.n_rep, s, d)
+            v = v[:, :, None].expand(b, h, self.n_rep, s, d).reshape(b, h * self.n_rep, s, d)
+        scores = (q @ k.transpose(-1, -2)).float() * self.scale
+        scores = scores.masked_fill(~mask, float("-inf"))
+        return torch.softmax(scores, dim=-1).to(q.dtype) @ v
+
+
+class Attention(nn.Module):
+    """Gemma 4 attention; a KV-shared layer has only wq/q_norm/wo and reads a source cache."""
+
+    def __init__(self, args: ModelArgs, layer: int) -> None:
+        super().__init__()
+        self.head_dim = args.head_dims[layer]
+        self.n_heads = args.n_heads
+        self.n_kv_heads = args.n_kv_heads[layer]
+        self.shared = args.kv_source[layer] != layer
+        kind = args.layer_types[layer]
+        self.wq = nn.Linear(args.dim, self.n_heads * self.head_dim, bias=False)
+        self.wo = nn.Linear(self.n_heads * self.head_dim, args.dim, bias=False)
+        self.q_norm = RMSNorm(self.head_dim, args.norm_eps)
+        if not self.shared:
+            self.wk = nn.Linear(args.dim, self.n_kv_heads * self.head_dim, bias=False)
+            self.wv = (
+                None
+                if args.k_eq_v[layer]
+                else nn.Linear(args.dim, self.n_kv_heads * self.head_dim, bias=False)
+            )
+            self.k_norm = RMSNorm(self.head_dim, args.norm_eps)
+            self.v_norm = RMSNorm(self.head_dim, args.norm_eps, with_scale=False)
+        self.rope = RoPE(
+            self.head_dim, args.rope_dims[kind], args.rope_theta[kind], args.rope_scale[kind]
+        )
+        self.sdpa = SDPA(self.n_heads, self.n_kv_heads, scale=1.0)
+
+    def forward(
+        self, x: torch.Tensor, input_pos: torch.Tensor, cache: KVCache, mask: torch.Tensor
+    ) -> torch.Tensor:
+        b, t, _ = x.shape
+        q = self.q_norm(self.wq(x).view(b, t, self.n_heads, self.head_dim)).transpose(1, 2)
+        q = self.rope(q, input_pos)
+        if self.shared:
+            k, v = cache.k, cache.v
+        else:
+            k = self.wk(x).view(b, t, self.n_kv_heads, self.head_dim)
+            v = k if self.wv is None else self.wv(x).view(b, t, self.n_kv_heads, self.head_dim)
+            k = self.rope(self.k_norm(k).transpose(1, 2), input_pos)
+            v = self.v_norm(v).transpose(1, 2)
+            k, v = cache.update(input_pos, k, v)
+        out = self.sdpa(q, k, v, mask)
+        return self.wo(out.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim))
+
+
+class FeedForward(nn.Module):
+    """Gated MLP with tanh-approximated GELU."""
+
+    def __init__(self, dim: int, hidden: int) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(dim, hidden, bias=False)  # gate
+        self.w3 = nn.Linear(dim, hidden, bias=False)  # up
+        self.w2 = nn.Linear(hidden, dim, bias=False)  # down
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(F.gelu(self.w1(x), approximate="tanh") * self.w3(x))
+
+
+class TransformerBlock(nn.Module):
+    """Sandwich-normed attention and MLP, then the per-layer-embedding gate, then layer_scalar."""
+
+    def __init__(self, args: ModelArgs, layer: int) -> None:
+        super().__init__()
+        eps = args.norm_eps
+        self.attention = Attention(args, layer)
+        self.feed_forward = FeedForward(args.dim, args.ffn_dims[layer])
+        self.attention_norm = RMSNorm(args.dim, eps)
+        self.post_attention_norm = RMSNorm(args.dim, eps)
+        self.ffn_norm = RMSNorm(args.dim, eps)
+        self.post_ffn_norm = RMSNorm(args.dim, eps)
+        self.has_ple = args.ple_dim > 0
+        if self.has_ple:
+            self.ple_gate = nn.Linear(args.dim, args.ple_dim, bias=False)
+            self.ple_proj = nn.Linear(args.ple_dim, args.dim, bias=False)
+            self.ple_norm = RMSNorm(args.dim, eps)
+        self.register_buffer("layer_scalar", torch.ones(1))
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        ple: torch.Tensor | None,
+        input_pos: torch.Tensor,
+        cache: KVCache,
+        mask: torch.Tensor,
+    ) -> torch.Tensor:
+        h = self.attention(self.attention_norm(x), input_pos, cache, mask)
+        x = x + self.post_attention_norm(h)
+        x = x + self.post_ffn_norm(self.feed_forward(self.ffn_norm(x)))
+        if ple is not None:
+            g = F.gelu(self.ple_gate(x), approximate="tanh") * ple
+            x = x + self.ple_norm(self.ple_proj(g))
+        return x * self.layer_scalar
+
+
+class Transformer(nn.Module):
+    """Gemma 4 text decoder with static caches: ``forward(tokens[1, T], input_pos[1]) -> [1, V]``."""
+
+    def __init__(self, args: ModelArgs, max_context: int, max_chunk: int) -> None:
+        super().__init__()
+        if not 1 <= max_chunk <= max_context:
+            raise ValueError(
+                f"max_chunk ({max_chunk}) must be between 1 and max_context ({max_context})."
+            )
+        self.args, self.max_context, self.max_chunk = args, max_context, max_chunk
+        self.tok_embeddings = nn.Embedding(args.vocab_size, args.dim)
+        # Like the reference, the sqrt(dim) scale is rounded to the weights' dtype (buffer casts).
+        self.register_buffer("embed_scale", torch.tensor(args.dim**0.5), persistent=False)
+        if args.ple_dim:
+            width = args.n_layers * args.ple_dim
+            self.ple_embeddings = nn.Embedding(args.ple_vocab_size, width)
+            self.register_buffer(
+                "ple_embed_scale", torch.tensor(args.ple_dim**0.5), persistent=False
+            )
+            self.ple_projection = nn.Linear(args.dim, width, bias=False)
+            self.ple_norm = RMSNorm(args.ple_dim, args.norm_eps)
+        self.layers = nn.ModuleList(TransformerBlock(args, i) for i in range(args.n_layers))
+        self.norm = RMSNorm(args.dim, args.norm_eps)
+        self.output = nn.Linear(args.dim, args.vocab_size, bias=False)
+        if args.tie_word_embeddings:
+            self.output.weight = self.tok_embeddings.weight
+
+        # One cache per layer that computes keys/values; shared layers read their source's.
+        ring_size = min(max_context, args.sliding_window + max_chunk - 1)
+        self.caches = nn.ModuleDict()
+        for i in range(args.n_layers):
+            if args.kv_source[i] == i:
+                sliding = args.layer_types[i] == SLIDING
+                self.caches[str(i)] = KVCache(
+                    args.n_kv_heads[i],
+                    ring_size if sliding else max_context,
+                    args.head_dims[i],
+                    ring=sliding,
+                )
+
+    def cache_for(self, layer: int) -> KVCache:
+        """The cache layer ``layer`` reads (its own, or its KV-sharing source's)."""
+        return self.caches[str(self.args.kv_source[layer])]
+
+    def _masks(self, input_pos: torch.Tensor, seq_len: int) -> dict[str, torch.Tensor]:
+        """Boolean [T, S] attention masks per layer type, from absolute positions."""
+        q_pos = (input_pos + torch.arange(seq_len, device=input_pos.device))[:, None]
+        masks = {}
+        for kind in set(self.args.layer_types):
+            layer = self.args.layer_types.index(kind)
+            kv_pos = self.cache_for(layer).slot_positions(input_pos, seq_len)[None, :]
+            mask = (kv_pos >= 0) & (kv_pos <= q_pos)
+            if kind == SLIDING:
+                mask = mask & (q_pos - kv_pos < self.args.sliding_window)
+            masks[kind] = mask
+        return masks
+
+    def _per_layer_inputs(self, tokens: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        """PLE inputs [1, T, n_layers, ple_dim]: token table + normed projection of the embedding."""
+        a = self.args
+        shape = (*tokens.shape, a.n_layers, a.ple_dim)
+        from_tokens = (self.ple_embeddings(tokens) * self.ple_embed_scale).reshape(shape)
+        projected = self.ple_norm((self.ple_projection(h) * a.dim**-0.5).reshape(shape))
+        return (projected + from_tokens) * 2**-0.5
+
+    def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
+        seq_len = tokens.shape[1]
+        h = self.tok_embeddings(tokens) * self.embed_scale
+        ple = self._per_layer_inputs(tokens, h) if self.args.ple_dim else None
+        masks = self._masks(input_pos, seq_len)
+        for i, layer in enumerate(self.layers):
+            if i == self.args.first_shared_layer:
+                # Shared layers write no cache and only the last position's logits are returned,
+                # so the rest of the stack runs on the last token alone.
+                h = h[:, -1:]
+                ple = ple[:, -1:] if ple is not None else None
+                input_pos = input_pos + (seq_len - 1)
+                masks = {kind: m[-1:] for kind, m in masks.items()}
+            kind = self.args.layer_types[i]
+            h = layer(
+                h,
+                ple[:, :, i] if ple is not None else None,
+                input_pos,
+                self.cache_for(i),
+                masks[kind],
+            )
+        logits = self.output(self.norm(h[:, -1])).float()
+        if self.args.final_softcap is not None:
+            cap = self.args.final_softcap
+            logits = torch.tanh(logits / cap) * cap
+        return logits
+
+    def to_dtype(self, dtype: torch.dtype) -> Transformer:
+        """Cast weights and caches to ``dtype``, keeping RoPE frequencies in float32."""
+        self.to(dtype)
+        for m in self.modules():
+            if isinstance(m, RoPE):
+                m.inv_freq = m.inv_freq.float()
+        return self
+
+    @torch.no_grad()
+    def init_random(self, seed: int = 0) -> Transformer:
+        """Fill the weights with seeded random values of a trained model's rough scale."""
+        g = torch.Generator().manual_seed(seed)
+        for name, p in self.named_parameters():
+            if p.dim() == 1:  # norm weights: around 1, not exactly 1
+                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
+            else:
+                p.copy_(torch.randn(p.shape, generator=g) / math.sqrt(p.shape[-1]))
+        for layer in self.layers:
+            layer.layer_scalar.copy_(0.5 + torch.rand(1, generator=g))
+        return self
+
+
+_HF_TOP = {
+    "embed_tokens.weight": "tok_embeddings.weight",
+    "embed_tokens_per_layer.weight": "ple_embeddings.weight",
+    "per_layer_model_projection.weight": "ple_projection.weight",
+    "per_layer_projection_norm.weight": "ple_norm.weight",
+    "norm.weight": "norm.weight",
+}
+_HF_LAYER = {
+    "self_attn.q_proj.weight": "attention.wq.weight",
+    "self_attn.k_proj.weight": "attention.wk.weight",
+    "self_attn.v_proj.weight": "attention.wv.weight",
+    "self_attn.o_proj.weight": "attention.wo.weight",
+    "self_attn.q_norm.weight": "attention.q_norm.weight",
+    "self_attn.k_norm.weight": "attention.k_norm.weight",
+    "mlp.gate_proj.weight": "feed_forward.w1.weight",
+    "mlp.up_proj.weight": "feed_forward.w3.weight",
+    "mlp.down_proj.weight": "feed_forward.w2.weight",
+    "input_layernorm.weight": "attention_norm.weight",
+    "post_attention_layernorm.weight": "post_attention_norm.weight",
+    "pre_feedforward_layernorm.weight": "ffn_norm.weight",
+    "post_feedforward_layernorm.weight": "post_ffn_norm.weight",
+    "per_layer_input_gate.weight": "ple_gate.weight",
+    "per_layer_projection.weight": "ple_proj.weight",
+    "post_per_layer_input_norm.weight": "ple_norm.weight",
+    "layer_scalar": "layer_scalar",
+}
+# Prefixes of the text decoder in Gemma4ForCausalLM and Gemma4ForConditionalGeneration files.
+_HF_PREFIXES = ("model.language_model.", "model.")
+# Parts of multimodal checkpoints that are not the text decoder.
+_HF_IGNORED = (
+    "model.vision_tower.",
+    "model.audio_tower.",
+    "model.embed_vision.",
+    "model.embed_audio.",
+)
+
+
+def hf_to_local_name(hf_name: str) -> str | None:
+    """Map an HF tensor name to this module's state-dict name; None for tensors to ignore.
+
+    The vision/audio parts of multimodal checkpoints are ignored; unknown decoder tensors are
+    passed through so the loader reports them as unexpected instead of dropping them silently.
+    """
+    if hf_name == "lm_head.weight":
+        return "output.weight"
+    if hf_name.startswith(_HF_IGNORED):
+        return None
+    prefix = next((p for p in _HF_PREFIXES if hf_name.startswith(p)), None)
+    if prefix is None:
+        return hf_name
+    rest = hf_name[len(prefix) :]
+    if rest in _HF_TOP:
+        return _HF_TOP[rest]
+    if rest.startswith("layers.") and rest.count(".") >= 2:
+        _, idx, tail = rest.split(".", 2)
+        return f"layers.{idx}.{_HF_LAYER.get(tail, tail)}"
+    return rest
+
+
+def reference_model(config: dict[str, Any]) -> nn.Module:
+    """transformers' ``Gemma4ForCausalLM`` for an HF config dict (parity tests only)."""
+    from transformers import Gemma4ForCausalLM, Gemma4TextConfig
+
+    fields = {k: v for k, v in config.items() if k != "model_type"}
+    cfg = Gemma4TextConfig(**fields)
+    cfg._attn_implementation = "eager"
+    return Gemma4ForCausalLM(cfg).eval()
