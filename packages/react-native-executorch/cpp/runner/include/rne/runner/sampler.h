@@ -32,12 +32,12 @@ class Sampler {
 
  private:
   struct Candidate {
-    float logit;
+    float value;  // a logit during top-k selection, then a weight relative to the top token
     int32_t id;
   };
   void apply_repetition_penalty(float* logits, const std::vector<int64_t>& context);
   void select_top_k(const float* logits);
-  void select_above(const float* logits, float threshold);
+  void select_above(float threshold);
   int64_t draw(float max_logit);
 
   SamplerConfig config_;

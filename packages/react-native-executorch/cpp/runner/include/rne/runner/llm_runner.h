@@ -1,0 +1,70 @@
+// The runner's public API, the one the host CLI and the React Native binding (cpp/jsi/) use:
+//
+//   auto runner = rne::runner::LlmRunner::load("model.pte", "tokenizer.json");
+//   if (!runner.ok()) { report(runner.error()); return; }
+//   rne::runner::GenerationConfig config;           // greedy, 256 new tokens
+//   auto stats = (*runner)->generate(prompt, config, [](std::string_view text) { show(text); });
+//
+// One conversation per runner: each generate() appends to the KV cache (only new tokens are
+// prefilled), reset() starts over. interrupt() may be called from any thread. Every fallible
+// call returns a Result; nothing throws.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rne/runner/backends.h"
+#include "rne/runner/model_session.h"
+#include "rne/runner/result.h"
+#include "rne/runner/sampler.h"
+#include "rne/runner/text_generator.h"
+
+namespace rne::tokenizer {
+class Tokenizer;
+}
+
+namespace rne::runner {
+
+// Receives generated text in order. Pieces are always whole UTF-8 characters, never contain
+// a stop string or what follows it, and never contain special tokens (e.g. <|im_end|>).
+using TextCallback = std::function<void(std::string_view text)>;
+
+class LlmRunner {
+ public:
+  // Loads the .pte (memory-mapped) and the tokenizer.json. Errors say which file and why.
+  static Result<std::unique_ptr<LlmRunner>> load(const std::string& model_path,
+                                                 const std::string& tokenizer_path);
+  ~LlmRunner();
+
+  // Encodes `prompt` as is (no <bos> or other post-processor tokens: a chat template already
+  // writes them; use encode() + the token overload to control that) and generates.
+  Result<Stats> generate(const std::string& prompt, const GenerationConfig& config,
+                         const TextCallback& on_text);
+  // Same, from token ids (e.g. the JS side tokenized, or a test needs exact ids).
+  Result<Stats> generate(const std::vector<int64_t>& tokens, const GenerationConfig& config,
+                         const TextCallback& on_text);
+
+  // Tokenizes with the model's tokenizer; add_special_tokens applies its post-processor.
+  std::vector<int64_t> encode(std::string_view text, bool add_special_tokens) const;
+  std::string decode(const std::vector<int64_t>& tokens) const;
+
+  void interrupt() { generator_->interrupt(); }  // any thread; generate() returns kInterrupted
+  void reset() { generator_->reset(); }
+
+  const ModelContract& contract() const { return generator_->contract(); }
+  int64_t position() const { return generator_->position(); }  // KV positions in use
+  double load_ms() const { return load_ms_; }
+  const Stats& last_stats() const { return last_stats_; }
+
+ private:
+  LlmRunner() = default;
+  std::unique_ptr<TextGenerator> generator_;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  double load_ms_ = 0;
+  Stats last_stats_;
+};
+
+}  // namespace rne::runner

@@ -1,0 +1,95 @@
+// The token-level generation loop over one ModelSession: chunked prefill, decode with T=1,
+// sampling, stop conditions, the generation budget, KV-cache reuse across calls, interrupt and
+// stats. Text (tokenizer, UTF-8 streaming, stop strings) lives one level up, in LlmRunner.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "rne/runner/model_session.h"
+#include "rne/runner/result.h"
+#include "rne/runner/sampler.h"
+
+namespace rne::runner {
+
+enum class StopReason {
+  kEos,            // the model produced one of the contract's EOS ids
+  kStopString,    // the token callback asked to stop (LlmRunner: a stop string appeared)
+  kMaxNewTokens,  // GenerationConfig::max_new_tokens reached
+  kContextFull,   // the KV cache has no position left
+  kInterrupted,   // interrupt() was called from another thread
+};
+
+const char* stop_reason_name(StopReason reason);
+
+struct GenerationConfig {
+  // Upper bound on generated tokens; <= 0 means "until EOS or the context is full". The budget
+  // actually used is min(max_new_tokens, max_context - tokens in the cache after prefill).
+  int32_t max_new_tokens = 256;
+  SamplerConfig sampling;
+  bool stop_on_eos = true;                 // false keeps generating past EOS (benchmarks)
+  std::vector<std::string> stop_strings;   // applied by LlmRunner to the decoded text
+};
+
+struct Stats {
+  double load_ms = 0;          // ModelSession::load (+ tokenizer, in LlmRunner)
+  double encode_ms = 0;        // prompt tokenization (LlmRunner only)
+  double prefill_ms = 0;       // all prefill forward calls of this generate()
+  double ttft_ms = 0;          // generate() start to the first generated token
+  double decode_ms = 0;        // first generated token to the end of generate()
+  double sampling_ms = 0;      // time inside the sampler, summed
+  int64_t prompt_tokens = 0;   // tokens prefilled by this call (only the new ones)
+  int64_t generated_tokens = 0;
+  int64_t cache_tokens = 0;    // positions in use in the KV cache after the call
+  StopReason stop_reason = StopReason::kMaxNewTokens;
+
+  double prefill_tokens_per_s() const;
+  // Decode rate over the tokens that needed a T=1 forward (all but the first, which comes from
+  // the prefill's logits).
+  double decode_tokens_per_s() const;
+};
+
+// Called once per generated token, in order; return false to stop (reported as kStopString).
+using TokenSink = std::function<bool(int64_t token)>;
+
+class TextGenerator {
+ public:
+  explicit TextGenerator(std::unique_ptr<ModelSession> session);
+
+  const ModelContract& contract() const { return session_->contract(); }
+
+  // Appends `new_tokens` to the conversation in the cache, prefills only what the cache does
+  // not hold yet (the previous call's last generated token, then `new_tokens`) in chunks of
+  // max_chunk, and generates. Errors: empty input with nothing pending, a token outside the
+  // vocabulary, a prompt that does not fit in the remaining context, a runtime failure.
+  Result<Stats> generate(const std::vector<int64_t>& new_tokens, const GenerationConfig& config,
+                         const TokenSink& sink);
+
+  // Prefills without generating (e.g. a system prompt), so the next generate() starts from it.
+  Result<Stats> prefill(const std::vector<int64_t>& new_tokens);
+
+  // Asks a running generate() to stop after the current forward call. Safe from any thread.
+  void interrupt() { interrupted_.store(true, std::memory_order_relaxed); }
+
+  // Forgets the conversation: the next generate() starts at position 0.
+  void reset();
+
+  // Tokens whose keys/values are in the cache, in position order.
+  const std::vector<int64_t>& cached_tokens() const { return cached_; }
+  int64_t position() const { return static_cast<int64_t>(cached_.size()); }
+
+ private:
+  // Feeds `tokens` at the current position in max_chunk steps; returns the last logits.
+  Result<LogitsView> feed(const std::vector<int64_t>& tokens, bool interruptible);
+
+  std::unique_ptr<ModelSession> session_;
+  std::vector<int64_t> cached_;   // tokens in the KV cache
+  std::vector<int64_t> pending_;  // generated but not yet fed (the last token of a turn)
+  std::atomic<bool> interrupted_{false};
+  std::atomic<bool> running_{false};
+};
+
+}  // namespace rne::runner

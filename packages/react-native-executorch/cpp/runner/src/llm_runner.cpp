@@ -1,0 +1,92 @@
+#include "rne/runner/llm_runner.h"
+
+#include <chrono>
+
+#include "rne/runner/text_stream.h"
+#include "rne/tokenizer/tokenizer.h"
+
+namespace rne::runner {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+}  // namespace
+
+LlmRunner::~LlmRunner() = default;
+
+Result<std::unique_ptr<LlmRunner>> LlmRunner::load(const std::string& model_path,
+                                                   const std::string& tokenizer_path) {
+  const auto start = Clock::now();
+  auto tok = tokenizer::Tokenizer::from_file(tokenizer_path);
+  if (!tok.ok()) {
+    const auto code = tok.error().code == tokenizer::ErrorCode::kFileNotFound
+                          ? ErrorCode::kNotFound
+                          : ErrorCode::kTokenizer;
+    return Error{code, tok.error().message};
+  }
+  auto session = ModelSession::load(model_path);
+  if (!session.ok()) return session.error();
+  const ModelContract& contract = (*session)->contract();
+  if (static_cast<int64_t>(tok.value().vocab_size()) > contract.vocab_size) {
+    return Error{ErrorCode::kTokenizer,
+                 tokenizer_path + " has " + std::to_string(tok.value().vocab_size()) +
+                     " tokens but " + model_path + " has a vocabulary of " +
+                     std::to_string(contract.vocab_size) +
+                     "; they belong to different models"};
+  }
+  std::unique_ptr<LlmRunner> runner(new LlmRunner());
+  runner->tokenizer_ = std::make_unique<tokenizer::Tokenizer>(std::move(tok).value());
+  runner->generator_ = std::make_unique<TextGenerator>(std::move(session).value());
+  runner->load_ms_ = ms_since(start);
+  return runner;
+}
+
+std::vector<int64_t> LlmRunner::encode(std::string_view text, bool add_special_tokens) const {
+  auto ids = tokenizer_->encode(text, add_special_tokens);
+  return {ids.begin(), ids.end()};
+}
+
+std::string LlmRunner::decode(const std::vector<int64_t>& tokens) const {
+  std::vector<tokenizer::TokenId> ids(tokens.begin(), tokens.end());
+  return tokenizer_->decode(ids);
+}
+
+Result<Stats> LlmRunner::generate(const std::string& prompt, const GenerationConfig& config,
+                                  const TextCallback& on_text) {
+  const auto start = Clock::now();
+  auto tokens = encode(prompt, /*add_special_tokens=*/false);
+  const double encode_ms = ms_since(start);
+  auto stats = generate(tokens, config, on_text);
+  if (stats.ok()) {
+    stats->encode_ms = encode_ms;
+    stats->ttft_ms += encode_ms;
+    last_stats_ = *stats;
+  }
+  return stats;
+}
+
+Result<Stats> LlmRunner::generate(const std::vector<int64_t>& tokens,
+                                  const GenerationConfig& config, const TextCallback& on_text) {
+  // Text pipeline per token: decoder bytes -> whole characters -> stop-string filter -> caller.
+  auto decoder = tokenizer_->stream_decoder(/*skip_special_tokens=*/true);
+  Utf8Stream utf8;
+  StopStringFilter stop(config.stop_strings);
+  auto emit = [&](const std::string& text) {
+    if (!text.empty() && on_text) on_text(text);
+  };
+  auto sink = [&](int64_t token) {
+    emit(stop.push(utf8.push(decoder.next(static_cast<tokenizer::TokenId>(token)))));
+    return !stop.stopped();
+  };
+  auto stats = generator_->generate(tokens, config, sink);
+  if (!stats.ok()) return stats;
+  emit(stop.push(utf8.flush()));
+  emit(stop.flush());
+  stats->load_ms = load_ms_;
+  last_stats_ = *stats;
+  return stats;
+}
+
+}  // namespace rne::runner

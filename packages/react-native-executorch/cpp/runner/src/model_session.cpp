@@ -1,0 +1,182 @@
+#include "rne/runner/model_session.h"
+
+#include <executorch/extension/module/module.h>
+#include <executorch/extension/tensor/tensor.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+namespace rne::runner {
+
+namespace et = ::executorch;
+using et::extension::module::Module;
+
+namespace {
+
+Error contract_error(const std::string& path, const std::string& what) {
+  return {ErrorCode::kInvalidModel,
+          path + ": " + what +
+              " (the file does not follow the .pte contract; re-export it with "
+              "tools/export_model.py)"};
+}
+
+// A .pte is a FlatBuffer whose file identifier (bytes 4..7) starts with "ET".
+Result<void> check_pte_header(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    return Error{ErrorCode::kNotFound,
+                 path + ": no such file or not readable (check the model path)"};
+  }
+  char header[8] = {};
+  file.read(header, sizeof(header));
+  if (file.gcount() < 8 || header[4] != 'E' || header[5] != 'T') {
+    return Error{ErrorCode::kInvalidModel,
+                 path + ": not an ExecuTorch program (.pte); expected a file written by "
+                        "tools/export_model.py"};
+  }
+  return {};
+}
+
+// Reads a constant method that returns one int (or bool) scalar.
+Result<int64_t> read_int(Module& module, const std::string& path, const char* method) {
+  auto out = module.execute(method);
+  if (!out.ok()) {
+    return contract_error(path, std::string("constant method '") + method +
+                                    "' is missing or failed to run");
+  }
+  if (out->empty()) return contract_error(path, std::string("'") + method + "' returned nothing");
+  const auto& value = out->at(0);
+  if (value.isInt()) return value.toInt();
+  if (value.isBool()) return value.toBool() ? 1 : 0;
+  return contract_error(path, std::string("'") + method + "' did not return an integer");
+}
+
+Result<std::vector<int64_t>> read_int_list(Module& module, const std::string& path,
+                                           const char* method) {
+  auto out = module.execute(method);
+  if (!out.ok()) {
+    return contract_error(path, std::string("constant method '") + method +
+                                    "' is missing or failed to run");
+  }
+  std::vector<int64_t> ids;
+  // A list constant comes back as one EValue per element.
+  for (const auto& value : *out) {
+    if (!value.isInt()) {
+      return contract_error(path, std::string("'") + method + "' returned a non-integer");
+    }
+    ids.push_back(value.toInt());
+  }
+  return ids;
+}
+
+}  // namespace
+
+ModelSession::~ModelSession() = default;
+
+Result<std::unique_ptr<ModelSession>> ModelSession::load(const std::string& path) {
+  if (auto header = check_pte_header(path); !header.ok()) return header.error();
+
+  std::unique_ptr<ModelSession> session(new ModelSession());
+  session->path_ = path;
+  // Memory-mapped so a multi-GB model is paged in on demand instead of copied.
+  session->module_ = std::make_unique<Module>(path, Module::LoadMode::MmapUseMlockIgnoreErrors);
+  Module& module = *session->module_;
+
+  if (module.load() != et::runtime::Error::Ok) {
+    return Error{ErrorCode::kInvalidModel,
+                 path + ": the ExecuTorch runtime could not parse this program (corrupt file, "
+                        "or written by an incompatible ExecuTorch version)"};
+  }
+  auto names = module.method_names();
+  if (!names.ok() || names->count("forward") == 0) {
+    return contract_error(path, "method 'forward' is missing");
+  }
+  if (auto err = module.load_method("forward"); err != et::runtime::Error::Ok) {
+    return Error{ErrorCode::kInvalidModel,
+                 path + ": loading method 'forward' failed (runtime error " +
+                     std::to_string(static_cast<int>(err)) +
+                     "); usually an operator or delegate this binary was not built with"};
+  }
+
+  auto meta = module.method_meta("forward");
+  if (!meta.ok() || meta->num_inputs() != 2) {
+    return contract_error(path, "'forward' must take (tokens[1, T], input_pos[1])");
+  }
+  auto tokens_meta = meta->input_tensor_meta(0);
+  if (!tokens_meta.ok() || tokens_meta->sizes().size() != 2 ||
+      tokens_meta->scalar_type() != et::aten::ScalarType::Long) {
+    return contract_error(path, "'forward' input 0 must be int64 tokens of shape [1, T]");
+  }
+  auto logits_meta = meta->output_tensor_meta(0);
+  if (!logits_meta.ok() || logits_meta->scalar_type() != et::aten::ScalarType::Float) {
+    return contract_error(path, "'forward' output 0 must be float32 logits");
+  }
+
+  ModelContract& c = session->contract_;
+  // The declared upper bound of the dynamic T dimension is the prefill chunk.
+  c.max_chunk = tokens_meta->sizes()[1];
+  auto max_context = read_int(module, path, "get_max_context_len");
+  if (!max_context.ok()) return max_context.error();
+  auto vocab = read_int(module, path, "get_vocab_size");
+  if (!vocab.ok()) return vocab.error();
+  auto eos = read_int_list(module, path, "get_eos_ids");
+  if (!eos.ok()) return eos.error();
+  c.max_context = *max_context;
+  c.vocab_size = *vocab;
+  c.eos_ids = std::move(*eos);
+  if (names->count("get_bos_id")) {
+    auto bos = read_int(module, path, "get_bos_id");
+    if (!bos.ok()) return bos.error();
+    c.bos_id = *bos;
+  }
+  if (names->count("get_backend")) {
+    auto backend = read_int(module, path, "get_backend");
+    if (!backend.ok()) return backend.error();
+    c.backend_code = *backend;
+  }
+  if (c.max_chunk < 1 || c.max_context < 1 || c.vocab_size < 1 || c.max_chunk > c.max_context) {
+    return contract_error(path, "inconsistent metadata: max_chunk=" + std::to_string(c.max_chunk) +
+                                    " max_context=" + std::to_string(c.max_context) +
+                                    " vocab_size=" + std::to_string(c.vocab_size));
+  }
+  session->tokens_buffer_.resize(static_cast<size_t>(c.max_chunk));
+  return session;
+}
+
+Result<LogitsView> ModelSession::forward(const int64_t* tokens, int64_t count, int64_t start_pos) {
+  if (count < 1 || count > contract_.max_chunk) {
+    return Error{ErrorCode::kInvalidArgument,
+                 "forward: " + std::to_string(count) + " tokens; must be 1.." +
+                     std::to_string(contract_.max_chunk) + " (max_chunk)"};
+  }
+  if (start_pos < 0 || start_pos + count > contract_.max_context) {
+    return Error{ErrorCode::kContextFull,
+                 "forward: positions " + std::to_string(start_pos) + ".." +
+                     std::to_string(start_pos + count - 1) + " exceed the context of " +
+                     std::to_string(contract_.max_context)};
+  }
+  std::copy(tokens, tokens + count, tokens_buffer_.begin());
+  position_ = start_pos;
+  auto tokens_tensor = et::extension::from_blob(
+      tokens_buffer_.data(), {1, static_cast<et::aten::SizesType>(count)},
+      et::aten::ScalarType::Long);
+  auto pos_tensor = et::extension::from_blob(&position_, {1}, et::aten::ScalarType::Long);
+  auto out = module_->execute("forward", {tokens_tensor, pos_tensor});
+  if (!out.ok()) {
+    return Error{ErrorCode::kExecutionFailed,
+                 "forward failed at position " + std::to_string(start_pos) + " with " +
+                     std::to_string(count) + " tokens (runtime error " +
+                     std::to_string(static_cast<int>(out.error())) + ")"};
+  }
+  auto& logits = out->at(0).toTensor();
+  if (logits.numel() != contract_.vocab_size) {
+    return contract_error(path_, "forward returned " + std::to_string(logits.numel()) +
+                                     " logits, expected vocab_size=" +
+                                     std::to_string(contract_.vocab_size) +
+                                     " (logits of the last position only)");
+  }
+  return LogitsView{logits.mutable_data_ptr<float>(), contract_.vocab_size};
+}
+
+}  // namespace rne::runner

@@ -1,0 +1,176 @@
+#include "rne/runner/text_generator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+
+namespace rne::runner {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// Clears the running flag however generate() returns.
+class RunningGuard {
+ public:
+  explicit RunningGuard(std::atomic<bool>& flag) : flag_(flag) {}
+  ~RunningGuard() { flag_.store(false); }
+
+ private:
+  std::atomic<bool>& flag_;
+};
+
+}  // namespace
+
+const char* stop_reason_name(StopReason reason) {
+  switch (reason) {
+    case StopReason::kEos: return "eos";
+    case StopReason::kStopString: return "stop_string";
+    case StopReason::kMaxNewTokens: return "max_new_tokens";
+    case StopReason::kContextFull: return "context_full";
+    case StopReason::kInterrupted: return "interrupted";
+  }
+  return "unknown";
+}
+
+double Stats::prefill_tokens_per_s() const {
+  return prefill_ms > 0 ? prompt_tokens * 1000.0 / prefill_ms : 0.0;
+}
+
+double Stats::decode_tokens_per_s() const {
+  return decode_ms > 0 && generated_tokens > 1 ? (generated_tokens - 1) * 1000.0 / decode_ms
+                                               : 0.0;
+}
+
+TextGenerator::TextGenerator(std::unique_ptr<ModelSession> session)
+    : session_(std::move(session)) {}
+
+void TextGenerator::reset() {
+  cached_.clear();
+  pending_.clear();
+}
+
+Result<Stats> TextGenerator::prefill(const std::vector<int64_t>& new_tokens) {
+  GenerationConfig config;
+  config.max_new_tokens = 0;
+  return generate(new_tokens, config, nullptr);
+}
+
+Result<Stats> TextGenerator::generate(const std::vector<int64_t>& new_tokens,
+                                      const GenerationConfig& config, const TokenSink& sink) {
+  if (running_.exchange(true)) {
+    return Error{ErrorCode::kBusy, "generate() is already running on this runner; wait for it "
+                                   "or call interrupt()"};
+  }
+  RunningGuard guard(running_);
+  interrupted_.store(false);
+  const auto start = Clock::now();
+  const ModelContract& contract = session_->contract();
+  const bool prefill_only = sink == nullptr;
+
+  if (auto valid = validate(config.sampling); !valid.ok()) return valid.error();
+  for (int64_t id : new_tokens) {
+    if (id < 0 || id >= contract.vocab_size) {
+      return Error{ErrorCode::kInvalidArgument,
+                   "token id " + std::to_string(id) + " is outside the vocabulary (0.." +
+                       std::to_string(contract.vocab_size - 1) +
+                       "); the tokenizer does not match this model"};
+    }
+  }
+  // What the cache does not hold yet: last turn's final token, then this turn's input.
+  std::vector<int64_t> to_feed = pending_;
+  to_feed.insert(to_feed.end(), new_tokens.begin(), new_tokens.end());
+  if (to_feed.empty()) {
+    return Error{ErrorCode::kInvalidArgument, "nothing to generate from: the prompt is empty"};
+  }
+  const int64_t free_positions = contract.max_context - position();
+  if (static_cast<int64_t>(to_feed.size()) > free_positions) {
+    return Error{ErrorCode::kContextFull,
+                 "the prompt needs " + std::to_string(to_feed.size()) + " positions but only " +
+                     std::to_string(free_positions) + " of " +
+                     std::to_string(contract.max_context) +
+                     " are free; call reset() or shorten the conversation"};
+  }
+
+  Stats stats;
+  stats.prompt_tokens = static_cast<int64_t>(to_feed.size());
+
+  // Chunked prefill: every backend, steps of max_chunk, positions appended to the cache.
+  LogitsView logits;
+  for (size_t offset = 0; offset < to_feed.size();) {
+    if (interrupted_.load(std::memory_order_relaxed)) {
+      // What was fed stays cached and consistent; the unfed rest of the input is dropped.
+      pending_.clear();
+      stats.prompt_tokens = static_cast<int64_t>(offset);
+      stats.prefill_ms = ms_since(start);
+      stats.cache_tokens = position();
+      stats.stop_reason = StopReason::kInterrupted;
+      return stats;
+    }
+    const auto count = std::min<int64_t>(contract.max_chunk, to_feed.size() - offset);
+    auto out = session_->forward(to_feed.data() + offset, count, position());
+    if (!out.ok()) return out.error();
+    logits = *out;
+    cached_.insert(cached_.end(), to_feed.begin() + offset, to_feed.begin() + offset + count);
+    offset += count;
+  }
+  pending_.clear();
+  stats.prefill_ms = ms_since(start);
+  stats.cache_tokens = position();
+  if (prefill_only) return stats;
+
+  // The budget is bounded by the positions left after the prefill (never by max_chunk). Every
+  // generated token but the last is fed back, so the last one still has a position to go to
+  // when the next turn feeds it.
+  const int64_t room = contract.max_context - position();
+  const int64_t budget = config.max_new_tokens > 0 ? std::min<int64_t>(config.max_new_tokens, room)
+                                                   : room;
+  Sampler sampler(config.sampling, contract.vocab_size);
+  auto is_eos = [&](int64_t id) {
+    return std::find(contract.eos_ids.begin(), contract.eos_ids.end(), id) != contract.eos_ids.end();
+  };
+
+  Clock::time_point first_token_at;
+  stats.stop_reason = config.max_new_tokens > 0 && config.max_new_tokens <= room
+                          ? StopReason::kMaxNewTokens
+                          : StopReason::kContextFull;
+  for (int64_t n = 0; n < budget; ++n) {
+    const auto sample_start = Clock::now();
+    const int64_t token = sampler.sample(logits.data, cached_);
+    stats.sampling_ms += ms_since(sample_start);
+    ++stats.generated_tokens;
+    if (n == 0) {
+      first_token_at = Clock::now();
+      stats.ttft_ms = ms_since(start);
+    }
+    pending_.assign(1, token);  // in the conversation, not yet in the cache
+    const bool keep_going = sink(token);
+    if (config.stop_on_eos && is_eos(token)) {
+      stats.stop_reason = StopReason::kEos;
+      break;
+    }
+    if (!keep_going) {
+      stats.stop_reason = StopReason::kStopString;
+      break;
+    }
+    if (interrupted_.load(std::memory_order_relaxed)) {
+      stats.stop_reason = StopReason::kInterrupted;
+      break;
+    }
+    if (n + 1 == budget) break;
+    auto out = session_->forward(&token, 1, position());
+    if (!out.ok()) return out.error();
+    logits = *out;
+    cached_.push_back(token);
+    pending_.clear();
+  }
+  stats.decode_ms = stats.generated_tokens > 0 ? ms_since(first_token_at) : 0.0;
+  stats.cache_tokens = position();
+  return stats;
+}
+
+}  // namespace rne::runner
