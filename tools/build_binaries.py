@@ -1,0 +1,129 @@
+"""Rebuild the native ExecuTorch binaries from source, reproducibly.
+
+    python tools/build_binaries.py --platform android --abi arm64-v8a --dry-run
+    python tools/build_binaries.py --platform ios
+    python tools/build_binaries.py --platform host        # what CI runs
+    python tools/build_binaries.py --platform android --verify
+
+See docs/building-binaries.md.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from rne_tools.binaries import (
+    ANDROID_ABIS,
+    PLATFORMS,
+    BuildContext,
+    BuildError,
+    build_plan,
+    execute,
+    load_lock,
+    patch_series,
+    preflight,
+    verify_manifest,
+)
+from rne_tools.binaries.plan import expand
+from rne_tools.binaries.platforms import manifest_path
+from rne_tools.paths import CACHE_DIR, REPO_ROOT
+
+
+def _source_dir(source: Path | None) -> Path:
+    if source is None:
+        return CACHE_DIR / "executorch-src"
+    source = source.resolve()
+    if not (source / "CMakeLists.txt").is_file() or not (source / "tools" / "cmake").is_dir():
+        raise BuildError(
+            f"--source {source} is not an ExecuTorch checkout (no CMakeLists.txt and tools/cmake/); "
+            "pass the top-level directory of a `git clone --recursive` of pytorch/executorch"
+        )
+    return source
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--platform", "platform", type=click.Choice(PLATFORMS), required=True)
+@click.option("--abi", "abis", multiple=True, type=click.Choice(ANDROID_ABIS),
+              help="Android ABI to build (repeatable; default: all).")
+@click.option("--source", type=click.Path(path_type=Path, file_okay=False),
+              help="Use this ExecuTorch checkout as is instead of fetching the locked commit.")
+@click.option("--ref", help="Fetch this git ref instead of the commit in third-party/executorch.lock.json.")
+@click.option("--jobs", "-j", type=int, default=os.cpu_count() or 1, show_default=True,
+              help="Parallel build jobs.")
+@click.option("--dry-run", is_flag=True, help="Print the exact ordered commands and exit.")
+@click.option("--json", "as_json", is_flag=True, help="With --dry-run: print the plan as JSON.")
+@click.option("--verify", is_flag=True,
+              help="Check the staged artifacts against the platform's manifest and exit.")
+@click.option("--verbose", "-v", is_flag=True, help="Stream every command's output.")
+def main(platform: str, abis: tuple[str, ...], source: Path | None, ref: str | None, jobs: int,
+         dry_run: bool, as_json: bool, verify: bool, verbose: bool) -> None:
+    """Build ExecuTorch for --platform and stage it under third-party/ with a manifest."""
+    try:
+        _main(platform, abis, source, ref, jobs, dry_run, as_json, verify, verbose)
+    except BuildError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(1)
+
+
+def _main(platform: str, abis: tuple[str, ...], source: Path | None, ref: str | None, jobs: int,
+          dry_run: bool, as_json: bool, verify: bool, verbose: bool) -> None:
+    if abis and platform != "android":
+        raise BuildError("--abi only applies to --platform android")
+    if platform == "host" and (source or ref):
+        raise BuildError("--platform host builds against the pip executorch wheel; "
+                         "--source/--ref do not apply")
+    if source and ref:
+        raise BuildError("--source uses a checkout as it is; --ref fetches one: pass only one")
+    if as_json and not dry_run:
+        raise BuildError("--json only applies to --dry-run")
+
+    if verify:
+        path = Path(expand(manifest_path(platform), {"$REPO": REPO_ROOT}))
+        result = verify_manifest(path)
+        for problem in result.problems:
+            click.echo(f"MISMATCH {problem}", err=True)
+        if not result.ok:
+            raise BuildError(f"{len(result.problems)} problem(s) in {path}; rebuild the platform "
+                             "or restore the staged files from git")
+        click.echo(f"ok: {result.checked} artifact(s) match {path.relative_to(REPO_ROOT)}")
+        return
+
+    lock = load_lock()
+    series = patch_series()
+    plan = build_plan(
+        platform, lock=lock, patches=[p.name for p in series], abis=abis or ANDROID_ABIS,
+        jobs=jobs, ref=ref, use_existing_source=source is not None,
+    )
+    if dry_run:
+        click.echo(plan.dumps() if as_json else plan.render(), nl=False)
+        return
+
+    report = preflight(platform, python=sys.executable,
+                       wheel=lock.wheel if platform == "host" else None)
+    report.raise_if_failed()
+    ndk = os.environ.get("ANDROID_NDK")
+    ctx = BuildContext(
+        repo=REPO_ROOT,
+        build=REPO_ROOT / "build" / platform,
+        python=sys.executable,
+        lock=lock,
+        ref=ref or lock.commit,
+        source=None if platform == "host" else _source_dir(source),
+        ndk=Path(ndk) if platform == "android" and ndk else None,
+        patches=series,
+        tool_versions=report.versions,
+    )
+    execute(plan, ctx, verbose=verbose)
+    path = Path(expand(manifest_path(platform), {"$REPO": REPO_ROOT}))
+    result = verify_manifest(path)
+    if not result.ok:
+        raise BuildError("the fresh manifest does not verify:\n" + "\n".join(result.problems))
+    click.echo(f"done: {result.checked} artifact(s) recorded in {path.relative_to(REPO_ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

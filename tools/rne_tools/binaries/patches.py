@@ -1,0 +1,133 @@
+"""The project's patch series over ExecuTorch (``third-party/patches/NNNN-name.patch``).
+
+Patches apply in file-name order. Application is all or nothing: each patch is checked with
+``git apply --check`` against the tree as the previous ones left it; on the first conflict the
+already-applied ones are reverted and a :class:`PatchError` names the patch and its files.
+A patch whose reverse applies cleanly is already in the tree and is skipped, so running a
+build twice on the same checkout is harmless.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from rne_tools.binaries.errors import BuildError, PatchError
+from rne_tools.paths import REPO_ROOT
+
+PATCHES_DIR = REPO_ROOT / "third-party" / "patches"
+_NAME_RE = re.compile(r"^\d{4}-[A-Za-z0-9._-]+\.patch$")
+# Lines in `git apply` errors that name the file a hunk failed on.
+_FAILED_FILE_RES = (
+    re.compile(r"^error: patch failed: (.+):\d+$"),
+    re.compile(r"^error: (.+): patch does not apply$"),
+    re.compile(r"^error: (.+): No such file or directory$"),
+    re.compile(r"^error: (.+): already exists in working directory$"),
+    re.compile(r"^error: (.+): does not exist in index$"),
+)
+
+
+@dataclass(frozen=True)
+class Patch:
+    name: str
+    path: Path
+    sha256: str
+
+
+def patch_series(directory: Path = PATCHES_DIR) -> list[Patch]:
+    """The series in application order. Files not named ``NNNN-name.patch`` are an error."""
+    if not directory.is_dir():
+        return []
+    series = []
+    for path in sorted(directory.iterdir()):
+        if path.suffix != ".patch":
+            continue
+        if not _NAME_RE.match(path.name):
+            raise BuildError(
+                f"patch {path} is not named NNNN-short-name.patch; rename it so its "
+                "position in the series is explicit"
+            )
+        series.append(Patch(path.name, path, hashlib.sha256(path.read_bytes()).hexdigest()))
+    return series
+
+
+def _git_apply(tree: Path, patch: Path, *flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["git", "apply", "--whitespace=nowarn", *flags, str(patch.resolve())],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+    )
+
+
+def conflicting_files(git_stderr: str) -> list[str]:
+    """File names that ``git apply`` reported as not applying, in report order."""
+    files: list[str] = []
+    for line in git_stderr.splitlines():
+        for pattern in _FAILED_FILE_RES:
+            m = pattern.match(line.strip())
+            if m and m.group(1) not in files:
+                files.append(m.group(1))
+    return files
+
+
+def apply_series(tree: Path, series: list[Patch]) -> list[str]:
+    """Apply ``series`` to ``tree``; return the names of the patches applied now.
+
+    Raises :class:`PatchError` (tree left as it was) if a patch neither applies nor is already
+    applied.
+    """
+    _require_tree_root(tree)
+    applied: list[Patch] = []
+    for patch in series:
+        if _git_apply(tree, patch.path, "--check").returncode == 0:
+            result = _git_apply(tree, patch.path)
+            if result.returncode != 0:  # --check passed, so this is an I/O-level failure
+                _revert(tree, applied)
+                raise BuildError(f"applying {patch.name} to {tree} failed: {result.stderr.strip()}")
+            applied.append(patch)
+            continue
+        if _git_apply(tree, patch.path, "--check", "--reverse").returncode == 0:
+            continue  # already applied
+        check = _git_apply(tree, patch.path, "--check")
+        _revert(tree, applied)
+        files = conflicting_files(check.stderr)
+        raise PatchError(
+            f"patch {patch.name} does not apply to {tree}: conflicts in "
+            f"{', '.join(files) if files else '(git named no file)'}.\n"
+            f"{check.stderr.strip()}\n"
+            "Nothing was changed. Rebase the patch on the locked ExecuTorch commit "
+            "(third-party/executorch.lock.json) or drop it from third-party/patches/.",
+            patch=patch.name,
+            files=files,
+        )
+    return [p.name for p in applied]
+
+
+def _require_tree_root(tree: Path) -> None:
+    # Inside a git work tree, `git apply` resolves paths from the work tree's root and silently
+    # skips files outside the current directory: only a tree root (or a plain directory) is safe.
+    if not tree.is_dir():
+        raise BuildError(f"cannot apply patches: {tree} is not a directory")
+    top = subprocess.run(
+        ["git", "rev-parse", "--show-toplevel"], cwd=tree, capture_output=True, text=True
+    )
+    if top.returncode == 0 and Path(top.stdout.strip()).resolve() != tree.resolve():
+        raise BuildError(
+            f"cannot apply patches to {tree}: it is a subdirectory of the git work tree "
+            f"{top.stdout.strip()}; pass the checkout's top-level directory"
+        )
+
+
+def _revert(tree: Path, applied: list[Patch]) -> None:
+    for patch in reversed(applied):
+        result = _git_apply(tree, patch.path, "--reverse")
+        if result.returncode != 0:
+            raise BuildError(
+                f"could not revert {patch.name} in {tree} after a later patch failed "
+                f"({result.stderr.strip()}); reset the checkout with "
+                f"`git -C {tree} checkout -- . && git -C {tree} clean -fd`"
+            )

@@ -1,0 +1,371 @@
+"""Build plans for each platform: what gets configured, built, merged and staged, exactly.
+
+- ``ios``: ExecuTorch built three times with CMake's Xcode generator (device arm64 with MLX,
+  simulator arm64 and x86_64 without it), each slice's static libraries merged into one
+  ``libexecutorch.a`` (``libtool``), the two simulator slices joined (``lipo``), and one
+  ``ExecuTorch.xcframework`` made with ``xcodebuild -create-xcframework``; staged with MLX's
+  ``mlx.metallib`` into ``third-party/ios/``.
+- ``android``: per ABI, ExecuTorch's JNI library (Vulkan + XNNPACK backends, LLM runner,
+  optimized/quantized/LLM kernels) built with the NDK and staged as
+  ``third-party/android/<abi>/libexecutorch.so``.
+- ``host``: our own C++ core (``packages/react-native-executorch/cpp``) configured and built
+  against the pip ``executorch`` wheel's C++ SDK into ``build/host``, exactly as its README says.
+
+Flags are listed explicitly (on top of ExecuTorch's own platform preset file) so the manifest
+records every switch that shaped a binary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rne_tools.binaries.errors import BuildError
+from rne_tools.binaries.lock import SourceLock
+from rne_tools.binaries.plan import ApplyPatches, Plan, Run, Stage, Step, WriteManifest
+
+PLATFORMS = ("ios", "android", "host")
+ANDROID_ABIS = ("arm64-v8a", "x86_64")
+ANDROID_PLATFORM = "android-26"
+IOS_DEPLOYMENT_TARGET = "17.0"  # MLX needs iOS 17
+BUILD_TYPE = "Release"
+
+# CMake 4 refuses projects declaring cmake_minimum_required < 3.5, which some of ExecuTorch's
+# third-party submodules still do; this keeps them configuring with today's CMake.
+_POLICY_FLOOR = "-DCMAKE_POLICY_VERSION_MINIMUM=3.5"
+
+# ---------------------------------------------------------------------------------------------
+# iOS
+
+
+@dataclass(frozen=True)
+class IosSlice:
+    name: str  # build subdirectory
+    platform: str  # ios-cmake PLATFORM value
+    mlx: bool  # MLX (Metal) only runs on devices: the simulator has no MLX backend
+
+
+IOS_SLICES = (
+    IosSlice("ios-device", "OS64", True),
+    IosSlice("ios-simulator-arm64", "SIMULATORARM64", False),
+    IosSlice("ios-simulator-x86_64", "SIMULATOR64", False),
+)
+
+# Static libraries of ExecuTorch's CMake targets that go into our merged libexecutorch.a, by
+# component. Our own runner (cpp/runner) and tokenizer (cpp/tokenizer) replace ExecuTorch's
+# LLM runner and its tokenizers (abseil, re2, sentencepiece), so from the LLM extension only
+# its custom ops (kernels_llm: sdpa, KV-cache update) are linked.
+IOS_ARCHIVES: dict[str, tuple[str, ...]] = {
+    "runtime": (
+        "libexecutorch.a",
+        "libexecutorch_core.a",
+        "libextension_data_loader.a",
+        "libextension_flat_tensor.a",
+        "libextension_module.a",
+        "libextension_named_data_map.a",
+        "libextension_tensor.a",
+    ),
+    "threadpool": ("libcpuinfo.a", "libextension_threadpool.a", "libpthreadpool.a"),
+    "xnnpack": ("libXNNPACK.a", "libxnnpack_backend.a", "libxnnpack-microkernels-prod.a"),
+    "kernels_optimized": (
+        "libcpublas.a",
+        "liboptimized_kernels.a",
+        "liboptimized_native_cpu_ops_lib.a",
+        "libportable_kernels.a",
+    ),
+    "kernels_quantized": ("libquantized_kernels.a", "libquantized_ops_lib.a"),
+    "kernels_llm": ("libcustom_ops.a",),
+    "mlx": ("libmlxdelegate.a",),
+}
+_ARM_ONLY_ARCHIVES = ("libkleidiai.a",)  # XNNPACK's Arm KleidiAI kernels
+
+
+def _ios_configure_flags(s: IosSlice) -> tuple[str, ...]:
+    return (
+        "-G",
+        "Xcode",
+        "-DCMAKE_TOOLCHAIN_FILE=$SOURCE/third-party/ios-cmake/ios.toolchain.cmake",
+        f"-DPLATFORM={s.platform}",
+        f"-DDEPLOYMENT_TARGET={IOS_DEPLOYMENT_TARGET}",
+        f"-DCMAKE_BUILD_TYPE={BUILD_TYPE}",
+        "-DPYTHON_EXECUTABLE=$PYTHON",
+        _POLICY_FLOOR,
+        f"-DCMAKE_ARCHIVE_OUTPUT_DIRECTORY=$BUILD/{s.name}/lib",
+        "-DEXECUTORCH_BUILD_PRESET_FILE=$SOURCE/tools/cmake/preset/ios.cmake",
+        "-DBUILD_TESTING=OFF",
+        "-DEXECUTORCH_BUILD_EXECUTOR_RUNNER=OFF",
+        "-DEXECUTORCH_ENABLE_LOGGING=ON",
+        "-DEXECUTORCH_BUILD_COREML=OFF",
+        "-DEXECUTORCH_BUILD_MPS=OFF",
+        "-DEXECUTORCH_BUILD_EXTENSION_APPLE=OFF",
+        "-DEXECUTORCH_BUILD_EXTENSION_LLM_APPLE=OFF",
+        "-DEXECUTORCH_BUILD_EXTENSION_DATA_LOADER=ON",
+        "-DEXECUTORCH_BUILD_EXTENSION_FLAT_TENSOR=ON",
+        "-DEXECUTORCH_BUILD_EXTENSION_MODULE=ON",
+        "-DEXECUTORCH_BUILD_EXTENSION_NAMED_DATA_MAP=ON",
+        "-DEXECUTORCH_BUILD_EXTENSION_TENSOR=ON",
+        "-DEXECUTORCH_BUILD_EXTENSION_LLM=ON",
+        "-DEXECUTORCH_BUILD_EXTENSION_LLM_RUNNER=OFF",
+        "-DEXECUTORCH_BUILD_XNNPACK=ON",
+        "-DEXECUTORCH_XNNPACK_SHARED_WORKSPACE=ON",
+        "-DEXECUTORCH_BUILD_KERNELS_OPTIMIZED=ON",
+        "-DEXECUTORCH_BUILD_KERNELS_QUANTIZED=ON",
+        "-DEXECUTORCH_BUILD_KERNELS_LLM=ON",
+        f"-DEXECUTORCH_BUILD_MLX={'ON' if s.mlx else 'OFF'}",
+    )
+
+
+def _ios_archives(s: IosSlice) -> tuple[str, ...]:
+    libdir = f"$BUILD/{s.name}/lib/{BUILD_TYPE}"  # the Xcode generator adds the config dir
+    names = [n for comp, ns in IOS_ARCHIVES.items() if comp != "mlx" or s.mlx for n in ns]
+    if s.platform != "SIMULATOR64":
+        names += _ARM_ONLY_ARCHIVES
+    paths = [f"{libdir}/{n}" for n in names]
+    if s.mlx:  # MLX itself is an ExternalProject with its own build tree
+        paths.append(f"$BUILD/{s.name}/backends/mlx/mlx/libmlx.a")
+    return tuple(paths)
+
+
+MLX_METALLIB = "$BUILD/ios-device/backends/mlx/mlx/mlx/backend/metal/kernels/mlx.metallib"
+
+
+def _ios_steps(jobs: int) -> tuple[list[Step], dict[str, tuple[str, ...]]]:
+    steps: list[Step] = [
+        Run("create the directories the merged archives go to",
+            ("cmake", "-E", "make_directory", *(f"$BUILD/{s.name}/merged" for s in IOS_SLICES),
+             "$BUILD/ios-simulator"))
+    ]
+    flags: dict[str, tuple[str, ...]] = {}
+    for s in IOS_SLICES:
+        cfg = _ios_configure_flags(s)
+        flags[s.name] = cfg
+        steps.append(
+            Run(f"configure ExecuTorch for {s.name} ({s.platform})",
+                ("cmake", "-S", "$SOURCE", "-B", f"$BUILD/{s.name}", *cfg))
+        )
+        steps.append(
+            Run(f"build ExecuTorch for {s.name}",
+                ("cmake", "--build", f"$BUILD/{s.name}", "--config", BUILD_TYPE, "-j", str(jobs)))
+        )
+        archives = _ios_archives(s)
+        steps.append(
+            Run(f"merge the {s.name} static libraries into one archive",
+                ("xcrun", "libtool", "-static", "-o", f"$BUILD/{s.name}/merged/libexecutorch.a",
+                 *archives),
+                inputs=archives)
+        )
+    steps.append(
+        Run("install ExecuTorch headers (from the device build)",
+            ("cmake", "--install", "$BUILD/ios-device", "--config", BUILD_TYPE,
+             "--prefix", "$BUILD/ios-device/install"))
+    )
+    sims = tuple(f"$BUILD/{s.name}/merged/libexecutorch.a" for s in IOS_SLICES if not s.mlx)
+    steps.append(
+        Run("join the simulator slices (arm64 + x86_64) into one fat archive",
+            ("xcrun", "lipo", "-create", *sims, "-output",
+             "$BUILD/ios-simulator/libexecutorch.a"),
+            inputs=sims)
+    )
+    steps.append(
+        Run("remove a previous xcframework (xcodebuild refuses to overwrite)",
+            ("cmake", "-E", "rm", "-rf", "$BUILD/ExecuTorch.xcframework"))
+    )
+    headers = "$BUILD/ios-device/install/include"
+    device_lib = "$BUILD/ios-device/merged/libexecutorch.a"
+    steps.append(
+        Run("create ExecuTorch.xcframework (device + simulator)",
+            ("xcodebuild", "-create-xcframework",
+             "-library", device_lib, "-headers", headers,
+             "-library", "$BUILD/ios-simulator/libexecutorch.a", "-headers", headers,
+             "-output", "$BUILD/ExecuTorch.xcframework"),
+            inputs=(device_lib, "$BUILD/ios-simulator/libexecutorch.a", headers))
+    )
+    steps.append(Stage("stage the xcframework", "$BUILD/ExecuTorch.xcframework",
+                       "$REPO/third-party/ios/ExecuTorch.xcframework"))
+    steps.append(Stage("stage MLX's Metal kernel library", MLX_METALLIB,
+                       "$REPO/third-party/ios/mlx.metallib"))
+    return steps, flags
+
+
+# ---------------------------------------------------------------------------------------------
+# Android
+
+
+def _android_configure_flags(abi: str) -> tuple[str, ...]:
+    return (
+        "-G",
+        "Ninja",
+        "-DCMAKE_TOOLCHAIN_FILE=$NDK/build/cmake/android.toolchain.cmake",
+        f"-DANDROID_ABI={abi}",
+        f"-DANDROID_PLATFORM={ANDROID_PLATFORM}",
+        # React Native links libc++ as a shared library; one C++ runtime per process.
+        "-DANDROID_STL=c++_shared",
+        f"-DCMAKE_BUILD_TYPE={BUILD_TYPE}",
+        "-DPYTHON_EXECUTABLE=$PYTHON",
+        _POLICY_FLOOR,
+        # Release libraries without DWARF: the app's Gradle build strips symbols anyway, and
+        # the staged file stays small enough to keep in the repository.
+        "-DCMAKE_SHARED_LINKER_FLAGS=-Wl,--strip-debug",
+        "-DEXECUTORCH_BUILD_PRESET_FILE=$SOURCE/tools/cmake/preset/android.cmake",
+        "-DBUILD_TESTING=OFF",
+        "-DEXECUTORCH_BUILD_EXECUTOR_RUNNER=OFF",
+        "-DEXECUTORCH_PAL_DEFAULT=android",
+        "-DEXECUTORCH_ENABLE_LOGGING=ON",
+        "-DEXECUTORCH_BUILD_ANDROID_JNI=ON",
+        "-DEXECUTORCH_BUILD_LLAMA_JNI=ON",
+        "-DEXECUTORCH_BUILD_QNN=OFF",
+        "-DEXECUTORCH_BUILD_NEURON=OFF",
+        "-DEXECUTORCH_BUILD_VULKAN=ON",
+        "-DEXECUTORCH_BUILD_XNNPACK=ON",
+        "-DEXECUTORCH_XNNPACK_SHARED_WORKSPACE=ON",
+        "-DEXECUTORCH_BUILD_EXTENSION_DATA_LOADER=ON",
+        "-DEXECUTORCH_BUILD_EXTENSION_FLAT_TENSOR=ON",
+        "-DEXECUTORCH_BUILD_EXTENSION_MODULE=ON",
+        "-DEXECUTORCH_BUILD_EXTENSION_NAMED_DATA_MAP=ON",
+        "-DEXECUTORCH_BUILD_EXTENSION_TENSOR=ON",
+        "-DEXECUTORCH_BUILD_EXTENSION_LLM=ON",
+        "-DEXECUTORCH_BUILD_EXTENSION_LLM_RUNNER=ON",
+        "-DEXECUTORCH_BUILD_KERNELS_OPTIMIZED=ON",
+        "-DEXECUTORCH_BUILD_KERNELS_QUANTIZED=ON",
+        "-DEXECUTORCH_BUILD_KERNELS_LLM=ON",
+        # The LLM runner's HF tokenizer needs regex lookahead (pcre2 fallback).
+        "-DSUPPORT_REGEX_LOOKAHEAD=ON",
+    )
+
+
+def _android_steps(abis: tuple[str, ...], jobs: int) -> tuple[list[Step], dict[str, tuple[str, ...]]]:
+    steps: list[Step] = []
+    flags: dict[str, tuple[str, ...]] = {}
+    env = (("ANDROID_NDK", "$NDK"),)
+    for abi in abis:
+        bdir = f"$BUILD/android-{abi}"
+        cfg = _android_configure_flags(abi)
+        flags[abi] = cfg
+        steps.append(Run(f"configure ExecuTorch for Android {abi}",
+                         ("cmake", "-S", "$SOURCE", "-B", bdir, *cfg), env=env))
+        steps.append(Run(f"build ExecuTorch's JNI library for Android {abi}",
+                         ("cmake", "--build", bdir, "--target", "executorch_jni", "-j", str(jobs)),
+                         env=env))
+        so = f"{bdir}/extension/android/libexecutorch_jni.so"
+        steps.append(Stage(f"stage libexecutorch.so for {abi}", so,
+                           f"$REPO/third-party/android/{abi}/libexecutorch.so"))
+    return steps, flags
+
+
+# ---------------------------------------------------------------------------------------------
+# Host
+
+HOST_PROJECT = "$REPO/packages/react-native-executorch/cpp"
+HOST_BUILD = "$REPO/build/host"
+
+
+def host_configure_argv() -> tuple[str, ...]:
+    """The configure command of packages/react-native-executorch/cpp/README.md."""
+    return ("cmake", "-S", HOST_PROJECT, "-B", HOST_BUILD, "-G", "Ninja",
+            f"-DCMAKE_BUILD_TYPE={BUILD_TYPE}")
+
+
+def host_build_argv(jobs: int) -> tuple[str, ...]:
+    """The build command of packages/react-native-executorch/cpp/README.md."""
+    return ("cmake", "--build", HOST_BUILD, "-j", str(jobs))
+
+
+# Host artifacts recorded in build/host/manifest.json (paths relative to build/host).
+HOST_ARTIFACTS = ("host/rne_llm",)
+
+
+def _host_steps(jobs: int) -> tuple[list[Step], dict[str, tuple[str, ...]]]:
+    cfg = host_configure_argv()
+    steps: list[Step] = [
+        Run("configure the C++ core against the executorch wheel's SDK", cfg),
+        Run("build the C++ core, its CLI and its tests", host_build_argv(jobs)),
+    ]
+    return steps, {"host": cfg[5:]}
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def manifest_path(platform: str) -> str:
+    """Where ``platform``'s manifest lives (placeholder form)."""
+    if platform == "host":
+        return "$REPO/build/host/manifest.json"
+    return f"$REPO/third-party/{platform}/manifest.json"
+
+
+def _source_steps(lock: SourceLock, ref: str, jobs: int) -> list[Step]:
+    """Fetch exactly ``ref`` with its submodules into $SOURCE, discarding any local change."""
+    git = ("git", "-C", "$SOURCE")
+    return [
+        Run("create the ExecuTorch checkout (no-op if it exists)", ("git", "init", "--quiet", "$SOURCE")),
+        Run("point it at the locked repository", (*git, "config", "remote.origin.url", lock.repository)),
+        Run(f"fetch {ref}", (*git, "fetch", "--depth", "1", "--no-tags", "origin", ref)),
+        Run("check it out, discarding local changes", (*git, "checkout", "--force", "--detach", "FETCH_HEAD")),
+        Run("remove untracked files", (*git, "clean", "-ffdx", "--quiet")),
+        Run("sync submodule URLs", (*git, "submodule", "sync", "--recursive", "--quiet")),
+        Run("fetch and check out the submodules",
+            (*git, "submodule", "update", "--init", "--recursive", "--force", "--depth", "1",
+             "--jobs", str(jobs))),
+        Run("remove untracked files in submodules",
+            (*git, "submodule", "foreach", "--recursive", "--quiet", "git clean -ffdx --quiet")),
+    ]
+
+
+def build_plan(
+    platform: str,
+    *,
+    lock: SourceLock,
+    patches: list[str],
+    abis: tuple[str, ...] = ANDROID_ABIS,
+    jobs: int,
+    ref: str | None = None,
+    use_existing_source: bool = False,
+) -> Plan:
+    """The full plan for ``platform``.
+
+    ``patches`` are the series' file names (``third-party/patches/``); ``ref`` overrides the
+    locked commit; ``use_existing_source`` (``--source PATH``) skips fetching and uses the tree
+    as it is (the patches are still applied, idempotently).
+    """
+    if platform not in PLATFORMS:
+        raise BuildError(f"unknown platform {platform!r}; choose one of {', '.join(PLATFORMS)}")
+    if jobs < 1:
+        raise BuildError(f"--jobs must be at least 1, got {jobs}")
+    if platform == "host":
+        steps, flags = _host_steps(jobs)
+        manifest = WriteManifest(
+            "record the host build", manifest_path("host"), "$REPO/build/host",
+            "host", HOST_ARTIFACTS, tuple(flags.items()),
+        )
+        return Plan("host", (*steps, manifest))
+
+    steps: list[Step] = []
+    if not use_existing_source:
+        steps += _source_steps(lock, ref or lock.commit, jobs)
+    steps.append(ApplyPatches(
+        "apply the project's patch series (checked first; all or nothing)", "$SOURCE",
+        tuple(f"$REPO/third-party/patches/{p}" for p in patches),
+    ))
+    if platform == "ios":
+        build_steps, flags = _ios_steps(jobs)
+        steps += build_steps
+        steps.append(WriteManifest(
+            "record sources, flags, tools and artifact hashes", manifest_path("ios"),
+            "$REPO/third-party/ios", "ios", ("ExecuTorch.xcframework", "mlx.metallib"),
+            tuple(flags.items()),
+        ))
+        return Plan("ios", tuple(steps))
+
+    unknown = [a for a in abis if a not in ANDROID_ABIS]
+    if unknown or not abis:
+        raise BuildError(
+            f"unknown Android ABI {', '.join(unknown) or '(none)'}; choose from {', '.join(ANDROID_ABIS)}"
+        )
+    build_steps, flags = _android_steps(abis, jobs)
+    steps += build_steps
+    for abi in abis:
+        steps.append(WriteManifest(
+            f"record sources, flags, tools and artifact hashes for {abi}",
+            manifest_path("android"), "$REPO/third-party/android", abi,
+            (f"{abi}/libexecutorch.so",), ((abi, flags[abi]),),
+        ))
+    return Plan("android", tuple(steps))

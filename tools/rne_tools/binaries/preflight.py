@@ -1,0 +1,286 @@
+"""Preflight: check every tool a platform build needs before any work starts.
+
+All checks run, and a single :class:`PreflightError` lists every problem with how to fix it,
+so a maintainer fixes their machine in one pass instead of one failed build per tool. The
+versions found are returned and recorded in the manifest.
+
+Checks probe real executables through the ``PATH`` and variables of the ``env`` they are given
+(the process environment by default), which is also how the tests exercise them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform as _platform
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rne_tools.binaries.errors import PreflightError
+
+MIN_CMAKE = (3, 29)  # the ExecuTorch tree; the host project (wheel's CMake config) needs 3.28
+MIN_CMAKE_HOST = (3, 28)
+MIN_XCODE = (15, 0)
+MIN_IOS_SDK = (17, 0)  # MLX needs an iOS 17 deployment target
+MIN_NDK = (27, 0)
+MIN_GLSLC = (2023, 1)  # shaderc release (NDK r27+ ship newer ones) that compiles the Vulkan shaders
+PYTHON_MODULES = ("yaml", "torchgen")  # ExecuTorch's build-time code generators import these
+
+# The NDK's prebuilt host directory, as in $ANDROID_NDK/shader-tools/<tag>/glslc.
+_NDK_HOST_TAGS = {"Linux": "linux-x86_64", "Darwin": "darwin-x86_64", "Windows": "windows-x86_64"}
+
+
+@dataclass(frozen=True)
+class Problem:
+    what: str
+    fix: str
+
+
+@dataclass
+class PreflightReport:
+    """Outcome of a preflight: tool versions found and problems (empty when all is well)."""
+
+    platform: str
+    versions: dict[str, str] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+
+    def message(self) -> str:
+        lines = [
+            f"cannot build --platform {self.platform}: {len(self.problems)} requirement(s) "
+            "missing or unusable:"
+        ]
+        for p in self.problems:
+            lines.append(f"  - {p.what}\n      fix: {p.fix}")
+        return "\n".join(lines)
+
+    def raise_if_failed(self) -> None:
+        if self.problems:
+            raise PreflightError(self.message())
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split("."))
+
+
+def _fmt(v: tuple[int, ...]) -> str:
+    return ".".join(str(x) for x in v)
+
+
+class _Prober:
+    def __init__(self, env: Mapping[str, str], report: PreflightReport) -> None:
+        self.env = dict(env)
+        self.report = report
+
+    def which(self, name: str) -> str | None:
+        return shutil.which(name, path=self.env.get("PATH", ""))
+
+    def output(self, argv: list[str]) -> str | None:
+        try:
+            result = subprocess.run(
+                argv, env=self.env, capture_output=True, text=True, timeout=60, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if result.returncode != 0:
+            return None
+        return result.stdout + result.stderr
+
+    def fail(self, what: str, fix: str) -> None:
+        self.report.problems.append(Problem(what, fix))
+
+    def tool(
+        self,
+        name: str,
+        version_args: list[str],
+        pattern: str,
+        minimum: tuple[int, ...] | None,
+        fix: str,
+        label: str | None = None,
+        executable: str | None = None,
+    ) -> None:
+        """Find ``name`` (or run ``executable``), read its version, compare with ``minimum``."""
+        label = label or name
+        path = executable or self.which(name)
+        if path is None or not Path(path).exists():
+            self.fail(f"{label}: not found" + ("" if executable else " on PATH"), fix)
+            return
+        out = self.output([path, *version_args])
+        m = re.search(pattern, out or "")
+        if m is None:
+            self.fail(f"{label}: {path} did not report a version (`{' '.join(version_args)}`)", fix)
+            return
+        version = m.group(1)
+        self.report.versions[label] = version
+        if minimum is not None and _version_tuple(version)[: len(minimum)] < minimum:
+            self.fail(f"{label}: version {version} is older than the required {_fmt(minimum)}", fix)
+
+
+def _check_python(p: _Prober, python: str, modules: tuple[str, ...], wheel: str | None) -> None:
+    script = (
+        "import importlib.util, importlib.metadata, json, sys\n"
+        "mods = sys.argv[1:]\n"
+        "missing = [m for m in mods if importlib.util.find_spec(m) is None]\n"
+        "try:\n    et = importlib.metadata.version('executorch')\n"
+        "except importlib.metadata.PackageNotFoundError:\n    et = None\n"
+        "print(json.dumps({'missing': missing, 'executorch': et}))\n"
+    )
+    out = p.output([python, "-c", script, *modules])
+    if out is None:
+        p.fail(
+            f"Python: {python} does not run",
+            "create the virtual environment with `bash scripts/setup.sh` and run this tool with "
+            ".venv/bin/python",
+        )
+        return
+    info = json.loads(out.strip().splitlines()[-1])
+    if info["missing"]:
+        p.fail(
+            f"Python modules missing from {python}: {', '.join(info['missing'])}",
+            "install the pinned tooling requirements: `bash scripts/setup.sh` "
+            "(or `.venv/bin/pip install -r tools/requirements.txt -c tools/constraints.txt`)",
+        )
+    if wheel is not None:
+        want = wheel.split("==", 1)[1]
+        if info["executorch"] is None:
+            p.fail(f"Python package executorch is not installed in {python}", f"pip install {wheel}")
+        elif info["executorch"].split("+")[0] != want:
+            p.fail(
+                f"Python package executorch is {info['executorch']}, the lock pins {want}",
+                f"pip install {wheel} (the host build links the wheel's C++ SDK)",
+            )
+        else:
+            p.report.versions["executorch (wheel)"] = info["executorch"]
+
+
+def _check_common(p: _Prober, minimum_cmake: tuple[int, ...]) -> None:
+    p.tool(
+        "git", ["--version"], r"git version (\d+\.\d+(?:\.\d+)?)", None,
+        "install git (Debian: `apt-get install git`; macOS: `xcode-select --install`)",
+    )
+    p.tool(
+        "cmake", ["--version"], r"cmake version (\d+\.\d+(?:\.\d+)?)", minimum_cmake,
+        f"install CMake >= {_fmt(minimum_cmake)}: `.venv/bin/pip install cmake` gives a current "
+        "one in the virtual environment (run this tool with .venv/bin/python so it is on PATH)",
+    )
+
+
+def _check_ninja(p: _Prober) -> None:
+    p.tool(
+        "ninja", ["--version"], r"(\d+\.\d+(?:\.\d+)?)", None,
+        "install Ninja: `.venv/bin/pip install ninja` (or `apt-get install ninja-build`, "
+        "`brew install ninja`)",
+    )
+
+
+def _check_ios(p: _Prober, system: str) -> None:
+    if system != "Darwin":
+        p.fail(
+            f"iOS builds need macOS with Xcode; this host is {system}",
+            "run `python tools/build_binaries.py --platform ios` on a Mac with Xcode installed",
+        )
+        return
+    xcode_fix = (
+        f"install Xcode >= {_fmt(MIN_XCODE)} from the App Store, then "
+        "`sudo xcode-select -s /Applications/Xcode.app` and `xcodebuild -runFirstLaunch`"
+    )
+    p.tool("xcodebuild", ["-version"], r"Xcode (\d+\.\d+(?:\.\d+)?)", MIN_XCODE, xcode_fix)
+    for sdk, label in (("iphoneos", "iOS SDK"), ("iphonesimulator", "iOS Simulator SDK")):
+        p.tool(
+            "xcrun", ["--sdk", sdk, "--show-sdk-version"], r"(\d+\.\d+(?:\.\d+)?)",
+            MIN_IOS_SDK,
+            f"install the {label} >= {_fmt(MIN_IOS_SDK)}: Xcode > Settings > Components "
+            "(or `xcodebuild -downloadPlatform iOS`)",
+            label=label,
+        )
+    for tool, fix in (
+        ("metal", "install the Metal toolchain (MLX's metallib): "
+                  "`xcodebuild -downloadComponent MetalToolchain`"),
+        ("libtool", xcode_fix),
+        ("lipo", xcode_fix),
+    ):
+        found = p.output(["xcrun", "--sdk", "iphoneos", "--find", tool]) if p.which("xcrun") else None
+        if found is None:
+            p.fail(f"{tool}: `xcrun --sdk iphoneos --find {tool}` found nothing", fix)
+        else:
+            p.report.versions[tool] = found.strip().splitlines()[-1]
+    p.tool(
+        "make", ["--version"], r"Make (\d+\.\d+(?:\.\d+)?)", None,
+        "install the Xcode command line tools: `xcode-select --install` "
+        "(MLX's sub-build uses Unix Makefiles)",
+    )
+
+
+def _check_android(p: _Prober, system: str) -> None:
+    ndk_fix = (
+        f"install NDK r{MIN_NDK[0]} or newer (Android Studio > SDK Manager > SDK Tools > "
+        f"NDK (Side by side), or `sdkmanager \"ndk;27.2.12479018\"`) and "
+        "`export ANDROID_NDK=$ANDROID_HOME/ndk/<version>`"
+    )
+    ndk = p.env.get("ANDROID_NDK")
+    if not ndk:
+        p.fail("Android NDK: ANDROID_NDK is not set", ndk_fix)
+    elif not (Path(ndk) / "build" / "cmake" / "android.toolchain.cmake").is_file():
+        p.fail(f"Android NDK: ANDROID_NDK={ndk} has no build/cmake/android.toolchain.cmake", ndk_fix)
+    else:
+        props = Path(ndk) / "source.properties"
+        m = re.search(r"Pkg\.Revision\s*=\s*(\d+\.\d+(?:\.\d+)?)", props.read_text()) if props.is_file() else None
+        if m is None:
+            p.fail(f"Android NDK: cannot read Pkg.Revision from {props}", ndk_fix)
+        else:
+            p.report.versions["Android NDK"] = m.group(1)
+            if _version_tuple(m.group(1))[:2] < MIN_NDK:
+                p.fail(f"Android NDK: version {m.group(1)} is older than r{MIN_NDK[0]}", ndk_fix)
+        tag = _NDK_HOST_TAGS.get(system, system.lower())
+        glslc = Path(ndk) / "shader-tools" / tag / "glslc"
+        p.tool(
+            "glslc", ["--version"], r"shaderc v(\d+\.\d+)", MIN_GLSLC,
+            f"the Vulkan shaders are compiled with the NDK's glslc ({glslc}); it must be shaderc "
+            f"v{_fmt(MIN_GLSLC)} or newer: install a newer NDK (r{MIN_NDK[0]}+)",
+            label="glslc (NDK)",
+            executable=str(glslc),
+        )
+
+
+def preflight(
+    platform: str,
+    *,
+    python: str,
+    wheel: str | None = None,
+    env: Mapping[str, str] | None = None,
+    system: str | None = None,
+) -> PreflightReport:
+    """Check what ``platform`` needs. Never raises; call ``raise_if_failed()`` on the result.
+
+    ``python`` is the interpreter ExecuTorch's build will run; ``wheel`` (``executorch==X``) is
+    checked for the host build, which links that wheel's C++ SDK.
+    """
+    report = PreflightReport(platform)
+    p = _Prober(os.environ if env is None else env, report)
+    system = system or _platform.system()
+    if platform == "host":
+        _check_common(p, MIN_CMAKE_HOST)
+        _check_ninja(p)
+        cxx = p.env.get("CXX") or "c++"
+        p.tool(
+            cxx, ["--version"], r"(\d+\.\d+(?:\.\d+)?)", None,
+            "install a C++17 compiler (Debian: `apt-get install g++`; macOS: "
+            "`xcode-select --install`) or point CXX at one",
+            label="C++ compiler",
+        )
+        _check_python(p, python, (), wheel)
+    elif platform == "ios":
+        _check_common(p, MIN_CMAKE)
+        _check_python(p, python, PYTHON_MODULES, None)
+        _check_ios(p, system)
+    elif platform == "android":
+        _check_common(p, MIN_CMAKE)
+        _check_ninja(p)
+        _check_python(p, python, PYTHON_MODULES, None)
+        _check_android(p, system)
+    else:
+        raise ValueError(f"unknown platform {platform!r}")
+    return report
