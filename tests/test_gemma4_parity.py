@@ -6,8 +6,6 @@ order, and Gemma's attention scale of 1.0 makes the softmax sharp, which amplifi
 Greedy tokens must be identical.
 """
 
-import math
-
 import pytest
 import torch
 
@@ -17,25 +15,10 @@ from rne_tools.models import gemma4
 ATOL = 1e-3
 
 
-def randomize_(model: torch.nn.Module, seed: int) -> None:
-    """Seeded weights of a trained model's rough scale (norm weights around 1, not 1)."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for _, p in model.named_parameters():
-            if p.dim() == 1:
-                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
-            else:
-                p.copy_(torch.randn(p.shape, generator=g) / math.sqrt(p.shape[-1]))
-        for name, b in model.named_buffers():
-            if name.endswith("layer_scalar"):
-                b.copy_(0.5 + torch.rand(b.shape, generator=g))
-
-
 def build_pair(name: str, max_context: int, max_chunk: int, seed: int = 0):
     """(reference HF model, our Transformer) with identical random weights."""
     config = gemma4.RANDOM_CONFIGS[name]
-    ref = gemma4.reference_model(config)
-    randomize_(ref, seed)
+    ref = gemma4.reference_model(config, seed)
     args = gemma4.ModelArgs.from_hf_config(config)
     ours = gemma4.Transformer(args, max_context=max_context, max_chunk=max_chunk)
     state = {}

@@ -91,6 +91,8 @@ def load_state(
     targets = model.state_dict(keep_vars=True)
     loaded_storage: set[int] = set()
     unexpected: list[str] = []
+    # Names the model knowingly leaves unused (Gemma 4's KV-shared layers ship k/v projections).
+    unused = set(getattr(model, "unused_checkpoint_tensors", ()))
     files = safetensors_files(checkpoint_dir)
     with torch.no_grad():
         for file in files:
@@ -103,7 +105,8 @@ def load_state(
                     if local is None:
                         continue
                     if local not in targets:
-                        unexpected.append(f"{hf_name} (in {file.name})")
+                        if local not in unused:
+                            unexpected.append(f"{hf_name} (in {file.name})")
                         continue
                     tensor = f.get_tensor(hf_name)
                     target = targets[local]

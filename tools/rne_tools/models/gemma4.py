@@ -455,6 +455,18 @@ class Transformer(nn.Module):
                     ring=sliding,
                 )
 
+    @property
+    def unused_checkpoint_tensors(self) -> set[str]:
+        """Checkpoint tensors this model ignores: published files still ship k/v projections and
+        norms for the KV-shared layers, which never use them (the loader skips these names)."""
+        names = ("wk.weight", "wv.weight", "k_norm.weight")
+        return {
+            f"layers.{i}.attention.{n}"
+            for i in range(self.args.n_layers)
+            if self.args.kv_source[i] != i
+            for n in names
+        }
+
     def cache_for(self, layer: int) -> KVCache:
         """The cache layer ``layer`` reads (its own, or its KV-sharing source's)."""
         return self.caches[str(self.args.kv_source[layer])]
@@ -519,7 +531,7 @@ class Transformer(nn.Module):
     def init_random(self, seed: int = 0) -> Transformer:
         """Fill the weights with seeded random values of a trained model's rough scale."""
         g = torch.Generator().manual_seed(seed)
-        for name, p in self.named_parameters():
+        for p in self.parameters():
             if p.dim() == 1:  # norm weights: around 1, not exactly 1
                 p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
             else:
@@ -588,11 +600,26 @@ def hf_to_local_name(hf_name: str) -> str | None:
     return rest
 
 
-def reference_model(config: dict[str, Any]) -> nn.Module:
-    """transformers' ``Gemma4ForCausalLM`` for an HF config dict (parity tests only)."""
+def reference_model(config: dict[str, Any], seed: int | None = None) -> nn.Module:
+    """transformers' ``Gemma4ForCausalLM`` for an HF config dict (parity tests only).
+
+    With ``seed``, weights are seeded random values of a trained model's rough scale: norm weights
+    around 1 (not exactly 1) and random ``layer_scalar`` s, so every parameter matters.
+    """
     from transformers import Gemma4ForCausalLM, Gemma4TextConfig
 
     fields = {k: v for k, v in config.items() if k != "model_type"}
     cfg = Gemma4TextConfig(**fields)
     cfg._attn_implementation = "eager"
-    return Gemma4ForCausalLM(cfg).eval()
+    model = Gemma4ForCausalLM(cfg).eval()
+    if seed is not None:
+        g = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for p in model.parameters():
+                if p.dim() == 1:
+                    p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
+                else:
+                    p.copy_(torch.randn(p.shape, generator=g) / math.sqrt(p.shape[-1]))
+            for layer in model.model.layers:
+                layer.layer_scalar.copy_(0.5 + torch.rand(1, generator=g))
+    return model
