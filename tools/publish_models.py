@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Publish verified model variants to their Hugging Face repository and record them in the registry.
+
+python tools/publish_models.py --model smollm2_135m --revision v0.1.0 --dry-run
+python tools/publish_models.py --model gemma4_e2b --variant xnnpack --revision v0.2.0 \\
+    --tokenizer-dir CHECKPOINT_DIR
+
+The token comes from the standard Hugging Face sources (HF_TOKEN, then `hf auth login`) and is
+never printed. Against a Hub-compatible server without Xet storage, set HF_HUB_DISABLE_XET=1 so
+the client uploads through git LFS.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from rne_tools import registry
+from rne_tools.errors import RneError
+from rne_tools.paths import CACHE_DIR
+from rne_tools.publish import PublishPlan, plan_publish, publish
+
+DEFAULT_EXPORTS_DIR = CACHE_DIR / "exports"
+
+
+def _default_tokenizer_dir(model_id: str) -> Path:
+    if model_id == "smollm2_135m":
+        from rne_tools.gguf_import import smollm2_checkpoint
+
+        return smollm2_checkpoint()
+    raise click.UsageError(
+        f"--tokenizer-dir is required for {model_id}: pass the checkpoint directory the variants "
+        "were exported from (it holds tokenizer.json and tokenizer_config.json)"
+    )
+
+
+def _describe(plan: PublishPlan) -> None:
+    click.echo(f"{plan.model.id} -> {plan.repo} @ {plan.revision}")
+    for e in plan.exports:
+        click.echo(f"  {e.backend:8} {e.pte.name}  {e.size} bytes  sha256 {e.sha256}")
+        click.echo(f"           verification: {e.verification}")
+    for f in plan.files()[len(plan.exports) :]:
+        click.echo(f"  {f.path}  {f.size} bytes  sha256 {f.sha256}")
+
+
+@click.command()
+@click.option("--model", "model_id", required=True, help="Registry model id, e.g. smollm2_135m.")
+@click.option(
+    "--variant",
+    "backends",
+    multiple=True,
+    help="Backend variant to publish (repeatable). Default: every variant of the model.",
+)
+@click.option("--revision", required=True, help="Release tag to create, e.g. v0.1.0.")
+@click.option(
+    "--endpoint",
+    default=None,
+    help="Hugging Face endpoint (default: HF_ENDPOINT or https://huggingface.co).",
+)
+@click.option(
+    "--exports-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=DEFAULT_EXPORTS_DIR,
+    show_default=True,
+    help="Directory of <model>_<backend>_<quant>.pte and .report.json from export_model.py.",
+)
+@click.option(
+    "--tokenizer-dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="Checkpoint directory with the tokenizer files (default for smollm2_135m: the import).",
+)
+@click.option(
+    "--registry-dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=registry.REGISTRY_DIR,
+    show_default=True,
+    help="Directory of the family YAML files to update.",
+)
+@click.option(
+    "--ts-output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=registry.GENERATED_TS,
+    help="Generated TypeScript file to rewrite.",
+)
+@click.option("--dry-run", is_flag=True, help="Check and show what would be published; upload nothing.")
+def main(
+    model_id: str,
+    backends: tuple[str, ...],
+    revision: str,
+    endpoint: str | None,
+    exports_dir: Path,
+    tokenizer_dir: Path | None,
+    registry_dir: Path,
+    ts_output: Path,
+    dry_run: bool,
+) -> None:
+    """Publish verified variants of a model to Hugging Face, then update the registry."""
+    try:
+        plan = plan_publish(
+            model_id,
+            revision,
+            exports_dir,
+            tokenizer_dir or _default_tokenizer_dir(model_id),
+            backends=backends or None,
+            registry_dir=registry_dir,
+        )
+        _describe(plan)
+        if dry_run:
+            click.echo("dry run: nothing uploaded, registry unchanged")
+            return
+        result = publish(plan, endpoint=endpoint, registry_dir=registry_dir, ts_output=ts_output)
+    except RneError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    click.echo(
+        f"{'committed' if result.new_commit else 'no changes to commit'}: {result.repo} "
+        f"{result.commit[:12]}; tag {result.revision} "
+        f"{'created' if result.new_tag else 'already held these files'}; registry "
+        f"{'updated' if result.registry_changed else 'unchanged'}"
+    )
+
+
+if __name__ == "__main__":
+    main()

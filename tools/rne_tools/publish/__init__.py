@@ -1,0 +1,25 @@
+"""Publish verified model variants to Hugging Face and fetch them back, checked.
+
+- ``plan_publish`` / ``publish``: upload a model's verified exports, tokenizer and model card in
+  one commit, tag it, then record checksums in the registry and regenerate the TypeScript.
+- ``download_variant``: fetch a published variant at its pinned revision, verifying sha256/size.
+- ``render_model_card``: the README.md of a model repository.
+"""
+
+from rne_tools.publish.download import DownloadedVariant, download_variant
+from rne_tools.publish.errors import DownloadError, PublishError
+from rne_tools.publish.model_card import CardVariant, render_model_card
+from rne_tools.publish.publisher import PublishPlan, PublishResult, plan_publish, publish
+
+__all__ = [
+    "CardVariant",
+    "DownloadError",
+    "DownloadedVariant",
+    "PublishError",
+    "PublishPlan",
+    "PublishResult",
+    "download_variant",
+    "plan_publish",
+    "publish",
+    "render_model_card",
+]

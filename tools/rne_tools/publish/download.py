@@ -1,0 +1,128 @@
+"""Fetch a published registry variant through ``huggingface_hub`` and verify every file.
+
+The registry pins the repository revision and each file's sha256 and size; a file that does not
+match is deleted and fetched once more (a corrupt local copy), and if the server still serves
+different bytes the download fails naming the file, the expected and the received checksum.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from huggingface_hub import hf_hub_download
+from huggingface_hub.errors import HfHubHTTPError
+from tqdm import tqdm
+
+from rne_tools import registry
+from rne_tools.publish.errors import DownloadError
+from rne_tools.registry import FileSpec
+
+
+@dataclass(frozen=True)
+class DownloadedVariant:
+    """Local paths of a verified variant: its program and its tokenizer files."""
+
+    model_id: str
+    backend: str
+    revision: str
+    directory: Path
+    pte: Path
+    tokenizer_files: dict[str, Path]  # repository path -> local path
+    chat_template: Path  # the tokenizer file that holds the chat template
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    """Hex sha256 of a file, read in chunks (files can be several GB)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _mismatch(path: Path, expected: FileSpec) -> str | None:
+    size = path.stat().st_size
+    if size != expected.size:
+        return f"size {size} bytes, registry says {expected.size}"
+    digest = sha256_file(path)
+    if digest != expected.sha256:
+        return f"sha256 {digest}, registry says {expected.sha256}"
+    return None
+
+
+def download_variant(
+    model_id: str,
+    backend: str,
+    dest: Path,
+    *,
+    registry_dir: Path = registry.REGISTRY_DIR,
+    endpoint: str | None = None,
+    token: str | bool | None = None,
+) -> DownloadedVariant:
+    """Download the ``backend`` variant of ``model_id`` and its tokenizer into ``dest``.
+
+    Files land under ``dest`` at their repository paths, fetched at the revision the registry
+    pins. ``endpoint``/``token`` default to the standard Hugging Face settings (``HF_ENDPOINT``,
+    ``HF_TOKEN`` or the saved login). Raises ``DownloadError`` for an unpublished variant, an
+    unreachable file, or a file whose sha256 or size differs from the registry.
+    """
+    spec = registry.load_registry(registry_dir).model(model_id)
+    variant = spec.variant(backend)
+    if not variant.published or not spec.tokenizer.published:
+        what = "variant" if not variant.published else "tokenizer"
+        raise DownloadError(
+            f"the {what} of '{model_id}' ({backend}) is not published yet, so the registry has no "
+            "checksums to verify a download against; publish it with tools/publish_models.py"
+        )
+    dest = Path(dest)
+    files = list(variant.files) + list(spec.tokenizer.files)
+    local: dict[str, Path] = {}
+    for f in tqdm(files, desc=f"{model_id}/{backend}", unit="file"):
+        local[f.path] = _fetch_verified(spec.hf_repo, spec.revision, f, dest, endpoint, token)
+    return DownloadedVariant(
+        model_id=model_id,
+        backend=backend,
+        revision=spec.revision,
+        directory=dest,
+        pte=local[variant.pte.path],
+        tokenizer_files={f.path: local[f.path] for f in spec.tokenizer.files},
+        chat_template=local[spec.chat_template],
+    )
+
+
+def _fetch_verified(
+    repo: str,
+    revision: str,
+    f: FileSpec,
+    dest: Path,
+    endpoint: str | None,
+    token: str | bool | None,
+) -> Path:
+    problem = None
+    for force in (False, True):
+        try:
+            path = Path(
+                hf_hub_download(
+                    repo,
+                    f.path,
+                    revision=revision,
+                    local_dir=dest,
+                    endpoint=endpoint,
+                    token=token,
+                    force_download=force,
+                )
+            )
+        except (HfHubHTTPError, OSError) as exc:
+            raise DownloadError(
+                f"cannot download {f.path} from {repo}@{revision}: {exc}".rstrip()
+            ) from exc
+        problem = _mismatch(path, f)
+        if problem is None:
+            return path
+        path.unlink()
+    raise DownloadError(
+        f"{repo}@{revision}: {f.path} does not match the registry ({problem}); the repository "
+        "content differs from what was published, so it was deleted and not used"
+    )

@@ -1,0 +1,129 @@
+"""Read the exporter's outputs: ``<model>_<backend>_<quant>.pte`` and its ``.report.json``.
+
+Publishing trusts nothing it cannot re-check: the report must describe this model, backend and
+quantization, the ``.pte`` on disk must still have the sha256 and size the report recorded, the
+export shape must match the registry, and the verification must have passed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rne_tools.publish.download import sha256_file
+from rne_tools.publish.errors import PublishError
+from rne_tools.registry import ModelSpec, VariantSpec
+
+
+@dataclass(frozen=True)
+class ExportArtifact:
+    """A verified export of one variant, ready to upload."""
+
+    model_id: str
+    backend: str
+    quantization: str
+    pte: Path
+    report_path: Path
+    sha256: str
+    size: int
+    max_context: int
+    max_chunk: int
+    verification: str  # one-line summary for the model card
+
+
+def export_stem(model_id: str, backend: str, quantization: str) -> str:
+    """File name stem the exporter writes for a variant."""
+    return f"{model_id}_{backend}_{quantization}"
+
+
+def _export_command(spec: ModelSpec, variant: VariantSpec, exports_dir: Path) -> str:
+    return (
+        f".venv/bin/python tools/export_model.py --model {spec.id} --backend {variant.backend} "
+        f"--out {exports_dir}"
+    )
+
+
+def _field(report: dict[str, Any], dotted: str, where: Path) -> Any:
+    value: Any = report
+    for key in dotted.split("."):
+        if not isinstance(value, dict) or key not in value:
+            raise PublishError(f"{where}: missing field '{dotted}'; is this an export report?")
+        value = value[key]
+    return value
+
+
+def verification_summary(verification: dict[str, Any]) -> str:
+    """One line saying how the program was checked (e.g. max |logit diff| and greedy agreement)."""
+    parts = []
+    for key, value in sorted(verification.items()):
+        if key in ("passed", "status") or isinstance(value, (dict, list)):
+            continue
+        parts.append(f"{key}={value:.3g}" if isinstance(value, float) else f"{key}={value}")
+    return "passed" + (f" ({', '.join(parts)})" if parts else "")
+
+
+def read_export(spec: ModelSpec, variant: VariantSpec, exports_dir: Path) -> ExportArtifact:
+    """The checked export of ``variant`` in ``exports_dir``; ``PublishError`` says what is wrong."""
+    exports_dir = Path(exports_dir)
+    stem = export_stem(spec.id, variant.backend, variant.quantization)
+    pte = exports_dir / f"{stem}.pte"
+    report_path = exports_dir / f"{stem}.report.json"
+    for path in (pte, report_path):
+        if not path.is_file():
+            raise PublishError(
+                f"{path} not found: export the {variant.backend} variant first with "
+                f"{_export_command(spec, variant, exports_dir)}"
+            )
+    try:
+        report = json.loads(report_path.read_text())
+    except json.JSONDecodeError as exc:
+        raise PublishError(f"{report_path} is not valid JSON: {exc}") from exc
+
+    expected = {
+        "model": spec.id,
+        "backend": variant.backend,
+        "quantization": variant.quantization,
+        "max_context": variant.max_context,
+        "max_chunk": variant.max_chunk,
+    }
+    for key, want in expected.items():
+        got = _field(report, key, report_path)
+        if got != want:
+            raise PublishError(
+                f"{report_path}: {key} is {got!r} but the registry's {spec.id}/{variant.backend} "
+                f"variant needs {want!r}; re-export with {_export_command(spec, variant, exports_dir)}"
+            )
+
+    verification = _field(report, "verification", report_path)
+    passed = isinstance(verification, dict) and verification.get("passed") is True
+    if not passed:
+        detail = verification.get("error") or verification.get("reason") if isinstance(
+            verification, dict
+        ) else None
+        raise PublishError(
+            f"refusing to publish {pte.name}: its export report {report_path} does not show a "
+            f"passed verification{f' ({detail})' if detail else ''}. Fix the export and re-run "
+            f"{_export_command(spec, variant, exports_dir)}"
+        )
+
+    size = pte.stat().st_size
+    sha256 = sha256_file(pte)
+    if (sha256, size) != (report.get("sha256"), report.get("size")):
+        raise PublishError(
+            f"{pte} changed after it was exported and verified (sha256 {sha256}, {size} bytes; "
+            f"report says {report.get('sha256')}, {report.get('size')} bytes); re-export it"
+        )
+    return ExportArtifact(
+        model_id=spec.id,
+        backend=variant.backend,
+        quantization=variant.quantization,
+        pte=pte,
+        report_path=report_path,
+        sha256=sha256,
+        size=size,
+        max_context=variant.max_context,
+        max_chunk=variant.max_chunk,
+        verification=verification_summary(verification),
+    )

