@@ -3,58 +3,59 @@
 // Written here rather than vendored so the tokenizer builds with nothing but a C++17
 // compiler on every platform (host, iOS, Android). Objects keep their key order; lookups are
 // linear, which is fine for the small config objects (the big vocab object is only iterated).
+// Values are a std::variant (~40 bytes) because a 262k-entry vocab plus merges makes a million
+// of them while loading.
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <variant>
 #include <vector>
 
 namespace rne::tokenizer::json {
 
+class Value;
+using Array = std::vector<Value>;
+using Member = std::pair<std::string, Value>;
+using Object = std::vector<Member>;
+
 class Value {
  public:
-  enum class Type { kNull, kBool, kNumber, kString, kArray, kObject };
-  using Member = std::pair<std::string, Value>;
-
   Value() = default;
+  explicit Value(bool b) : data_(b) {}
+  explicit Value(double d) : data_(d) {}
+  explicit Value(std::string s) : data_(std::move(s)) {}
+  explicit Value(Array a) : data_(std::move(a)) {}
+  explicit Value(Object o) : data_(std::move(o)) {}
 
-  Type type() const { return type_; }
-  bool is_null() const { return type_ == Type::kNull; }
-  bool is_bool() const { return type_ == Type::kBool; }
-  bool is_number() const { return type_ == Type::kNumber; }
-  bool is_string() const { return type_ == Type::kString; }
-  bool is_array() const { return type_ == Type::kArray; }
-  bool is_object() const { return type_ == Type::kObject; }
-
-  bool as_bool() const { return bool_; }
-  double as_number() const { return number_; }
-  // True when the number is an integer that fits in int64 (ids, counts).
+  bool is_null() const { return std::holds_alternative<std::monostate>(data_); }
+  bool is_bool() const { return std::holds_alternative<bool>(data_); }
+  bool is_number() const { return std::holds_alternative<double>(data_); }
+  bool is_string() const { return std::holds_alternative<std::string>(data_); }
+  bool is_array() const { return std::holds_alternative<Array>(data_); }
+  bool is_object() const { return std::holds_alternative<Object>(data_); }
+  // True when this is a number holding an integer that fits in int64 (ids, counts).
   bool is_integer() const;
-  int64_t as_integer() const { return static_cast<int64_t>(number_); }
-  const std::string& as_string() const { return string_; }
-  const std::vector<Value>& as_array() const { return array_; }
-  const std::vector<Member>& as_object() const { return object_; }
+
+  // Accessors; call only after checking the type.
+  bool as_bool() const { return std::get<bool>(data_); }
+  double as_number() const { return std::get<double>(data_); }
+  int64_t as_integer() const { return static_cast<int64_t>(std::get<double>(data_)); }
+  const std::string& as_string() const { return std::get<std::string>(data_); }
+  const Array& as_array() const { return std::get<Array>(data_); }
+  const Object& as_object() const { return std::get<Object>(data_); }
+  Object& as_object() { return std::get<Object>(data_); }
 
   // Member lookup on an object; nullptr when absent or when this is not an object.
   const Value* find(std::string_view key) const;
 
-  static Value make_null() { return Value(); }
-  static Value make_bool(bool b);
-  static Value make_number(double d);
-  static Value make_string(std::string s);
-  static Value make_array(std::vector<Value> items);
-  static Value make_object(std::vector<Member> members);
+  // "null", "bool", "number", "string", "array" or "object", for error messages.
+  const char* type_name() const;
 
  private:
-  Type type_ = Type::kNull;
-  bool bool_ = false;
-  double number_ = 0.0;
-  std::string string_;
-  std::vector<Value> array_;
-  std::vector<Member> object_;
+  std::variant<std::monostate, bool, double, std::string, Array, Object> data_;
 };
 
 struct ParseError {
@@ -65,8 +66,7 @@ struct ParseError {
 // Parses a complete JSON document. On failure returns false and fills `error`.
 bool parse(std::string_view text, Value& out, ParseError& error);
 
-// Appends `s` to `out` as a JSON string literal (quoted, escaped; UTF-8 passes through, invalid
-// UTF-8 bytes are written as \u00XX so the output is always valid JSON).
+// Appends `s` (UTF-8) to `out` as a quoted, escaped JSON string literal.
 void write_string(std::string_view s, std::string& out);
 
 }  // namespace rne::tokenizer::json

@@ -1,0 +1,101 @@
+#include "added_vocabulary.h"
+
+#include "unicode.h"
+
+namespace rne::tokenizer {
+
+namespace {
+
+bool is_word_char(uint32_t cp) {
+  const auto cls = unicode::classify(cp);
+  return cls == unicode::CharClass::kLetter || cls == unicode::CharClass::kNumber || cp == '_';
+}
+
+bool is_space(uint32_t cp) {
+  return unicode::classify(cp) == unicode::CharClass::kWhitespace;
+}
+
+// Start of the character that ends just before `pos` (pos > 0).
+size_t previous_char(std::string_view text, size_t pos) {
+  size_t p = pos - 1;
+  while (p > 0 && (static_cast<unsigned char>(text[p]) & 0xC0) == 0x80 && pos - p < 4) --p;
+  return p;
+}
+
+}  // namespace
+
+void AddedTokenMatcher::add(std::string_view pattern, const AddedToken* token) {
+  if (pattern.empty()) return;
+  int32_t node = 0;
+  for (const char c : pattern) {
+    const uint64_t key = (static_cast<uint64_t>(node) << 8) | static_cast<unsigned char>(c);
+    const auto it = edges_.find(key);
+    if (it != edges_.end()) {
+      node = it->second;
+    } else {
+      const auto child = static_cast<int32_t>(terminal_.size());
+      terminal_.push_back(nullptr);
+      edges_.emplace(key, child);
+      node = child;
+    }
+  }
+  // The first token with a given pattern wins, so later duplicates do not override it.
+  if (terminal_[static_cast<size_t>(node)] == nullptr) terminal_[static_cast<size_t>(node)] = token;
+}
+
+std::pair<size_t, const AddedToken*> AddedTokenMatcher::longest_at(std::string_view text,
+                                                                   size_t pos) const {
+  std::pair<size_t, const AddedToken*> best{0, nullptr};
+  int32_t node = 0;
+  for (size_t i = pos; i < text.size(); ++i) {
+    const uint64_t key = (static_cast<uint64_t>(node) << 8) | static_cast<unsigned char>(text[i]);
+    const auto it = edges_.find(key);
+    if (it == edges_.end()) break;
+    node = it->second;
+    if (const AddedToken* t = terminal_[static_cast<size_t>(node)]) best = {i + 1 - pos, t};
+  }
+  return best;
+}
+
+void AddedTokenMatcher::split(std::string_view text, std::vector<Segment>& out) const {
+  size_t plain_start = 0;  // start of the pending plain-text segment
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const auto [length, token] = longest_at(text, pos);
+    if (token == nullptr) {
+      ++pos;
+      continue;
+    }
+    size_t start = pos, stop = pos + length;
+    pos = stop;  // matching resumes after the match even when it is rejected below
+    uint32_t cp = 0;
+    if (token->single_word) {
+      const bool word_before =
+          start > 0 && (unicode::decode_utf8(text, previous_char(text, start), cp), is_word_char(cp));
+      const bool word_after = stop < text.size() && (unicode::decode_utf8(text, stop, cp), is_word_char(cp));
+      if (word_before || word_after) continue;
+    }
+    if (token->lstrip) {
+      while (start > plain_start) {
+        const size_t p = previous_char(text, start);
+        unicode::decode_utf8(text, p, cp);
+        if (!is_space(cp)) break;
+        start = p;
+      }
+    }
+    if (token->rstrip) {
+      while (stop < text.size()) {
+        const size_t n = unicode::decode_utf8(text, stop, cp);
+        if (!is_space(cp)) break;
+        stop += n;
+      }
+      pos = stop;
+    }
+    if (plain_start < start) out.push_back({plain_start, start, nullptr});
+    out.push_back({start, stop, token});
+    plain_start = stop;
+  }
+  if (plain_start < text.size()) out.push_back({plain_start, text.size(), nullptr});
+}
+
+}  // namespace rne::tokenizer

@@ -1,0 +1,47 @@
+// Added tokens (tokenizer.json "added_tokens"): found in the text before anything else runs,
+// leftmost-longest, honouring lstrip / rstrip / single_word like HF `tokenizers`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "rne/tokenizer/tokenizer.h"
+
+namespace rne::tokenizer {
+
+struct AddedToken {
+  std::string content;
+  TokenId id = -1;
+  bool special = false;
+  bool lstrip = false;
+  bool rstrip = false;
+  bool single_word = false;
+  bool normalized = false;
+};
+
+// A byte trie over token patterns for leftmost-longest matching in O(text * longest token).
+class AddedTokenMatcher {
+ public:
+  void add(std::string_view pattern, const AddedToken* token);
+  bool empty() const { return terminal_.size() <= 1; }
+
+  struct Segment {
+    size_t begin, end;
+    const AddedToken* token;  // nullptr for plain text
+  };
+  // Splits `text` into plain-text and added-token segments covering it in order (empty
+  // plain-text segments are omitted; whitespace eaten by lstrip/rstrip belongs to the token).
+  void split(std::string_view text, std::vector<Segment>& out) const;
+
+ private:
+  // Longest pattern starting at pos: its length and token, or {0, nullptr}.
+  std::pair<size_t, const AddedToken*> longest_at(std::string_view text, size_t pos) const;
+
+  std::unordered_map<uint64_t, int32_t> edges_;            // (node << 8 | byte) -> child node
+  std::vector<const AddedToken*> terminal_{nullptr};       // per node; node 0 is the root
+};
+
+}  // namespace rne::tokenizer

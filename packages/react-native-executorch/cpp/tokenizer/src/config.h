@@ -1,0 +1,51 @@
+// Typed, path-aware access to tokenizer.json fields. The first problem is recorded and
+// reported as an Error naming the JSON path, e.g. `pre_tokenizer.pretokenizers[1].type`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "json.h"
+#include "rne/tokenizer/result.h"
+
+namespace rne::tokenizer {
+
+class ConfigReader {
+ public:
+  ConfigReader(const json::Value& value, std::string path) : value_(value), path_(std::move(path)) {}
+
+  const std::string& path() const { return path_; }
+  std::string child_path(std::string_view key) const;
+
+  // Required fields record an error when absent or of the wrong type; optional ones return
+  // the fallback when absent or null.
+  std::string string(std::string_view key);
+  std::string string_or(std::string_view key, std::string fallback);
+  bool boolean_or(std::string_view key, bool fallback);
+  int64_t integer(std::string_view key);
+  // The member, or nullptr when absent/null (no error).
+  const json::Value* optional(std::string_view key) const;
+  // The member, which must exist and have the given type test; nullptr (and an error) otherwise.
+  const json::Value* array(std::string_view key);
+  const json::Value* object(std::string_view key);
+
+  void fail(ErrorCode code, std::string message);
+  bool ok() const { return !failed_; }
+  const Error& error() const { return error_; }
+
+ private:
+  const json::Value* typed(std::string_view key, bool (json::Value::*test)() const,
+                           const char* expected);
+
+  const json::Value& value_;
+  std::string path_;
+  bool failed_ = false;
+  Error error_{ErrorCode::kInvalidTokenizer, ""};
+};
+
+// "Unsupported <what> \"<type>\" at <path> (supported: <list>)".
+Error unsupported(std::string_view what, std::string_view type, std::string_view path,
+                  std::string_view supported);
+
+}  // namespace rne::tokenizer

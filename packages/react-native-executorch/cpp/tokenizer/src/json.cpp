@@ -1,0 +1,285 @@
+#include "json.h"
+
+#include <cmath>
+#include <cstdlib>
+
+#include "unicode.h"
+
+namespace rne::tokenizer::json {
+
+bool Value::is_integer() const {
+  if (!is_number()) return false;
+  const double d = as_number();
+  return std::floor(d) == d && std::fabs(d) < 9.0e18;
+}
+
+const Value* Value::find(std::string_view key) const {
+  if (!is_object()) return nullptr;
+  for (const auto& [name, value] : as_object()) {
+    if (name == key) return &value;
+  }
+  return nullptr;
+}
+
+const char* Value::type_name() const {
+  switch (data_.index()) {
+    case 0: return "null";
+    case 1: return "bool";
+    case 2: return "number";
+    case 3: return "string";
+    case 4: return "array";
+    default: return "object";
+  }
+}
+
+namespace {
+
+// Deep documents are rejected instead of overflowing the stack.
+constexpr int kMaxDepth = 256;
+
+class Parser {
+ public:
+  Parser(std::string_view text, ParseError& error) : text_(text), error_(error) {}
+
+  bool parse_document(Value& out) {
+    skip_whitespace();
+    if (!parse_value(out, 0)) return false;
+    skip_whitespace();
+    if (pos_ != text_.size()) return fail("unexpected trailing characters after the JSON value");
+    return true;
+  }
+
+ private:
+  bool fail(std::string message) {
+    error_.offset = pos_;
+    error_.message = std::move(message);
+    return false;
+  }
+
+  void skip_whitespace() {
+    while (pos_ < text_.size()) {
+      const char c = text_[pos_];
+      if (c != ' ' && c != '\t' && c != '\n' && c != '\r') break;
+      ++pos_;
+    }
+  }
+
+  bool consume_literal(std::string_view word) {
+    if (text_.substr(pos_, word.size()) != word) return fail("invalid literal");
+    pos_ += word.size();
+    return true;
+  }
+
+  bool parse_value(Value& out, int depth) {
+    if (depth > kMaxDepth) return fail("nesting too deep");
+    if (pos_ >= text_.size()) return fail("unexpected end of input");
+    switch (text_[pos_]) {
+      case '{': return parse_object(out, depth);
+      case '[': return parse_array(out, depth);
+      case '"': {
+        std::string s;
+        if (!parse_string(s)) return false;
+        out = Value(std::move(s));
+        return true;
+      }
+      case 't': out = Value(true); return consume_literal("true");
+      case 'f': out = Value(false); return consume_literal("false");
+      case 'n': out = Value(); return consume_literal("null");
+      default: return parse_number(out);
+    }
+  }
+
+  bool parse_object(Value& out, int depth) {
+    ++pos_;  // '{'
+    Object members;
+    skip_whitespace();
+    if (pos_ < text_.size() && text_[pos_] == '}') {
+      ++pos_;
+      out = Value(std::move(members));
+      return true;
+    }
+    while (true) {
+      skip_whitespace();
+      if (pos_ >= text_.size() || text_[pos_] != '"') return fail("expected a string key");
+      std::string key;
+      if (!parse_string(key)) return false;
+      skip_whitespace();
+      if (pos_ >= text_.size() || text_[pos_] != ':') return fail("expected ':' after key");
+      ++pos_;
+      skip_whitespace();
+      Value value;
+      if (!parse_value(value, depth + 1)) return false;
+      members.emplace_back(std::move(key), std::move(value));
+      skip_whitespace();
+      if (pos_ >= text_.size()) return fail("unexpected end of input in object");
+      if (text_[pos_] == ',') {
+        ++pos_;
+        continue;
+      }
+      if (text_[pos_] == '}') {
+        ++pos_;
+        break;
+      }
+      return fail("expected ',' or '}' in object");
+    }
+    out = Value(std::move(members));
+    return true;
+  }
+
+  bool parse_array(Value& out, int depth) {
+    ++pos_;  // '['
+    Array items;
+    skip_whitespace();
+    if (pos_ < text_.size() && text_[pos_] == ']') {
+      ++pos_;
+      out = Value(std::move(items));
+      return true;
+    }
+    while (true) {
+      skip_whitespace();
+      Value value;
+      if (!parse_value(value, depth + 1)) return false;
+      items.push_back(std::move(value));
+      skip_whitespace();
+      if (pos_ >= text_.size()) return fail("unexpected end of input in array");
+      if (text_[pos_] == ',') {
+        ++pos_;
+        continue;
+      }
+      if (text_[pos_] == ']') {
+        ++pos_;
+        break;
+      }
+      return fail("expected ',' or ']' in array");
+    }
+    out = Value(std::move(items));
+    return true;
+  }
+
+  bool parse_hex4(uint32_t& out) {
+    if (pos_ + 4 > text_.size()) return fail("truncated \\u escape");
+    out = 0;
+    for (int i = 0; i < 4; ++i) {
+      const char c = text_[pos_++];
+      out <<= 4;
+      if (c >= '0' && c <= '9') out |= static_cast<uint32_t>(c - '0');
+      else if (c >= 'a' && c <= 'f') out |= static_cast<uint32_t>(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F') out |= static_cast<uint32_t>(c - 'A' + 10);
+      else return fail("invalid hex digit in \\u escape");
+    }
+    return true;
+  }
+
+  bool parse_string(std::string& out) {
+    ++pos_;  // opening quote
+    while (true) {
+      // Copy the run of ordinary bytes in one go; this is the hot loop for big vocabularies.
+      const size_t start = pos_;
+      while (pos_ < text_.size() && text_[pos_] != '"' && text_[pos_] != '\\' &&
+             static_cast<unsigned char>(text_[pos_]) >= 0x20) {
+        ++pos_;
+      }
+      out.append(text_.data() + start, pos_ - start);
+      if (pos_ >= text_.size()) return fail("unterminated string");
+      const char c = text_[pos_++];
+      if (c == '"') return true;
+      if (c != '\\') {
+        --pos_;
+        return fail("control character in string");
+      }
+      if (pos_ >= text_.size()) return fail("unterminated escape");
+      const char e = text_[pos_++];
+      switch (e) {
+        case '"': out += '"'; break;
+        case '\\': out += '\\'; break;
+        case '/': out += '/'; break;
+        case 'b': out += '\b'; break;
+        case 'f': out += '\f'; break;
+        case 'n': out += '\n'; break;
+        case 'r': out += '\r'; break;
+        case 't': out += '\t'; break;
+        case 'u': {
+          uint32_t cp = 0;
+          if (!parse_hex4(cp)) return false;
+          if (cp >= 0xD800 && cp <= 0xDBFF) {
+            // A high surrogate must be followed by a low one: together they are one code point.
+            uint32_t low = 0;
+            if (text_.substr(pos_, 2) != "\\u") return fail("unpaired surrogate in \\u escape");
+            pos_ += 2;
+            if (!parse_hex4(low)) return false;
+            if (low < 0xDC00 || low > 0xDFFF) return fail("unpaired surrogate in \\u escape");
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+          } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+            return fail("unpaired surrogate in \\u escape");
+          }
+          unicode::append_utf8(cp, out);
+          break;
+        }
+        default: --pos_; return fail("invalid escape character");
+      }
+    }
+  }
+
+  bool parse_number(Value& out) {
+    const size_t start = pos_;
+    if (pos_ < text_.size() && text_[pos_] == '-') ++pos_;
+    auto digits = [&] {
+      const size_t s = pos_;
+      while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') ++pos_;
+      return pos_ - s;
+    };
+    if (digits() == 0) {
+      pos_ = start;
+      return fail("invalid value");
+    }
+    if (pos_ < text_.size() && text_[pos_] == '.') {
+      ++pos_;
+      if (digits() == 0) return fail("expected digits after '.'");
+    }
+    if (pos_ < text_.size() && (text_[pos_] == 'e' || text_[pos_] == 'E')) {
+      ++pos_;
+      if (pos_ < text_.size() && (text_[pos_] == '+' || text_[pos_] == '-')) ++pos_;
+      if (digits() == 0) return fail("expected digits in exponent");
+    }
+    // strtod needs a terminated buffer; numbers are short, so copy.
+    const std::string literal(text_.substr(start, pos_ - start));
+    out = Value(std::strtod(literal.c_str(), nullptr));
+    return true;
+  }
+
+  std::string_view text_;
+  ParseError& error_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+bool parse(std::string_view text, Value& out, ParseError& error) {
+  return Parser(text, error).parse_document(out);
+}
+
+void write_string(std::string_view s, std::string& out) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += '"';
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          out += "\\u00";
+          out += kHex[c >> 4];
+          out += kHex[c & 0xF];
+        } else {
+          out += ch;
+        }
+    }
+  }
+  out += '"';
+}
+
+}  // namespace rne::tokenizer::json

@@ -1,0 +1,23 @@
+// tokenizer.json "normalizer": string rewrites applied to each piece of text between added
+// tokens before pre-tokenization (Gemma: Replace " " -> "▁").
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "json.h"
+#include "rne/tokenizer/result.h"
+
+namespace rne::tokenizer {
+
+class Normalizer {
+ public:
+  virtual ~Normalizer() = default;
+  virtual void apply(std::string& text) const = 0;
+};
+
+// nullptr for a null/absent normalizer.
+Result<std::unique_ptr<Normalizer>> make_normalizer(const json::Value& config,
+                                                    const std::string& path);
+
+}  // namespace rne::tokenizer

@@ -1,0 +1,153 @@
+// Host CLI over rne::tokenizer, used by the Python parity tests and the benchmark.
+//
+//   rne_tokenize TOKENIZER_JSON TEXT          ids of TEXT, space separated
+//   rne_tokenize TOKENIZER_JSON --jsonl       stdin: one JSON string per line; stdout: one JSON
+//                                             object per line with ids (with/without special
+//                                             tokens), decode (with/without skipping special
+//                                             tokens) and the concatenated stream-decoder output
+//   rne_tokenize TOKENIZER_JSON --vocab       JSON: vocab_size and id_to_token for every id below
+//                                             it plus the added tokens (null where no token)
+//   rne_tokenize TOKENIZER_JSON --bench FILE [REPEAT]
+//                                             encodes each line of FILE REPEAT times; JSON timings
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "json.h"
+#include "rne/tokenizer/tokenizer.h"
+#include "unicode.h"
+
+namespace {
+
+using rne::tokenizer::TokenId;
+using rne::tokenizer::Tokenizer;
+namespace json = rne::tokenizer::json;
+
+void append_ids(const std::vector<TokenId>& ids, std::string& out) {
+  out += '[';
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i > 0) out += ',';
+    out += std::to_string(ids[i]);
+  }
+  out += ']';
+}
+
+int run_jsonl(const Tokenizer& tokenizer) {
+  std::string line;
+  for (size_t line_number = 1; std::getline(std::cin, line); ++line_number) {
+    json::Value text;
+    json::ParseError error;
+    if (!json::parse(line, text, error) || !text.is_string()) {
+      std::cerr << "stdin line " << line_number << ": expected a JSON string\n";
+      return 2;
+    }
+    const std::vector<TokenId> ids = tokenizer.encode(text.as_string(), true);
+    std::string stream;
+    auto decoder = tokenizer.stream_decoder(false);
+    for (const TokenId id : ids) stream += decoder.next(id);
+
+    std::string out = "{\"ids\":";
+    append_ids(ids, out);
+    out += ",\"ids_no_special\":";
+    append_ids(tokenizer.encode(text.as_string(), false), out);
+    out += ",\"decoded\":";
+    json::write_string(tokenizer.decode(ids, false), out);
+    out += ",\"decoded_skip_special\":";
+    json::write_string(tokenizer.decode(ids, true), out);
+    out += ",\"stream\":";
+    json::write_string(rne::tokenizer::unicode::to_valid_utf8_lossy(stream), out);
+    out += "}\n";
+    std::cout << out;
+  }
+  return 0;
+}
+
+int run_vocab(const Tokenizer& tokenizer) {
+  // Ids can exceed vocab_size() when added tokens sit above the model's range.
+  TokenId end = static_cast<TokenId>(tokenizer.vocab_size());
+  for (TokenId probe = end; probe < end + 4096; ++probe) {
+    if (tokenizer.id_to_token(probe)) end = probe + 1;
+  }
+  std::string out = "{\"vocab_size\":" + std::to_string(tokenizer.vocab_size()) + ",\"tokens\":[";
+  for (TokenId id = 0; id < end; ++id) {
+    if (id > 0) out += ',';
+    const auto token = tokenizer.id_to_token(id);
+    if (token) json::write_string(*token, out);
+    else out += "null";
+  }
+  out += "],\"special\":";
+  std::vector<TokenId> special;
+  for (TokenId id = 0; id < end; ++id) {
+    if (tokenizer.is_special(id)) special.push_back(id);
+  }
+  append_ids(special, out);
+  out += "}\n";
+  std::cout << out;
+  return 0;
+}
+
+int run_bench(const Tokenizer& tokenizer, const std::string& path, int repeat,
+              double load_seconds) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    std::cerr << "cannot open corpus " << path << "\n";
+    return 2;
+  }
+  std::vector<std::string> lines;
+  size_t bytes = 0;
+  for (std::string line; std::getline(file, line);) {
+    bytes += line.size();
+    lines.push_back(std::move(line));
+  }
+  size_t tokens = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < repeat; ++r) {
+    for (const std::string& line : lines) tokens += tokenizer.encode(line, false).size();
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf(
+      "{\"load_seconds\":%.6f,\"bytes\":%zu,\"tokens\":%zu,\"repeat\":%d,\"seconds\":%.6f}\n",
+      load_seconds, bytes * static_cast<size_t>(repeat), tokens, repeat, seconds);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::cerr << "usage: rne_tokenize TOKENIZER_JSON (TEXT | --jsonl | --vocab | --bench FILE [REPEAT])\n";
+    return 2;
+  }
+  const auto load_start = std::chrono::steady_clock::now();
+  auto loaded = Tokenizer::from_file(argv[1]);
+  const double load_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
+  if (!loaded.ok()) {
+    std::cerr << "error (" << rne::tokenizer::to_string(loaded.error().code)
+              << "): " << loaded.error().message << "\n";
+    return 1;
+  }
+  const Tokenizer& tokenizer = loaded.value();
+  const std::string mode = argv[2];
+  if (mode == "--jsonl") return run_jsonl(tokenizer);
+  if (mode == "--vocab") return run_vocab(tokenizer);
+  if (mode == "--bench") {
+    if (argc < 4) {
+      std::cerr << "--bench needs a corpus file\n";
+      return 2;
+    }
+    return run_bench(tokenizer, argv[3], argc > 4 ? std::atoi(argv[4]) : 1, load_seconds);
+  }
+  std::string out;
+  for (const TokenId id : tokenizer.encode(mode, true)) {
+    if (!out.empty()) out += ' ';
+    out += std::to_string(id);
+  }
+  std::cout << out << "\n";
+  return 0;
+}
