@@ -1,0 +1,161 @@
+"""Recording a publish in the registry YAML (tools/rne_tools/publish/registry_update.py)."""
+
+from __future__ import annotations
+
+import difflib
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rne_tools import registry
+from rne_tools.errors import RegistryError
+from rne_tools.paths import REGISTRY_DIR
+from rne_tools.publish.model_card import CardVariant, render_model_card
+from rne_tools.publish.registry_update import PublishedFile, update_registry
+
+SHA_A, SHA_B, SHA_C = "a" * 64, "b" * 64, "c" * 64
+
+
+@pytest.fixture
+def reg_dir(tmp_path: Path) -> Path:
+    target = tmp_path / "model-registry"
+    shutil.copytree(REGISTRY_DIR, target)
+    return target
+
+
+def tokenizer_files() -> list[PublishedFile]:
+    return [
+        PublishedFile("tokenizer.json", SHA_A, 2_000_000),
+        PublishedFile("tokenizer_config.json", SHA_B, 4_000),
+    ]
+
+
+def changed_lines(before: str, after: str) -> list[str]:
+    return [
+        line
+        for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
+
+
+def test_update_touches_only_the_published_fields(reg_dir: Path, tmp_path: Path) -> None:
+    before = (reg_dir / "gemma4.yaml").read_text()
+    smol_before = (reg_dir / "smollm2.yaml").read_text()
+    ts = tmp_path / "registry.generated.ts"
+    pte = PublishedFile("xnnpack/gemma4_e2b_xnnpack_8da4w.pte", SHA_C, 2_500_000_000)
+
+    assert update_registry(
+        "gemma4_e2b",
+        "v0.2.0",
+        tokenizer=tokenizer_files(),
+        variants={"xnnpack": [pte]},
+        registry_dir=reg_dir,
+        ts_output=ts,
+    )
+
+    after = (reg_dir / "gemma4.yaml").read_text()
+    assert changed_lines(before, after) == [
+        "-      revision: v0.1.0",
+        "+      revision: v0.2.0",
+        "-      status: unpublished",
+        "+      status: published",
+        f"+          sha256: {SHA_A}",
+        "+          size: 2000000",
+        f"+          sha256: {SHA_B}",
+        "+          size: 4000",
+        "-        status: unpublished",
+        "+        status: published",
+        f"+            sha256: {SHA_C}",
+        "+            size: 2500000000",
+    ]
+    assert (reg_dir / "smollm2.yaml").read_text() == smol_before
+    # Comments, flow mappings and quoting survive the round trip.
+    assert "# KV capacity of the exported variants" in after
+    assert 'min_platform: {ios: "17.0", android: 26}' in after
+
+    spec = registry.load_registry(reg_dir).model("gemma4_e2b")
+    assert spec.revision == "v0.2.0"
+    assert spec.variants["xnnpack"].published
+    assert spec.variants["xnnpack"].pte.sha256 == SHA_C
+    assert not spec.variants["mlx"].published
+    assert spec.tokenizer.published
+    assert ts.read_text() == registry.generate_typescript(registry.load_registry(reg_dir))
+    assert f"sha256: '{SHA_C}'" in ts.read_text()
+
+    # Recording the same publish again changes nothing.
+    assert not update_registry(
+        "gemma4_e2b",
+        "v0.2.0",
+        tokenizer=tokenizer_files(),
+        variants={"xnnpack": [pte]},
+        registry_dir=reg_dir,
+        ts_output=ts,
+    )
+    assert (reg_dir / "gemma4.yaml").read_text() == after
+
+
+def test_files_that_do_not_match_the_registry_are_rejected_untouched(
+    reg_dir: Path, tmp_path: Path
+) -> None:
+    before = (reg_dir / "gemma4.yaml").read_text()
+    ts = tmp_path / "registry.generated.ts"
+    with pytest.raises(RegistryError, match="declares files"):
+        update_registry(
+            "gemma4_e2b",
+            "v0.2.0",
+            tokenizer=tokenizer_files(),
+            variants={"xnnpack": [PublishedFile("xnnpack/other.pte", SHA_C, 10)]},
+            registry_dir=reg_dir,
+            ts_output=ts,
+        )
+    assert (reg_dir / "gemma4.yaml").read_text() == before
+    assert not ts.exists()
+    assert not list(reg_dir.glob(".*.tmp"))
+
+
+def test_an_update_that_would_not_validate_is_not_written(reg_dir: Path, tmp_path: Path) -> None:
+    before = (reg_dir / "smollm2.yaml").read_text()
+    with pytest.raises(RegistryError, match=r"revision: 'v 1' does not match"):
+        update_registry(
+            "smollm2_135m",
+            "v 1",  # not a valid revision per the schema
+            tokenizer=tokenizer_files(),
+            variants={},
+            registry_dir=reg_dir,
+            ts_output=tmp_path / "x.ts",
+        )
+    assert (reg_dir / "smollm2.yaml").read_text() == before
+
+
+def test_model_card_has_table_checksums_usage_and_valid_front_matter() -> None:
+    spec = registry.load_registry().model("gemma4_e2b")
+    card = render_model_card(
+        spec,
+        [
+            CardVariant(
+                "xnnpack",
+                "8da4w",
+                "xnnpack/gemma4_e2b_xnnpack_8da4w.pte",
+                2_512_000_000,
+                SHA_C,
+                4096,
+                128,
+                {"ios": "17.0", "android": 26},
+                "passed (max_abs_logit_diff=0.0123)",
+            )
+        ],
+    )
+    front = card.split("---\n")[1]
+    meta = yaml.safe_load(front)
+    assert meta["license"] == "gemma"
+    assert meta["base_model"] == "google/gemma-4-E2B-it"
+    assert "xnnpack" in meta["tags"]
+    assert (
+        "| xnnpack | 8da4w | `xnnpack/gemma4_e2b_xnnpack_8da4w.pte` | 2.5 GB | 4096 | 128 "
+        "| iOS 17.0, Android API 26 | passed (max_abs_logit_diff=0.0123) |"
+    ) in card
+    assert f"| `xnnpack/gemma4_e2b_xnnpack_8da4w.pte` | 2512000000 | `{SHA_C}` |" in card
+    assert "const llm = useLLM({ model: models.llm.gemma4_e2b });" in card
+    assert "import { useLLM, models } from 'react-native-executorch';" in card
