@@ -28,6 +28,7 @@ from rne_tools.binaries import (
     preflight,
     verify_manifest,
 )
+from rne_tools.binaries.executor import build_env
 from rne_tools.binaries.plan import expand
 from rne_tools.binaries.platforms import manifest_path
 from rne_tools.paths import CACHE_DIR, REPO_ROOT
@@ -103,7 +104,8 @@ def _main(platform: str, abis: tuple[str, ...], source: Path | None, ref: str | 
         return
 
     report = preflight(platform, python=sys.executable,
-                       wheel=lock.wheel if platform == "host" else None)
+                       wheel=lock.wheel if platform == "host" else None,
+                       env=build_env(sys.executable, os.environ))
     report.raise_if_failed()
     ndk = os.environ.get("ANDROID_NDK")
     ctx = BuildContext(

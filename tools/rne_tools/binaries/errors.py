@@ -1,7 +1,9 @@
 """Errors of the binaries builder: each message says what is wrong and what to do."""
 
+from rne_tools.errors import RneError
 
-class BuildError(Exception):
+
+class BuildError(RneError):
     """Base class: a problem the user can fix (bad option, missing tool, failed step)."""
 
 

@@ -53,11 +53,18 @@ class BuildContext:
         return values
 
     def env(self) -> dict[str, str]:
-        env = dict(self.base_env)
-        # Not resolved: a venv's python is a symlink, and its bin/ is what we want first.
-        bindir = str(Path(self.python).parent)
-        env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
-        return env
+        return build_env(self.python, self.base_env)
+
+
+def build_env(python: str, base: Mapping[str, str]) -> dict[str, str]:
+    """``base`` with the interpreter's ``bin`` directory first on ``PATH``.
+
+    Not resolved: a venv's python is a symlink, and the venv's bin/ (its cmake, ninja) is what
+    must win over older system tools.
+    """
+    env = dict(base)
+    env["PATH"] = str(Path(python).parent) + os.pathsep + env.get("PATH", "")
+    return env
 
 
 def _slug(text: str) -> str:
@@ -163,6 +170,7 @@ def _source_record(ctx: BuildContext) -> dict:
 def _write_manifest(step: WriteManifest, ctx: BuildContext, platform: str) -> None:
     values = ctx.placeholders()
     root = Path(expand(step.root, values))
+    staged = list(step.artifacts) or manifest_mod.cmake_build_artifacts(root)
     entry = {
         "source": _source_record(ctx),
         "patches": [{"name": p.name, "sha256": p.sha256} for p in ctx.patches]
@@ -170,8 +178,8 @@ def _write_manifest(step: WriteManifest, ctx: BuildContext, platform: str) -> No
         else [],
         "cmake_flags": {name: list(flags) for name, flags in step.cmake_flags},
         "tools": dict(sorted(ctx.tool_versions.items())),
-        "staged": list(step.artifacts),
-        "artifacts": manifest_mod.artifact_records(root, step.artifacts),
+        "staged": staged,
+        "artifacts": manifest_mod.artifact_records(root, staged),
     }
     manifest_mod.write_manifest(Path(expand(step.path, values)), platform, step.build, entry)
 

@@ -58,6 +58,42 @@ def artifact_records(root: Path, staged: tuple[str, ...] | list[str]) -> list[di
     return records
 
 
+_ARTIFACT_TYPES = {"EXECUTABLE", "SHARED_LIBRARY", "STATIC_LIBRARY", "MODULE_LIBRARY"}
+
+
+def cmake_build_artifacts(build_dir: Path) -> list[str]:
+    """Paths (relative to ``build_dir``) of every executable and library its targets produce.
+
+    Read from the reply of CMake's file API (a ``codemodel-v2`` query placed before configure),
+    so the list follows the project instead of being maintained by hand.
+    """
+    reply = build_dir / ".cmake" / "api" / "v1" / "reply"
+    indexes = sorted(reply.glob("index-*.json")) if reply.is_dir() else []
+    if not indexes:
+        raise ManifestError(
+            f"no CMake file-API reply in {reply}: the plan must create the codemodel-v2 query "
+            "before configuring"
+        )
+    index = json.loads(indexes[-1].read_text())
+    codemodel = next(
+        (r for r in index["reply"].values() if isinstance(r, dict) and r.get("kind") == "codemodel"),
+        None,
+    )
+    if codemodel is None:
+        raise ManifestError(f"the CMake file-API reply in {reply} has no codemodel")
+    model = json.loads((reply / codemodel["jsonFile"]).read_text())
+    paths = set()
+    for config in model["configurations"]:
+        for target in config["targets"]:
+            info = json.loads((reply / target["jsonFile"]).read_text())
+            if info.get("type") in _ARTIFACT_TYPES:
+                for artifact in info.get("artifacts", []):
+                    p = Path(artifact["path"])
+                    if not p.is_absolute():
+                        paths.add(p.as_posix())
+    return sorted(paths)
+
+
 def load_manifest(path: Path) -> dict:
     try:
         data = json.loads(path.read_text())

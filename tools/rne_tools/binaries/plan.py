@@ -103,7 +103,11 @@ class Stage:
 
 @dataclass(frozen=True)
 class WriteManifest:
-    """Write the platform manifest for the artifacts under ``root`` (see ``manifest.py``)."""
+    """Write the platform manifest for the artifacts under ``root`` (see ``manifest.py``).
+
+    ``artifacts`` lists staged files/directories relative to ``root``; an empty tuple means
+    "every executable and library of the CMake build in ``root``" (the host build).
+    """
 
     description: str
     path: str
@@ -126,7 +130,8 @@ class WriteManifest:
         }
 
     def render(self) -> str:
-        return f"write manifest {self.path} (build {self.build!r}: {len(self.artifacts)} artifact paths)"
+        what = ", ".join(self.artifacts) if self.artifacts else "all CMake target artifacts"
+        return f"write manifest {self.path} (build {self.build!r}: {what})"
 
 
 Step = Run | ApplyPatches | Stage | WriteManifest

@@ -196,17 +196,15 @@ def _check_ios(p: _Prober, system: str) -> None:
             "(or `xcodebuild -downloadPlatform iOS`)",
             label=label,
         )
-    for tool, fix in (
-        ("metal", "install the Metal toolchain (MLX's metallib): "
-                  "`xcodebuild -downloadComponent MetalToolchain`"),
-        ("libtool", xcode_fix),
-        ("lipo", xcode_fix),
-    ):
-        found = p.output(["xcrun", "--sdk", "iphoneos", "--find", tool]) if p.which("xcrun") else None
-        if found is None:
-            p.fail(f"{tool}: `xcrun --sdk iphoneos --find {tool}` found nothing", fix)
-        else:
-            p.report.versions[tool] = found.strip().splitlines()[-1]
+    p.tool(
+        "xcrun", ["--sdk", "iphoneos", "metal", "--version"], r"metal version (\S+)", None,
+        "install the Metal toolchain (MLX compiles its metallib with it): "
+        "`xcodebuild -downloadComponent MetalToolchain`",
+        label="metal",
+    )
+    for tool in ("libtool", "lipo"):
+        if p.which("xcrun") is None or p.output(["xcrun", "--sdk", "iphoneos", "--find", tool]) is None:
+            p.fail(f"{tool}: `xcrun --sdk iphoneos --find {tool}` found nothing", xcode_fix)
     p.tool(
         "make", ["--version"], r"Make (\d+\.\d+(?:\.\d+)?)", None,
         "install the Xcode command line tools: `xcode-select --install` "

@@ -1,0 +1,105 @@
+"""The patch series mechanism against a fixture tree: clean apply, idempotence, conflicts."""
+
+import filecmp
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from rne_tools.binaries import BuildError, PatchError, apply_series, patch_series
+from rne_tools.binaries.patches import PATCHES_DIR, conflicting_files
+
+FIXTURE = Path(__file__).parent / "fixtures" / "patch_tree"
+
+
+def _tree(tmp_path: Path) -> Path:
+    tree = tmp_path / "executorch"
+    shutil.copytree(FIXTURE / "tree", tree)
+    return tree
+
+
+def _snapshot(tree: Path) -> dict[str, bytes]:
+    return {p.relative_to(tree).as_posix(): p.read_bytes() for p in sorted(tree.rglob("*")) if p.is_file()}
+
+
+def test_clean_series_applies_in_order(tmp_path):
+    tree = _tree(tmp_path)
+    series = patch_series(FIXTURE / "clean")
+    assert [p.name for p in series] == [
+        "0001-enable-vulkan-by-default.patch",
+        "0002-triple-scale-and-add-header.patch",
+    ]
+    assert all(len(p.sha256) == 64 for p in series)
+
+    applied = apply_series(tree, series)
+
+    assert applied == [p.name for p in series]
+    assert '"Build the Vulkan backend" ON' in (tree / "CMakeLists.txt").read_text()
+    assert "return x * 3;" in (tree / "src" / "kernel.cpp").read_text()
+    assert (tree / "src" / "kernel.h").read_text().startswith("#pragma once")
+
+
+def test_reapplying_is_a_no_op(tmp_path):
+    tree = _tree(tmp_path)
+    series = patch_series(FIXTURE / "clean")
+    apply_series(tree, series)
+    before = _snapshot(tree)
+
+    assert apply_series(tree, series) == []
+    assert _snapshot(tree) == before
+
+
+def test_conflict_names_patch_and_file_and_leaves_tree_untouched(tmp_path):
+    tree = _tree(tmp_path)
+    before = _snapshot(tree)
+    series = patch_series(FIXTURE / "conflict")
+
+    with pytest.raises(PatchError) as info:
+        apply_series(tree, series)
+
+    err = info.value
+    assert err.patch == "0002-upstream-drifted.patch"
+    assert err.files == ["src/kernel.cpp"]
+    assert "0002-upstream-drifted.patch" in str(err) and "src/kernel.cpp" in str(err)
+    # 0001 applied cleanly before 0002 failed; all-or-nothing reverted it.
+    assert _snapshot(tree) == before
+    assert not filecmp.dircmp(tree, FIXTURE / "tree").diff_files
+
+
+def test_conflict_on_missing_file_is_named(tmp_path):
+    tree = _tree(tmp_path)
+    (tree / "src" / "kernel.cpp").unlink()
+    with pytest.raises(PatchError) as info:
+        apply_series(tree, patch_series(FIXTURE / "clean"))
+    assert info.value.patch == "0002-triple-scale-and-add-header.patch"
+    assert info.value.files == ["src/kernel.cpp"]
+    assert '"Build the Vulkan backend" OFF' in (tree / "CMakeLists.txt").read_text()
+
+
+def test_conflicting_files_parses_git_messages():
+    stderr = (
+        "error: patch failed: backends/vulkan/CMakeLists.txt:12\n"
+        "error: backends/vulkan/CMakeLists.txt: patch does not apply\n"
+        "error: extension/android/jni.cpp: No such file or directory\n"
+    )
+    assert conflicting_files(stderr) == ["backends/vulkan/CMakeLists.txt", "extension/android/jni.cpp"]
+
+
+def test_badly_named_patch_is_rejected(tmp_path):
+    (tmp_path / "fix-vulkan.patch").write_text("")
+    with pytest.raises(BuildError, match="NNNN-short-name.patch"):
+        patch_series(tmp_path)
+
+
+def test_subdirectory_of_a_git_work_tree_is_refused(tmp_path):
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    tree = tmp_path / "nested"
+    shutil.copytree(FIXTURE / "tree", tree)
+    with pytest.raises(BuildError, match="subdirectory of the git work tree"):
+        apply_series(tree, patch_series(FIXTURE / "clean"))
+
+
+def test_project_series_is_well_formed():
+    # The real series (possibly empty) must parse: names ordered, hashes computed.
+    series = patch_series(PATCHES_DIR)
+    assert [p.name for p in series] == sorted(p.name for p in series)
