@@ -76,7 +76,9 @@ Result<Stats> LlmRunner::generate(const std::vector<int64_t>& tokens,
   auto emit = [&](const std::string& text) {
     if (!text.empty() && on_text) on_text(text);
   };
+  last_tokens_.clear();
   auto sink = [&](int64_t token) {
+    last_tokens_.push_back(token);
     emit(stop.push(utf8.push(decoder.next(static_cast<tokenizer::TokenId>(token)))));
     return !stop.stopped();
   };

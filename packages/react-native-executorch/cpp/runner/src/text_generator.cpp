@@ -52,6 +52,7 @@ TextGenerator::TextGenerator(std::unique_ptr<ModelSession> session)
 void TextGenerator::reset() {
   cached_.clear();
   pending_.clear();
+  logits_ = {};
 }
 
 Result<Stats> TextGenerator::prefill(const std::vector<int64_t>& new_tokens) {
@@ -100,7 +101,7 @@ Result<Stats> TextGenerator::generate(const std::vector<int64_t>& new_tokens,
   stats.prompt_tokens = static_cast<int64_t>(to_feed.size());
 
   // Chunked prefill: every backend, steps of max_chunk, positions appended to the cache.
-  LogitsView logits;
+  LogitsView& logits = logits_;
   for (size_t offset = 0; offset < to_feed.size();) {
     if (interrupted_.load(std::memory_order_relaxed)) {
       // What was fed stays cached and consistent; the unfed rest of the input is dropped.

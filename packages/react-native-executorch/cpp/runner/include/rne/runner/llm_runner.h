@@ -58,6 +58,8 @@ class LlmRunner {
   int64_t position() const { return generator_->position(); }  // KV positions in use
   double load_ms() const { return load_ms_; }
   const Stats& last_stats() const { return last_stats_; }
+  // Token ids the last generate() produced (including a final EOS id, if any).
+  const std::vector<int64_t>& last_tokens() const { return last_tokens_; }
 
  private:
   LlmRunner() = default;
@@ -65,6 +67,7 @@ class LlmRunner {
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   double load_ms_ = 0;
   Stats last_stats_;
+  std::vector<int64_t> last_tokens_;
 };
 
 }  // namespace rne::runner

@@ -79,15 +79,16 @@ class TextGenerator {
 
   // Tokens whose keys/values are in the cache, in position order.
   const std::vector<int64_t>& cached_tokens() const { return cached_; }
+  // Logits the latest forward call produced (after prefill(): the next-token distribution).
+  // Valid until the next call that runs the model.
+  LogitsView last_logits() const { return logits_; }
   int64_t position() const { return static_cast<int64_t>(cached_.size()); }
 
  private:
-  // Feeds `tokens` at the current position in max_chunk steps; returns the last logits.
-  Result<LogitsView> feed(const std::vector<int64_t>& tokens, bool interruptible);
-
   std::unique_ptr<ModelSession> session_;
   std::vector<int64_t> cached_;   // tokens in the KV cache
   std::vector<int64_t> pending_;  // generated but not yet fed (the last token of a turn)
+  LogitsView logits_;
   std::atomic<bool> interrupted_{false};
   std::atomic<bool> running_{false};
 };

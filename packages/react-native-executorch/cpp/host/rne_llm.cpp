@@ -1,0 +1,247 @@
+// rne_llm: runs a .pte chat model on the host. Streams the answer to stdout and prints the
+// stats to stderr (or, with --json, prints one JSON object for scripts and tests).
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "chat_template.h"
+#include "json.h"
+#include "rne/runner/llm_runner.h"
+
+namespace {
+
+using rne::runner::GenerationConfig;
+using rne::runner::LlmRunner;
+using rne::runner::Stats;
+
+constexpr const char* kUsage = R"(usage: rne_llm --model FILE.pte --tokenizer tokenizer.json [options] PROMPT...
+
+Runs a chat model exported by tools/export_model.py. The prompt is wrapped in the model's chat
+template (read from tokenizer_config.json next to tokenizer.json, or --tokenizer-config).
+
+options:
+  --tokenizer-config FILE   tokenizer_config.json holding the chat template
+  --system TEXT             system message (default: the template's own, if it has one)
+  --raw                     send PROMPT as is (tokenizer post-processor applied, no template)
+  --prompt-ids 1,2,3        send these token ids instead of a text prompt
+  --interactive             chat on stdin after the first answer; the KV cache is reused
+  --max-new-tokens N        default 256; 0 = until EOS or the context is full
+  --temperature T           default 0 (greedy)
+  --top-k K --top-p P --min-p P --repetition-penalty R --seed S
+  --stop TEXT               stop when TEXT appears (repeatable)
+  --ignore-eos              keep generating past EOS (benchmarks)
+  --json                    print one JSON object (text, token ids, stats) instead of streaming
+  --list-backends           print the ExecuTorch backends compiled in, then exit
+Ctrl-C interrupts the generation in progress.
+)";
+
+std::atomic<LlmRunner*> g_runner{nullptr};
+
+void on_sigint(int) {
+  if (LlmRunner* runner = g_runner.load()) runner->interrupt();
+}
+
+[[noreturn]] void fail(const std::string& message) {
+  std::cerr << "rne_llm: " << message << "\n";
+  std::exit(1);
+}
+
+struct Options {
+  std::string model, tokenizer, tokenizer_config, system, prompt, prompt_ids;
+  bool raw = false, interactive = false, json = false, list_backends = false;
+  GenerationConfig generation;
+};
+
+template <typename T>
+T parse_number(const std::string& flag, const std::string& text) {
+  std::istringstream in(text);
+  T value;
+  if (!(in >> value) || !in.eof()) fail(flag + " expects a number, got '" + text + "'");
+  return value;
+}
+
+Options parse_args(int argc, char** argv) {
+  Options o;
+  std::vector<std::string> words;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) fail(arg + " needs a value (see --help)");
+      return argv[++i];
+    };
+    if (arg == "--help" || arg == "-h") {
+      std::cout << kUsage;
+      std::exit(0);
+    } else if (arg == "--model") {
+      o.model = value();
+    } else if (arg == "--tokenizer") {
+      o.tokenizer = value();
+    } else if (arg == "--tokenizer-config") {
+      o.tokenizer_config = value();
+    } else if (arg == "--system") {
+      o.system = value();
+    } else if (arg == "--prompt-ids") {
+      o.prompt_ids = value();
+    } else if (arg == "--raw") {
+      o.raw = true;
+    } else if (arg == "--interactive") {
+      o.interactive = true;
+    } else if (arg == "--json") {
+      o.json = true;
+    } else if (arg == "--list-backends") {
+      o.list_backends = true;
+    } else if (arg == "--ignore-eos") {
+      o.generation.stop_on_eos = false;
+    } else if (arg == "--max-new-tokens") {
+      o.generation.max_new_tokens = parse_number<int32_t>(arg, value());
+    } else if (arg == "--temperature") {
+      o.generation.sampling.temperature = parse_number<float>(arg, value());
+    } else if (arg == "--top-k") {
+      o.generation.sampling.top_k = parse_number<int32_t>(arg, value());
+    } else if (arg == "--top-p") {
+      o.generation.sampling.top_p = parse_number<float>(arg, value());
+    } else if (arg == "--min-p") {
+      o.generation.sampling.min_p = parse_number<float>(arg, value());
+    } else if (arg == "--repetition-penalty") {
+      o.generation.sampling.repetition_penalty = parse_number<float>(arg, value());
+    } else if (arg == "--seed") {
+      o.generation.sampling.seed = parse_number<uint64_t>(arg, value());
+    } else if (arg == "--stop") {
+      o.generation.stop_strings.push_back(value());
+    } else if (arg.rfind("--", 0) == 0) {
+      fail("unknown option " + arg + " (see --help)");
+    } else {
+      words.push_back(arg);
+    }
+  }
+  for (size_t i = 0; i < words.size(); ++i) o.prompt += (i ? " " : "") + words[i];
+  if (o.list_backends) return o;
+  if (o.model.empty() || o.tokenizer.empty()) fail("--model and --tokenizer are required (see --help)");
+  if (o.prompt.empty() && o.prompt_ids.empty()) fail("no prompt given (see --help)");
+  if (o.tokenizer_config.empty() && !o.raw && o.prompt_ids.empty()) {
+    o.tokenizer_config =
+        (std::filesystem::path(o.tokenizer).parent_path() / "tokenizer_config.json").string();
+  }
+  return o;
+}
+
+std::vector<int64_t> parse_ids(const std::string& text) {
+  std::vector<int64_t> ids;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) ids.push_back(parse_number<int64_t>("--prompt-ids", item));
+  if (ids.empty()) fail("--prompt-ids is empty");
+  return ids;
+}
+
+std::string ids_json(const std::vector<int64_t>& ids) {
+  std::string out = "[";
+  for (size_t i = 0; i < ids.size(); ++i) out += (i ? "," : "") + std::to_string(ids[i]);
+  return out + "]";
+}
+
+void print_stats(const Stats& s) {
+  std::fprintf(stderr,
+               "\n-- load %.0f ms | prompt %lld tokens, prefill %.1f tok/s | first token %.0f ms"
+               " | %lld tokens, decode %.1f tok/s | stop: %s | cache %lld tokens\n",
+               s.load_ms, static_cast<long long>(s.prompt_tokens), s.prefill_tokens_per_s(),
+               s.ttft_ms, static_cast<long long>(s.generated_tokens), s.decode_tokens_per_s(),
+               rne::runner::stop_reason_name(s.stop_reason),
+               static_cast<long long>(s.cache_tokens));
+}
+
+std::string stats_json(const Stats& s) {
+  std::ostringstream o;
+  o << "{\"load_ms\":" << s.load_ms << ",\"encode_ms\":" << s.encode_ms
+    << ",\"prefill_ms\":" << s.prefill_ms << ",\"ttft_ms\":" << s.ttft_ms
+    << ",\"decode_ms\":" << s.decode_ms << ",\"sampling_ms\":" << s.sampling_ms
+    << ",\"prompt_tokens\":" << s.prompt_tokens << ",\"generated_tokens\":" << s.generated_tokens
+    << ",\"cache_tokens\":" << s.cache_tokens
+    << ",\"prefill_tokens_per_s\":" << s.prefill_tokens_per_s()
+    << ",\"decode_tokens_per_s\":" << s.decode_tokens_per_s() << ",\"stop_reason\":\""
+    << rne::runner::stop_reason_name(s.stop_reason) << "\"}";
+  return o.str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o = parse_args(argc, argv);
+  if (o.list_backends) {
+    for (const auto& name : rne::runner::registered_backends()) std::cout << name << "\n";
+    return 0;
+  }
+
+  std::optional<rne::host::ChatTemplate> chat;
+  if (!o.raw && o.prompt_ids.empty()) {
+    auto t = rne::host::ChatTemplate::from_tokenizer_config(o.tokenizer_config);
+    if (!t.ok()) fail(t.error().message);
+    chat = std::move(t).value();
+  }
+  auto loaded = LlmRunner::load(o.model, o.tokenizer);
+  if (!loaded.ok()) fail(loaded.error().message);
+  LlmRunner& runner = **loaded;
+  g_runner.store(&runner);
+  std::signal(SIGINT, on_sigint);
+
+  std::vector<int64_t> prompt_ids;
+  if (!o.prompt_ids.empty()) {
+    prompt_ids = parse_ids(o.prompt_ids);
+  } else if (o.raw) {
+    prompt_ids = runner.encode(o.prompt, /*add_special_tokens=*/true);
+  } else {
+    std::vector<rne::host::Message> messages;
+    if (!o.system.empty()) messages.push_back({"system", o.system});
+    messages.push_back({"user", o.prompt});
+    prompt_ids = runner.encode(chat->render(messages), /*add_special_tokens=*/false);
+  }
+
+  std::string text;
+  auto on_text = [&](std::string_view piece) {
+    text.append(piece);
+    if (!o.json) {
+      std::cout << piece;
+      std::cout.flush();
+    }
+  };
+  auto stats = runner.generate(prompt_ids, o.generation, on_text);
+  if (!stats.ok()) fail(stats.error().message);
+
+  if (o.json) {
+    std::string text_json;
+    rne::tokenizer::json::write_string(text, text_json);
+    std::cout << "{\"text\":" << text_json << ",\"prompt_ids\":" << ids_json(prompt_ids)
+              << ",\"tokens\":" << ids_json(runner.last_tokens()) << ",\"max_chunk\":"
+              << runner.contract().max_chunk << ",\"max_context\":" << runner.contract().max_context
+              << ",\"chat_format\":\"" << (chat ? chat->format_name() : "none")
+              << "\",\"stats\":" << stats_json(*stats) << "}\n";
+    return 0;
+  }
+  print_stats(*stats);
+
+  if (!o.interactive || !chat) return 0;
+  // Later turns: only the new text is prefilled; the cache holds the conversation so far.
+  const auto& eos = runner.contract().eos_ids;
+  std::string line;
+  while (std::cerr << "\n> " && std::getline(std::cin, line)) {
+    if (line.empty()) continue;
+    const auto& last = runner.last_tokens();
+    const bool closed = !last.empty() &&
+                        std::find(eos.begin(), eos.end(), last.back()) != eos.end();
+    auto turn = runner.generate(chat->next_turn(line, closed), o.generation, on_text);
+    if (!turn.ok()) {
+      std::cerr << "rne_llm: " << turn.error().message << "\n";
+      continue;
+    }
+    print_stats(*turn);
+  }
+  return 0;
+}

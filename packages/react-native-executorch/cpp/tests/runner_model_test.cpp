@@ -1,0 +1,302 @@
+// The generation loop on real .pte files exported by tools/export_model.py (the same tiny
+// random-weight Llama twice: one file whose max_chunk covers every prompt here, one with a
+// small max_chunk). CTest's export fixture writes them and passes their paths in
+// RNE_TEST_PTE_ONESHOT and RNE_TEST_PTE_CHUNKED.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+#include "rne/runner/model_session.h"
+#include "rne/runner/text_generator.h"
+
+namespace rne::runner {
+namespace {
+
+std::string env_path(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? value : "";
+}
+
+std::unique_ptr<TextGenerator> open(const char* env) {
+  const std::string path = env_path(env);
+  if (path.empty()) {
+    ADD_FAILURE() << env << " is not set: run these tests through ctest (its fixture exports "
+                  << "the models) or set it to a .pte written by tools/export_model.py";
+    return nullptr;
+  }
+  auto session = ModelSession::load(path);
+  if (!session.ok()) {
+    ADD_FAILURE() << session.error().message;
+    return nullptr;
+  }
+  return std::make_unique<TextGenerator>(std::move(session).value());
+}
+
+// Deterministic prompt of `n` ids inside the vocabulary, avoiding the EOS ids.
+std::vector<int64_t> prompt(int64_t n, const ModelContract& c, int64_t salt = 0) {
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t id = (i * 37 + salt * 101 + 5) % c.vocab_size;
+    while (std::find(c.eos_ids.begin(), c.eos_ids.end(), id) != c.eos_ids.end()) id = (id + 1) % c.vocab_size;
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+GenerationConfig greedy(int32_t max_new_tokens, bool stop_on_eos = true) {
+  GenerationConfig config;
+  config.max_new_tokens = max_new_tokens;
+  config.stop_on_eos = stop_on_eos;
+  return config;
+}
+
+struct Generated {
+  std::vector<int64_t> tokens;
+  Stats stats;
+};
+
+Generated generate(TextGenerator& g, const std::vector<int64_t>& input, const GenerationConfig& config) {
+  Generated run;
+  auto stats = g.generate(input, config, [&](int64_t t) {
+    run.tokens.push_back(t);
+    return true;
+  });
+  EXPECT_TRUE(stats.ok()) << (stats.ok() ? "" : stats.error().message);
+  if (stats.ok()) run.stats = *stats;
+  return run;
+}
+
+std::vector<float> prefill_logits(TextGenerator& g, const std::vector<int64_t>& input) {
+  g.reset();
+  auto stats = g.prefill(input);
+  EXPECT_TRUE(stats.ok()) << (stats.ok() ? "" : stats.error().message);
+  const LogitsView view = g.last_logits();
+  return std::vector<float>(view.data, view.data + view.size);
+}
+
+float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  float worst = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
+  return worst;
+}
+
+class RunnerModelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    oneshot_ = open("RNE_TEST_PTE_ONESHOT");
+    chunked_ = open("RNE_TEST_PTE_CHUNKED");
+    ASSERT_TRUE(oneshot_ && chunked_);
+  }
+  std::unique_ptr<TextGenerator> oneshot_, chunked_;
+};
+
+TEST_F(RunnerModelTest, ContractComesFromTheFile) {
+  const auto& a = oneshot_->contract();
+  const auto& b = chunked_->contract();
+  EXPECT_GT(a.max_chunk, b.max_chunk);
+  EXPECT_EQ(a.max_context, b.max_context);
+  EXPECT_EQ(a.vocab_size, b.vocab_size);
+  EXPECT_FALSE(a.eos_ids.empty());
+  // The fixture exports the one-shot file with a chunk that covers 3 small chunks + 1.
+  EXPECT_GE(a.max_chunk, 3 * b.max_chunk + 1);
+}
+
+TEST_F(RunnerModelTest, ChunkedPrefillGivesTheOneShotNextTokenLogits) {
+  const int64_t chunk = chunked_->contract().max_chunk;
+  for (int64_t n : {int64_t{1}, chunk - 1, chunk, chunk + 1, 3 * chunk - 1, 3 * chunk, 3 * chunk + 1}) {
+    const auto ids = prompt(n, chunked_->contract());
+    const auto reference = prefill_logits(*oneshot_, ids);
+    const auto chunked = prefill_logits(*chunked_, ids);
+    EXPECT_EQ(chunked_->position(), n);
+    EXPECT_LT(max_abs_diff(reference, chunked), 1e-4f) << "prompt length " << n;
+    // Same greedy continuation, too.
+    oneshot_->reset();
+    chunked_->reset();
+    EXPECT_EQ(generate(*oneshot_, ids, greedy(6, false)).tokens,
+              generate(*chunked_, ids, greedy(6, false)).tokens)
+        << "prompt length " << n;
+  }
+}
+
+TEST_F(RunnerModelTest, MaxNewTokensBoundsTheAnswer) {
+  const auto run = generate(*chunked_, prompt(5, chunked_->contract()), greedy(7, false));
+  EXPECT_EQ(run.tokens.size(), 7u);
+  EXPECT_EQ(run.stats.generated_tokens, 7);
+  EXPECT_EQ(run.stats.stop_reason, StopReason::kMaxNewTokens);
+  EXPECT_EQ(run.stats.cache_tokens, 5 + 6);  // the 7th token is not fed yet
+}
+
+TEST_F(RunnerModelTest, BudgetRunsToTheEndOfTheContextNotToMaxChunk) {
+  // Unbounded max_new_tokens on a small-chunk file: generation must fill the context.
+  const auto& c = chunked_->contract();
+  const int64_t n = 2 * c.max_chunk + 3;
+  const auto run = generate(*chunked_, prompt(n, c), greedy(0, false));
+  EXPECT_EQ(run.stats.generated_tokens, c.max_context - n);
+  EXPECT_EQ(run.stats.stop_reason, StopReason::kContextFull);
+  EXPECT_EQ(chunked_->position(), c.max_context - 1);
+}
+
+TEST_F(RunnerModelTest, ContextEndCapsMaxNewTokensAndAFullCacheIsAClearError) {
+  const auto& c = chunked_->contract();
+  const auto run = generate(*chunked_, prompt(c.max_context - 3, c), greedy(100, false));
+  EXPECT_EQ(run.stats.generated_tokens, 3);
+  EXPECT_EQ(run.stats.stop_reason, StopReason::kContextFull);
+
+  // The cache now has 1 free position, taken by the pending last token: no room for more.
+  auto more = chunked_->generate(prompt(1, c), greedy(5), [](int64_t) { return true; });
+  ASSERT_FALSE(more.ok());
+  EXPECT_EQ(more.error().code, ErrorCode::kContextFull);
+  EXPECT_NE(more.error().message.find("reset()"), std::string::npos) << more.error().message;
+
+  chunked_->reset();
+  auto too_long = chunked_->generate(prompt(c.max_context + 1, c), greedy(1), [](int64_t) { return true; });
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_EQ(too_long.error().code, ErrorCode::kContextFull);
+  EXPECT_EQ(chunked_->position(), 0);  // nothing was fed
+}
+
+TEST_F(RunnerModelTest, InterruptFromAnotherThreadStopsAfterTheCurrentToken) {
+  std::atomic<int> seen{0};
+  std::atomic<bool> sent{false};
+  std::thread other([&] {
+    while (seen.load() < 3) std::this_thread::yield();
+    chunked_->interrupt();
+    sent.store(true);
+  });
+  Generated run;
+  auto stats = chunked_->generate(prompt(4, chunked_->contract()), greedy(50, false),
+                                  [&](int64_t t) {
+                                    run.tokens.push_back(t);
+                                    if (++seen == 3) {
+                                      while (!sent.load()) std::this_thread::yield();
+                                    }
+                                    return true;
+                                  });
+  other.join();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->stop_reason, StopReason::kInterrupted);
+  EXPECT_EQ(stats->generated_tokens, 3);
+  EXPECT_EQ(run.tokens.size(), 3u);
+  // The flag does not leak into the next call, and the conversation continues consistently.
+  const auto next = generate(*chunked_, prompt(2, chunked_->contract(), 1), greedy(4, false));
+  EXPECT_EQ(next.stats.generated_tokens, 4);
+  EXPECT_EQ(next.stats.stop_reason, StopReason::kMaxNewTokens);
+}
+
+TEST_F(RunnerModelTest, StopsOnAnEosIdAndOnlyThenWhenAsked) {
+  // Find a context after which this (random-weight) model greedily emits an EOS id: run long
+  // greedy continuations that ignore EOS and cut the prompt right before the first EOS.
+  const auto& c = chunked_->contract();
+  std::vector<int64_t> eos_context;
+  for (int64_t salt = 0; salt < 64 && eos_context.empty(); ++salt) {
+    chunked_->reset();
+    const auto start = prompt(3, c, salt);
+    const auto run = generate(*chunked_, start, greedy(0, false));
+    for (size_t i = 0; i < run.tokens.size(); ++i) {
+      if (std::find(c.eos_ids.begin(), c.eos_ids.end(), run.tokens[i]) != c.eos_ids.end()) {
+        eos_context = start;
+        eos_context.insert(eos_context.end(), run.tokens.begin(), run.tokens.begin() + i);
+        break;
+      }
+    }
+  }
+  ASSERT_FALSE(eos_context.empty()) << "the tiny model never produced an EOS id greedily";
+  chunked_->reset();
+  const auto stopped = generate(*chunked_, eos_context, greedy(10, true));
+  EXPECT_EQ(stopped.stats.stop_reason, StopReason::kEos);
+  ASSERT_EQ(stopped.tokens.size(), 1u);
+  EXPECT_NE(std::find(c.eos_ids.begin(), c.eos_ids.end(), stopped.tokens[0]), c.eos_ids.end());
+  chunked_->reset();
+  const auto ignored = generate(*chunked_, eos_context, greedy(10, false));
+  EXPECT_EQ(ignored.stats.generated_tokens, 10);
+  EXPECT_EQ(ignored.tokens[0], stopped.tokens[0]);
+}
+
+TEST_F(RunnerModelTest, KvReuseOverThreeTurnsEqualsAFullRePrefill) {
+  for (TextGenerator* g : {chunked_.get(), oneshot_.get()}) {
+    const auto& c = g->contract();
+    const std::vector<std::vector<int64_t>> turns = {prompt(11, c, 1), prompt(6, c, 2), prompt(9, c, 3)};
+    g->reset();
+    std::vector<int64_t> conversation;
+    Generated last;
+    for (const auto& turn : turns) {
+      last = generate(*g, turn, greedy(5, false));
+      EXPECT_EQ(last.stats.prompt_tokens,
+                static_cast<int64_t>(turn.size() + (conversation.empty() ? 0 : 1)))
+          << "only the new tokens (and last turn's final token) are prefilled";
+      conversation.insert(conversation.end(), turn.begin(), turn.end());
+      conversation.insert(conversation.end(), last.tokens.begin(), last.tokens.end());
+    }
+    // Replay: everything up to the third turn's prompt in one fresh prefill.
+    std::vector<int64_t> replay(conversation.begin(), conversation.end() - last.tokens.size());
+    g->reset();
+    const auto full = generate(*g, replay, greedy(5, false));
+    EXPECT_EQ(full.tokens, last.tokens) << "max_chunk " << c.max_chunk;
+    EXPECT_EQ(full.stats.cache_tokens, last.stats.cache_tokens);
+  }
+}
+
+TEST_F(RunnerModelTest, ResetStartsTheConversationOver) {
+  const auto ids = prompt(9, chunked_->contract());
+  const auto first = generate(*chunked_, ids, greedy(5, false));
+  generate(*chunked_, prompt(4, chunked_->contract(), 7), greedy(3, false));
+  chunked_->reset();
+  EXPECT_EQ(chunked_->position(), 0);
+  EXPECT_EQ(generate(*chunked_, ids, greedy(5, false)).tokens, first.tokens);
+}
+
+TEST_F(RunnerModelTest, SeededSamplingIsReproducible) {
+  GenerationConfig config = greedy(12, false);
+  config.sampling.temperature = 0.9f;
+  config.sampling.top_k = 20;
+  config.sampling.top_p = 0.9f;
+  config.sampling.repetition_penalty = 1.1f;
+  config.sampling.seed = 42;
+  const auto ids = prompt(5, chunked_->contract());
+  const auto a = generate(*chunked_, ids, config);
+  chunked_->reset();
+  const auto b = generate(*chunked_, ids, config);
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_EQ(a.tokens.size(), 12u);
+}
+
+TEST_F(RunnerModelTest, BadInputsAreErrorsWithContext) {
+  auto empty = chunked_->generate({}, greedy(3), [](int64_t) { return true; });
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.error().code, ErrorCode::kInvalidArgument);
+
+  const int64_t vocab = chunked_->contract().vocab_size;
+  auto outside = chunked_->generate({1, vocab}, greedy(3), [](int64_t) { return true; });
+  ASSERT_FALSE(outside.ok());
+  EXPECT_NE(outside.error().message.find(std::to_string(vocab)), std::string::npos);
+
+  GenerationConfig bad = greedy(3);
+  bad.sampling.top_p = 1.5f;
+  auto invalid = chunked_->generate({1, 2}, bad, [](int64_t) { return true; });
+  ASSERT_FALSE(invalid.ok());
+  EXPECT_NE(invalid.error().message.find("top_p"), std::string::npos);
+  EXPECT_EQ(chunked_->position(), 0);
+}
+
+TEST(ModelSessionTest, MissingFileAndNonPteFileAreNamedErrors) {
+  auto missing = ModelSession::load("/nonexistent/model.pte");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
+  EXPECT_NE(missing.error().message.find("/nonexistent/model.pte"), std::string::npos);
+
+  const std::string junk = ::testing::TempDir() + "not_a_model.pte";
+  std::ofstream(junk) << "this is a text file, not a flatbuffer";
+  auto not_pte = ModelSession::load(junk);
+  ASSERT_FALSE(not_pte.ok());
+  EXPECT_EQ(not_pte.error().code, ErrorCode::kInvalidModel);
+  EXPECT_NE(not_pte.error().message.find("not an ExecuTorch program"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace rne::runner
