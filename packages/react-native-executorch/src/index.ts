@@ -1,1 +1,49 @@
+/**
+ * react-native-executorch: run LLMs on the phone's GPU from React Native.
+ *
+ * Entry points: `models` (the registry), `useLLM` (React), `LLMModule` (everything else).
+ */
 export * from './models';
+export {
+  candidateBackends,
+  resolveBackend,
+  PLATFORM_PREFERENCE,
+  type BackendOf,
+  type DeviceCapabilities,
+} from './backend';
+export {
+  ExecutorchError,
+  isExecutorchError,
+  type ExecutorchErrorCode,
+  type ExecutorchErrorDetails,
+  type NativeErrorCode,
+} from './errors';
+export { ChatTemplate, type Message, type Role } from './chat/template';
+export { LLMModule, type GenerateOptions, type LoadOptions } from './llm/LLMModule';
+export { useLLM, type LLMController, type UseLLMOptions } from './llm/useLLM';
+export type { ChatConfig, GenerationConfig, LLMOptions } from './llm/types';
+export {
+  ResourceFetcher,
+  type CachedModel,
+  type FetchOptions,
+  type ModelFiles,
+  type RemoteFile,
+  type ResourceFetcherOptions,
+} from './resources/fetcher';
+export type {
+  FileInfo,
+  FileSystemAdapter,
+  HttpAdapter,
+  HttpDownloadRequest,
+  ResourceAdapters,
+} from './resources/adapters';
+export { blobUtilAdapters, type BlobUtilModule } from './resources/blobUtil';
+export type {
+  GenerationStats,
+  NativeExecutorch,
+  NativeGenerationConfig,
+  NativeLoadOptions,
+  NativeModelHandle,
+  NativePlatformInfo,
+  StopReason,
+} from './native/seam';

@@ -1,0 +1,100 @@
+import type { Backend } from './models';
+
+/**
+ * What went wrong, as a stable machine-readable code.
+ *
+ * The codes below `// native` are the ones the native runner reports (its `ErrorCode` names);
+ * the others come from the TypeScript layer.
+ */
+export type ExecutorchErrorCode =
+  /** An explicitly requested backend cannot run here; `alternatives` lists those that can. */
+  | 'backend_unavailable'
+  /** The model ships no variant that this device and binary can run. */
+  | 'no_backend'
+  /** The variant or tokenizer has no published checksum yet, so it is never downloaded. */
+  | 'model_unpublished'
+  /** The server answered with an HTTP error or the connection kept failing. */
+  | 'download_failed'
+  /** A downloaded file's size or sha256 differs from the registry; the file was removed. */
+  | 'checksum_mismatch'
+  /** The download was cancelled by the caller. */
+  | 'download_cancelled'
+  /** No filesystem/HTTP adapter is configured for downloads. */
+  | 'no_resource_adapter'
+  /** The JSI binding is not installed (the native part of the package is not linked). */
+  | 'native_module_missing'
+  /** The model is not loaded yet (or failed to load). */
+  | 'model_not_loaded'
+  /** The module was released; create a new one. */
+  | 'released'
+  /** The chat template could not be parsed or rendered. */
+  | 'chat_template'
+  // native
+  | 'invalid_argument'
+  | 'not_found'
+  | 'invalid_model'
+  | 'tokenizer'
+  | 'context_full'
+  | 'execution_failed'
+  /** `generate` was called while another generation runs. */
+  | 'busy';
+
+/** Codes the native runner reports on its errors (`error.code` of a rejected native call). */
+export const NATIVE_ERROR_CODES = [
+  'invalid_argument',
+  'not_found',
+  'invalid_model',
+  'tokenizer',
+  'context_full',
+  'execution_failed',
+  'busy',
+] as const satisfies readonly ExecutorchErrorCode[];
+
+export type NativeErrorCode = (typeof NATIVE_ERROR_CODES)[number];
+
+/** Extra facts attached to some errors. */
+export interface ExecutorchErrorDetails {
+  /** For `backend_unavailable`: the backends that would work for this model on this device. */
+  readonly alternatives?: readonly Backend[];
+  /** For `download_failed`: the HTTP status, when the server answered. */
+  readonly status?: number;
+  /** For download errors: the URL concerned. */
+  readonly url?: string;
+  /** The underlying error, when this one wraps another. */
+  readonly cause?: unknown;
+}
+
+/** Every error this package throws or reports through `useLLM().error`. */
+export class ExecutorchError extends Error {
+  override readonly name = 'ExecutorchError';
+  readonly code: ExecutorchErrorCode;
+  readonly details: ExecutorchErrorDetails;
+
+  constructor(code: ExecutorchErrorCode, message: string, details: ExecutorchErrorDetails = {}) {
+    super(message);
+    this.code = code;
+    this.details = details;
+  }
+}
+
+/** True when `error` is an {@link ExecutorchError}, optionally with the given code. */
+export function isExecutorchError(
+  error: unknown,
+  code?: ExecutorchErrorCode,
+): error is ExecutorchError {
+  return error instanceof ExecutorchError && (code === undefined || error.code === code);
+}
+
+/**
+ * Turns whatever a native call rejected with into an ExecutorchError. The binding rejects with
+ * `Error` objects carrying `code` (a {@link NativeErrorCode}); anything else is `execution_failed`.
+ */
+export function fromNativeError(error: unknown): ExecutorchError {
+  if (error instanceof ExecutorchError) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  const code = (error as { code?: unknown } | null)?.code;
+  const known = (NATIVE_ERROR_CODES as readonly unknown[]).includes(code);
+  return new ExecutorchError(known ? (code as NativeErrorCode) : 'execution_failed', message, {
+    cause: error,
+  });
+}

@@ -1,0 +1,225 @@
+import { useCallback, useEffect, useRef, useState } from 'react';
+
+import type { BackendOf } from '../backend';
+import type { Message } from '../chat/template';
+import { ExecutorchError } from '../errors';
+import type { LLMDescriptor } from '../models';
+import type { GenerationStats } from '../native/seam';
+import { LLMModule, validateChatConfig } from './LLMModule';
+import { TokenBatcher } from './tokenBatcher';
+import type { ChatConfig, LLMOptions } from './types';
+
+/** Options of {@link useLLM}. */
+export interface UseLLMOptions<M extends LLMDescriptor = LLMDescriptor> extends LLMOptions<M> {
+  /** Do not download or load yet (e.g. until the user opts in). Default false. */
+  readonly preventLoad?: boolean;
+  /** Streamed text reaches React at most once per this many ms. Default 50. */
+  readonly tokenBatchMs?: number;
+}
+
+/** What {@link useLLM} returns. */
+export interface LLMController<M extends LLMDescriptor = LLMDescriptor> {
+  /** True once the model is loaded and can generate. */
+  readonly isReady: boolean;
+  readonly isGenerating: boolean;
+  /** 0..1 over all files of the model (1 when they were cached). */
+  readonly downloadProgress: number;
+  /** The last failure (loading, or a generation), or null. */
+  readonly error: ExecutorchError | null;
+  /** The answer being generated (streamed), or the last one. */
+  readonly response: string;
+  /** The conversation `sendMessage` builds (the pending user message included while it runs). */
+  readonly messageHistory: readonly Message[];
+  /** Time to first token, tok/s, ... of the last generation. */
+  readonly stats: GenerationStats | null;
+  /** The backend chosen for this device, once resolved. */
+  readonly backend: BackendOf<M> | null;
+  /** Sends a user message and resolves with the answer (also streamed into `response`). */
+  sendMessage(content: string): Promise<string>;
+  /** Answers `messages` without touching `messageHistory`. */
+  generate(messages: readonly Message[]): Promise<string>;
+  /** Stops the running generation (its promise resolves with the text so far). */
+  interrupt(): void;
+  /** System prompt and generation settings for the following generations. */
+  configure(config: ChatConfig): void;
+  /** Clears `messageHistory` and the native conversation. */
+  clearHistory(): void;
+}
+
+interface HookState<M extends LLMDescriptor> {
+  isReady: boolean;
+  isGenerating: boolean;
+  downloadProgress: number;
+  error: ExecutorchError | null;
+  response: string;
+  messageHistory: readonly Message[];
+  stats: GenerationStats | null;
+  backend: BackendOf<M> | null;
+}
+
+const INITIAL: HookState<never> = {
+  isReady: false,
+  isGenerating: false,
+  downloadProgress: 0,
+  error: null,
+  response: '',
+  messageHistory: [],
+  stats: null,
+  backend: null,
+};
+
+function asExecutorchError(error: unknown): ExecutorchError {
+  return error instanceof ExecutorchError
+    ? error
+    : new ExecutorchError('execution_failed', String(error), { cause: error });
+}
+
+/**
+ * Runs an LLM of the registry on the device: picks the backend, downloads and verifies the
+ * model (with progress), loads it and streams answers.
+ *
+ * ```tsx
+ * const llm = useLLM({ model: models.llm.gemma4_e2b });
+ * if (!llm.isReady) return <Text>Downloading {Math.round(llm.downloadProgress * 100)}%</Text>;
+ * <Button title="Ask" onPress={() => llm.sendMessage('Hi!')} />
+ * <Text>{llm.response}</Text>
+ * ```
+ *
+ * Changing `model`, `backend`, `localFiles` or `preventLoad` releases the loaded model and
+ * loads the new one; unmounting interrupts generation and releases the model.
+ */
+export function useLLM<M extends LLMDescriptor>(options: UseLLMOptions<M>): LLMController<M> {
+  const { model, backend, preventLoad = false, tokenBatchMs = 50, localFiles } = options;
+  const [state, setState] = useState<HookState<M>>(INITIAL);
+  const moduleRef = useRef<LLMModule<M> | null>(null);
+  const configRef = useRef<ChatConfig>({});
+  // Adapters and native doubles are read when loading starts; they are not reload triggers.
+  const optionsRef = useRef(options);
+  optionsRef.current = options;
+  const batcherRef = useRef<TokenBatcher | null>(null);
+
+  const update = useCallback((patch: Partial<HookState<M>>) => {
+    setState((s) => ({ ...s, ...patch }));
+  }, []);
+
+  useEffect(() => {
+    setState(INITIAL);
+    if (preventLoad) return undefined;
+    const module = new LLMModule<M>(optionsRef.current);
+    module.configure(configRef.current);
+    moduleRef.current = module;
+    const controller = new AbortController();
+    let live = true;
+    module
+      .load({
+        signal: controller.signal,
+        onDownloadProgress: (downloadProgress) => live && update({ downloadProgress }),
+      })
+      .then(() => live && update({ isReady: true, backend: module.backend }))
+      .catch((error: unknown) => live && update({ error: asExecutorchError(error), backend: module.backend }));
+    return () => {
+      live = false;
+      controller.abort();
+      batcherRef.current?.cancel();
+      batcherRef.current = null;
+      module.release();
+      moduleRef.current = null;
+    };
+    // localFiles is compared by its paths so that an inline object literal does not reload.
+  }, [
+    model,
+    backend,
+    preventLoad,
+    localFiles?.modelPath,
+    localFiles?.tokenizerPath,
+    localFiles?.chatTemplatePath,
+    update,
+  ]);
+
+  const stream = useCallback(
+    async (
+      start: (module: LLMModule<M>, onToken: (piece: string) => void) => Promise<string>,
+      pendingHistory: (module: LLMModule<M>) => readonly Message[],
+    ): Promise<string> => {
+      const module = moduleRef.current;
+      if (!module) {
+        throw new ExecutorchError(
+          'model_not_loaded',
+          preventLoad ? 'Loading is prevented (preventLoad).' : 'The model is not loaded yet.',
+        );
+      }
+      const batcher = new TokenBatcher(tokenBatchMs, (response) => {
+        if (moduleRef.current === module) update({ response });
+      });
+      const wasGenerating = module.isGenerating;
+      const promise = start(module, (piece) => batcher.push(piece));
+      // Refused (busy, not loaded yet): the promise rejects with the typed error; the running
+      // generation's state stays as it is.
+      if (wasGenerating || !module.isGenerating) return promise;
+      batcherRef.current?.cancel();
+      batcherRef.current = batcher;
+      update({
+        isGenerating: true,
+        response: '',
+        error: null,
+        messageHistory: pendingHistory(module),
+      });
+      try {
+        const answer = await promise;
+        batcher.finish();
+        if (moduleRef.current === module) {
+          update({ isGenerating: false, messageHistory: module.messageHistory, stats: module.stats });
+        }
+        return answer;
+      } catch (error) {
+        batcher.finish();
+        const failure = asExecutorchError(error);
+        if (moduleRef.current === module) {
+          update({ isGenerating: false, error: failure, messageHistory: module.messageHistory });
+        }
+        throw failure;
+      }
+    },
+    [preventLoad, tokenBatchMs, update],
+  );
+
+  const sendMessage = useCallback(
+    (content: string) =>
+      stream(
+        (module, onToken) => module.sendMessage(content, { onToken }),
+        (module) => [...module.messageHistory, { role: 'user', content }],
+      ),
+    [stream],
+  );
+
+  const generate = useCallback(
+    (messages: readonly Message[]) =>
+      stream(
+        (module, onToken) => module.generate(messages, { onToken }),
+        (module) => module.messageHistory,
+      ),
+    [stream],
+  );
+
+  const interrupt = useCallback(() => moduleRef.current?.interrupt(), []);
+
+  const configure = useCallback((config: ChatConfig) => {
+    // Validate now, and keep it for modules created later (model changes).
+    validateChatConfig(config);
+    configRef.current = {
+      ...configRef.current,
+      ...config,
+      generation: { ...configRef.current.generation, ...config.generation },
+    };
+    moduleRef.current?.configure(config);
+  }, []);
+
+  const clearHistory = useCallback(() => {
+    const module = moduleRef.current;
+    if (!module) return;
+    module.clearHistory();
+    update({ messageHistory: [], response: '' });
+  }, [update]);
+
+  return { ...state, sendMessage, generate, interrupt, configure, clearHistory };
+}

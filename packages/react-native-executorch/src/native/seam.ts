@@ -1,0 +1,105 @@
+/**
+ * The one seam between TypeScript and native code. The JSI binding (`cpp/jsi/`) installs an
+ * object implementing {@link NativeExecutorch} as `globalThis.__RNExecutorch`; tests install a
+ * double at the same place. Nothing else in the package talks to native code.
+ */
+import type { Backend, Platform } from '../models';
+
+/** Facts about the device the binding runs on. */
+export interface NativePlatformInfo {
+  readonly os: Platform;
+  /** True on the iOS simulator / Android emulator (MLX cannot run on the iOS simulator). */
+  readonly isSimulator: boolean;
+  /** OS version: "17.4" on iOS, the API level ("34") on Android. */
+  readonly osVersion: string;
+}
+
+/** Sampling and stopping options of one native generate call. */
+export interface NativeGenerationConfig {
+  readonly maxNewTokens: number;
+  /** 0 is greedy. */
+  readonly temperature: number;
+  /** 0 is off. */
+  readonly topK: number;
+  /** 1 is off. */
+  readonly topP: number;
+  /** 0 is off. */
+  readonly minP: number;
+  /** 1 is off. */
+  readonly repetitionPenalty: number;
+  /** Same seed + same inputs = same tokens. */
+  readonly seed: number;
+  /** Generation stops once the text contains one of these (the string itself is not emitted). */
+  readonly stopStrings: readonly string[];
+}
+
+/** Why a generation ended. */
+export type StopReason = 'eos' | 'stop_string' | 'max_new_tokens' | 'context_full' | 'interrupted';
+
+/** Timings and counts of the last generate call. */
+export interface GenerationStats {
+  /** Tokens prefilled by this call (only the ones not already in the KV cache). */
+  readonly promptTokens: number;
+  readonly generatedTokens: number;
+  /** Positions in use in the KV cache after the call. */
+  readonly cacheTokens: number;
+  /** Time from the call to the first generated token. */
+  readonly timeToFirstTokenMs: number;
+  readonly prefillMs: number;
+  readonly decodeMs: number;
+  readonly prefillTokensPerSecond: number;
+  /** Decode rate: generated tokens (after the first) per second. */
+  readonly tokensPerSecond: number;
+  readonly stopReason: StopReason;
+}
+
+/** What `loadLLM` needs: local paths of verified files and the backend to run on. */
+export interface NativeLoadOptions {
+  readonly modelPath: string;
+  readonly tokenizerPath: string;
+  readonly backend: Backend;
+}
+
+/** Handle of a loaded model inside the native module. */
+export type NativeModelHandle = number;
+
+/**
+ * The native module. Asynchronous calls run off the JS thread; errors are `Error` objects whose
+ * `code` is one of `NATIVE_ERROR_CODES` (see errors.ts).
+ *
+ * Conversation state lives in native memory: `generate` receives the whole rendered
+ * conversation and the native side prefills only the part its KV cache does not hold yet
+ * (it resets the cache when the prompt no longer extends it). The prompt is used verbatim,
+ * special tokens included: nothing (no BOS) is added.
+ */
+export interface NativeExecutorch {
+  /** Backends the linked binary can run on this device. */
+  availableBackends(): Backend[];
+  platformInfo(): NativePlatformInfo;
+  /** Loads a `.pte` and its tokenizer. Rejects with `not_found`, `invalid_model`, `tokenizer`. */
+  loadLLM(options: NativeLoadOptions): Promise<NativeModelHandle>;
+  /**
+   * Generates from `prompt`, calling `onToken` with each decoded text piece on the JS thread, in
+   * order, before the promise resolves. Rejects with `busy` while another generate runs on the
+   * same handle, `context_full` when the prompt does not fit.
+   */
+  generate(
+    handle: NativeModelHandle,
+    prompt: string,
+    config: NativeGenerationConfig,
+    onToken: (piece: string) => void,
+  ): Promise<GenerationStats>;
+  /** Stops a running generate after the current step (it resolves with `interrupted`). */
+  interrupt(handle: NativeModelHandle): void;
+  /** Forgets the conversation held in the KV cache. */
+  reset(handle: NativeModelHandle): void;
+  /** Stats of the last finished generate, or null before the first. */
+  stats(handle: NativeModelHandle): GenerationStats | null;
+  /** Interrupts and frees the model; the handle is invalid afterwards. */
+  release(handle: NativeModelHandle): void;
+}
+
+declare global {
+  // eslint-disable-next-line no-var
+  var __RNExecutorch: NativeExecutorch | undefined;
+}

@@ -1,0 +1,410 @@
+import { ExecutorchError } from '../errors';
+import type { Backend, LLMDescriptor, PublishedFile, VariantDescriptor } from '../models';
+import type { FileSystemAdapter, HttpAdapter, ResourceAdapters } from './adapters';
+
+/** A published file of a Hugging Face repository at a pinned revision. */
+export interface RemoteFile extends PublishedFile {
+  readonly repo: string;
+  readonly revision: string;
+}
+
+/** Options of one fetch. */
+export interface FetchOptions {
+  /** Aborting rejects this fetch with `download_cancelled`; partial data is kept for resume. */
+  readonly signal?: AbortSignal;
+  /** Combined progress of all requested files, 0..1, weighted by their registry sizes. */
+  readonly onProgress?: (progress: number) => void;
+}
+
+/** Local paths of the files a model needs. */
+export interface ModelFiles {
+  readonly modelPath: string;
+  readonly tokenizerPath: string;
+  /** The file that holds the chat template (`tokenizer_config.json`). */
+  readonly chatTemplatePath: string;
+}
+
+/** A model revision found in the cache. */
+export interface CachedModel {
+  readonly repo: string;
+  readonly revision: string;
+  /** Complete (verified) files, paths relative to the repository root. */
+  readonly files: readonly { readonly path: string; readonly size: number }[];
+  /** Bytes of complete files plus partial downloads. */
+  readonly sizeBytes: number;
+}
+
+/** Settings of a {@link ResourceFetcher}. */
+export interface ResourceFetcherOptions extends ResourceAdapters {
+  /** Defaults to `https://huggingface.co`. */
+  readonly baseUrl?: string;
+  /** Defaults to `<documentDirectory>/react-native-executorch/models`. */
+  readonly cacheDirectory?: string;
+  /** Requests per file before a failing connection is reported (each resumes). Default 4. */
+  readonly maxAttempts?: number;
+}
+
+const PART_SUFFIX = '.part';
+
+/** One file's download, shared by every fetch that asks for it at the same time. */
+interface Download {
+  readonly promise: Promise<string>;
+  readonly controller: AbortController;
+  bytes: number;
+  waiters: number;
+  readonly listeners: Set<() => void>;
+}
+
+function joinPath(...parts: string[]): string {
+  return parts
+    .map((p, i) => (i === 0 ? p.replace(/\/+$/, '') : p.replace(/^\/+|\/+$/g, '')))
+    .filter((p, i) => i === 0 || p.length > 0)
+    .join('/');
+}
+
+function cancelledError(): ExecutorchError {
+  return new ExecutorchError('download_cancelled', 'The download was cancelled.');
+}
+
+/**
+ * Downloads published model files into the app's documents directory and hands out local paths
+ * only for complete, verified files.
+ *
+ * Layout: `<cacheDirectory>/<repo>/<revision>/<path>`. A file is written as `<path>.part`,
+ * resumed with HTTP Range when a connection drops or a fetch is cancelled, checked against the
+ * registry's size and sha256, and only then renamed to `<path>`: a file at its final name is
+ * always a verified one. Concurrent requests for the same file share one download.
+ */
+export class ResourceFetcher {
+  private readonly fs: FileSystemAdapter;
+  private readonly http: HttpAdapter;
+  private readonly baseUrl: string;
+  private readonly maxAttempts: number;
+  readonly cacheDirectory: string;
+  private readonly downloads = new Map<string, Download>();
+
+  constructor(options: ResourceFetcherOptions) {
+    this.fs = options.fs;
+    this.http = options.http;
+    this.baseUrl = (options.baseUrl ?? 'https://huggingface.co').replace(/\/+$/, '');
+    this.maxAttempts = options.maxAttempts ?? 4;
+    this.cacheDirectory =
+      options.cacheDirectory ??
+      joinPath(options.fs.documentDirectory, 'react-native-executorch', 'models');
+  }
+
+  /** Where `file` lives once downloaded. */
+  localPath(file: RemoteFile): string {
+    return joinPath(this.cacheDirectory, file.repo, file.revision, file.path);
+  }
+
+  /** The `<repo>/resolve/<revision>/<path>` URL of `file`. */
+  url(file: RemoteFile): string {
+    const encode = (s: string) => s.split('/').map(encodeURIComponent).join('/');
+    return `${this.baseUrl}/${encode(file.repo)}/resolve/${encodeURIComponent(file.revision)}/${encode(file.path)}`;
+  }
+
+  /**
+   * The remote files `model` needs to run on `backend`. Throws `model_unpublished` when the
+   * variant or the tokenizer has no published checksums (nothing is downloaded then).
+   */
+  static filesOf(model: LLMDescriptor, backend: string): RemoteFile[] {
+    const variant = (model.variants as Partial<Record<string, VariantDescriptor>>)[backend];
+    if (variant === undefined) {
+      throw new ExecutorchError(
+        'backend_unavailable',
+        `${model.name} ships no ${backend} variant (it ships ${Object.keys(model.variants).join(', ')}).`,
+        { alternatives: Object.keys(model.variants) as Backend[] },
+      );
+    }
+    for (const [what, set] of [
+      [`its ${backend} variant`, variant],
+      ['its tokenizer', model.tokenizer],
+    ] as const) {
+      if (set.status !== 'published') {
+        throw new ExecutorchError(
+          'model_unpublished',
+          `${model.name}: ${what} is not published yet (the registry has no checksums for ` +
+            `${set.files.map((f) => f.path).join(', ')}), so it cannot be downloaded and ` +
+            'verified. Use a published model or a registry version that publishes it.',
+        );
+      }
+    }
+    const { repo, revision } = model.hf;
+    const published = [...variant.files, ...model.tokenizer.files] as PublishedFile[];
+    return published.map((f) => ({ ...f, repo, revision }));
+  }
+
+  /**
+   * Downloads (or finds in the cache) everything `model` needs on `backend` and returns the
+   * local paths. See {@link ResourceFetcher.fetchFiles} for progress and cancellation.
+   */
+  async fetchModel(
+    model: LLMDescriptor,
+    backend: string,
+    options: FetchOptions = {},
+  ): Promise<ModelFiles> {
+    const files = ResourceFetcher.filesOf(model, backend);
+    const paths = await this.fetchFiles(files, options);
+    const find = (pred: (f: RemoteFile) => boolean, what: string): string => {
+      const i = files.findIndex(pred);
+      if (i < 0) {
+        throw new ExecutorchError(
+          'invalid_model',
+          `${model.name}: the registry lists no ${what} for the ${backend} variant.`,
+        );
+      }
+      return paths[i] as string;
+    };
+    const base = (p: string) => p.slice(p.lastIndexOf('/') + 1);
+    return {
+      modelPath: find((f) => f.path.endsWith('.pte'), '.pte file'),
+      tokenizerPath: find((f) => base(f.path) === 'tokenizer.json', 'tokenizer.json'),
+      chatTemplatePath: find(
+        (f) => base(f.path) === model.tokenizer.chatTemplate,
+        model.tokenizer.chatTemplate,
+      ),
+    };
+  }
+
+  /**
+   * Makes every file available locally and returns their paths, in order. Progress is one value
+   * 0..1 over all files (cached files count as done). Cancelling rejects this call with
+   * `download_cancelled`; a download shared with another fetch continues for that one.
+   */
+  async fetchFiles(files: readonly RemoteFile[], options: FetchOptions = {}): Promise<string[]> {
+    const { signal, onProgress } = options;
+    if (signal?.aborted) throw cancelledError();
+    const total = files.reduce((sum, f) => sum + f.size, 0);
+    const joined = files.map((f) => this.join(f));
+    let lastReported = -1;
+    const report = () => {
+      if (!onProgress) return;
+      const done = joined.reduce((sum, d, i) => sum + Math.min(d.bytes, files[i]!.size), 0);
+      const progress = total > 0 ? done / total : 1;
+      // Report whole permille steps so a large file does not cause thousands of updates.
+      const step = Math.floor(progress * 1000);
+      if (step !== lastReported) {
+        lastReported = step;
+        onProgress(step / 1000);
+      }
+    };
+    joined.forEach((d) => d.listeners.add(report));
+
+    let leave: () => void = () => {};
+    const cancelled = new Promise<never>((_, reject) => {
+      const onAbort = () => reject(cancelledError());
+      signal?.addEventListener('abort', onAbort);
+      leave = () => signal?.removeEventListener('abort', onAbort);
+    });
+    cancelled.catch(() => {});
+    try {
+      return await Promise.race([Promise.all(joined.map((d) => d.promise)), cancelled]);
+    } finally {
+      leave();
+      for (const d of joined) {
+        d.listeners.delete(report);
+        d.waiters -= 1;
+        // The last fetch waiting for a running download gave up: stop it (the .part stays).
+        if (d.waiters === 0 && signal?.aborted) d.controller.abort();
+      }
+    }
+  }
+
+  /** Reads a (downloaded or local) text file, e.g. the tokenizer config. */
+  readText(path: string): Promise<string> {
+    return this.fs.readText(path);
+  }
+
+  /** The models in the cache, with their files and sizes. */
+  async listCachedModels(): Promise<CachedModel[]> {
+    const result: CachedModel[] = [];
+    for (const owner of await this.readDirIfAny(this.cacheDirectory)) {
+      const ownerDir = joinPath(this.cacheDirectory, owner);
+      for (const name of await this.readDirIfAny(ownerDir)) {
+        const repoDir = joinPath(ownerDir, name);
+        for (const revision of await this.readDirIfAny(repoDir)) {
+          const files: { path: string; size: number }[] = [];
+          let sizeBytes = 0;
+          await this.walk(joinPath(repoDir, revision), '', async (path, size) => {
+            sizeBytes += size;
+            if (!path.endsWith(PART_SUFFIX)) files.push({ path, size });
+          });
+          files.sort((a, b) => (a.path < b.path ? -1 : 1));
+          result.push({ repo: `${owner}/${name}`, revision, files, sizeBytes });
+        }
+      }
+    }
+    return result;
+  }
+
+  /**
+   * Deletes a model's cached files (complete and partial), given the model or its repo and
+   * revision. Refuses while one of its files is downloading.
+   */
+  async deleteCachedModel(
+    target: LLMDescriptor | { readonly repo: string; readonly revision: string },
+  ): Promise<void> {
+    const { repo, revision } = 'hf' in target ? target.hf : target;
+    const dir = joinPath(this.cacheDirectory, repo, revision);
+    for (const path of this.downloads.keys()) {
+      if (path.startsWith(`${dir}/`)) {
+        throw new ExecutorchError(
+          'invalid_argument',
+          `${repo}@${revision} is downloading; cancel the download before deleting it.`,
+        );
+      }
+    }
+    await this.fs.remove(dir);
+  }
+
+  private async readDirIfAny(path: string): Promise<string[]> {
+    const info = await this.fs.stat(path);
+    return info?.isDirectory ? (await this.fs.readDir(path)).sort() : [];
+  }
+
+  private async walk(
+    dir: string,
+    prefix: string,
+    visit: (path: string, size: number) => Promise<void>,
+  ): Promise<void> {
+    for (const name of await this.readDirIfAny(dir)) {
+      const full = joinPath(dir, name);
+      const rel = prefix ? `${prefix}/${name}` : name;
+      const info = await this.fs.stat(full);
+      if (info?.isDirectory) await this.walk(full, rel, visit);
+      else if (info) await visit(rel, info.size);
+    }
+  }
+
+  /** The running download of `file`, started if there is none. */
+  private join(file: RemoteFile): Download {
+    const path = this.localPath(file);
+    const running = this.downloads.get(path);
+    if (running) {
+      running.waiters += 1;
+      return running;
+    }
+    const controller = new AbortController();
+    const download: Download = {
+      controller,
+      bytes: 0,
+      waiters: 1,
+      listeners: new Set(),
+      promise: Promise.resolve(''),
+    };
+    const setBytes = (bytes: number) => {
+      download.bytes = bytes;
+      download.listeners.forEach((listener) => listener());
+    };
+    const promise = this.download(file, path, controller.signal, setBytes).finally(() => {
+      this.downloads.delete(path);
+    });
+    promise.catch(() => {});
+    Object.assign(download, { promise });
+    this.downloads.set(path, download);
+    return download;
+  }
+
+  private async download(
+    file: RemoteFile,
+    path: string,
+    signal: AbortSignal,
+    setBytes: (bytes: number) => void,
+  ): Promise<string> {
+    const existing = await this.fs.stat(path);
+    if (existing && !existing.isDirectory && existing.size === file.size) {
+      setBytes(file.size);
+      return path;
+    }
+    // Only verified files are ever renamed to their final name, so a wrong size here means
+    // someone else wrote it: start over.
+    if (existing) await this.fs.remove(path);
+
+    const part = path + PART_SUFFIX;
+    const url = this.url(file);
+    await this.fs.mkdir(path.slice(0, path.lastIndexOf('/')));
+    for (let attempt = 1; ; attempt += 1) {
+      let offset = (await this.fs.stat(part))?.size ?? 0;
+      if (offset > file.size) {
+        await this.fs.remove(part);
+        offset = 0;
+      }
+      setBytes(offset);
+      if (offset === file.size) break;
+      let status: number;
+      try {
+        ({ status } = await this.http.download({
+          url,
+          destination: part,
+          offset,
+          signal,
+          onProgress: setBytes,
+        }));
+      } catch (error) {
+        if (signal.aborted) throw cancelledError();
+        if (attempt >= this.maxAttempts) {
+          throw new ExecutorchError(
+            'download_failed',
+            `Downloading ${url} failed ${attempt} times (${String(error)}). Check the network ` +
+              'connection and try again; the downloaded part is kept and will be resumed.',
+            { url, cause: error },
+          );
+        }
+        continue;
+      }
+      if (status === 416) {
+        // The part no longer matches what the server has; download it again.
+        await this.fs.remove(part);
+        if (attempt >= this.maxAttempts) {
+          throw new ExecutorchError('download_failed', `${url} keeps answering HTTP 416.`, {
+            url,
+            status,
+          });
+        }
+        continue;
+      }
+      if (status !== 200 && status !== 206) {
+        const hint =
+          status === 404
+            ? 'The file is not in the repository at this revision: the registry and the ' +
+              'published repository disagree.'
+            : status === 401 || status === 403
+              ? 'The repository is private or gated.'
+              : 'The server failed; try again later.';
+        throw new ExecutorchError('download_failed', `GET ${url} answered HTTP ${status}. ${hint}`, {
+          url,
+          status,
+        });
+      }
+      if (attempt >= this.maxAttempts) break;
+      // A body that ended early without an error (a proxy cut it): loop and resume.
+      const size = (await this.fs.stat(part))?.size ?? 0;
+      if (size >= file.size) break;
+    }
+    await this.verify(file, part, url);
+    await this.fs.rename(part, path);
+    setBytes(file.size);
+    return path;
+  }
+
+  private async verify(file: RemoteFile, part: string, url: string): Promise<void> {
+    const size = (await this.fs.stat(part))?.size ?? 0;
+    const problem =
+      size !== file.size
+        ? `its size is ${size} bytes, the registry says ${file.size}`
+        : await this.fs.sha256(part).then((sha) =>
+            sha.toLowerCase() === file.sha256.toLowerCase()
+              ? null
+              : `its sha256 is ${sha}, the registry says ${file.sha256}`,
+          );
+    if (problem === null) return;
+    await this.fs.remove(part);
+    throw new ExecutorchError(
+      'checksum_mismatch',
+      `The file downloaded from ${url} is not the published one: ${problem}. It was deleted; ` +
+        'the repository or the registry is wrong, so retrying will not help until they agree.',
+      { url },
+    );
+  }
+}
