@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from rne_tools.binaries import BuildError, PatchError, apply_series, patch_series
 from rne_tools.binaries.patches import PATCHES_DIR, conflicting_files
 

@@ -98,6 +98,8 @@ def _run(step: Run, ctx: BuildContext, log: Path, verbose: bool) -> None:
             "names its libraries differently, update the lists in "
             "tools/rne_tools/binaries/platforms.py."
         )
+    if not cwd.is_dir():
+        raise BuildError(f"step '{step.description}': working directory {cwd} does not exist")
     if shutil.which(argv[0], path=env.get("PATH")) is None:
         raise BuildError(f"step '{step.description}': program {argv[0]!r} not found on PATH")
     log.parent.mkdir(parents=True, exist_ok=True)

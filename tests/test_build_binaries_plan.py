@@ -1,0 +1,144 @@
+"""Dry-run plans: exact comparison with the reviewed expected plans, determinism, options."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rne_tools.binaries import ANDROID_ABIS, BuildError, build_plan, load_lock, patch_series
+from rne_tools.binaries.plan import ApplyPatches, Run, expand
+from rne_tools.paths import REPO_ROOT
+
+EXPECTED = Path(__file__).parent / "fixtures" / "build_plans"
+CLI = [sys.executable, str(REPO_ROOT / "tools" / "build_binaries.py")]
+
+
+def _plan(platform, **kw):
+    kw.setdefault("abis", ANDROID_ABIS)
+    return build_plan(
+        platform, lock=load_lock(), patches=[p.name for p in patch_series()], jobs=4, **kw
+    )
+
+
+@pytest.mark.parametrize(
+    ("platform", "abis", "fixture"),
+    [
+        ("ios", ANDROID_ABIS, "ios.json"),
+        ("android", ("arm64-v8a",), "android-arm64-v8a.json"),
+        ("android", ("x86_64",), "android-x86_64.json"),
+    ],
+)
+def test_plan_matches_reviewed_expected_plan(platform, abis, fixture):
+    expected = json.loads((EXPECTED / fixture).read_text())
+    actual = _plan(platform, abis=abis).to_json()
+    assert len(actual["steps"]) == len(expected["steps"])
+    for i, (a, e) in enumerate(zip(actual["steps"], expected["steps"], strict=True)):
+        assert a == e, f"step {i + 1} ({e['description']}) differs from {fixture}"
+    assert actual == expected
+
+
+def test_cli_dry_run_prints_the_expected_plan():
+    out = subprocess.run(
+        [*CLI, "--platform", "android", "--abi", "x86_64", "--dry-run", "--json", "--jobs", "4"],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    assert out == (EXPECTED / "android-x86_64.json").read_text()
+
+
+def test_cli_dry_run_text_lists_every_command_in_order():
+    out = subprocess.run(
+        [*CLI, "--platform", "ios", "--dry-run", "--jobs", "4"],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    plan = _plan("ios")
+    headers = [line for line in out.splitlines() if line.startswith("# [")]
+    assert len(headers) == len(plan.steps)
+    assert "xcodebuild -create-xcframework" in out
+    assert out.index("-DPLATFORM=OS64") < out.index("-DPLATFORM=SIMULATORARM64") < out.index("-create-xcframework")
+
+
+def test_same_inputs_same_plan_and_no_machine_paths():
+    for platform in ("ios", "android", "host"):
+        a, b = _plan(platform).dumps(), _plan(platform).dumps()
+        assert a == b
+        assert str(REPO_ROOT) not in a
+        for step in json.loads(a)["steps"]:
+            for arg in step.get("argv", []) + [c for cmd in step.get("commands", []) for c in cmd]:
+                value = arg.split("=", 1)[1] if arg.startswith("-D") and "=" in arg else arg
+                assert not value.startswith("/"), f"absolute path {arg!r} in the {platform} plan"
+
+
+def test_android_plan_per_abi_and_vulkan_on():
+    plan = _plan("android")
+    configures = [s for s in plan.steps if isinstance(s, Run) and "-S" in s.argv]
+    assert [next(a for a in s.argv if a.startswith("-DANDROID_ABI=")) for s in configures] == [
+        "-DANDROID_ABI=arm64-v8a", "-DANDROID_ABI=x86_64",
+    ]
+    for s in configures:
+        assert "-DEXECUTORCH_BUILD_VULKAN=ON" in s.argv and "-DEXECUTORCH_BUILD_XNNPACK=ON" in s.argv
+        assert dict(s.env) == {"ANDROID_NDK": "$NDK"}
+
+
+def test_ios_mlx_only_on_device():
+    configures = {s.argv[4]: s.argv for s in _plan("ios").steps if isinstance(s, Run) and "-S" in s.argv}
+    assert "-DEXECUTORCH_BUILD_MLX=ON" in configures["$BUILD/ios-device"]
+    assert "-DEXECUTORCH_BUILD_MLX=OFF" in configures["$BUILD/ios-simulator-arm64"]
+    assert "-DEXECUTORCH_BUILD_MLX=OFF" in configures["$BUILD/ios-simulator-x86_64"]
+
+
+def test_patches_are_applied_after_checkout_and_before_any_build():
+    plan = build_plan("android", lock=load_lock(), patches=["0001-a.patch", "0002-b.patch"],
+                      abis=("x86_64",), jobs=2)
+    kinds = [s.kind for s in plan.steps]
+    i = kinds.index("patches")
+    assert all(k == "run" for k in kinds[:i])
+    assert not any("-S" in s.argv for s in plan.steps[:i] if isinstance(s, Run))
+    step = plan.steps[i]
+    assert isinstance(step, ApplyPatches)
+    assert step.to_json()["commands"] == [
+        ["git", "-C", "$SOURCE", "apply", "--whitespace=nowarn", "$REPO/third-party/patches/0001-a.patch"],
+        ["git", "-C", "$SOURCE", "apply", "--whitespace=nowarn", "$REPO/third-party/patches/0002-b.patch"],
+    ]
+
+
+def test_ref_and_source_options():
+    lock = load_lock()
+    default = _plan("android", abis=("x86_64",))
+    assert any(lock.commit in s.argv for s in default.steps if isinstance(s, Run))
+    with_ref = _plan("android", abis=("x86_64",), ref="v1.5.0")
+    fetch = next(s for s in with_ref.steps if isinstance(s, Run) and "fetch" in s.argv)
+    assert fetch.argv[-1] == "v1.5.0"
+    existing = _plan("android", abis=("x86_64",), use_existing_source=True)
+    assert existing.steps[0].kind == "patches"
+    assert not any("git" == s.argv[0] for s in existing.steps if isinstance(s, Run))
+
+
+def test_bad_options_are_clear_errors():
+    with pytest.raises(BuildError, match="unknown Android ABI armeabi-v7a"):
+        _plan("android", abis=("armeabi-v7a",))
+    with pytest.raises(BuildError, match="--jobs must be at least 1"):
+        build_plan("ios", lock=load_lock(), patches=[], jobs=0)
+    with pytest.raises(BuildError, match="unknown platform"):
+        _plan("windows")
+    result = subprocess.run([*CLI, "--platform", "ios", "--abi", "x86_64", "--dry-run"],
+                            capture_output=True, text=True)
+    assert result.returncode == 1
+    assert "--abi only applies to --platform android" in result.stderr
+
+
+def test_expand_placeholders():
+    values = {"$REPO": "/r", "$BUILD": "/b"}
+    assert expand("-DX=$BUILD/lib:$REPO", values) == "-DX=/b/lib:/r"
+    assert expand("$BUILDER", values) == "$BUILDER"  # only whole placeholder names
+    with pytest.raises(BuildError, match=r"\$NDK.*ANDROID_NDK"):
+        expand("$NDK/build", values)
+
+
+def test_lock_pins_the_wheel_commit():
+    lock = load_lock()
+    assert len(lock.commit) == 40 and lock.wheel == "executorch==1.5.1"
+    from executorch import version
+
+    assert version.git_version == lock.commit

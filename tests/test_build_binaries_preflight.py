@@ -1,0 +1,172 @@
+"""Preflight probes real executables: fake tools on a private PATH stand in for the toolchains."""
+
+import json
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from rne_tools.binaries import PreflightError, preflight
+
+
+def _tool(bindir: Path, name: str, script: str) -> None:
+    path = bindir / name
+    path.write_text("#!/bin/sh\n" + script + "\n")
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+
+
+def _fake_python(bindir: Path, missing=(), executorch="1.5.1") -> str:
+    payload = json.dumps({"missing": list(missing), "executorch": executorch})
+    _tool(bindir, "python", f"echo '{payload}'")
+    return str(bindir / "python")
+
+
+def _common_tools(bindir: Path, cmake="4.4.4") -> None:
+    _tool(bindir, "git", 'echo "git version 2.39.5"')
+    _tool(bindir, "cmake", f'echo "cmake version {cmake}"')
+    _tool(bindir, "ninja", 'echo "1.13.2"')
+
+
+def _fake_ndk(root: Path, revision="27.2.12479018", shaderc="v2023.8") -> Path:
+    ndk = root / "ndk"
+    (ndk / "build" / "cmake").mkdir(parents=True)
+    (ndk / "build" / "cmake" / "android.toolchain.cmake").write_text("# fake\n")
+    (ndk / "source.properties").write_text(f"Pkg.Desc = Android NDK\nPkg.Revision = {revision}\n")
+    shader_tools = ndk / "shader-tools" / "linux-x86_64"
+    shader_tools.mkdir(parents=True)
+    _tool(shader_tools, "glslc", f'echo "shaderc {shaderc} {shaderc}"; echo "Target: SPIR-V 1.0"')
+    return ndk
+
+
+@pytest.fixture
+def bindir(tmp_path):
+    d = tmp_path / "bin"
+    d.mkdir()
+    return d
+
+
+def test_everything_missing_is_reported_in_one_message(bindir, tmp_path):
+    python = _fake_python(tmp_path, missing=["torchgen"])  # bindir (the PATH) stays empty
+    report = preflight("android", python=python, env={"PATH": str(bindir)}, system="Linux")
+
+    whats = [p.what for p in report.problems]
+    assert any(w.startswith("git: not found") for w in whats)
+    assert any(w.startswith("cmake: not found") for w in whats)
+    assert any(w.startswith("ninja: not found") for w in whats)
+    assert "Android NDK: ANDROID_NDK is not set" in whats
+    assert any("torchgen" in w for w in whats)
+    with pytest.raises(PreflightError) as info:
+        report.raise_if_failed()
+    message = str(info.value)
+    assert message.startswith("cannot build --platform android: 5 requirement(s)")
+    assert message.count("fix:") == 5
+    assert "export ANDROID_NDK=" in message and "pip install cmake" in message
+
+
+def test_android_ok_records_versions(bindir, tmp_path):
+    _common_tools(bindir)
+    python = _fake_python(bindir)
+    ndk = _fake_ndk(tmp_path)
+    report = preflight("android", python=python,
+                       env={"PATH": str(bindir), "ANDROID_NDK": str(ndk)}, system="Linux")
+    assert report.problems == []
+    assert report.versions["Android NDK"] == "27.2.12479018"
+    assert report.versions["glslc (NDK)"] == "2023.8"
+    assert report.versions["cmake"] == "4.4.4"
+    report.raise_if_failed()
+
+
+def test_old_ndk_old_glslc_and_old_cmake(bindir, tmp_path):
+    _common_tools(bindir, cmake="3.25.1")
+    python = _fake_python(bindir)
+    ndk = _fake_ndk(tmp_path, revision="25.1.8937393", shaderc="v2022.1")
+    report = preflight("android", python=python,
+                       env={"PATH": str(bindir), "ANDROID_NDK": str(ndk)}, system="Linux")
+    whats = [p.what for p in report.problems]
+    assert "cmake: version 3.25.1 is older than the required 3.29" in whats
+    assert "Android NDK: version 25.1.8937393 is older than r27" in whats
+    assert "glslc (NDK): version 2022.1 is older than the required 2023.1" in whats
+
+
+def test_ndk_without_glslc(bindir, tmp_path):
+    _common_tools(bindir)
+    python = _fake_python(bindir)
+    ndk = _fake_ndk(tmp_path)
+    (ndk / "shader-tools" / "linux-x86_64" / "glslc").unlink()
+    report = preflight("android", python=python,
+                       env={"PATH": str(bindir), "ANDROID_NDK": str(ndk)}, system="Linux")
+    assert [p.what for p in report.problems] == ["glslc (NDK): not found"]
+    assert "shader-tools/linux-x86_64/glslc" in report.problems[0].fix
+
+
+def test_ndk_dir_that_is_not_an_ndk(bindir, tmp_path):
+    _common_tools(bindir)
+    python = _fake_python(bindir)
+    report = preflight("android", python=python,
+                       env={"PATH": str(bindir), "ANDROID_NDK": str(tmp_path)}, system="Linux")
+    assert [p.what for p in report.problems] == [
+        f"Android NDK: ANDROID_NDK={tmp_path} has no build/cmake/android.toolchain.cmake"
+    ]
+
+
+def test_ios_needs_macos(bindir):
+    _common_tools(bindir)
+    report = preflight("ios", python=_fake_python(bindir), env={"PATH": str(bindir)}, system="Linux")
+    assert [p.what for p in report.problems] == ["iOS builds need macOS with Xcode; this host is Linux"]
+
+
+def _fake_xcode(bindir: Path, xcode="16.2", sdk="18.2", metal=True) -> None:
+    _tool(bindir, "xcodebuild", f'echo "Xcode {xcode}"; echo "Build version 16C5032a"')
+    metal_case = 'echo "Apple metal version 32023.404 (metalfe-32023.404)"' if metal else "exit 1"
+    _tool(bindir, "xcrun", f"""
+case "$*" in
+  *--show-sdk-version*) echo "{sdk}" ;;
+  *"metal --version"*) {metal_case} ;;
+  *--find*) echo "/fake/usr/bin/tool" ;;
+  *) exit 1 ;;
+esac""")
+    _tool(bindir, "make", 'echo "GNU Make 3.81"')
+
+
+def test_ios_on_macos_ok(bindir):
+    _common_tools(bindir)
+    _fake_xcode(bindir)
+    report = preflight("ios", python=_fake_python(bindir), env={"PATH": str(bindir)}, system="Darwin")
+    assert report.problems == []
+    assert report.versions["xcodebuild"] == "16.2"
+    assert report.versions["iOS SDK"] == "18.2"
+    assert report.versions["metal"] == "32023.404"
+
+
+def test_ios_old_xcode_and_missing_metal(bindir):
+    _common_tools(bindir)
+    _fake_xcode(bindir, xcode="14.3", sdk="16.4", metal=False)
+    report = preflight("ios", python=_fake_python(bindir), env={"PATH": str(bindir)}, system="Darwin")
+    whats = [p.what for p in report.problems]
+    assert "xcodebuild: version 14.3 is older than the required 15.0" in whats
+    assert "iOS SDK: version 16.4 is older than the required 17.0" in whats
+    assert "iOS Simulator SDK: version 16.4 is older than the required 17.0" in whats
+    assert any(w.startswith("metal:") for w in whats)
+    assert any("downloadComponent MetalToolchain" in p.fix for p in report.problems)
+
+
+def test_host_checks_the_pinned_wheel(bindir):
+    _common_tools(bindir)
+    _tool(bindir, "c++", 'echo "c++ (Debian 12.2.0-14) 12.2.0"')
+    python = _fake_python(bindir, executorch="1.4.0")
+    report = preflight("host", python=python, wheel="executorch==1.5.1", env={"PATH": str(bindir)})
+    assert [p.what for p in report.problems] == [
+        "Python package executorch is 1.4.0, the lock pins 1.5.1"
+    ]
+
+
+def test_host_preflight_passes_on_this_machine():
+    import os
+
+    from rne_tools.binaries.executor import build_env
+
+    report = preflight("host", python=sys.executable, wheel="executorch==1.5.1",
+                       env=build_env(sys.executable, os.environ))
+    assert report.problems == [], report.message()
+    assert report.versions["executorch (wheel)"].startswith("1.5.1")
