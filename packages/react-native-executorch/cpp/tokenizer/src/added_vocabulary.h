@@ -14,6 +14,8 @@ namespace rne::tokenizer {
 
 struct AddedToken {
   std::string content;
+  // What id_to_token and decode see: the content, normalized when `normalized` is set (as in HF).
+  std::string token;
   TokenId id = -1;
   bool special = false;
   bool lstrip = false;

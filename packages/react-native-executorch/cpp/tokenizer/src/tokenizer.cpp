@@ -148,7 +148,7 @@ struct Tokenizer::Impl {
   AddedTokenMatcher normalized_matcher;  // normalized: true, matched after normalization
 
   const std::string* token_string(TokenId id) const {
-    if (const auto it = added_by_id.find(id); it != added_by_id.end()) return &it->second->content;
+    if (const auto it = added_by_id.find(id); it != added_by_id.end()) return &it->second->token;
     return model->id_to_token(id);
   }
 
@@ -273,13 +273,13 @@ std::optional<Error> Tokenizer::Impl::load(const json::Value& root) {
     }
   }
   for (const auto& token : added) {
+    token->token = token->content;
     if (!token->normalized) {
       raw_matcher.add(token->content, token.get());
     } else {
       // Normalized tokens are looked for in normalized text, so match their normalized form.
-      std::string pattern = token->content;
-      if (normalizer) normalizer->apply(pattern);
-      normalized_matcher.add(pattern, token.get());
+      if (normalizer) normalizer->apply(token->token);
+      normalized_matcher.add(token->token, token.get());
     }
   }
   return std::nullopt;

@@ -1,0 +1,217 @@
+"""The C++ tokenizer (rne_tokenize) gives the same ids and text as the HF `tokenizers` package.
+
+Checked on SmolLM2-135M-Instruct's real tokenizer.json (byte-level BPE, recovered from the GGUF),
+a Gemma-style SentencePiece BPE with byte fallback trained here, and variants of both that use
+the other tokenizer.json components we support (Digits, Metaspace, Prepend, Strip), over a varied
+corpus: ASCII, accents, CJK, emoji, code, whitespace runs, numbers, special tokens inside text,
+a long document, and seeded random mixes of all of these.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sysconfig
+from pathlib import Path
+
+import pytest
+from rne_tools import cpp_tokenizer
+from tokenizers import Tokenizer
+
+HAND_WRITTEN = [
+    "",
+    "Hello world",
+    "What is the capital of France?",
+    "The capital of France is Paris.",
+    " leading space",
+    "trailing space ",
+    "  two leading spaces",
+    "multiple   spaces    between     words",
+    "tabs\tand\t\ttabs",
+    "new\nlines\n\n\nand\r\nwindows line ends",
+    "   \n\t  \n",
+    " ",
+    "\n",
+    "café, naïve, Über, façade, jalapeño, Ærøskøbing, ß",
+    "日本語のテキストと中文文本，还有한국어 문장。",
+    "emoji 🎉😀👍🏽 flags 🇫🇷🇯🇵 family 👨‍👩‍👧 heart ❤️",
+    "numbers 0 7 42 1234567890 3.14159 -12,345.67 1e-9 0x1F",
+    "unicode digits ٣٤٥ ४५ Ⅻ ½ ²³",
+    "don't can't won't I'm you're we've they'll he'd it's DON'T 'quoted'",
+    "def fib(n: int) -> int:\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n",
+    "for (int i = 0; i < n; ++i) { sum += a[i] * b[i]; }  // dot",
+    '{"key": [1, 2, 3], "nested": {"a": null, "b": true}}',
+    "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n",
+    "<|im_start|><|im_end|><|endoftext|>",
+    "text<|im_end|>text <|im_start|> spaced",
+    "<bos><start_of_turn>user\nHi!<end_of_turn>\n<start_of_turn>model\n",
+    "<eos><pad><unk><mask>",
+    "a [ctrl]  b [ctrl]c\t[ctrl]",
+    "wordtok xwordtok wordtokx (wordtok) wordtok_",
+    "my tag and my  tag",
+    "literal byte token <0x41> and ▁ metaspace char",
+    "no\u00a0break\u2009thin\u3000ideographic\u2028line\u0085nel space",
+    "combining e\u0301 and zero\u200bwidth\u200djoiner",
+    "mixed: Ünïcödé 123abc😀def 日本2024年",
+    "!!!???...,,,;;;:::",
+    "a" * 300,
+    "😀" * 50,
+]
+
+FUZZ_POOL = (
+    list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+    + [" ", " ", " ", "  ", "\t", "\n", "\r\n", "\u00a0", "\u3000", "\u2028", "\u0085"]
+    + list("'\".,;:!?()[]{}<>/\\-_=+*&^%$#@~`|")
+    + list("éèêëàâäôöûüçñÉÀßøå") + list("日本語中文字한국어") + ["\u0301", "\u200b", "\u200d"]
+    + ["🎉", "😀", "👍🏽", "🇫🇷", "❤️", "٣", "४", "Ⅻ", "½", "²"]
+    + ["'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "'S", " the", " of", "ing", "tion"]
+    + ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<bos>", "<eos>", "<start_of_turn>",
+       "<end_of_turn>", "[ctrl]", "wordtok", "my tag", "<0x41>", "▁", "Ġ"]
+)
+
+
+def _fuzz_corpus(count: int = 300, seed: int = 1234) -> list[str]:
+    rng = random.Random(seed)
+    return ["".join(rng.choice(FUZZ_POOL) for _ in range(rng.randint(1, 40))) for _ in range(count)]
+
+
+def _long_document() -> str:
+    """A ~40 KB real file as one text: Gemma-style tokenizers see it as a single BPE word."""
+    return (Path(sysconfig.get_paths()["stdlib"]) / "json" / "decoder.py").read_text()[:40000]
+
+
+CORPUS = HAND_WRITTEN + _fuzz_corpus() + [_long_document()]
+
+
+def _with(base: Path, out: Path, **sections: object) -> Path:
+    config = json.loads(base.read_text())
+    config.update(sections)
+    out.write_text(json.dumps(config, ensure_ascii=False))
+    return out
+
+
+@pytest.fixture(scope="module")
+def binary() -> Path:
+    return cpp_tokenizer.rne_tokenize_binary()
+
+
+@pytest.fixture(scope="module")
+def tokenizer_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    tmp = tmp_path_factory.mktemp("tokenizers")
+    smollm2 = cpp_tokenizer.smollm2_tokenizer_json()
+    gemma = cpp_tokenizer.gemma_style_tokenizer_json()
+    byte_level = json.loads(smollm2.read_text())["pre_tokenizer"]
+    files = {
+        "smollm2": smollm2,
+        # SmolLM2 as published on the Hub splits digits before the byte-level regex.
+        "smollm2_digits": _with(smollm2, tmp / "smollm2_digits.json", pre_tokenizer={
+            "type": "Sequence",
+            "pretokenizers": [{"type": "Digits", "individual_digits": True}, byte_level],
+        }),
+        "gemma_style": gemma,
+        # Llama-2 style SentencePiece conversion: prepend ▁, no pre-tokenizer, strip on decode.
+        "llama2_style": _with(
+            gemma, tmp / "llama2_style.json",
+            normalizer={"type": "Sequence", "normalizers": [
+                {"type": "Prepend", "prepend": "▁"},
+                {"type": "Replace", "pattern": {"String": " "}, "content": "▁"},
+            ]},
+            pre_tokenizer=None,
+            decoder={"type": "Sequence", "decoders": [
+                {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+                {"type": "ByteFallback"}, {"type": "Fuse"},
+                {"type": "Strip", "content": " ", "start": 1, "stop": 0},
+            ]},
+        ),
+        # Newer SentencePiece conversions: Metaspace pre-tokenizer and decoder.
+        "metaspace_style": _with(
+            gemma, tmp / "metaspace_style.json",
+            normalizer=None,
+            pre_tokenizer={"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first",
+                           "split": True},
+            decoder={"type": "Sequence", "decoders": [
+                {"type": "ByteFallback"},
+                {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first",
+                 "split": True},
+            ]},
+        ),
+    }
+    return files
+
+
+VARIANTS = ["smollm2", "smollm2_digits", "gemma_style", "llama2_style", "metaspace_style"]
+
+
+@pytest.fixture(scope="module")
+def results(binary: Path, tokenizer_files: dict[str, Path]) -> dict[str, list[dict]]:
+    return {
+        name: cpp_tokenizer.encode_with_cpp(binary, path, CORPUS)
+        for name, path in tokenizer_files.items()
+    }
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_ids_match_hf(variant, tokenizer_files, results):
+    hf = Tokenizer.from_file(str(tokenizer_files[variant]))
+    mismatches = []
+    for text, row in zip(CORPUS, results[variant], strict=True):
+        expected = hf.encode(text).ids
+        expected_plain = hf.encode(text, add_special_tokens=False).ids
+        if row["ids"] != expected or row["ids_no_special"] != expected_plain:
+            mismatches.append((text[:80], row["ids"][:40], expected[:40]))
+    assert not mismatches, f"{len(mismatches)}/{len(CORPUS)} texts differ, e.g. {mismatches[:3]}"
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_decode_matches_hf(variant, tokenizer_files, results):
+    hf = Tokenizer.from_file(str(tokenizer_files[variant]))
+    for text, row in zip(CORPUS, results[variant], strict=True):
+        ids = row["ids"]
+        assert row["decoded"] == hf.decode(ids, skip_special_tokens=False), text[:80]
+        assert row["decoded_skip_special"] == hf.decode(ids, skip_special_tokens=True), text[:80]
+        # The streaming decoder's pieces, joined, are the same text.
+        assert row["stream"] == row["decoded"], text[:80]
+
+
+def test_smollm2_round_trips_every_text(results):
+    """Byte-level BPE is lossless: decode(encode(text)) == text, special tokens included."""
+    for text, row in zip(CORPUS, results["smollm2"], strict=True):
+        assert row["decoded"] == text
+
+
+def test_gemma_style_round_trips_text(results):
+    """Byte fallback makes SentencePiece-style BPE lossless too, except by design for a literal
+    "▁" (it stands for a space) and the spaces an lstrip/rstrip token swallows."""
+    checked = 0
+    for text, row in zip(CORPUS, results["gemma_style"], strict=True):
+        if "[ctrl]" in text or "▁" in text:
+            continue
+        assert row["ids"][0] == 2 and row["ids"][1:] == row["ids_no_special"]  # <bos> template
+        assert row["decoded_skip_special"] == text.replace("<bos>", "").replace("<eos>", "") \
+            .replace("<pad>", "").replace("<unk>", "").replace("<mask>", "") \
+            .replace("<start_of_turn>", "").replace("<end_of_turn>", "")
+        checked += 1
+    assert checked > len(CORPUS) // 2
+
+
+def test_gemma_style_uses_byte_fallback(tokenizer_files, results):
+    """The corpus really exercises byte fallback (emoji are not in the trained alphabet)."""
+    hf = Tokenizer.from_file(str(tokenizer_files["gemma_style"]))
+    row = results["gemma_style"][CORPUS.index("😀" * 50)]
+    byte_tokens = [hf.id_to_token(i) for i in row["ids"] if hf.id_to_token(i).startswith("<0x")]
+    assert len(byte_tokens) == 200  # 50 emoji x 4 UTF-8 bytes
+
+
+@pytest.mark.parametrize("variant", ["smollm2", "gemma_style"])
+def test_vocab_matches_hf(variant, binary, tokenizer_files):
+    import subprocess
+
+    path = tokenizer_files[variant]
+    hf = Tokenizer.from_file(str(path))
+    out = subprocess.run([str(binary), str(path), "--vocab"], capture_output=True, check=True)
+    vocab = json.loads(out.stdout)
+    assert vocab["vocab_size"] == hf.get_vocab_size(with_added_tokens=True)
+    assert vocab["tokens"] == [hf.id_to_token(i) for i in range(len(vocab["tokens"]))]
+    assert hf.id_to_token(len(vocab["tokens"])) is None
+    special = sorted(i for i, t in hf.get_added_tokens_decoder().items() if t.special)
+    assert vocab["special"] == special
