@@ -39,7 +39,7 @@ function fetcher(maxAttempts = 4): ResourceFetcher {
 
 async function expectError(promise: Promise<unknown>, code: string): Promise<ExecutorchError> {
   const error = await promise.then(
-    () => {
+    (): unknown => {
       throw new Error(`expected ${code}, but it resolved`);
     },
     (e: unknown) => e,

@@ -1,5 +1,5 @@
 import { ExecutorchError } from './errors';
-import type { Backend, LLMDescriptor, Platform } from './models';
+import type { AnyLLMDescriptor, Backend, Platform } from './models';
 
 /** Backends each platform prefers, best first (after the model's own default). */
 export const PLATFORM_PREFERENCE: { readonly [P in Platform]: readonly Backend[] } = {
@@ -16,7 +16,7 @@ export interface DeviceCapabilities {
 }
 
 /** The backends a model ships, as a union type (a backend it does not ship does not typecheck). */
-export type BackendOf<M extends LLMDescriptor> = M extends LLMDescriptor<infer B> ? B : never;
+export type BackendOf<M extends AnyLLMDescriptor> = keyof M['variants'] & Backend;
 
 /** Whether `backend` can run on `device` at all, regardless of the model. */
 function runsOn(backend: Backend, device: DeviceCapabilities): boolean {
@@ -31,7 +31,7 @@ function runsOn(backend: Backend, device: DeviceCapabilities): boolean {
  * the model's platform default, then the platform's preference order, then anything else the
  * model ships.
  */
-export function candidateBackends<M extends LLMDescriptor>(
+export function candidateBackends<M extends AnyLLMDescriptor>(
   model: M,
   device: DeviceCapabilities,
 ): BackendOf<M>[] {
@@ -54,7 +54,7 @@ export function candidateBackends<M extends LLMDescriptor>(
  * alternatives if it cannot run here, never a silent fallback), else the first of
  * {@link candidateBackends}.
  */
-export function resolveBackend<M extends LLMDescriptor>(
+export function resolveBackend<M extends AnyLLMDescriptor>(
   model: M,
   device: DeviceCapabilities,
   explicit?: BackendOf<M>,

@@ -1,7 +1,7 @@
 import { resolveBackend, type BackendOf } from '../backend';
 import { ChatTemplate, type Message } from '../chat/template';
 import { ExecutorchError, fromNativeError } from '../errors';
-import type { LLMDescriptor } from '../models';
+import type { AnyLLMDescriptor } from '../models';
 import { getNativeExecutorch } from '../native';
 import type {
   GenerationStats,
@@ -60,7 +60,7 @@ function checkGenerationConfig(config: GenerationConfig): void {
  * llm.release();
  * ```
  */
-export class LLMModule<M extends LLMDescriptor = LLMDescriptor> {
+export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
   readonly model: M;
   private readonly options: LLMOptions<M>;
   private native: NativeExecutorch | null = null;

@@ -1,5 +1,5 @@
 import type { BackendOf } from '../backend';
-import type { LLMDescriptor } from '../models';
+import type { AnyLLMDescriptor } from '../models';
 import type { NativeExecutorch } from '../native/seam';
 import type { ResourceAdapters } from '../resources/adapters';
 import type { ModelFiles, ResourceFetcher } from '../resources/fetcher';
@@ -31,7 +31,7 @@ export interface ChatConfig {
 }
 
 /** Options shared by {@link LLMModule} and `useLLM`. */
-export interface LLMOptions<M extends LLMDescriptor = LLMDescriptor> {
+export interface LLMOptions<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
   /** A model of the registry, e.g. `models.llm.gemma4_e2b`. */
   readonly model: M;
   /**

@@ -3,14 +3,14 @@ import { useCallback, useEffect, useRef, useState } from 'react';
 import type { BackendOf } from '../backend';
 import type { Message } from '../chat/template';
 import { ExecutorchError } from '../errors';
-import type { LLMDescriptor } from '../models';
+import type { AnyLLMDescriptor } from '../models';
 import type { GenerationStats } from '../native/seam';
 import { LLMModule, validateChatConfig } from './LLMModule';
 import { TokenBatcher } from './tokenBatcher';
 import type { ChatConfig, LLMOptions } from './types';
 
 /** Options of {@link useLLM}. */
-export interface UseLLMOptions<M extends LLMDescriptor = LLMDescriptor> extends LLMOptions<M> {
+export interface UseLLMOptions<M extends AnyLLMDescriptor = AnyLLMDescriptor> extends LLMOptions<M> {
   /** Do not download or load yet (e.g. until the user opts in). Default false. */
   readonly preventLoad?: boolean;
   /** Streamed text reaches React at most once per this many ms. Default 50. */
@@ -18,7 +18,7 @@ export interface UseLLMOptions<M extends LLMDescriptor = LLMDescriptor> extends 
 }
 
 /** What {@link useLLM} returns. */
-export interface LLMController<M extends LLMDescriptor = LLMDescriptor> {
+export interface LLMController<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
   /** True once the model is loaded and can generate. */
   readonly isReady: boolean;
   readonly isGenerating: boolean;
@@ -46,7 +46,7 @@ export interface LLMController<M extends LLMDescriptor = LLMDescriptor> {
   clearHistory(): void;
 }
 
-interface HookState<M extends LLMDescriptor> {
+interface HookState<M extends AnyLLMDescriptor> {
   isReady: boolean;
   isGenerating: boolean;
   downloadProgress: number;
@@ -57,16 +57,18 @@ interface HookState<M extends LLMDescriptor> {
   backend: BackendOf<M> | null;
 }
 
-const INITIAL: HookState<never> = {
-  isReady: false,
-  isGenerating: false,
-  downloadProgress: 0,
-  error: null,
-  response: '',
-  messageHistory: [],
-  stats: null,
-  backend: null,
-};
+function initialState<M extends AnyLLMDescriptor>(): HookState<M> {
+  return {
+    isReady: false,
+    isGenerating: false,
+    downloadProgress: 0,
+    error: null,
+    response: '',
+    messageHistory: [],
+    stats: null,
+    backend: null,
+  };
+}
 
 function asExecutorchError(error: unknown): ExecutorchError {
   return error instanceof ExecutorchError
@@ -88,9 +90,9 @@ function asExecutorchError(error: unknown): ExecutorchError {
  * Changing `model`, `backend`, `localFiles` or `preventLoad` releases the loaded model and
  * loads the new one; unmounting interrupts generation and releases the model.
  */
-export function useLLM<M extends LLMDescriptor>(options: UseLLMOptions<M>): LLMController<M> {
+export function useLLM<M extends AnyLLMDescriptor>(options: UseLLMOptions<M>): LLMController<M> {
   const { model, backend, preventLoad = false, tokenBatchMs = 50, localFiles } = options;
-  const [state, setState] = useState<HookState<M>>(INITIAL);
+  const [state, setState] = useState<HookState<M>>(initialState);
   const moduleRef = useRef<LLMModule<M> | null>(null);
   const configRef = useRef<ChatConfig>({});
   // Adapters and native doubles are read when loading starts; they are not reload triggers.
@@ -103,7 +105,7 @@ export function useLLM<M extends LLMDescriptor>(options: UseLLMOptions<M>): LLMC
   }, []);
 
   useEffect(() => {
-    setState(INITIAL);
+    setState(initialState<M>());
     if (preventLoad) return undefined;
     const module = new LLMModule<M>(optionsRef.current);
     module.configure(configRef.current);

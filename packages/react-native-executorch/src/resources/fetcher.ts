@@ -1,5 +1,5 @@
 import { ExecutorchError } from '../errors';
-import type { Backend, LLMDescriptor, PublishedFile, VariantDescriptor } from '../models';
+import type { AnyLLMDescriptor, Backend, PublishedFile, VariantDescriptor } from '../models';
 import type { FileSystemAdapter, HttpAdapter, ResourceAdapters } from './adapters';
 
 /** A published file of a Hugging Face repository at a pinned revision. */
@@ -108,7 +108,7 @@ export class ResourceFetcher {
    * The remote files `model` needs to run on `backend`. Throws `model_unpublished` when the
    * variant or the tokenizer has no published checksums (nothing is downloaded then).
    */
-  static filesOf(model: LLMDescriptor, backend: string): RemoteFile[] {
+  static filesOf(model: AnyLLMDescriptor, backend: string): RemoteFile[] {
     const variant = (model.variants as Partial<Record<string, VariantDescriptor>>)[backend];
     if (variant === undefined) {
       throw new ExecutorchError(
@@ -140,7 +140,7 @@ export class ResourceFetcher {
    * local paths. See {@link ResourceFetcher.fetchFiles} for progress and cancellation.
    */
   async fetchModel(
-    model: LLMDescriptor,
+    model: AnyLLMDescriptor,
     backend: string,
     options: FetchOptions = {},
   ): Promise<ModelFiles> {
@@ -243,7 +243,7 @@ export class ResourceFetcher {
    * revision. Refuses while one of its files is downloading.
    */
   async deleteCachedModel(
-    target: LLMDescriptor | { readonly repo: string; readonly revision: string },
+    target: AnyLLMDescriptor | { readonly repo: string; readonly revision: string },
   ): Promise<void> {
     const { repo, revision } = 'hf' in target ? target.hf : target;
     const dir = joinPath(this.cacheDirectory, repo, revision);
