@@ -151,3 +151,4 @@ def test_executor_reports_missing_inputs_and_failed_commands(tmp_path):
         execute(failing, ctx)
     message = str(info.value)
     assert "step 'configure' failed" in message and "full log:" in message and "nope.txt" in message
+

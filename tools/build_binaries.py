@@ -11,6 +11,7 @@ See docs/building-binaries.md.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -44,6 +45,15 @@ def _source_dir(source: Path | None) -> Path:
             "pass the top-level directory of a `git clone --recursive` of pytorch/executorch"
         )
     return source
+
+
+def _note_unlocked_source(source: Path, locked: str) -> None:
+    head = subprocess.run(["git", "-C", str(source), "rev-parse", "HEAD"],
+                          capture_output=True, text=True)
+    commit = head.stdout.strip() if head.returncode == 0 else "(not a git checkout)"
+    if commit != locked:
+        click.echo(f"note: --source {source} is at {commit}, not the locked {locked}; "
+                   "the manifest will record matches_lock: false", err=True)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -119,6 +129,8 @@ def _main(platform: str, abis: tuple[str, ...], source: Path | None, ref: str | 
         patches=series,
         tool_versions=report.versions,
     )
+    if source is not None:
+        _note_unlocked_source(ctx.source, lock.commit)
     execute(plan, ctx, verbose=verbose)
     path = Path(expand(manifest_path(platform), {"$REPO": REPO_ROOT}))
     result = verify_manifest(path)

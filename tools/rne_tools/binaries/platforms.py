@@ -366,6 +366,6 @@ def build_plan(
         steps.append(WriteManifest(
             f"record sources, flags, tools and artifact hashes for {abi}",
             manifest_path("android"), "$REPO/third-party/android", abi,
-            (f"{abi}/libexecutorch.so",), ((abi, flags[abi]),),
+            (abi,), ((abi, flags[abi]),),
         ))
     return Plan("android", tuple(steps))
