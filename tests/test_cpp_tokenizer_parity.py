@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
 import sysconfig
 from pathlib import Path
 
 import pytest
-from rne_tools import cpp_tokenizer
 from tokenizers import Tokenizer
+
+from rne_tools import cpp_tokenizer
 
 HAND_WRITTEN = [
     "",
@@ -204,8 +206,6 @@ def test_gemma_style_uses_byte_fallback(tokenizer_files, results):
 
 @pytest.mark.parametrize("variant", ["smollm2", "gemma_style"])
 def test_vocab_matches_hf(variant, binary, tokenizer_files):
-    import subprocess
-
     path = tokenizer_files[variant]
     hf = Tokenizer.from_file(str(path))
     out = subprocess.run([str(binary), str(path), "--vocab"], capture_output=True, check=True)

@@ -1,1 +1,69 @@
 #include <gtest/gtest.h>
+
+#include "json.h"
+
+namespace json = rne::tokenizer::json;
+
+namespace {
+
+json::Value parse_ok(std::string_view text) {
+  json::Value v;
+  json::ParseError e;
+  EXPECT_TRUE(json::parse(text, v, e)) << e.message << " at " << e.offset;
+  return v;
+}
+
+json::ParseError parse_fail(std::string_view text) {
+  json::Value v;
+  json::ParseError e;
+  EXPECT_FALSE(json::parse(text, v, e)) << text;
+  return e;
+}
+
+}  // namespace
+
+TEST(Json, ParsesNestedDocumentKeepingKeyOrder) {
+  const json::Value v = parse_ok(R"( {"b": [1, -2.5e-1, true, false, null], "a": {"x": "y"}} )");
+  ASSERT_TRUE(v.is_object());
+  ASSERT_EQ(v.as_object().size(), 2u);
+  EXPECT_EQ(v.as_object()[0].first, "b");
+  EXPECT_EQ(v.as_object()[1].first, "a");
+  const json::Array& b = v.find("b")->as_array();
+  ASSERT_EQ(b.size(), 5u);
+  EXPECT_TRUE(b[0].is_integer());
+  EXPECT_EQ(b[0].as_integer(), 1);
+  EXPECT_DOUBLE_EQ(b[1].as_number(), -0.25);
+  EXPECT_FALSE(b[1].is_integer());
+  EXPECT_TRUE(b[2].as_bool());
+  EXPECT_FALSE(b[3].as_bool());
+  EXPECT_TRUE(b[4].is_null());
+  EXPECT_EQ(v.find("a")->find("x")->as_string(), "y");
+  EXPECT_EQ(v.find("missing"), nullptr);
+}
+
+TEST(Json, DecodesEscapesToUtf8) {
+  const json::Value v = parse_ok(R"("q\"b\\s\/n\nt\tu\u00e9\u2581\ud83d\ude00")");
+  EXPECT_EQ(v.as_string(), "q\"b\\s/n\nt\tu\xC3\xA9\xE2\x96\x81\xF0\x9F\x98\x80");
+}
+
+TEST(Json, RejectsMalformedInputWithOffset) {
+  EXPECT_EQ(parse_fail(R"({"a": 1} x)").offset, 9u);
+  EXPECT_NE(parse_fail(R"("unterminated)").message.find("unterminated"), std::string::npos);
+  EXPECT_NE(parse_fail(R"("\ud83d")").message.find("surrogate"), std::string::npos);
+  EXPECT_NE(parse_fail(R"("\ude00")").message.find("surrogate"), std::string::npos);
+  parse_fail("[1, 2");
+  parse_fail("{\"a\" 1}");
+  parse_fail("tru");
+  parse_fail("01x");
+  parse_fail("\"tab\tinside\"");
+  parse_fail("");
+  parse_fail(std::string(1000, '['));  // nesting limit, not a stack overflow
+}
+
+TEST(Json, WriteStringEscapesAndRoundTrips) {
+  const std::string original = "a\"b\\c\n\t\x01 \xC3\xA9";
+  std::string out;
+  json::write_string(original, out);
+  EXPECT_EQ(out, "\"a\\\"b\\\\c\\n\\t\\u0001 \xC3\xA9\"");
+  EXPECT_EQ(parse_ok(out).as_string(), original);
+}
