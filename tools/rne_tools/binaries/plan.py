@@ -17,7 +17,6 @@ from pathlib import Path
 
 from rne_tools.binaries.errors import BuildError
 
-PLACEHOLDERS = ("$REPO", "$SOURCE", "$BUILD", "$NDK", "$PYTHON")
 _PLACEHOLDER_RE = re.compile(r"\$(REPO|SOURCE|BUILD|NDK|PYTHON)(?![A-Za-z0-9_])")
 _SAFE_RE = re.compile(r"[\w@%+=:,./$-]+")
 
