@@ -8,7 +8,9 @@
 //   rne_tokenize TOKENIZER_JSON --vocab       JSON: vocab_size and id_to_token for every id below
 //                                             it plus the added tokens (null where no token)
 //   rne_tokenize TOKENIZER_JSON --bench FILE [REPEAT]
-//                                             encodes each line of FILE REPEAT times; JSON timings
+//                                             FILE: one JSON string (a document) per line;
+//                                             encodes every document REPEAT times and prints
+//                                             JSON timings (load and encode)
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -97,16 +99,22 @@ int run_bench(const Tokenizer& tokenizer, const std::string& path, int repeat,
     std::cerr << "cannot open corpus " << path << "\n";
     return 2;
   }
-  std::vector<std::string> lines;
+  std::vector<std::string> documents;
   size_t bytes = 0;
   for (std::string line; std::getline(file, line);) {
-    bytes += line.size();
-    lines.push_back(std::move(line));
+    json::Value text;
+    json::ParseError error;
+    if (!json::parse(line, text, error) || !text.is_string()) {
+      std::cerr << path << " line " << documents.size() + 1 << ": expected a JSON string\n";
+      return 2;
+    }
+    bytes += text.as_string().size();
+    documents.push_back(text.as_string());
   }
   size_t tokens = 0;
   const auto start = std::chrono::steady_clock::now();
   for (int r = 0; r < repeat; ++r) {
-    for (const std::string& line : lines) tokens += tokenizer.encode(line, false).size();
+    for (const std::string& document : documents) tokens += tokenizer.encode(document, false).size();
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
