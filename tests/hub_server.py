@@ -43,7 +43,9 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import yaml
 
 LFS_THRESHOLD = 10 * 1024 * 1024  # the Hub's limit for regular (non-LFS) text files
-GITATTRIBUTES = b"*.pte filter=lfs diff=lfs merge=lfs -text\n*.bin filter=lfs diff=lfs merge=lfs -text\n"
+GITATTRIBUTES = (
+    b"*.pte filter=lfs diff=lfs merge=lfs -text\n*.bin filter=lfs diff=lfs merge=lfs -text\n"
+)
 
 
 def git_blob_oid(data: bytes) -> str:
@@ -108,9 +110,7 @@ class HubState:
 
 
 class HubError(Exception):
-    def __init__(
-        self, status: int, message: str, code: str | None = None, **extra: Any
-    ) -> None:
+    def __init__(self, status: int, message: str, code: str | None = None, **extra: Any) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
@@ -266,7 +266,9 @@ class _Handler(BaseHTTPRequestHandler):
         content = json.loads(body)["content"]
         match = re.match(r"^---\n(.*?)\n---\n", content, re.DOTALL)
         if match is None:
-            self._json(200, {"errors": [], "warnings": [{"message": "empty or missing yaml metadata"}]})
+            self._json(
+                200, {"errors": [], "warnings": [{"message": "empty or missing yaml metadata"}]}
+            )
             return
         try:
             meta = yaml.safe_load(match.group(1))
@@ -372,7 +374,10 @@ class _Handler(BaseHTTPRequestHandler):
                     if data is None:
                         raise HubError(422, f"LFS object {value['oid']} is not in storage")
                     files[value["path"]] = StoredFile(
-                        len(data), value["oid"], git_blob_oid(_pointer(value["oid"], len(data))), True
+                        len(data),
+                        value["oid"],
+                        git_blob_oid(_pointer(value["oid"], len(data))),
+                        True,
                     )
                 elif line["key"] == "deletedFile":
                     if files.pop(value["path"], None) is None:
@@ -449,7 +454,11 @@ class _Handler(BaseHTTPRequestHandler):
             }
             if stored.lfs:
                 pointer = _pointer(stored.sha256, stored.size)
-                entry["lfs"] = {"oid": stored.sha256, "size": stored.size, "pointerSize": len(pointer)}
+                entry["lfs"] = {
+                    "oid": stored.sha256,
+                    "size": stored.size,
+                    "pointerSize": len(pointer),
+                }
             out.append(entry)
         self._json(200, out)
 
@@ -503,7 +512,9 @@ def _regular(data: bytes) -> StoredFile:
 
 
 def _pointer(sha256: str, size: int) -> bytes:
-    return f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n".encode()
+    return (
+        f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n".encode()
+    )
 
 
 def _add_commit(repo: Repo, branch: str, summary: str, files: dict[str, StoredFile]) -> Commit:

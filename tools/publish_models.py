@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Publish verified model variants to their Hugging Face repository and record them in the registry.
 
-python tools/publish_models.py --model smollm2_135m --revision v0.1.0 --dry-run
+python tools/publish_models.py --model smollm2_135m --revision v0.1.0 --exports-dir exports/ --dry-run
 python tools/publish_models.py --model gemma4_e2b --variant xnnpack --revision v0.2.0 \\
-    --tokenizer-dir CHECKPOINT_DIR
+    --exports-dir exports/ --tokenizer-dir CHECKPOINT_DIR
 
 The token comes from the standard Hugging Face sources (HF_TOKEN, then `hf auth login`) and is
 never printed. Against a Hub-compatible server without Xet storage, set HF_HUB_DISABLE_XET=1 so
@@ -19,10 +19,7 @@ import click
 
 from rne_tools import registry
 from rne_tools.errors import RneError
-from rne_tools.paths import CACHE_DIR
 from rne_tools.publish import PublishPlan, plan_publish, publish
-
-DEFAULT_EXPORTS_DIR = CACHE_DIR / "exports"
 
 
 def _default_tokenizer_dir(model_id: str) -> Path:
@@ -62,9 +59,9 @@ def _describe(plan: PublishPlan) -> None:
 @click.option(
     "--exports-dir",
     type=click.Path(file_okay=False, path_type=Path),
-    default=DEFAULT_EXPORTS_DIR,
-    show_default=True,
-    help="Directory of <model>_<backend>_<quant>.pte and .report.json from export_model.py.",
+    required=True,
+    help="Directory of <model>_<backend>_<quant>.pte and .report.json (export_model.py "
+    "--output-dir).",
 )
 @click.option(
     "--tokenizer-dir",
@@ -85,7 +82,14 @@ def _describe(plan: PublishPlan) -> None:
     default=registry.GENERATED_TS,
     help="Generated TypeScript file to rewrite.",
 )
-@click.option("--dry-run", is_flag=True, help="Check and show what would be published; upload nothing.")
+@click.option(
+    "--dry-run", is_flag=True, help="Check and show what would be published; upload nothing."
+)
+@click.option(
+    "--allow-random-weights",
+    is_flag=True,
+    help="Accept exports of random-weight test configs (to test publishing; never a release).",
+)
 def main(
     model_id: str,
     backends: tuple[str, ...],
@@ -96,6 +100,7 @@ def main(
     registry_dir: Path,
     ts_output: Path,
     dry_run: bool,
+    allow_random_weights: bool,
 ) -> None:
     """Publish verified variants of a model to Hugging Face, then update the registry."""
     try:
@@ -106,6 +111,7 @@ def main(
             tokenizer_dir or _default_tokenizer_dir(model_id),
             backends=backends or None,
             registry_dir=registry_dir,
+            allow_random_weights=allow_random_weights,
         )
         _describe(plan)
         if dry_run:

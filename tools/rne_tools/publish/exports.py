@@ -55,17 +55,26 @@ def _field(report: dict[str, Any], dotted: str, where: Path) -> Any:
 
 
 def verification_summary(verification: dict[str, Any]) -> str:
-    """One line saying how the program was checked (e.g. max |logit diff| and greedy agreement)."""
-    parts = []
-    for key, value in sorted(verification.items()):
-        if key in ("passed", "status") or isinstance(value, (dict, list)):
-            continue
-        parts.append(f"{key}={value:.3g}" if isinstance(value, float) else f"{key}={value}")
-    return "passed" + (f" ({', '.join(parts)})" if parts else "")
+    """One line for the model card: how the program was checked against the eager model."""
+    if "matching_tokens" in verification and "generated_tokens" in verification:
+        line = (
+            f"passed: {verification['matching_tokens']}/{verification['generated_tokens']} greedy "
+            "tokens match eager PyTorch"
+        )
+        if "max_abs_logit_diff" in verification:
+            line += f", max |logit diff| {verification['max_abs_logit_diff']:.3g}"
+        return line
+    return "passed"
 
 
-def read_export(spec: ModelSpec, variant: VariantSpec, exports_dir: Path) -> ExportArtifact:
-    """The checked export of ``variant`` in ``exports_dir``; ``PublishError`` says what is wrong."""
+def read_export(
+    spec: ModelSpec, variant: VariantSpec, exports_dir: Path, allow_random_weights: bool = False
+) -> ExportArtifact:
+    """The checked export of ``variant`` in ``exports_dir``; ``PublishError`` says what is wrong.
+
+    Exports of a random-weight test config are refused unless ``allow_random_weights`` (used to
+    exercise publishing against a test server, never for a release).
+    """
     exports_dir = Path(exports_dir)
     stem = export_stem(spec.id, variant.backend, variant.quantization)
     pte = exports_dir / f"{stem}.pte"
@@ -87,6 +96,7 @@ def read_export(spec: ModelSpec, variant: VariantSpec, exports_dir: Path) -> Exp
         "quantization": variant.quantization,
         "max_context": variant.max_context,
         "max_chunk": variant.max_chunk,
+        "file": pte.name,
     }
     for key, want in expected.items():
         got = _field(report, key, report_path)
@@ -96,16 +106,23 @@ def read_export(spec: ModelSpec, variant: VariantSpec, exports_dir: Path) -> Exp
                 f"variant needs {want!r}; re-export with {_export_command(spec, variant, exports_dir)}"
             )
 
+    if report.get("random_config") and not allow_random_weights:
+        raise PublishError(
+            f"refusing to publish {pte.name}: it was exported from the random-weight test config "
+            f"{report['random_config']!r}, not from a checkpoint"
+        )
     verification = _field(report, "verification", report_path)
-    passed = isinstance(verification, dict) and verification.get("passed") is True
-    if not passed:
-        detail = verification.get("error") or verification.get("reason") if isinstance(
-            verification, dict
-        ) else None
+    if not isinstance(verification, dict) or verification.get("passed") is not True:
+        status = verification.get("status") if isinstance(verification, dict) else verification
+        detail = (
+            verification.get("error") or verification.get("reason")
+            if isinstance(verification, dict)
+            else None
+        )
         raise PublishError(
             f"refusing to publish {pte.name}: its export report {report_path} does not show a "
-            f"passed verification{f' ({detail})' if detail else ''}. Fix the export and re-run "
-            f"{_export_command(spec, variant, exports_dir)}"
+            f"passed verification (status: {status}{f'; {detail}' if detail else ''}). Fix the "
+            f"export and re-run {_export_command(spec, variant, exports_dir)}"
         )
 
     size = pte.stat().st_size

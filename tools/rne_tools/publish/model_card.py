@@ -59,7 +59,12 @@ def _front_matter(spec: ModelSpec, variants: Sequence[CardVariant]) -> str:
     }
     if "hf_repo" in spec.source:
         meta["base_model"] = spec.source["hf_repo"]
-    meta["tags"] = ["executorch", "react-native", "on-device", *sorted({v.backend for v in variants})]
+    meta["tags"] = [
+        "executorch",
+        "react-native",
+        "on-device",
+        *sorted({v.backend for v in variants}),
+    ]
     return "---\n" + yaml.safe_dump(meta, sort_keys=False) + "---\n"
 
 

@@ -81,7 +81,10 @@ class PublishPlan:
             path = self.model.variant(e.backend).pte.path
             out.append(PlannedFile(path, e.pte, e.sha256, e.size))
         card = self.card.encode()
-        out += [*self.tokenizer, PlannedFile(README, card, hashlib.sha256(card).hexdigest(), len(card))]
+        out += [
+            *self.tokenizer,
+            PlannedFile(README, card, hashlib.sha256(card).hexdigest(), len(card)),
+        ]
         return out
 
 
@@ -115,10 +118,12 @@ def plan_publish(
     tokenizer_dir: Path,
     backends: Sequence[str] | None = None,
     registry_dir: Path = registry.REGISTRY_DIR,
+    allow_random_weights: bool = False,
 ) -> PublishPlan:
     """Check everything locally and build the commit; ``PublishError`` says what to fix.
 
     ``backends`` defaults to every variant of the model. No network access.
+    ``allow_random_weights`` admits exports of random-weight test configs (tests only).
     """
     _check_revision(revision)
     spec = registry.load_registry(registry_dir).model(model_id)
@@ -130,7 +135,9 @@ def plan_publish(
                 f"the registry's {model_id}/{backend} variant declares files besides its .pte "
                 f"({', '.join(extra)}); the exporter writes only the .pte"
             )
-    exports = tuple(read_export(spec, spec.variant(b), exports_dir) for b in chosen)
+    exports = tuple(
+        read_export(spec, spec.variant(b), exports_dir, allow_random_weights) for b in chosen
+    )
 
     tokenizer = []
     for f in spec.tokenizer.files:
