@@ -20,6 +20,7 @@ import type {
 export interface FakeNativeOptions {
   os?: 'ios' | 'android';
   isSimulator?: boolean;
+  /** What the binary links; default: MLX + XNNPACK on iOS, Vulkan + XNNPACK on Android. */
   backends?: Backend[];
   /** The pieces the "model" answers with, given the prompt. */
   answer?: (prompt: string) => string[];
@@ -59,7 +60,8 @@ export class FakeNative implements NativeExecutorch {
   constructor(private readonly options: FakeNativeOptions = {}) {}
 
   availableBackends(): Backend[] {
-    return [...(this.options.backends ?? ['xnnpack', 'mlx', 'vulkan'])];
+    const linked: Backend[] = this.platformInfo().os === 'ios' ? ['mlx', 'xnnpack'] : ['vulkan', 'xnnpack'];
+    return [...(this.options.backends ?? linked)];
   }
 
   platformInfo(): NativePlatformInfo {

@@ -107,7 +107,7 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
    * the model. Calling it again while it runs returns the same promise.
    */
   load(options: LoadOptions = {}): Promise<void> {
-    this.assertLive();
+    if (this.released) return Promise.reject(this.releasedError());
     this.loading ??= this.doLoad(options).catch((error: unknown) => {
       this.loading = null;
       throw error;
@@ -221,10 +221,12 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
     this.handle = null;
   }
 
+  private releasedError(): ExecutorchError {
+    return new ExecutorchError('released', 'This LLMModule was released; create a new one.');
+  }
+
   private assertLive(): void {
-    if (this.released) {
-      throw new ExecutorchError('released', 'This LLMModule was released; create a new one.');
-    }
+    if (this.released) throw this.releasedError();
   }
 
   private assertCanGenerate(): void {
