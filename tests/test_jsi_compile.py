@@ -1,0 +1,90 @@
+"""Host compile check of the React Native JSI binding (packages/react-native-executorch/cpp/jsi).
+
+No JS engine with JSI exists on this machine (Hermes ships only inside the iOS/Android builds),
+so the binding is compiled, not run: against the JSI and CallInvoker headers of the installed
+`react-native` package and the runner's public headers, with warnings as errors. A second test
+keeps the binding's method list and the TypeScript seam (src/native/seam.ts) in step.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rne_tools.paths import PACKAGE_DIR, REPO_ROOT
+
+JSI_DIR = PACKAGE_DIR / "cpp" / "jsi"
+REACT_NATIVE = REPO_ROOT / "node_modules" / "react-native"
+
+
+def _compiler() -> str:
+    compiler = shutil.which("g++") or shutil.which("c++")
+    if compiler is None:
+        pytest.fail("No C++ compiler (g++/c++) on PATH: install build-essential.")
+    return compiler
+
+
+def _include_flags() -> list[str]:
+    common = REACT_NATIVE / "ReactCommon"
+    if not (common / "jsi" / "jsi" / "jsi.h").is_file():
+        pytest.fail(f"{common / 'jsi/jsi/jsi.h'} is missing: run `npm ci` at the repo root first.")
+    dirs = [
+        common / "jsi",
+        common / "callinvoker",
+        PACKAGE_DIR / "cpp" / "runner" / "include",
+        PACKAGE_DIR / "cpp" / "tokenizer" / "include",
+        JSI_DIR,
+    ]
+    return [f"-I{d}" for d in dirs]
+
+
+def _compile(source: Path, out: Path) -> None:
+    cmd = [_compiler(), "-std=c++20", "-Wall", "-Wextra", "-Werror", "-c", str(source),
+           "-o", str(out), *_include_flags()]
+    result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, f"{source.name} does not compile:\n{result.stderr}"
+
+
+def test_binding_compiles_against_the_installed_react_native(tmp_path: Path) -> None:
+    pinned = json.loads((PACKAGE_DIR / "package.json").read_text())["devDependencies"]["react-native"]
+    installed = json.loads((REACT_NATIVE / "package.json").read_text())["version"]
+    assert installed == pinned, f"node_modules has react-native {installed}, the package pins {pinned}"
+    sources = sorted(JSI_DIR.glob("*.cpp"))
+    assert sources, f"no .cpp files in {JSI_DIR}"
+    for source in sources:
+        _compile(source, tmp_path / f"{source.stem}.o")
+        assert (tmp_path / f"{source.stem}.o").stat().st_size > 0
+
+
+def test_every_binding_header_compiles_on_its_own(tmp_path: Path) -> None:
+    headers = sorted(JSI_DIR.glob("*.h"))
+    assert headers
+    for header in headers:
+        unit = tmp_path / f"{header.stem}_alone.cpp"
+        unit.write_text(f'#include "{header.name}"\n')
+        _compile(unit, tmp_path / f"{header.stem}_alone.o")
+
+
+def _seam_methods() -> set[str]:
+    seam = (PACKAGE_DIR / "src" / "native" / "seam.ts").read_text()
+    body = re.search(r"export interface NativeExecutorch \{(.*?)\n\}", seam, re.S)
+    assert body, "interface NativeExecutorch not found in seam.ts"
+    return set(re.findall(r"^\s{2}(\w+)\(", body.group(1), re.M))
+
+
+def _binding_methods() -> set[str]:
+    source = (JSI_DIR / "executorch_host_object.cpp").read_text()
+    names = re.search(r"for \(const char\* name : \{(.*?)\}\)", source, re.S)
+    assert names, "getPropertyNames' name list not found"
+    return set(re.findall(r'"(\w+)"', names.group(1)))
+
+
+def test_binding_exposes_exactly_the_typescript_seam() -> None:
+    seam = _seam_methods()
+    assert len(seam) == 8, seam
+    assert _binding_methods() == seam
