@@ -42,20 +42,18 @@ Result<std::unique_ptr<Bpe>> Bpe::load(const json::Value& model, const std::stri
     max_id = std::max(max_id, static_cast<TokenId>(id.as_integer()));
   }
   bpe->tokens_.resize(static_cast<size_t>(max_id + 1));
-  std::vector<bool> seen(bpe->tokens_.size(), false);
+  bpe->present_.assign(bpe->tokens_.size(), false);
   for (const auto& [token, id] : vocab->as_object()) {
     const auto i = static_cast<size_t>(id.as_integer());
-    if (seen[i]) {
+    if (bpe->present_[i]) {
       return Error{ErrorCode::kInvalidTokenizer,
                    "vocab id " + std::to_string(i) + " is used twice at " + r.child_path("vocab")};
     }
-    seen[i] = true;
+    bpe->present_[i] = true;
     bpe->tokens_[i] = token;
   }
-  bpe->vocab_.reserve(vocab->as_object().size());
-  for (size_t i = 0; i < seen.size(); ++i) {
-    if (seen[i]) bpe->vocab_.emplace(bpe->tokens_[i], static_cast<TokenId>(i));
-  }
+  bpe->size_ = vocab->as_object().size();
+  bpe->vocab_.build(bpe->tokens_, bpe->present_);
 
   bpe->merges_.reserve(merges->as_array().size());
   int32_t rank = 0;
@@ -118,17 +116,15 @@ std::string Bpe::add_merge(std::string_view left, std::string_view right, int32_
 }
 
 std::optional<TokenId> Bpe::token_to_id(std::string_view token) const {
-  const auto it = vocab_.find(token);
-  if (it == vocab_.end()) return std::nullopt;
-  return it->second;
+  const int32_t id = vocab_.find(token);
+  if (id < 0) return std::nullopt;
+  return id;
 }
 
 const std::string* Bpe::id_to_token(TokenId id) const {
   if (id < 0 || static_cast<size_t>(id) >= tokens_.size()) return nullptr;
-  const std::string& token = tokens_[static_cast<size_t>(id)];
-  // A gap in the ids is an empty string that the vocab does not map back to this id.
-  if (token.empty() && vocab_.count(token) == 0) return nullptr;
-  return &token;
+  if (!present_[static_cast<size_t>(id)]) return nullptr;
+  return &tokens_[static_cast<size_t>(id)];
 }
 
 // One symbol per character: its vocab id, else its <0xNN> byte tokens (byte_fallback), else
@@ -141,10 +137,10 @@ void Bpe::initial_symbols(std::string_view word, std::vector<TokenId>& symbols) 
     const size_t n = unicode::decode_utf8(word, pos, cp);
     const std::string_view ch = word.substr(pos, n);
     pos += n;
-    if (const auto it = vocab_.find(ch); it != vocab_.end()) {
+    if (const int32_t id = vocab_.find(ch); id >= 0) {
       if (pending_unk) symbols.push_back(unk_id_);
       pending_unk = false;
-      symbols.push_back(it->second);
+      symbols.push_back(id);
       continue;
     }
     if (byte_fallback_) {
@@ -181,8 +177,9 @@ void Bpe::merge(std::vector<TokenId>& symbols) const {
   std::vector<bool> alive(static_cast<size_t>(n), true);
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> queue;
   auto push = [&](int pos, int right) {
-    const auto it = merges_.find(pair_key(symbols[pos], symbols[right]));
-    if (it != merges_.end()) queue.push({it->second.rank, pos, it->second.result});
+    if (const Merge* m = merges_.find(pair_key(symbols[pos], symbols[right]))) {
+      queue.push({m->rank, pos, m->result});
+    }
   };
   for (int i = 0; i < n; ++i) {
     prev[i] = i - 1;
@@ -196,8 +193,8 @@ void Bpe::merge(std::vector<TokenId>& symbols) const {
     const int right = next[top.pos];
     if (!alive[top.pos] || right < 0) continue;
     // Skip stale entries: the pair at pos changed since this candidate was queued.
-    const auto it = merges_.find(pair_key(symbols[top.pos], symbols[right]));
-    if (it == merges_.end() || it->second.result != top.result) continue;
+    const Merge* current = merges_.find(pair_key(symbols[top.pos], symbols[right]));
+    if (current == nullptr || current->result != top.result) continue;
 
     symbols[top.pos] = top.result;
     alive[right] = false;
@@ -214,8 +211,8 @@ void Bpe::merge(std::vector<TokenId>& symbols) const {
 void Bpe::encode_word(std::string_view word, std::vector<TokenId>& out) const {
   if (word.empty()) return;
   if (ignore_merges_) {
-    if (const auto it = vocab_.find(word); it != vocab_.end()) {
-      out.push_back(it->second);
+    if (const int32_t id = vocab_.find(word); id >= 0) {
+      out.push_back(id);
       return;
     }
   }

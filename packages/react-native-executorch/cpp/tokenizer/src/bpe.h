@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "flat_index.h"
 #include "json.h"
 #include "rne/tokenizer/result.h"
 #include "rne/tokenizer/tokenizer.h"
@@ -28,13 +29,13 @@ class Bpe {
   std::optional<TokenId> token_to_id(std::string_view token) const;
   // nullptr when the id is not in the vocab.
   const std::string* id_to_token(TokenId id) const;
-  size_t size() const { return vocab_.size(); }
+  size_t size() const { return size_; }
 
  private:
   Bpe() = default;
   struct Merge {
-    int32_t rank;
-    TokenId result;
+    int32_t rank = 0;
+    TokenId result = -1;
   };
   static uint64_t pair_key(TokenId a, TokenId b) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
@@ -43,11 +44,13 @@ class Bpe {
   void initial_symbols(std::string_view word, std::vector<TokenId>& symbols) const;
   void merge(std::vector<TokenId>& symbols) const;
 
-  // Token strings by id (ids may have gaps: empty and absent from vocab_). vocab_ keys view
-  // into these strings, so tokens_ is never resized after loading.
+  // Token strings by id; ids may have gaps (present_ false). vocab_ indexes into tokens_,
+  // which never changes after loading.
   std::vector<std::string> tokens_;
-  std::unordered_map<std::string_view, TokenId> vocab_;
-  std::unordered_map<uint64_t, Merge> merges_;
+  std::vector<bool> present_;
+  size_t size_ = 0;
+  TokenIndex vocab_;
+  PairIndex<Merge> merges_;
   std::array<TokenId, 256> byte_tokens_{};  // <0xNN> ids, -1 when absent
   bool byte_fallback_ = false;
   bool fuse_unk_ = false;
