@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "json.h"
@@ -165,8 +166,27 @@ TEST(Tokenizer, VocabularyLookups) {
   EXPECT_FALSE(t.is_special(8));
 }
 
-TEST(Tokenizer, IsSafeToShareAcrossThreadsAndCopies) {
+TEST(Tokenizer, InvalidUtf8InputFallsBackToBytes) {
   auto t = load(kSentencePiece);
-  const auto copy = t;  // shares the loaded state
-  EXPECT_EQ(copy.encode("hi hi"), t.encode("hi hi"));
+  // A lone 0xC3 is not a character: it is spelled with its byte token, nothing is lost.
+  EXPECT_EQ(t.encode("hi\xC3", false), (Ids{8, 10}));
+}
+
+TEST(Tokenizer, CopiesShareStateAndEncodeConcurrently) {
+  auto t = load(kSentencePiece);
+  const std::vector<std::string> texts = {"hi hi", "h\xC3\xA9 hi", "hi<turn> hi", "hihi hi hi"};
+  std::vector<Ids> expected;
+  for (const auto& text : texts) expected.push_back(t.encode(text));
+  std::vector<std::thread> threads;
+  std::vector<int> mismatches(4, 0);
+  for (int k = 0; k < 4; ++k) {
+    threads.emplace_back([copy = t, &texts, &expected, &mismatches, k] {
+      for (int i = 0; i < 2000; ++i) {
+        const size_t j = static_cast<size_t>(i + k) % texts.size();
+        if (copy.encode(texts[j]) != expected[j]) ++mismatches[static_cast<size_t>(k)];
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(mismatches, (std::vector<int>{0, 0, 0, 0}));
 }
