@@ -38,6 +38,7 @@ export type {
   ResourceAdapters,
 } from './resources/adapters';
 export { blobUtilAdapters, type BlobUtilModule } from './resources/blobUtil';
+export { getResourceFetcher } from './resources/defaultFetcher';
 export type {
   GenerationStats,
   NativeExecutorch,

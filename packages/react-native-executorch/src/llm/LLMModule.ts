@@ -9,8 +9,8 @@ import type {
   NativeGenerationConfig,
   NativeModelHandle,
 } from '../native/seam';
-import { defaultResourceAdapters } from '../resources/blobUtil';
-import { ResourceFetcher, type ModelFiles } from '../resources/fetcher';
+import { resolveResourceFetcher } from '../resources/defaultFetcher';
+import type { ModelFiles, ResourceFetcher } from '../resources/fetcher';
 import type { ChatConfig, GenerationConfig, LLMOptions } from './types';
 
 /** Options of {@link LLMModule.load}. */
@@ -155,17 +155,7 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
   }
 
   private fetcher(): ResourceFetcher {
-    const resources = this.options.resources;
-    if (resources instanceof ResourceFetcher) return resources;
-    const adapters = resources ?? defaultResourceAdapters();
-    if (!adapters) {
-      throw new ExecutorchError(
-        'no_resource_adapter',
-        'No filesystem/download adapter for model files. Install `react-native-blob-util` ' +
-          '(used automatically) or pass `resources` (see ResourceFetcher).',
-      );
-    }
-    return new ResourceFetcher(adapters);
+    return resolveResourceFetcher(this.options.resources);
   }
 
   /** Sets the system prompt and generation settings for the following generations. */
