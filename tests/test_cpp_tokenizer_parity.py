@@ -105,7 +105,7 @@ def tokenizer_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]
     byte_level = json.loads(smollm2.read_text())["pre_tokenizer"]
     files = {
         "smollm2": smollm2,
-        # SmolLM2 as published on the Hub splits digits before the byte-level regex.
+        # The other common byte-level form: a Digits split before the GPT-2 regex.
         "smollm2_digits": _with(smollm2, tmp / "smollm2_digits.json", pre_tokenizer={
             "type": "Sequence",
             "pretokenizers": [{"type": "Digits", "individual_digits": True}, byte_level],
