@@ -5,6 +5,7 @@ import {
   resolveBackend,
   type Backend,
   type DeviceCapabilities,
+  type UseLLMOptions,
 } from '../src';
 
 const ALL: Backend[] = ['mlx', 'vulkan', 'xnnpack'];
@@ -85,5 +86,9 @@ describe('backend resolution matrix', () => {
     // @ts-expect-error SmolLM2 ships no MLX variant.
     const call = () => resolveBackend(smol, iosDevice, 'mlx');
     expect(call).toThrow(ExecutorchError);
+    // @ts-expect-error The same for the hook's options.
+    const options: UseLLMOptions<typeof smol> = { model: smol, backend: 'vulkan' };
+    const gemmaOptions: UseLLMOptions<typeof gemma> = { model: gemma, backend: 'vulkan' };
+    expect([options.backend, gemmaOptions.backend]).toEqual(['vulkan', 'vulkan']);
   });
 });

@@ -1,0 +1,63 @@
+/**
+ * A stand-in for `react-native-blob-util` over Node, reproducing the behaviours the device
+ * adapters rely on: `config({ path, overwrite: false })` appends the body to the file, any
+ * response body (error pages included) is written, progress reports bytes of this response,
+ * `cancel()` aborts, and `fs.*` mirror its filesystem API.
+ */
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import * as fsp from 'node:fs/promises';
+
+import type { BlobUtilModule } from '../../src';
+
+export function fakeBlobUtil(documentDir: string): BlobUtilModule {
+  return {
+    fs: {
+      dirs: { DocumentDir: documentDir },
+      exists: async (path) => existsSync(path),
+      isDir: async (path) => (await fsp.stat(path)).isDirectory(),
+      stat: async (path) => ({ size: String((await fsp.stat(path)).size) }),
+      mkdir: async (path) => {
+        await fsp.mkdir(path, { recursive: true });
+      },
+      mv: async (from, to) => {
+        await fsp.rename(from, to);
+        return true;
+      },
+      unlink: (path) => fsp.rm(path, { recursive: true }),
+      ls: (path) => fsp.readdir(path),
+      readFile: (path) => fsp.readFile(path, 'utf8'),
+      hash: async (path) => createHash('sha256').update(readFileSync(path)).digest('hex'),
+    },
+    config: ({ path, overwrite }) => ({
+      fetch(_method, url, headers) {
+        const controller = new AbortController();
+        let onProgress: (received: number, total: number) => void = () => {};
+        const run = (async () => {
+          const response = await fetch(url, { headers, signal: controller.signal });
+          const file = await fsp.open(path, overwrite ? 'w' : 'a');
+          let received = 0;
+          try {
+            for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+              await file.write(chunk);
+              received += chunk.byteLength;
+              onProgress(received, Number(response.headers.get('content-length') ?? -1));
+            }
+          } finally {
+            await file.close();
+          }
+          return { info: () => ({ status: response.status }) };
+        })();
+        const task = {
+          then: run.then.bind(run),
+          progress(_config: { interval: number }, cb: typeof onProgress) {
+            onProgress = cb;
+            return task;
+          },
+          cancel: () => controller.abort(),
+        };
+        return task as never;
+      },
+    }),
+  };
+}
