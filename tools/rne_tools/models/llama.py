@@ -135,7 +135,7 @@ def hf_to_local_name(hf_name: str) -> str | None:
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float) -> None:
         super().__init__()
-        self.eps = eps
+        self.dim, self.eps = dim, eps
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -153,11 +153,49 @@ def rope_tables(head_dim: int, max_context: int, theta: float) -> tuple[torch.Te
     return angles.cos().float(), angles.sin().float()
 
 
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+class RotateHalf(nn.Module):
+    """``[x1, x2] -> [-x2, x1]`` over the last dim (HF's rotate-half RoPE layout). A module so
+    backends can swap in an equivalent that their delegate accepts."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        half = x.shape[-1] // 2
+        return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+
+
+def apply_rope(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, rotate_half: nn.Module
+) -> torch.Tensor:
     """x: [1, H, T, D]; cos/sin: [T, D]."""
-    half = x.shape[-1] // 2
-    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-    return x * cos + rotated * sin
+    return x * cos + rotate_half(x) * sin
+
+
+class KVCacheAttention(nn.Module):
+    """Static KV cache + attention over it. Backends may swap this module for custom kernels
+    (see ``rne_tools.export.custom_ops``), so it owns exactly the cache and the attention."""
+
+    def __init__(self, n_heads: int, n_kv_heads: int, head_dim: int, max_context: int) -> None:
+        super().__init__()
+        self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, head_dim
+        cache_shape = (1, n_kv_heads, max_context, head_dim)
+        self.register_buffer("k_cache", torch.zeros(cache_shape), persistent=False)
+        self.register_buffer("v_cache", torch.zeros(cache_shape), persistent=False)
+
+    def forward(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        positions: torch.Tensor,
+        mask: torch.Tensor,
+    ) -> torch.Tensor:
+        """q: [1, H, T, D], k/v: [1, Hkv, T, D] at ``positions`` -> [1, T, H * D]."""
+        self.k_cache.index_copy_(2, positions, k.to(self.k_cache.dtype))
+        self.v_cache.index_copy_(2, positions, v.to(self.v_cache.dtype))
+        # Attend over the whole cache; the mask hides unwritten and future slots.
+        out = F.scaled_dot_product_attention(
+            q, self.k_cache, self.v_cache, attn_mask=mask, enable_gqa=True
+        )
+        return out.transpose(1, 2).reshape(1, -1, self.n_heads * self.head_dim)
 
 
 class Attention(nn.Module):
@@ -168,9 +206,8 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(args.dim, args.n_kv_heads * args.head_dim, bias=False)
         self.v_proj = nn.Linear(args.dim, args.n_kv_heads * args.head_dim, bias=False)
         self.o_proj = nn.Linear(args.n_heads * args.head_dim, args.dim, bias=False)
-        cache_shape = (1, args.n_kv_heads, max_context, args.head_dim)
-        self.register_buffer("k_cache", torch.zeros(cache_shape), persistent=False)
-        self.register_buffer("v_cache", torch.zeros(cache_shape), persistent=False)
+        self.rotate_half = RotateHalf()
+        self.attend = KVCacheAttention(args.n_heads, args.n_kv_heads, args.head_dim, max_context)
 
     def forward(
         self,
@@ -180,19 +217,13 @@ class Attention(nn.Module):
         sin: torch.Tensor,
         mask: torch.Tensor,
     ) -> torch.Tensor:
-        _, t, _ = x.shape
-        q = self.q_proj(x).view(1, t, self.n_heads, self.head_dim).transpose(1, 2)
-        k = self.k_proj(x).view(1, t, self.n_kv_heads, self.head_dim).transpose(1, 2)
-        v = self.v_proj(x).view(1, t, self.n_kv_heads, self.head_dim).transpose(1, 2)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-
-        self.k_cache.index_copy_(2, positions, k.to(self.k_cache.dtype))
-        self.v_cache.index_copy_(2, positions, v.to(self.v_cache.dtype))
-        # Attend over the whole cache; the mask hides unwritten and future slots.
-        out = F.scaled_dot_product_attention(
-            q, self.k_cache, self.v_cache, attn_mask=mask, enable_gqa=True
-        )
-        return self.o_proj(out.transpose(1, 2).reshape(1, t, self.n_heads * self.head_dim))
+        # Reshapes spell the dynamic T as -1 so delegates see static shapes elsewhere.
+        q = self.q_proj(x).view(1, -1, self.n_heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(1, -1, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(1, -1, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        q = apply_rope(q, cos, sin, self.rotate_half)
+        k = apply_rope(k, cos, sin, self.rotate_half)
+        return self.o_proj(self.attend(q, k, v, positions, mask))
 
 
 class MLP(nn.Module):

