@@ -11,7 +11,6 @@ way. Token counts must agree, or the comparison is meaningless and the script fa
 from __future__ import annotations
 
 import json
-import random
 import subprocess
 import sys
 import sysconfig
@@ -49,36 +48,6 @@ def build_corpus(target_bytes: int) -> list[str]:
             if size >= target_bytes:
                 return documents
     return documents
-
-
-def synthetic_large_tokenizer() -> Path:
-    """A byte-level BPE with Gemma's vocab size (262,144) and random merges (seeded), to
-    measure loading and encoding at that scale; Gemma's own tokenizer.json is not available
-    offline. Cached under .cache/benchmarks/."""
-    out = CACHE_DIR / "benchmarks" / "synthetic_byte_level_262k.json"
-    if out.is_file():
-        return out
-    smollm2 = json.loads(cpp_tokenizer.smollm2_tokenizer_json().read_text())
-    rng = random.Random(0)
-    base = [t for t in smollm2["model"]["vocab"] if len(t) == 1]  # the 256 byte stand-ins
-    vocab = {t: i for i, t in enumerate(base)}
-    tokens, merges = list(base), []
-    while len(vocab) < 262144:
-        # Prefer recent (longer) tokens a little, like real merge lists.
-        a = tokens[int(len(tokens) * rng.random() ** 0.5)]
-        b = tokens[int(len(tokens) * rng.random() ** 2)]
-        if a + b in vocab or len(a + b) > 24:
-            continue
-        vocab[a + b] = len(vocab)
-        merges.append([a, b])
-        tokens.append(a + b)
-    smollm2["model"]["vocab"] = vocab
-    smollm2["model"]["merges"] = merges
-    smollm2["added_tokens"] = []
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(smollm2, ensure_ascii=False))
-    tmp.rename(out)
-    return out
 
 
 def bench_hf(tokenizer_json: Path, documents: list[str], repeat: int) -> dict:
@@ -131,8 +100,8 @@ def main(corpus_mb: float, repeat: int) -> None:
     binary = cpp_tokenizer.rne_tokenize_binary()
     tokenizers = {
         "SmolLM2 (byte-level BPE, 49k)": cpp_tokenizer.smollm2_tokenizer_json(),
-        "Gemma-style (byte-fallback BPE, 3k)": cpp_tokenizer.gemma_style_tokenizer_json(),
-        "Synthetic byte-level BPE at Gemma's vocab size (262k)": synthetic_large_tokenizer(),
+        "Gemma 3 (byte-fallback BPE, 262k)": cpp_tokenizer.gemma3_tokenizer_json(),
+        "Gemma-style (byte-fallback BPE, 3k, trained here)": cpp_tokenizer.gemma_style_tokenizer_json(),
     }
     click.echo(f"corpus: {len(documents)} documents, {corpus_bytes / 1e6:.2f} MB, "
                f"{repeat} timed passes, single thread")
