@@ -1,0 +1,3 @@
+module.exports = {
+  presets: ['babel-preset-expo'],
+};

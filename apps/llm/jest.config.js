@@ -1,0 +1,10 @@
+/** @type {import('jest').Config} */
+module.exports = {
+  preset: '@react-native/jest-preset',
+  testMatch: ['<rootDir>/__tests__/**/*.test.ts?(x)'],
+  // The package's sources, as Metro resolves them (its "react-native" field), not its lib/ build.
+  moduleNameMapper: {
+    '^react-native-executorch$': '<rootDir>/../../packages/react-native-executorch/src',
+    '^react-native-executorch/(.*)$': '<rootDir>/../../packages/react-native-executorch/$1',
+  },
+};

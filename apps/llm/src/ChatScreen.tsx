@@ -1,0 +1,195 @@
+import { useRef, useState } from 'react';
+import { ScrollView, StyleSheet, Text, TextInput, View } from 'react-native';
+import { useLLM, type ExecutorchError, type ResourceFetcher } from 'react-native-executorch';
+
+import { backendLabel, describeError, formatPercent, formatStats } from './format';
+import type { Selection } from './ModelPicker';
+import { Button, colors, ProgressBar } from './ui';
+
+interface ChatScreenProps {
+  readonly selection: Selection;
+  readonly resources: ResourceFetcher;
+  /** Back to the picker; unmounting cancels a download and releases the model. */
+  onBack(): void;
+  /** Load again from scratch (the parent remounts this screen). */
+  onRetry(): void;
+}
+
+export function ChatScreen({ selection, resources, onBack, onRetry }: ChatScreenProps) {
+  const { model, backend, localFiles } = selection;
+  const llm = useLLM({
+    model,
+    resources,
+    ...(backend ? { backend } : {}),
+    ...(localFiles ? { localFiles } : {}),
+  });
+  const [draft, setDraft] = useState('');
+  // The message of a failed generation, so that Retry can send it again.
+  const [failedMessage, setFailedMessage] = useState<string | null>(null);
+  const scroll = useRef<ScrollView>(null);
+
+  const send = (text: string) => {
+    setFailedMessage(null);
+    // The hook shows the failure in llm.error; keep the text so that the user can send it again.
+    llm.sendMessage(text).catch(() => setFailedMessage(text));
+  };
+
+  const header = (
+    <View style={styles.header}>
+      <Button small title="Models" label="Back to models" onPress={onBack} />
+      <View style={styles.headerText}>
+        <Text style={styles.modelName}>{model.name}</Text>
+        <Text style={styles.muted}>
+          {llm.backend ? `Backend in use: ${backendLabel(llm.backend)}` : 'Choosing a backend…'}
+        </Text>
+      </View>
+    </View>
+  );
+
+  if (!llm.isReady) {
+    return (
+      <View style={styles.screen}>
+        {header}
+        <View style={styles.center}>
+          {llm.error ? (
+            <ErrorPanel error={llm.error} onRetry={onRetry} retryLabel="Retry" />
+          ) : (
+            <LoadingPanel progress={llm.downloadProgress} sideloaded={localFiles !== undefined} />
+          )}
+          <Button
+            title={llm.error ? 'Choose another model' : 'Cancel'}
+            label={llm.error ? 'Choose another model' : 'Cancel download'}
+            onPress={onBack}
+          />
+        </View>
+      </View>
+    );
+  }
+
+  const messages = llm.isGenerating
+    ? [...llm.messageHistory, { role: 'assistant' as const, content: llm.response }]
+    : llm.messageHistory;
+
+  return (
+    <View style={styles.screen}>
+      {header}
+      <ScrollView
+        ref={scroll}
+        style={styles.messages}
+        contentContainerStyle={styles.messagesContent}
+        onContentSizeChange={() => scroll.current?.scrollToEnd({ animated: true })}
+      >
+        {messages.length === 0 && <Text style={styles.muted}>Ask {model.name} something.</Text>}
+        {messages.map((m, i) => (
+          <View
+            key={i}
+            style={[styles.bubble, m.role === 'user' ? styles.userBubble : styles.assistantBubble]}
+            accessibilityLabel={m.role === 'user' ? 'Your message' : 'Answer'}
+          >
+            <Text style={styles.text}>{m.content}</Text>
+          </View>
+        ))}
+      </ScrollView>
+      {llm.error && (
+        <ErrorPanel
+          error={llm.error}
+          retryLabel="Send again"
+          onRetry={failedMessage === null ? undefined : () => send(failedMessage)}
+        />
+      )}
+      <Text style={styles.stats} accessibilityLabel="Stats">
+        {llm.stats ? formatStats(llm.stats) : llm.isGenerating ? 'Generating…' : 'No answer yet'}
+      </Text>
+      <View style={styles.inputRow}>
+        <TextInput
+          style={styles.input}
+          value={draft}
+          onChangeText={setDraft}
+          placeholder="Message"
+          accessibilityLabel="Message"
+          multiline
+        />
+        {llm.isGenerating ? (
+          <Button title="Stop" onPress={llm.interrupt} />
+        ) : (
+          <Button
+            title="Send"
+            disabled={draft.trim() === ''}
+            onPress={() => {
+              send(draft.trim());
+              setDraft('');
+            }}
+          />
+        )}
+      </View>
+      <Button
+        small
+        title="Clear conversation"
+        disabled={llm.isGenerating || llm.messageHistory.length === 0}
+        onPress={() => {
+          setFailedMessage(null);
+          llm.clearHistory();
+        }}
+      />
+    </View>
+  );
+}
+
+function LoadingPanel({ progress, sideloaded }: { readonly progress: number; readonly sideloaded: boolean }) {
+  if (sideloaded || progress >= 1) return <Text style={styles.text}>Loading the model…</Text>;
+  return (
+    <View style={styles.loading}>
+      <Text style={styles.text}>Downloading {formatPercent(progress)}</Text>
+      <ProgressBar progress={progress} label="Download progress" />
+    </View>
+  );
+}
+
+interface ErrorPanelProps {
+  readonly error: ExecutorchError;
+  readonly retryLabel: string;
+  /** No retry button when undefined. */
+  readonly onRetry: (() => void) | undefined;
+}
+
+function ErrorPanel({ error, retryLabel, onRetry }: ErrorPanelProps) {
+  const { title, hint } = describeError(error);
+  return (
+    <View style={styles.error} accessibilityRole="alert">
+      <Text style={styles.errorTitle}>{title}</Text>
+      <Text style={styles.text}>{error.message}</Text>
+      <Text style={styles.muted}>{hint}</Text>
+      {onRetry && <Button title={retryLabel} onPress={onRetry} />}
+    </View>
+  );
+}
+
+const styles = StyleSheet.create({
+  screen: { flex: 1, padding: 12, gap: 8 },
+  header: { flexDirection: 'row', alignItems: 'center', gap: 12 },
+  headerText: { flex: 1 },
+  modelName: { fontSize: 18, fontWeight: '600', color: colors.text },
+  center: { flex: 1, justifyContent: 'center', gap: 16 },
+  loading: { gap: 8 },
+  messages: { flex: 1 },
+  messagesContent: { gap: 8, paddingVertical: 8 },
+  bubble: { padding: 10, borderRadius: 10, maxWidth: '90%' },
+  userBubble: { alignSelf: 'flex-end', backgroundColor: colors.user },
+  assistantBubble: { alignSelf: 'flex-start', backgroundColor: colors.surface },
+  text: { color: colors.text, fontSize: 16 },
+  muted: { color: colors.muted },
+  stats: { color: colors.muted, fontVariant: ['tabular-nums'] },
+  inputRow: { flexDirection: 'row', gap: 8, alignItems: 'flex-end' },
+  input: {
+    flex: 1,
+    minHeight: 44,
+    maxHeight: 120,
+    borderWidth: 1,
+    borderColor: colors.surface,
+    borderRadius: 8,
+    padding: 10,
+    color: colors.text,
+  },
+  error: { gap: 6, padding: 12, borderRadius: 8, borderWidth: 1, borderColor: colors.error },
+  errorTitle: { color: colors.error, fontWeight: '600', fontSize: 16 },
+});

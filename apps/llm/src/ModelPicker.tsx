@@ -1,0 +1,149 @@
+import { useEffect, useState } from 'react';
+import { ScrollView, StyleSheet, Text, View } from 'react-native';
+import type {
+  AnyLLMDescriptor,
+  Backend,
+  DeviceCapabilities,
+  FileSystemAdapter,
+  ModelFiles,
+} from 'react-native-executorch';
+
+import { downloadSize, findSideloaded, runnableBackends, shippedBackends } from './catalog';
+import { backendLabel, formatBytes } from './format';
+import { Button, colors } from './ui';
+
+/** What the user chose to open. */
+export interface Selection {
+  readonly model: AnyLLMDescriptor;
+  /** Set only when the user overrode the automatic choice. */
+  readonly backend?: Backend;
+  /** Sideloaded files to run instead of downloading. */
+  readonly localFiles?: ModelFiles;
+}
+
+interface ModelPickerProps {
+  readonly catalog: readonly AnyLLMDescriptor[];
+  /** Null when the native module is not linked. */
+  readonly device: DeviceCapabilities | null;
+  readonly fs: FileSystemAdapter;
+  onOpen(selection: Selection): void;
+}
+
+export function ModelPicker({ catalog, device, fs, onOpen }: ModelPickerProps) {
+  return (
+    <ScrollView contentContainerStyle={styles.list}>
+      <Text style={styles.title} accessibilityRole="header">
+        Choose a model
+      </Text>
+      {device === null && (
+        <Text style={styles.warning}>
+          The native part of react-native-executorch is not in this build, so no model can run. Rebuild the app
+          as the README describes.
+        </Text>
+      )}
+      {catalog.map((model) => (
+        <ModelCard key={model.id} model={model} device={device} fs={fs} onOpen={onOpen} />
+      ))}
+    </ScrollView>
+  );
+}
+
+interface ModelCardProps {
+  readonly model: AnyLLMDescriptor;
+  readonly device: DeviceCapabilities | null;
+  readonly fs: FileSystemAdapter;
+  onOpen(selection: Selection): void;
+}
+
+function ModelCard({ model, device, fs, onOpen }: ModelCardProps) {
+  const shipped = shippedBackends(model);
+  const runnable = runnableBackends(model, device);
+  const [override, setOverride] = useState<Backend | null>(null);
+  const backend = override ?? runnable[0] ?? null;
+  const [sideloaded, setSideloaded] = useState<ModelFiles | null>(null);
+
+  useEffect(() => {
+    let live = true;
+    setSideloaded(null);
+    if (backend) {
+      findSideloaded(fs, model, backend).then(
+        (files) => live && setSideloaded(files),
+        // Unreadable means not sideloaded; downloading stays possible.
+        () => undefined,
+      );
+    }
+    return () => {
+      live = false;
+    };
+  }, [fs, model, backend]);
+
+  const size = backend ? downloadSize(model, backend) : null;
+  const files = sideloaded
+    ? 'Files: sideloaded on this device'
+    : backend === null
+      ? ''
+      : size === null
+        ? 'Download: not published yet'
+        : `Download: ${formatBytes(size)}`;
+  // Without the native module the load itself reports what is wrong, in words.
+  const canOpen = device === null || backend !== null;
+
+  return (
+    <View style={styles.card} accessibilityLabel={model.name}>
+      <Text style={styles.name}>{model.name}</Text>
+      <Text style={styles.detail}>
+        {backend
+          ? `Backend on this device: ${backendLabel(backend)}${override ? ' (chosen)' : ''}`
+          : device
+            ? `Cannot run on this ${device.os}${device.isSimulator ? ' simulator' : ''}: it ships ${shipped.join(', ')}`
+            : 'Backend: unknown (native module missing)'}
+      </Text>
+      {files !== '' && <Text style={styles.detail}>{files}</Text>}
+      <Text style={styles.detail}>Context: {model.contextLength} tokens</Text>
+      {shipped.length > 1 && device && (
+        <View style={styles.chips}>
+          <Button
+            small
+            title="Auto"
+            selected={override === null}
+            label={`${model.name}: automatic backend`}
+            onPress={() => setOverride(null)}
+          />
+          {shipped.map((b) => (
+            <Button
+              key={b}
+              small
+              title={runnable.includes(b) ? b : `${b} (not here)`}
+              selected={override === b}
+              disabled={!runnable.includes(b)}
+              label={`${model.name}: ${b}`}
+              onPress={() => setOverride(b)}
+            />
+          ))}
+        </View>
+      )}
+      <Button
+        title="Open"
+        label={`Open ${model.name}`}
+        disabled={!canOpen}
+        onPress={() =>
+          onOpen({
+            model,
+            ...(override ? { backend: override } : {}),
+            ...(sideloaded ? { localFiles: sideloaded } : {}),
+          })
+        }
+      />
+    </View>
+  );
+}
+
+const styles = StyleSheet.create({
+  list: { padding: 16, gap: 12 },
+  title: { fontSize: 24, fontWeight: '600', color: colors.text },
+  warning: { color: colors.error },
+  card: { padding: 12, borderRadius: 8, backgroundColor: colors.surface, gap: 6 },
+  name: { fontSize: 18, fontWeight: '600', color: colors.text },
+  detail: { color: colors.muted },
+  chips: { flexDirection: 'row', flexWrap: 'wrap', gap: 6 },
+});

@@ -1,0 +1,57 @@
+import {
+  candidateBackends,
+  models,
+  type AnyLLMDescriptor,
+  type Backend,
+  type DeviceCapabilities,
+  type FileSystemAdapter,
+  type ModelFiles,
+} from 'react-native-executorch';
+
+/** Every model of the registry, in registry order. */
+export const registryModels: readonly AnyLLMDescriptor[] = Object.values(models.llm);
+
+/** The backends a model ships, in the registry's order. */
+export function shippedBackends(model: AnyLLMDescriptor): Backend[] {
+  return Object.keys(model.variants) as Backend[];
+}
+
+/**
+ * The backends of `model` this device can run, best first (the first is what loading picks
+ * without an override). Empty when none can run or the native module is missing.
+ */
+export function runnableBackends(model: AnyLLMDescriptor, device: DeviceCapabilities | null): Backend[] {
+  return device ? candidateBackends(model, device) : [];
+}
+
+/** Bytes to download for `backend` (variant + tokenizer), or null while unpublished. */
+export function downloadSize(model: AnyLLMDescriptor, backend: Backend): number | null {
+  const variant = (model.variants as Partial<Record<Backend, AnyLLMDescriptor['variants'][Backend]>>)[backend];
+  if (!variant || variant.status !== 'published' || model.tokenizer.status !== 'published') return null;
+  const sum = (files: readonly { size: number }[]) => files.reduce((n, f) => n + f.size, 0);
+  return sum(variant.files) + sum(model.tokenizer.files);
+}
+
+/** Where a developer puts a model's files by hand (README: "Sideloading"). */
+export function sideloadDirectory(fs: FileSystemAdapter, model: AnyLLMDescriptor): string {
+  return `${fs.documentDirectory.replace(/\/+$/, '')}/sideload/${model.id}`;
+}
+
+/**
+ * The sideloaded files of `model` for `backend`: `<backend>.pte`, `tokenizer.json` and the chat
+ * template file, all present in {@link sideloadDirectory}; null when any is missing.
+ */
+export async function findSideloaded(
+  fs: FileSystemAdapter,
+  model: AnyLLMDescriptor,
+  backend: Backend,
+): Promise<ModelFiles | null> {
+  const dir = sideloadDirectory(fs, model);
+  const files: ModelFiles = {
+    modelPath: `${dir}/${backend}.pte`,
+    tokenizerPath: `${dir}/tokenizer.json`,
+    chatTemplatePath: `${dir}/${model.tokenizer.chatTemplate}`,
+  };
+  const found = await Promise.all(Object.values(files).map((path) => fs.stat(path)));
+  return found.every((info) => info !== null && !info.isDirectory) ? files : null;
+}
