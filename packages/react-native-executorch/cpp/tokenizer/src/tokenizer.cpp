@@ -1,8 +1,9 @@
 #include "rne/tokenizer/tokenizer.h"
 
+#include <filesystem>
 #include <fstream>
+#include <new>
 #include <optional>
-#include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -286,6 +287,15 @@ std::optional<Error> Tokenizer::Impl::load(const json::Value& root) {
 }
 
 Result<Tokenizer> Tokenizer::from_json(std::string_view text) {
+  // Loading allocates a lot; running out of memory is reported, not thrown across the API.
+  try {
+    return load_json(text);
+  } catch (const std::bad_alloc&) {
+    return Error{ErrorCode::kIo, "out of memory while loading the tokenizer"};
+  }
+}
+
+Result<Tokenizer> Tokenizer::load_json(std::string_view text) {
   json::Value root;
   json::ParseError parse_error;
   if (!json::parse(text, root, parse_error)) {
@@ -302,15 +312,25 @@ Result<Tokenizer> Tokenizer::from_json(std::string_view text) {
 }
 
 Result<Tokenizer> Tokenizer::from_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return Error{ErrorCode::kFileNotFound,
+                 path + " is a directory: pass the path of its tokenizer.json file"};
+  }
   std::ifstream file(path, std::ios::binary);
   if (!file) {
     return Error{ErrorCode::kFileNotFound,
                  "cannot open tokenizer file " + path + ": check that it exists and is readable"};
   }
-  std::ostringstream content;
-  content << file.rdbuf();
-  if (file.bad()) return Error{ErrorCode::kIo, "failed reading tokenizer file " + path};
-  auto result = from_json(content.str());
+  // One read into a buffer of the file's size (tokenizer.json files reach tens of MB).
+  file.seekg(0, std::ios::end);
+  const std::streamoff size = file.tellg();
+  file.seekg(0, std::ios::beg);
+  std::string content(size > 0 ? static_cast<size_t>(size) : 0, '\0');
+  if (size < 0 || !file.read(content.data(), size)) {
+    return Error{ErrorCode::kIo, "failed reading tokenizer file " + path};
+  }
+  auto result = from_json(content);
   if (!result.ok()) {
     Error e = result.error();
     e.message = path + ": " + e.message;

@@ -32,6 +32,10 @@ TEST(TokenizerErrors, MissingFileNamesThePath) {
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.error().code, ErrorCode::kFileNotFound);
   expect_mentions(result.error().message, {"no/such/dir/tokenizer.json"});
+  // A directory (e.g. the model folder instead of its tokenizer.json) is not a file.
+  result = Tokenizer::from_file(".");
+  ASSERT_FALSE(result.ok());
+  expect_mentions(result.error().message, {"is a directory", "tokenizer.json"});
 }
 
 TEST(TokenizerErrors, NotJsonSaysWhere) {

@@ -53,6 +53,7 @@ class Tokenizer {
 
  private:
   explicit Tokenizer(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+  static Result<Tokenizer> load_json(std::string_view json);
   std::shared_ptr<const Impl> impl_;
   friend class StreamDecoder;
 };
