@@ -2,6 +2,7 @@
 module.exports = {
   preset: '@react-native/jest-preset',
   testMatch: ['<rootDir>/__tests__/**/*.test.ts?(x)'],
+  setupFilesAfterEnv: ['<rootDir>/__tests__/support/setup.ts'],
   // The package's sources, as Metro resolves them (its "react-native" field), not its lib/ build.
   moduleNameMapper: {
     '^react-native-executorch$': '<rootDir>/../../packages/react-native-executorch/src',

@@ -46,6 +46,7 @@ export function ProgressBar({ progress, label }: { readonly progress: number; re
   return (
     <View
       style={styles.track}
+      accessible
       accessibilityRole="progressbar"
       accessibilityLabel={label}
       accessibilityValue={{ min: 0, max: 100, now }}

@@ -1,0 +1,68 @@
+/**
+ * A published model served by the package's Hugging Face style HTTP server on 127.0.0.1: the
+ * registry entries are all unpublished today, so download tests need one with checksums.
+ */
+import { models, type Backend, type LLMDescriptor, type PublishedFile } from 'react-native-executorch';
+import smolConfig from 'react-native-executorch/__tests__/fixtures/smollm2_tokenizer_config.json';
+import { bytes, HfServer, sha256, type ServedFile } from 'react-native-executorch/__tests__/support/hfServer';
+
+export const MODEL_BYTES = bytes(200_000, 7);
+
+export interface Mirror {
+  readonly server: HfServer;
+  readonly model: LLMDescriptor<Backend>;
+  /** Serves the `.pte` of `backend` (again), e.g. after a test started without it. */
+  serveModel(backend?: Backend, file?: Partial<ServedFile>): void;
+  stop(): Promise<void>;
+}
+
+let repos = 0;
+
+/**
+ * Starts a server publishing SmolLM2's chat template, a tokenizer and a random `.pte` per
+ * backend at `<backend>/mirror.pte` (`serveModelFiles: false` leaves them out: 404s).
+ * `chunkDelayMs` slows the `.pte` down so that progress is visible.
+ */
+export async function startMirror({
+  backends = ['xnnpack'],
+  chunkDelayMs = 0,
+  serveModelFiles = true,
+}: { backends?: Backend[]; chunkDelayMs?: number; serveModelFiles?: boolean } = {}): Promise<Mirror> {
+  const server = new HfServer();
+  await server.start();
+  // A new repo per mirror, so that no test finds another one's files in the cache.
+  const repo = `acme/mirror-${++repos}`;
+  const revision = 'r1';
+  const tokenizer = Buffer.from('{"model": {"type": "BPE", "vocab": {}, "merges": []}}');
+  const config = Buffer.from(JSON.stringify(smolConfig));
+  server.add(repo, revision, 'tokenizer.json', { body: tokenizer });
+  server.add(repo, revision, 'tokenizer_config.json', { body: config });
+  const modelPath = (backend: Backend) => `${backend}/mirror.pte`;
+  const serveModel = (backend: Backend = backends[0]!, file: Partial<ServedFile> = {}) =>
+    server.add(repo, revision, modelPath(backend), { body: MODEL_BYTES, chunkSize: 8192, chunkDelayMs, ...file });
+  if (serveModelFiles) backends.forEach((b) => serveModel(b));
+
+  const pub = (path: string, body: Buffer): PublishedFile => ({ path, sha256: sha256(body), size: body.length });
+  const smol = models.llm.smollm2_135m;
+  const variants = Object.fromEntries(
+    backends.map((b) => [
+      b,
+      { ...smol.variants.xnnpack, backend: b, status: 'published', files: [pub(modelPath(b), MODEL_BYTES)] },
+    ]),
+  ) as unknown as LLMDescriptor<Backend>['variants'];
+  const model: LLMDescriptor<Backend> = {
+    ...smol,
+    id: 'mirror_smol',
+    name: 'Mirror Smol',
+    hf: { repo, revision },
+    tokenizer: {
+      status: 'published',
+      chatTemplate: 'tokenizer_config.json',
+      files: [pub('tokenizer.json', tokenizer), pub('tokenizer_config.json', config)],
+    },
+    // Android: its first backend; iOS: XNNPACK (what a CPU-only model defaults to).
+    platformDefaults: { android: backends[0]!, ios: backends.includes('mlx') ? 'mlx' : 'xnnpack' },
+    variants,
+  };
+  return { server, model, serveModel, stop: () => server.stop() };
+}
