@@ -26,6 +26,8 @@ export function ChatScreen({ selection, resources, onBack, onRetry }: ChatScreen
   const [draft, setDraft] = useState('');
   // The message of a failed generation, so that Retry can send it again.
   const [failedMessage, setFailedMessage] = useState<string | null>(null);
+  // Clearing the conversation answers a generation error; it stays in llm.error until the next one.
+  const [dismissed, setDismissed] = useState<ExecutorchError | null>(null);
   const scroll = useRef<ScrollView>(null);
 
   const send = (text: string) => {
@@ -90,7 +92,7 @@ export function ChatScreen({ selection, resources, onBack, onRetry }: ChatScreen
           </View>
         ))}
       </ScrollView>
-      {llm.error && (
+      {llm.error && llm.error !== dismissed && (
         <ErrorPanel
           error={llm.error}
           retryLabel="Send again"
@@ -128,6 +130,7 @@ export function ChatScreen({ selection, resources, onBack, onRetry }: ChatScreen
         disabled={llm.isGenerating || llm.messageHistory.length === 0}
         onPress={() => {
           setFailedMessage(null);
+          setDismissed(llm.error);
           llm.clearHistory();
         }}
       />
@@ -155,8 +158,10 @@ interface ErrorPanelProps {
 function ErrorPanel({ error, retryLabel, onRetry }: ErrorPanelProps) {
   const { title, hint } = describeError(error);
   return (
-    <View style={styles.error} accessibilityRole="alert">
-      <Text style={styles.errorTitle}>{title}</Text>
+    <View style={styles.error}>
+      <Text style={styles.errorTitle} accessibilityRole="alert">
+        {title}
+      </Text>
       <Text style={styles.text}>{error.message}</Text>
       <Text style={styles.muted}>{hint}</Text>
       {onRetry && <Button title={retryLabel} onPress={onRetry} />}
