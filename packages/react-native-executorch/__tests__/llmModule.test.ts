@@ -1,6 +1,7 @@
 /**
  * @jest-environment node
  */
+import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -98,6 +99,25 @@ describe('LLMModule', () => {
     setTimeout(() => controller.abort(), 30);
     expect(await codeOf(loading)).toBe('download_cancelled');
     expect(llm.isReady).toBe(false);
+  });
+
+  it('release() during the download cancels it and the load rejects with released', async () => {
+    const model = publishOn(server);
+    server.add('acme/smol-published', 'r1', 'xnnpack/smol.pte', {
+      body: Buffer.alloc(120_000),
+      chunkSize: 4096,
+      chunkDelayMs: 10,
+    });
+    const native = new FakeNative();
+    const llm = new LLMModule({ model, resources: fetcher(), native });
+    const loading = llm.load();
+    setTimeout(() => llm.release(), 30);
+    expect(await codeOf(loading)).toBe('released');
+    expect(native.loads).toHaveLength(0);
+    // Stopped mid-file: the model never reached its final (verified) name.
+    const finalPath = join(docs, 'react-native-executorch/models/acme/smol-published/r1/xnnpack/smol.pte');
+    expect(existsSync(finalPath)).toBe(false);
+    expect(existsSync(`${finalPath}.part`)).toBe(true);
   });
 
   it('refuses to generate before load', async () => {

@@ -73,6 +73,7 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
   private released = false;
   private loading: Promise<void> | null = null;
   private lastStats: GenerationStats | null = null;
+  private cancelLoad: () => void = () => {};
 
   constructor(options: LLMOptions<M>) {
     this.model = options.model;
@@ -115,7 +116,18 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
     return this.loading;
   }
 
-  private async doLoad({ onDownloadProgress, signal }: LoadOptions): Promise<void> {
+  private async doLoad(options: LoadOptions): Promise<void> {
+    try {
+      await this.loadOnce(options);
+    } catch (error) {
+      // Whatever failed after release() (a cancelled download, a late native load), the cause
+      // is the release.
+      if (this.released) throw this.releasedError();
+      throw error;
+    }
+  }
+
+  private async loadOnce({ onDownloadProgress, signal }: LoadOptions): Promise<void> {
     const native = this.options.native ?? getNativeExecutorch();
     const info = native.platformInfo();
     const backend = resolveBackend(
@@ -125,10 +137,15 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
     );
     this.chosenBackend = backend;
     const fetcher = this.fetcher();
+    // release() cancels the download too, not only the caller's signal.
+    const controller = new AbortController();
+    this.cancelLoad = () => controller.abort();
+    signal?.addEventListener('abort', () => controller.abort());
+    if (signal?.aborted) controller.abort();
     const files: ModelFiles =
       this.options.localFiles ??
       (await fetcher.fetchModel(this.model, backend, {
-        ...(signal ? { signal } : {}),
+        signal: controller.signal,
         ...(onDownloadProgress ? { onProgress: onDownloadProgress } : {}),
       }));
     if (this.options.localFiles) onDownloadProgress?.(1);
@@ -205,6 +222,7 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
   release(): void {
     if (this.released) return;
     this.released = true;
+    this.cancelLoad();
     if (this.handle !== null && this.native) {
       this.native.release(this.handle);
     }
