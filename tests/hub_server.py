@@ -23,7 +23,9 @@ uploads through Xet whenever ``hf_xet`` is installed, so callers must set ``HF_H
 (or patch ``huggingface_hub.constants.HF_HUB_DISABLE_XET``) to use the LFS protocol against it.
 
 Fault injection for tests: ``state.fail_lfs_upload_after`` (accept that many uploads, then answer
-the next ones with an error until reset) and ``state.fail_next_commit``.
+the next ones with an error until reset), ``state.fail_next_commit``, and
+``state.cut_next_cdn_download`` (send half of the next CDN body, then drop the connection: the
+client resumes with a ``Range`` request).
 """
 
 from __future__ import annotations
@@ -100,8 +102,10 @@ class HubState:
     lfs_objects: dict[str, bytes] = field(default_factory=dict)
     pending_uploads: set[str] = field(default_factory=set)
     requests: list[tuple[str, str]] = field(default_factory=list)
+    ranges: list[str] = field(default_factory=list)  # Range headers of partial downloads served
     fail_lfs_upload_after: int | None = None
     fail_next_commit: bool = False
+    cut_next_cdn_download: bool = False
     lfs_uploads_done: int = 0
     lock: threading.RLock = field(default_factory=threading.RLock)
 
@@ -487,15 +491,31 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_content(stored.content or b"", headers)
 
     def _h_cdn(self, oid: str, **_: Any) -> None:
-        data = self.server.state.lfs_objects.get(oid)
+        state = self.server.state
+        data = state.lfs_objects.get(oid)
         if data is None:
             raise HubError(404, "object not found")
+        with state.lock:
+            cut = state.cut_next_cdn_download and self.command == "GET"
+            state.cut_next_cdn_download &= not cut
+        if cut:
+            # Announce the whole body, send half of it, drop the connection.
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Accept-Ranges", "bytes")
+            self.end_headers()
+            self.wfile.write(data[: len(data) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            return
         self._send_content(data, {"ETag": f'"{oid}"'})
 
     def _send_content(self, data: bytes, headers: dict[str, str]) -> None:
         headers = {**headers, "Accept-Ranges": "bytes"}
         match = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
         if match:
+            with self.server.state.lock:
+                self.server.state.ranges.append(match.group(0))
             start = int(match.group(1))
             end = int(match.group(2)) if match.group(2) else len(data) - 1
             if start >= len(data):

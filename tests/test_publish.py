@@ -114,7 +114,9 @@ def cli_args(
 def publish_now(
     hub: RunningHub, exports: Path, tok: Path, reg: Path, ts: Path, revision: str = "v0.1.0"
 ):
-    plan = plan_publish(MODEL, revision, exports, tok, registry_dir=reg, allow_random_weights=True)
+    plan = plan_publish(
+        MODEL, revision, exports, tok, ["xnnpack"], registry_dir=reg, allow_random_weights=True
+    )
     return publish(plan, endpoint=hub.url, registry_dir=reg, ts_output=ts)
 
 
@@ -417,3 +419,92 @@ def test_download_verifies_checksums(
     with pytest.raises(DownloadError, match=r"smollm2_135m_xnnpack_8da4w\.pte does not match"):
         download_variant(MODEL, "xnnpack", fresh, registry_dir=reg_dir, endpoint=hub.url)
     assert not (fresh / PTE_PATH).exists()
+
+
+def test_an_interrupted_download_resumes_with_range_and_verifies(
+    monkeypatch: pytest.MonkeyPatch,
+    hub: RunningHub,
+    tmp_path: Path,
+    exports_dir: Path,
+    tokenizer_dir: Path,
+    reg_dir: Path,
+    ts_out: Path,
+    tiny_export: ExportResult,
+) -> None:
+    publish_now(hub, exports_dir, tokenizer_dir, reg_dir, ts_out)
+    # The client writes what it received in DOWNLOAD_CHUNK_SIZE pieces (10 MB); smaller pieces
+    # let a sub-megabyte file be cut after some of them have reached the disk.
+    chunk = 64 * 1024
+    monkeypatch.setattr(hf_constants, "DOWNLOAD_CHUNK_SIZE", chunk)
+    hub.state.cut_next_cdn_download = True  # the CDN drops the connection halfway through
+    dest = tmp_path / "dl"
+    got = download_variant(MODEL, "xnnpack", dest, registry_dir=reg_dir, endpoint=hub.url)
+    [resumed] = hub.state.ranges
+    start = int(resumed.removeprefix("bytes=").removesuffix("-"))
+    assert 0 < start <= tiny_export.report["size"] // 2 and start % chunk == 0
+    assert got.pte.read_bytes() == tiny_export.pte_path.read_bytes()
+
+
+def add_published_mlx_variant(reg_dir: Path, sha256: str, size: int) -> None:
+    """Give the registry copy's SmolLM2 a second, already-published variant."""
+    path = reg_dir / "smollm2.yaml"
+    text = path.read_text()
+    text = text.replace(
+        "    variants:\n",
+        "    variants:\n"
+        "      - backend: mlx\n"
+        "        quantization: int4\n"
+        "        status: published\n"
+        "        export: {max_context: 2048, max_chunk: 64}\n"
+        '        min_platform: {ios: "17.0"}\n'
+        "        files:\n"
+        "          - path: mlx/smollm2_135m_mlx_int4.pte\n"
+        f"            sha256: {sha256}\n"
+        f"            size: {size}\n",
+    )
+    path.write_text(text)
+    assert registry.load_registry(reg_dir).model(MODEL).variant("mlx").published
+
+
+def test_variants_published_earlier_must_still_be_in_the_new_revision(
+    hub: RunningHub,
+    exports_dir: Path,
+    tokenizer_dir: Path,
+    reg_dir: Path,
+    ts_out: Path,
+) -> None:
+    from huggingface_hub import HfApi
+
+    mlx = b"\0earlier mlx program\0" * 100
+    add_published_mlx_variant(reg_dir, hashlib.sha256(mlx).hexdigest(), len(mlx))
+    before = snapshot(reg_dir)
+
+    # The repository lacks the mlx file the registry calls published: refused before uploading.
+    with pytest.raises(PublishError, match=r"mlx/smollm2_135m_mlx_int4\.pte: missing"):
+        publish_now(hub, exports_dir, tokenizer_dir, reg_dir, ts_out)
+    assert snapshot(reg_dir) == before
+    assert uploads(hub) == [] and hub.state.commit_count(REPO) == 1
+
+    api = HfApi(endpoint=hub.url)
+    api.upload_file(path_or_fileobj=mlx, path_in_repo="mlx/smollm2_135m_mlx_int4.pte", repo_id=REPO)
+    result = publish_now(hub, exports_dir, tokenizer_dir, reg_dir, ts_out, revision="v0.2.0")
+    assert result.new_commit
+    spec = registry.load_registry(reg_dir).model(MODEL)
+    assert spec.revision == "v0.2.0"
+    assert spec.variant("mlx").published and spec.variant("xnnpack").published
+    card = hub.state.repos[REPO].resolve("v0.2.0").files["README.md"].content.decode()
+    assert "| mlx | int4 | `mlx/smollm2_135m_mlx_int4.pte` |" in card
+    assert "passed (verified when first published)" in card
+    assert "| xnnpack | 8da4w |" in card
+
+
+def test_an_unreachable_endpoint_is_a_clear_error(
+    hub: RunningHub, exports_dir: Path, tokenizer_dir: Path, reg_dir: Path, ts_out: Path
+) -> None:
+    plan = plan_publish(
+        MODEL, "v0.1.0", exports_dir, tokenizer_dir, registry_dir=reg_dir, allow_random_weights=True
+    )
+    before = snapshot(reg_dir)
+    with pytest.raises(PublishError, match=r"cannot reach http://127\.0\.0\.1:9"):
+        publish(plan, endpoint="http://127.0.0.1:9", registry_dir=reg_dir, ts_output=ts_out)
+    assert snapshot(reg_dir) == before

@@ -197,6 +197,8 @@ def _mismatches(
 ) -> list[str]:
     """Which planned/kept files the repository at ``revision`` does not hold byte for byte."""
     wanted = {f.path: f for f in [*planned, *kept]}
+    if not wanted:
+        return []
     remote = {
         info.path: info
         for info in api.get_paths_info(repo, sorted(wanted), revision=revision)
@@ -274,6 +276,13 @@ def publish(
                 )
             commit = tags[tag]
         else:
+            missing = _mismatches(api, repo, head or "main", [], plan.kept)
+            if missing:
+                raise PublishError(
+                    f"the registry records files of {plan.model.id} as published that the main "
+                    f"branch of {repo} does not hold ({'; '.join(missing)}); the new revision "
+                    "would lack them. Publish those variants again together with this one."
+                )
             operations = []
             for f in files:
                 op = CommitOperationAdd(path_in_repo=f.path, path_or_fileobj=f.source)
