@@ -6,11 +6,6 @@ namespace rne::tokenizer {
 
 namespace {
 
-bool is_word_char(uint32_t cp) {
-  const auto cls = unicode::classify(cp);
-  return cls == unicode::CharClass::kLetter || cls == unicode::CharClass::kNumber || cp == '_';
-}
-
 bool is_space(uint32_t cp) {
   return unicode::classify(cp) == unicode::CharClass::kWhitespace;
 }
@@ -71,8 +66,8 @@ void AddedTokenMatcher::split(std::string_view text, std::vector<Segment>& out) 
     uint32_t cp = 0;
     if (token->single_word) {
       const bool word_before =
-          start > 0 && (unicode::decode_utf8(text, previous_char(text, start), cp), is_word_char(cp));
-      const bool word_after = stop < text.size() && (unicode::decode_utf8(text, stop, cp), is_word_char(cp));
+          start > 0 && (unicode::decode_utf8(text, previous_char(text, start), cp), unicode::is_word_char(cp));
+      const bool word_after = stop < text.size() && (unicode::decode_utf8(text, stop, cp), unicode::is_word_char(cp));
       if (word_before || word_after) continue;
     }
     if (token->lstrip) {

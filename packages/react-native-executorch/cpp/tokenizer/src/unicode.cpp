@@ -7,25 +7,36 @@ namespace rne::tokenizer::unicode {
 
 namespace {
 
+// Property bits used by the generated table.
+constexpr uint8_t kLetter = 1, kNumber = 2, kWhitespace = 4, kWord = 8;
+
 struct Range {
   uint32_t first;
   uint32_t last;
-  CharClass cls;
+  uint8_t properties;
 };
 
 constexpr Range kRanges[] = {
 #include "unicode_tables.inc"
 };
 
-std::array<CharClass, 128> make_ascii_table() {
-  std::array<CharClass, 128> table{};
-  for (const Range& r : kRanges) {
-    for (uint32_t cp = r.first; cp <= r.last && cp < 128; ++cp) table[cp] = r.cls;
-  }
+uint8_t lookup(uint32_t cp) {
+  const auto* it = std::upper_bound(std::begin(kRanges), std::end(kRanges), cp,
+                                    [](uint32_t c, const Range& r) { return c < r.first; });
+  if (it == std::begin(kRanges)) return 0;
+  --it;
+  return cp <= it->last ? it->properties : 0;
+}
+
+std::array<uint8_t, 128> make_ascii_table() {
+  std::array<uint8_t, 128> table{};
+  for (uint32_t cp = 0; cp < 128; ++cp) table[cp] = lookup(cp);
   return table;
 }
 
-const std::array<CharClass, 128> kAscii = make_ascii_table();
+const std::array<uint8_t, 128> kAscii = make_ascii_table();
+
+uint8_t properties(uint32_t cp) { return cp < 128 ? kAscii[cp] : lookup(cp); }
 
 // Allowed range of the second byte for each lead byte (Unicode Table 3-7); later continuation
 // bytes are always 0x80..0xBF.
@@ -66,14 +77,14 @@ size_t valid_prefix_length(std::string_view s, size_t pos, size_t& expected) {
 }  // namespace
 
 CharClass classify(uint32_t cp) {
-  if (cp < 128) return kAscii[cp];
-  const auto* end = std::end(kRanges);
-  const auto* it = std::upper_bound(std::begin(kRanges), end, cp,
-                                    [](uint32_t c, const Range& r) { return c < r.first; });
-  if (it == std::begin(kRanges)) return CharClass::kOther;
-  --it;
-  return cp <= it->last ? it->cls : CharClass::kOther;
+  const uint8_t p = properties(cp);
+  if (p & kLetter) return CharClass::kLetter;
+  if (p & kNumber) return CharClass::kNumber;
+  if (p & kWhitespace) return CharClass::kWhitespace;
+  return CharClass::kOther;
 }
+
+bool is_word_char(uint32_t cp) { return (properties(cp) & kWord) != 0; }
 
 size_t valid_sequence_length(std::string_view s, size_t pos) {
   size_t expected = 0;

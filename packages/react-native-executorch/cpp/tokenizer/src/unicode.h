@@ -9,8 +9,12 @@ namespace rne::tokenizer::unicode {
 
 enum class CharClass : uint8_t { kOther, kLetter, kNumber, kWhitespace };
 
-// \p{L}, \p{N}, \s (White_Space) or other, from generated tables (unicode_tables.inc).
+// \p{L}, \p{N}, \s (White_Space) or other, from generated tables (unicode_tables.inc, Unicode
+// 16.0 like HF `tokenizers` 0.23).
 CharClass classify(uint32_t cp);
+
+// \w: Alphabetic, marks, decimal numbers, connector punctuation, join controls.
+bool is_word_char(uint32_t cp);
 
 // Decodes the character starting at `pos` (which must be < s.size()). Returns its length in
 // bytes. An invalid or truncated sequence decodes as one byte with cp = 0xFFFD, so callers

@@ -30,6 +30,23 @@ TEST(Unicode, ClassifiesLettersNumbersAndWhitespace) {
   EXPECT_EQ(unicode::classify(0x200B), CharClass::kOther);    // zero width space is not White_Space
   EXPECT_EQ(unicode::classify(0x1F600), CharClass::kOther);   // 😀
   EXPECT_EQ(unicode::classify(0x10FFFF), CharClass::kOther);
+  // Unicode 16.0 (what HF tokenizers uses): Ol Onal letter O is new in 16.0; U+11DB0 is not
+  // assigned in 16.0.
+  EXPECT_EQ(unicode::classify(0x1E5D0), CharClass::kLetter);
+  EXPECT_EQ(unicode::classify(0x11DB0), CharClass::kOther);
+}
+
+TEST(Unicode, WordCharactersAreRegexW) {
+  for (const uint32_t cp : {uint32_t{'a'}, uint32_t{'Z'}, uint32_t{'5'}, uint32_t{'_'},
+                            uint32_t{0x0301} /* Mn */, uint32_t{0x09C7} /* Mc */,
+                            uint32_t{0x2166} /* Nl */, uint32_t{0x24B6} /* circled A */,
+                            uint32_t{0x200D} /* ZWJ */, uint32_t{0x65E5}}) {
+    EXPECT_TRUE(unicode::is_word_char(cp)) << std::hex << cp;
+  }
+  for (const uint32_t cp : {uint32_t{' '}, uint32_t{'-'}, uint32_t{0x00BD} /* No */,
+                            uint32_t{0x20AC} /* Sc */, uint32_t{0x1F600}, uint32_t{0x11DB0}}) {
+    EXPECT_FALSE(unicode::is_word_char(cp)) << std::hex << cp;
+  }
 }
 
 TEST(Unicode, DecodesAndEncodesUtf8) {
