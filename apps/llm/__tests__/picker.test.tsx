@@ -3,7 +3,7 @@ import { join } from 'node:path';
 
 import { screen, waitFor, within } from '@testing-library/react-native';
 import { models } from 'react-native-executorch';
-import { FakeNative } from 'react-native-executorch/__tests__/support/fakeNative';
+import { FakeNative, type FakeNativeOptions } from 'react-native-executorch/__tests__/support/fakeNative';
 import smolConfig from 'react-native-executorch/__tests__/fixtures/smollm2_tokenizer_config.json';
 
 import { documentDir, renderApp } from './support/app';
@@ -27,12 +27,12 @@ describe('model picker', () => {
     expect(card(smol.name).getByText(`Context: ${smol.contextLength} tokens`)).toBeOnTheScreen();
   });
 
-  test.each([
+  test.each<[string, string, FakeNativeOptions]>([
     ['iOS simulator', 'XNNPACK (CPU)', { os: 'ios', isSimulator: true }],
     ['Android phone', 'Vulkan (GPU)', { os: 'android' }],
     ['Android build without Vulkan', 'XNNPACK (CPU)', { os: 'android', backends: ['xnnpack'] }],
-  ] as const)('on an %s Gemma 4 uses %s', (_, label, device) => {
-    renderApp(new FakeNative({ ...device, backends: 'backends' in device ? [...device.backends] : undefined }));
+  ])('on an %s Gemma 4 uses %s', (_, label, device) => {
+    renderApp(device);
     expect(card(gemma.name).getByText(`Backend on this device: ${label}`)).toBeOnTheScreen();
   });
 

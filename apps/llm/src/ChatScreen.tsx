@@ -1,5 +1,5 @@
 import { useRef, useState } from 'react';
-import { ScrollView, StyleSheet, Text, TextInput, View } from 'react-native';
+import { KeyboardAvoidingView, Platform, ScrollView, StyleSheet, Text, TextInput, View } from 'react-native';
 import { useLLM, type ExecutorchError, type ResourceFetcher } from 'react-native-executorch';
 
 import { backendLabel, describeError, formatPercent, formatStats } from './format';
@@ -42,7 +42,11 @@ export function ChatScreen({ selection, resources, onBack, onRetry }: ChatScreen
       <View style={styles.headerText}>
         <Text style={styles.modelName}>{model.name}</Text>
         <Text style={styles.muted}>
-          {llm.backend ? `Backend in use: ${backendLabel(llm.backend)}` : 'Choosing a backend…'}
+          {llm.backend
+            ? `Backend in use: ${backendLabel(llm.backend)}`
+            : llm.error
+              ? 'No backend'
+              : 'Choosing a backend…'}
         </Text>
       </View>
     </View>
@@ -73,7 +77,8 @@ export function ChatScreen({ selection, resources, onBack, onRetry }: ChatScreen
     : llm.messageHistory;
 
   return (
-    <View style={styles.screen}>
+    // Android resizes the window for the keyboard by itself; iOS needs the padding.
+    <KeyboardAvoidingView style={styles.screen} behavior={Platform.OS === 'ios' ? 'padding' : undefined}>
       {header}
       <ScrollView
         ref={scroll}
@@ -134,7 +139,7 @@ export function ChatScreen({ selection, resources, onBack, onRetry }: ChatScreen
           llm.clearHistory();
         }}
       />
-    </View>
+    </KeyboardAvoidingView>
   );
 }
 
