@@ -1,0 +1,166 @@
+// Host implementations of the two ExecuTorch LLM custom ops our XNNPACK exports use
+// (tools/rne_tools/export/custom_ops.py): llama::update_cache.out and llama::custom_sdpa.out.
+//
+// Why here: the executorch wheel ships those kernels only inside a Python-side library (it
+// links libtorch and the interpreter), so a standalone host binary has none. Device builds link
+// ExecuTorch's own LLM kernels instead (tools/build_binaries.py), so this file is host-only.
+// Correctness is checked end to end: tests/test_cpp_runner_reference.py compares this runner's
+// greedy tokens with the Python reference runner's, which executes ExecuTorch's kernels.
+#include <executorch/runtime/kernel/kernel_includes.h>
+#include <executorch/runtime/kernel/operator_registry.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace {
+
+namespace rt = ::executorch::runtime;
+using ::executorch::aten::ScalarType;
+using ::executorch::aten::Tensor;
+
+// Element offset of [0, i1, i2, i3] in a rank-4 tensor, honouring its strides.
+inline size_t at(const Tensor& t, int64_t i1, int64_t i2, int64_t i3) {
+  const auto s = t.strides();
+  return static_cast<size_t>(i1 * s[1] + i2 * s[2] + i3 * s[3]);
+}
+
+bool fail(rt::KernelRuntimeContext& context, const char* op, const char* why) {
+  ET_LOG(Error, "%s: %s", op, why);
+  context.fail(rt::Error::InvalidArgument);
+  return false;
+}
+
+bool check_rank4_float(rt::KernelRuntimeContext& context, const char* op, const Tensor& t) {
+  if (t.dim() != 4 || t.size(0) != 1) return fail(context, op, "expected a [1, S, H, D] tensor");
+  if (t.scalar_type() != ScalarType::Float) return fail(context, op, "only float32 is supported");
+  return true;
+}
+
+// update_cache.out(Tensor value, Tensor(a!) cache, SymInt start_pos, *, Tensor(b!) out)
+// Writes value[0, t] into cache[0, start_pos + t]; `out` is a placeholder the op must return.
+void update_cache_out(rt::KernelRuntimeContext& context, rt::Span<rt::EValue*> stack) {
+  constexpr const char* kOp = "llama::update_cache.out";
+  const Tensor& value = stack[0]->toTensor();
+  Tensor& cache = stack[1]->toTensor();
+  const int64_t start = stack[2]->toInt();
+  if (!check_rank4_float(context, kOp, value) || !check_rank4_float(context, kOp, cache)) return;
+  const int64_t steps = value.size(1), heads = value.size(2), dim = value.size(3);
+  if (cache.size(2) != heads || cache.size(3) != dim) {
+    fail(context, kOp, "value and cache disagree on heads or head_dim");
+    return;
+  }
+  if (start < 0 || start + steps > cache.size(1)) {
+    fail(context, kOp, "start_pos + length exceeds the cache");
+    return;
+  }
+  const float* src = value.const_data_ptr<float>();
+  float* dst = cache.mutable_data_ptr<float>();
+  for (int64_t t = 0; t < steps; ++t) {
+    for (int64_t h = 0; h < heads; ++h) {
+      const float* from = src + at(value, t, h, 0);
+      float* to = dst + at(cache, start + t, h, 0);
+      if (value.strides()[3] == 1 && cache.strides()[3] == 1) {
+        std::copy(from, from + dim, to);
+      } else {
+        for (int64_t d = 0; d < dim; ++d) {
+          dst[at(cache, start + t, h, d)] = src[at(value, t, h, d)];
+        }
+      }
+    }
+  }
+}
+
+// custom_sdpa.out(Tensor query, Tensor key, Tensor value, SymInt start_pos, Tensor? attn_mask,
+//                 float drpout_p, bool is_causal, float? scale, *, Tensor(a!) out)
+// query [1, T, H, D] at positions start_pos..start_pos+T-1 attends over the caches
+// key/value [1, S, Hkv, D] (grouped-query: head h reads kv head h / (H / Hkv)).
+void custom_sdpa_out(rt::KernelRuntimeContext& context, rt::Span<rt::EValue*> stack) {
+  constexpr const char* kOp = "llama::custom_sdpa.out";
+  const Tensor& q = stack[0]->toTensor();
+  const Tensor& k = stack[1]->toTensor();
+  const Tensor& v = stack[2]->toTensor();
+  const int64_t start = stack[3]->toInt();
+  const bool has_mask = !stack[4]->isNone();
+  const double dropout = stack[5]->toDouble();
+  const bool is_causal = stack[6]->toBool();
+  const bool has_scale = !stack[7]->isNone();
+  Tensor& out = stack[8]->toTensor();
+  if (!check_rank4_float(context, kOp, q) || !check_rank4_float(context, kOp, k) ||
+      !check_rank4_float(context, kOp, v) || !check_rank4_float(context, kOp, out)) {
+    return;
+  }
+  if (has_mask) {
+    fail(context, kOp, "attn_mask is not supported by the host kernel");
+    return;
+  }
+  if (dropout != 0.0) {
+    fail(context, kOp, "dropout must be 0 at inference");
+    return;
+  }
+  // `out` is planned at the upper bound of the dynamic T: give it the query's shape.
+  if (rt::resize_tensor(out, q.sizes()) != rt::Error::Ok) {
+    fail(context, kOp, "cannot resize out to the query's shape");
+    return;
+  }
+  const int64_t steps = q.size(1), heads = q.size(2), dim = q.size(3);
+  const int64_t kv_heads = k.size(2);
+  if (k.size(3) != dim || v.size(3) != dim || v.size(2) != kv_heads || kv_heads == 0 ||
+      heads % kv_heads != 0) {
+    fail(context, kOp, "query, key, value and out shapes disagree");
+    return;
+  }
+  if (start < 0 || start + steps > k.size(1)) {
+    fail(context, kOp, "start_pos + length exceeds the cache");
+    return;
+  }
+  const float scale = has_scale ? static_cast<float>(stack[7]->toDouble())
+                                : 1.0f / std::sqrt(static_cast<float>(dim));
+  const int64_t group = heads / kv_heads;
+  const float* qd = q.const_data_ptr<float>();
+  const float* kd = k.const_data_ptr<float>();
+  const float* vd = v.const_data_ptr<float>();
+  float* od = out.mutable_data_ptr<float>();
+  std::vector<float> scores(static_cast<size_t>(start + steps));
+  std::vector<float> acc(static_cast<size_t>(dim));
+
+  for (int64_t t = 0; t < steps; ++t) {
+    // Causal: position start+t sees keys 0..start+t. Otherwise everything written so far.
+    const int64_t keys = is_causal ? start + t + 1 : start + steps;
+    for (int64_t h = 0; h < heads; ++h) {
+      const int64_t g = h / group;
+      const float* qrow = qd + at(q, t, h, 0);
+      const int64_t qs = q.strides()[3], ks = k.strides()[3], vs = v.strides()[3];
+      float max_score = -INFINITY;
+      for (int64_t s = 0; s < keys; ++s) {
+        const float* krow = kd + at(k, s, g, 0);
+        float dot = 0.0f;
+        for (int64_t d = 0; d < dim; ++d) dot += qrow[d * qs] * krow[d * ks];
+        scores[s] = dot * scale;
+        max_score = std::max(max_score, scores[s]);
+      }
+      float total = 0.0f;
+      for (int64_t s = 0; s < keys; ++s) total += scores[s] = std::exp(scores[s] - max_score);
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int64_t s = 0; s < keys; ++s) {
+        const float p = scores[s] / total;
+        const float* vrow = vd + at(v, s, g, 0);
+        for (int64_t d = 0; d < dim; ++d) acc[d] += p * vrow[d * vs];
+      }
+      for (int64_t d = 0; d < dim; ++d) od[at(out, t, h, d)] = acc[d];
+    }
+  }
+}
+
+// Registered when the binary starts (this object file is linked in whole, see CMakeLists.txt).
+const bool registered = [] {
+  static const rt::Kernel kernels[] = {
+      rt::Kernel("llama::update_cache.out", update_cache_out),
+      rt::Kernel("llama::custom_sdpa.out", custom_sdpa_out),
+  };
+  const auto error = rt::register_kernels({kernels, 2});
+  if (error != rt::Error::Ok) ET_LOG(Error, "registering the host LLM custom ops failed");
+  return error == rt::Error::Ok;
+}();
+
+}  // namespace
