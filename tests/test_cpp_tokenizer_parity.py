@@ -191,6 +191,26 @@ def test_decode_matches_hf(variant, hf, results):
         assert row["stream"] == row["decoded"], text[:80]
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_decode_of_arbitrary_ids_matches_hf(variant, binary, tokenizer_files, hf):
+    """Decoding what a model may generate, not just what encode produced: random ids, byte
+    tokens cut mid-character, special tokens anywhere, unknown ids."""
+    reference = hf[variant]
+    size = reference.get_vocab_size(with_added_tokens=True)
+    byte_ids = [i for i in (reference.token_to_id(f"<0x{b:02X}>") for b in range(256)) if i]
+    special = list(reference.get_added_tokens_decoder())
+    rng = random.Random(99)
+    pools = [list(range(size)), byte_ids or list(range(size)), special, [size, size + 7]]
+    id_lists = [
+        [rng.choice(rng.choices(pools, weights=[6, 3, 1, 0.2])[0]) for _ in range(rng.randint(1, 30))]
+        for _ in range(400)
+    ]
+    rows = cpp_tokenizer.decode_with_cpp(binary, tokenizer_files[variant], id_lists)
+    for ids, row in zip(id_lists, rows, strict=True):
+        assert row["decoded"] == reference.decode(ids, skip_special_tokens=False), ids
+        assert row["decoded_skip_special"] == reference.decode(ids, skip_special_tokens=True), ids
+
+
 def _gpt2_byte_chars() -> dict[int, str]:
     """GPT-2's byte -> printable character map (the alphabet of byte-level BPE)."""
     printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]

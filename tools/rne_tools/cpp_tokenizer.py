@@ -103,6 +103,22 @@ def encode_with_cpp(binary: Path, tokenizer_json: Path, texts: list[str]) -> lis
     return rows
 
 
+def decode_with_cpp(binary: Path, tokenizer_json: Path, id_lists: list[list[int]]) -> list[dict]:
+    """Run ``rne_tokenize --decode-jsonl``: per id list, ``decoded`` and
+    ``decoded_skip_special``."""
+    payload = "".join(json.dumps(ids) + "\n" for ids in id_lists)
+    proc = subprocess.run(
+        [str(binary), str(tokenizer_json), "--decode-jsonl"],
+        input=payload.encode(), capture_output=True, check=False,
+    )
+    if proc.returncode != 0:
+        raise CppTokenizerError(f"rne_tokenize failed: {proc.stderr.decode(errors='replace')}")
+    rows = [json.loads(line) for line in proc.stdout.decode().split("\n") if line]
+    if len(rows) != len(id_lists):
+        raise CppTokenizerError(f"rne_tokenize answered {len(rows)} lines for {len(id_lists)}")
+    return rows
+
+
 def smollm2_tokenizer_json() -> Path:
     """SmolLM2-135M-Instruct's real tokenizer.json, recovered from the GGUF (cached)."""
     from rne_tools.gguf_import import smollm2_checkpoint

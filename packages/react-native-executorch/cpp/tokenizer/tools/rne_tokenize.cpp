@@ -5,6 +5,9 @@
 //                                             object per line with ids (with/without special
 //                                             tokens), decode (with/without skipping special
 //                                             tokens) and the concatenated stream-decoder output
+//   rne_tokenize TOKENIZER_JSON --decode-jsonl
+//                                             stdin: one JSON array of ids per line; stdout:
+//                                             {"decoded", "decoded_skip_special"} per line
 //   rne_tokenize TOKENIZER_JSON --vocab       JSON: vocab_size and id_to_token for every id below
 //                                             it plus the added tokens (null where no token)
 //   rne_tokenize TOKENIZER_JSON --bench FILE [REPEAT]
@@ -62,6 +65,32 @@ int run_jsonl(const Tokenizer& tokenizer) {
     json::write_string(tokenizer.decode(ids, true), out);
     out += ",\"stream\":";
     json::write_string(rne::tokenizer::unicode::to_valid_utf8_lossy(stream), out);
+    out += "}\n";
+    std::cout << out;
+  }
+  return 0;
+}
+
+int run_decode_jsonl(const Tokenizer& tokenizer) {
+  std::string line;
+  for (size_t line_number = 1; std::getline(std::cin, line); ++line_number) {
+    json::Value array;
+    json::ParseError error;
+    std::vector<TokenId> ids;
+    bool ok = json::parse(line, array, error) && array.is_array();
+    for (size_t i = 0; ok && i < array.as_array().size(); ++i) {
+      const json::Value& id = array.as_array()[i];
+      ok = id.is_integer();
+      if (ok) ids.push_back(static_cast<TokenId>(id.as_integer()));
+    }
+    if (!ok) {
+      std::cerr << "stdin line " << line_number << ": expected a JSON array of integers\n";
+      return 2;
+    }
+    std::string out = "{\"decoded\":";
+    json::write_string(tokenizer.decode(ids, false), out);
+    out += ",\"decoded_skip_special\":";
+    json::write_string(tokenizer.decode(ids, true), out);
     out += "}\n";
     std::cout << out;
   }
@@ -128,7 +157,8 @@ int run_bench(const Tokenizer& tokenizer, const std::string& path, int repeat,
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::cerr << "usage: rne_tokenize TOKENIZER_JSON (TEXT | --jsonl | --vocab | --bench FILE [REPEAT])\n";
+    std::cerr << "usage: rne_tokenize TOKENIZER_JSON (TEXT | --jsonl | --decode-jsonl | --vocab | "
+                 "--bench FILE [REPEAT])\n";
     return 2;
   }
   const auto load_start = std::chrono::steady_clock::now();
@@ -143,6 +173,7 @@ int main(int argc, char** argv) {
   const Tokenizer& tokenizer = loaded.value();
   const std::string mode = argv[2];
   if (mode == "--jsonl") return run_jsonl(tokenizer);
+  if (mode == "--decode-jsonl") return run_decode_jsonl(tokenizer);
   if (mode == "--vocab") return run_vocab(tokenizer);
   if (mode == "--bench") {
     if (argc < 4) {
