@@ -1,0 +1,163 @@
+"""The C++ runner (rne_llm, built from packages/react-native-executorch/cpp) on real exports.
+
+- its greedy tokens equal the Python reference runner's (rne_tools.runtime) on the same file,
+- the real SmolLM2 answers the Paris question through the chat template and the C++ tokenizer,
+- bad inputs fail with messages that name the problem.
+
+The binary comes from the canonical host build (build/host); it is configured and built with
+the commands of packages/react-native-executorch/cpp/README.md when missing.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rne_tools.paths import CACHE_DIR, PACKAGE_DIR, REPO_ROOT
+
+BUILD_DIR = REPO_ROOT / "build" / "host"
+RNE_LLM = BUILD_DIR / "host" / "rne_llm"
+PARIS = "What is the capital of France?"
+
+
+@pytest.fixture(scope="session")
+def rne_llm() -> Path:
+    if not RNE_LLM.is_file():
+        cmake = REPO_ROOT / ".venv" / "bin" / "cmake"
+        subprocess.run([cmake, "-S", PACKAGE_DIR / "cpp", "-B", BUILD_DIR, "-G", "Ninja",
+                        "-DCMAKE_BUILD_TYPE=Release"], check=True, capture_output=True)
+        subprocess.run([cmake, "--build", BUILD_DIR, "-j", "2", "--target", "rne_llm"],
+                       check=True, capture_output=True)
+    return RNE_LLM
+
+
+@pytest.fixture(scope="session")
+def byte_tokenizer() -> Path:
+    """A byte-level tokenizer.json with exactly 256 tokens, for the tiny random models (their
+    vocabulary is 256): the runner refuses a tokenizer larger than the model's vocabulary."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    path = CACHE_DIR / "tokenizers" / "bytes256" / "tokenizer.json"
+    if not path.is_file():
+        alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+        tok = Tokenizer(models.BPE(vocab={ch: i for i, ch in enumerate(alphabet)}, merges=[]))
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+        tok.decoder = decoders.ByteLevel()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tok.save(str(tmp))
+        tmp.replace(path)
+    return path
+
+
+def run_json(binary: Path, *args: str) -> dict:
+    done = subprocess.run([binary, "--json", *args], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)
+
+
+def reference_greedy(pte: Path, prompt: list[int], max_new_tokens: int) -> list[int]:
+    from rne_tools.runtime.runner import PteRunner
+
+    return PteRunner(pte).generate(prompt, max_new_tokens, stop_at_eos=False).tokens
+
+
+@pytest.mark.parametrize("variant", ["tiny_llama_fp32", "tiny_llama_8da4w"])
+def test_greedy_tokens_equal_the_reference_runner_on_tiny_exports(
+    request, variant, rne_llm, byte_tokenizer
+):
+    export = request.getfixturevalue(variant)
+    # 37 tokens: two full chunks of 16 and a partial one, then decode past the context middle.
+    prompt = [(i * 37 + 11) % 256 for i in range(37)]
+    ours = run_json(rne_llm, "--model", str(export.pte_path), "--tokenizer", str(byte_tokenizer),
+                    "--prompt-ids", ",".join(map(str, prompt)), "--max-new-tokens", "24",
+                    "--ignore-eos")
+    assert ours["max_chunk"] == 16 and ours["prompt_ids"] == prompt
+    assert ours["stats"]["generated_tokens"] == 24
+    assert ours["tokens"] == reference_greedy(export.pte_path, prompt, 24)
+
+
+@pytest.mark.slow
+def test_greedy_tokens_equal_the_reference_runner_on_smollm2(rne_llm, smollm2_8da4w,
+                                                             smollm2_checkpoint):
+    from rne_tools.runtime.text import ChatTokenizer
+
+    prompt = ChatTokenizer(smollm2_checkpoint).user_prompt_ids("Name three colours.")
+    ours = run_json(rne_llm, "--model", str(smollm2_8da4w.pte_path),
+                    "--tokenizer", str(smollm2_checkpoint / "tokenizer.json"),
+                    "--prompt-ids", ",".join(map(str, prompt)), "--max-new-tokens", "32",
+                    "--ignore-eos")
+    assert ours["tokens"] == reference_greedy(smollm2_8da4w.pte_path, prompt, 32)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", ["smollm2_8da4w", "smollm2_fp32"])
+def test_smollm2_answers_the_paris_question(request, variant, rne_llm, smollm2_checkpoint):
+    from rne_tools.runtime.text import ChatTokenizer
+
+    export = request.getfixturevalue(variant)
+    out = run_json(rne_llm, "--model", str(export.pte_path),
+                   "--tokenizer", str(smollm2_checkpoint / "tokenizer.json"), PARIS)
+    # The C++ chat formatter + tokenizer produce exactly the ids of HF's apply_chat_template.
+    assert out["chat_format"] == "chatml"
+    assert out["prompt_ids"] == ChatTokenizer(smollm2_checkpoint).user_prompt_ids(PARIS)
+    assert "Paris" in out["text"], out["text"]
+    assert out["stats"]["stop_reason"] == "eos"
+    assert out["stats"]["decode_tokens_per_s"] > 0 and out["stats"]["prefill_tokens_per_s"] > 0
+
+
+def test_streamed_text_and_stats_go_to_the_terminal(rne_llm, tiny_llama_fp32, byte_tokenizer):
+    done = subprocess.run(
+        [rne_llm, "--model", tiny_llama_fp32.pte_path, "--tokenizer", byte_tokenizer, "--raw",
+         "--max-new-tokens", "5", "--ignore-eos", "hello"],
+        capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "prefill" in done.stderr and "decode" in done.stderr and "stop: max_new_tokens" in done.stderr
+
+
+def _cli_error(rne_llm: Path, *args: str) -> str:
+    done = subprocess.run([rne_llm, *map(str, args)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout
+    return done.stderr
+
+
+def test_missing_and_non_pte_model_files_are_named(rne_llm, byte_tokenizer, tmp_path):
+    missing = tmp_path / "absent.pte"
+    assert f"{missing}: no such file" in _cli_error(
+        rne_llm, "--model", missing, "--tokenizer", byte_tokenizer, "--raw", "hi")
+    junk = tmp_path / "junk.pte"
+    junk.write_text("not a flatbuffer at all")
+    assert "not an ExecuTorch program" in _cli_error(
+        rne_llm, "--model", junk, "--tokenizer", byte_tokenizer, "--raw", "hi")
+
+
+def test_a_tokenizer_from_another_model_is_refused(rne_llm, tiny_llama_fp32, smollm2_checkpoint):
+    err = _cli_error(rne_llm, "--model", tiny_llama_fp32.pte_path,
+                     "--tokenizer", smollm2_checkpoint / "tokenizer.json", "--raw", "hi")
+    assert "different models" in err
+
+
+def test_a_pte_without_the_contract_methods_is_refused(rne_llm, byte_tokenizer, tmp_path):
+    import torch
+    from executorch.exir import to_edge_transform_and_lower
+
+    class NoContract(torch.nn.Module):
+        def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
+            return torch.zeros(1, 256) + tokens.sum() + input_pos
+
+    program = torch.export.export(
+        NoContract(), (torch.zeros(1, 4, dtype=torch.long), torch.zeros(1, dtype=torch.long)))
+    pte = tmp_path / "no_contract.pte"
+    pte.write_bytes(to_edge_transform_and_lower(program).to_executorch().buffer)
+    err = _cli_error(rne_llm, "--model", pte, "--tokenizer", byte_tokenizer, "--raw", "hi")
+    assert "get_max_context_len" in err and "tools/export_model.py" in err
+
+
+def test_bad_options_say_what_is_wrong(rne_llm, tiny_llama_fp32, byte_tokenizer):
+    base = ["--model", tiny_llama_fp32.pte_path, "--tokenizer", byte_tokenizer, "--raw"]
+    assert "top_p" in _cli_error(rne_llm, *base, "--top-p", "2", "hi")
+    assert "--temperature expects a number" in _cli_error(rne_llm, *base, "--temperature", "hot", "hi")
+    assert "positions" in _cli_error(rne_llm, *base, "x" * 100)  # 100 bytes > 64 positions
