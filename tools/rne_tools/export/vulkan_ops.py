@@ -28,6 +28,19 @@ def _load_ops() -> None:
     import executorch.backends.vulkan.custom_ops_lib  # noqa: F401  (et_vk::rms_norm, et_vk::sdpa)
     import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401  (llama::update_cache)
 
+    # et_vk::sdpa has only a composite kernel, so tracing runs its matmuls and the output gets
+    # their strides, which with a symbolic T cannot be proven contiguous. Its output is
+    # q-shaped and contiguous by definition: say so.
+    if not torch._C._dispatch_has_kernel_for_dispatch_key("et_vk::sdpa", "Meta"):
+        torch.library.register_fake("et_vk::sdpa", _sdpa_fake, lib=_FAKES)
+
+
+_FAKES = torch.library.Library("et_vk", "FRAGMENT")
+
+
+def _sdpa_fake(q, k, v, attn_mask=None, scale=None):  # noqa: ANN001, ANN202
+    return torch.empty_like(q, memory_format=torch.contiguous_format)
+
 
 class VulkanRMSNorm(nn.Module):
     """``et_vk::rms_norm``; the weightless form uses a constant ones weight."""
@@ -83,7 +96,7 @@ class VulkanSDPA(nn.Module):
         bias = (1.0 - mask.to(q.dtype)) * MASKED
         bias = bias.repeat(self.n_rep, 1).expand(b, h_kv, self.n_rep * t, mask.shape[-1])
         out = torch.ops.et_vk.sdpa(q, k, v, bias, self.scale)
-        return out.reshape(b, h, t, d)
+        return out.unflatten(2, (self.n_rep, t)).flatten(1, 2)
 
 
 def apply_vulkan_transforms(model: gemma4.Transformer) -> gemma4.Transformer:

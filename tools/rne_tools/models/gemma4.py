@@ -292,13 +292,17 @@ class KVCache(nn.Module):
         self.v.index_copy_(2, slots, v)
         return self.k, self.v
 
-    def slot_positions(self, input_pos: torch.Tensor, seq_len: int) -> torch.Tensor:
-        """Absolute position held by each slot after writing the chunk (negative = never written)."""
-        j = torch.arange(self.size, device=input_pos.device)
+    def read(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The whole cache as [1, H_kv, size, D] keys and values (for KV-shared layers)."""
+        return self.k, self.v
+
+    def slot_positions(self, last_pos: torch.Tensor) -> torch.Tensor:
+        """Absolute position held by each slot once position ``last_pos`` [1] is written
+        (negative = never written)."""
+        j = torch.arange(self.size, device=last_pos.device)
         if not self.ring:
             return j
-        last = input_pos + (seq_len - 1)
-        return last - torch.remainder(last - j, self.size)
+        return last_pos - torch.remainder(last_pos - j, self.size)
 
 
 class SDPA(nn.Module):
@@ -355,7 +359,7 @@ class Attention(nn.Module):
         q = self.q_norm(self.wq(x).view(b, t, self.n_heads, self.head_dim)).transpose(1, 2)
         q = self.rope(q, input_pos)
         if self.shared:
-            k, v = cache.k, cache.v
+            k, v = cache.read()
         else:
             k = self.wk(x).view(b, t, self.n_kv_heads, self.head_dim)
             v = k if self.wv is None else self.wv(x).view(b, t, self.n_kv_heads, self.head_dim)
@@ -471,13 +475,13 @@ class Transformer(nn.Module):
         """The cache layer ``layer`` reads (its own, or its KV-sharing source's)."""
         return self.caches[str(self.args.kv_source[layer])]
 
-    def _masks(self, input_pos: torch.Tensor, seq_len: int) -> dict[str, torch.Tensor]:
-        """Boolean [T, S] attention masks per layer type, from absolute positions."""
-        q_pos = (input_pos + torch.arange(seq_len, device=input_pos.device))[:, None]
+    def _masks(self, positions: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Boolean [T, S] attention masks per layer type, from the chunk's absolute positions."""
+        q_pos = positions[:, None]
         masks = {}
         for kind in set(self.args.layer_types):
             layer = self.args.layer_types.index(kind)
-            kv_pos = self.cache_for(layer).slot_positions(input_pos, seq_len)[None, :]
+            kv_pos = self.cache_for(layer).slot_positions(positions[-1:])[None, :]
             mask = (kv_pos >= 0) & (kv_pos <= q_pos)
             if kind == SLIDING:
                 mask = mask & (q_pos - kv_pos < self.args.sliding_window)
@@ -496,14 +500,16 @@ class Transformer(nn.Module):
         seq_len = tokens.shape[1]
         h = self.tok_embeddings(tokens) * self.embed_scale
         ple = self._per_layer_inputs(tokens, h) if self.args.ple_dim else None
-        masks = self._masks(input_pos, seq_len)
+        # Positions come from tensor ops only (no tensor + SymInt), which every backend lowers.
+        positions = input_pos + torch.arange(seq_len, device=input_pos.device)
+        masks = self._masks(positions)
         for i, layer in enumerate(self.layers):
             if i == self.args.first_shared_layer:
                 # Shared layers write no cache and only the last position's logits are returned,
                 # so the rest of the stack runs on the last token alone.
                 h = h[:, -1:]
                 ple = ple[:, -1:] if ple is not None else None
-                input_pos = input_pos + (seq_len - 1)
+                input_pos = positions[-1:]
                 masks = {kind: m[-1:] for kind, m in masks.items()}
             kind = self.args.layer_types[i]
             h = layer(
