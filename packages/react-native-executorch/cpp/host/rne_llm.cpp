@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <executorch/runtime/platform/platform.h>
+
 #include "chat_template.h"
 #include "json.h"
 #include "rne/runner/llm_runner.h"
@@ -44,6 +46,16 @@ Ctrl-C interrupts the generation in progress.
 )";
 
 std::atomic<LlmRunner*> g_runner{nullptr};
+
+// The runtime logs CPU probing and similar at Info level on every load; a CLI whose stdout is
+// the answer shows only warnings and errors (RNE_VERBOSE=1 shows everything).
+void emit_runtime_log(et_timestamp_t, et_pal_log_level_t level, const char* filename,
+                      const char*, size_t line, const char* message, size_t length) {
+  static const bool verbose = std::getenv("RNE_VERBOSE") != nullptr;
+  if (!verbose && (level == kDebug || level == kInfo)) return;
+  std::fprintf(stderr, "executorch %c %s:%zu] %.*s\n", static_cast<char>(level), filename, line,
+               static_cast<int>(length), message);
+}
 
 void on_sigint(int) {
   if (LlmRunner* runner = g_runner.load()) runner->interrupt();
@@ -174,6 +186,8 @@ std::string stats_json(const Stats& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  executorch::runtime::register_pal(
+      executorch::runtime::PalImpl::create(emit_runtime_log, __FILE__));
   Options o = parse_args(argc, argv);
   if (o.list_backends) {
     for (const auto& name : rne::runner::registered_backends()) std::cout << name << "\n";
