@@ -37,3 +37,20 @@ def test_verify_without_a_manifest_fails_clearly():
     else:
         assert result.returncode == 1
         assert "no manifest at" in result.stderr and "build the platform first" in result.stderr
+
+
+def test_host_plan_runs_exactly_the_commands_of_the_cpp_readme():
+    """The host plan is the configure/build pair documented in packages/.../cpp/README.md."""
+    import shlex
+
+    from rne_tools.binaries.platforms import host_build_argv, host_configure_argv
+
+    readme = (REPO_ROOT / "packages" / "react-native-executorch" / "cpp" / "README.md").read_text()
+    commands = [shlex.split(line) for line in readme.splitlines() if line.startswith("cmake ")]
+    configure = [c for c in commands if c[:2] == ["cmake", "-S"]]
+    build = [c for c in commands if c[:2] == ["cmake", "--build"]]
+    assert configure == [list(host_configure_argv())]
+    assert len(build) == 1
+    jobs = int(build[0][build[0].index("-j") + 1])
+    assert build == [list(host_build_argv(jobs))]
+    assert "export PATH=\"$PWD/.venv/bin:$PATH\"" in readme  # == the executor's PATH order

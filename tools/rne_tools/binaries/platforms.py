@@ -254,8 +254,9 @@ def _android_steps(abis: tuple[str, ...], jobs: int) -> tuple[list[Step], dict[s
 # ---------------------------------------------------------------------------------------------
 # Host
 
-HOST_PROJECT = "$REPO/packages/react-native-executorch/cpp"
-HOST_BUILD = "$REPO/build/host"
+# Relative to the repository root (every step's working directory), as the README writes them.
+HOST_PROJECT = "packages/react-native-executorch/cpp"
+HOST_BUILD = "build/host"
 
 
 def host_configure_argv() -> tuple[str, ...]:
