@@ -78,6 +78,8 @@ describe('downloading', () => {
     await screen.findByText(/^Downloading [1-9]\d?%$/, {}, { timeout: 3000 });
     await user.press(screen.getByRole('button', { name: 'Cancel download' }));
     expect(screen.getByText('Choose a model')).toBeOnTheScreen();
+    // What was downloaded so far stays, and the picker says so.
+    await screen.findByText(/^Downloaded: \d+(\.\d)? KB$/);
 
     const { repo, revision } = mirror.model.hf;
     const part = join(documentDir(), 'react-native-executorch', 'models', repo, revision, 'xnnpack', 'mirror.pte.part');
@@ -150,10 +152,26 @@ describe('chatting', () => {
     await send(user, 'Hello');
     await screen.findByText('Hi!');
     await user.press(clear());
-    expect(screen.queryByText('Hi!')).toBeNull();
-    expect(screen.queryByText('Hello')).toBeNull();
+    expect(screen.queryByText('Hi!')).not.toBeOnTheScreen();
+    expect(screen.queryByText('Hello')).not.toBeOnTheScreen();
     expect(screen.getByText(`Ask ${mirror!.model.name} something.`)).toBeOnTheScreen();
     expect(native.calls).toContain('reset');
+  });
+
+  test('downloaded files are listed in the picker and can be deleted', async () => {
+    const { user, model } = await openChat(['Hi']);
+    const { repo, revision } = model.hf;
+    const cacheDir = join(documentDir(), 'react-native-executorch', 'models', repo, revision);
+    await user.press(screen.getByRole('button', { name: 'Back to models' }));
+    expect(await screen.findByText(/^Downloaded: 200\.\d KB$/)).toBeOnTheScreen();
+
+    await user.press(screen.getByRole('button', { name: `Delete the downloaded files of ${model.name}` }));
+    await waitFor(() => expect(screen.queryByText(/^Downloaded:/)).not.toBeOnTheScreen());
+    expect(existsSync(cacheDir)).toBe(false);
+    // Opening it again downloads it again.
+    await user.press(screen.getByRole('button', { name: `Open ${model.name}` }));
+    await screen.findByText(`Ask ${model.name} something.`, {}, { timeout: 3000 });
+    expect(mirror!.server.requests.filter((r) => r.path.endsWith('.pte')).map((r) => r.status)).toEqual([200, 200]);
   });
 
   test('back to the models releases the loaded model', async () => {
@@ -162,5 +180,6 @@ describe('chatting', () => {
     await user.press(screen.getByRole('button', { name: 'Back to models' }));
     expect(screen.getByText('Choose a model')).toBeOnTheScreen();
     expect(native.liveHandles()).toBe(0);
+    await screen.findByText(/^Downloaded: 200\.\d KB$/);
   });
 });

@@ -40,7 +40,7 @@ export default function App({ catalog = registryModels, baseUrl }: AppProps) {
           onRetry={() => setAttempt((n) => n + 1)}
         />
       ) : (
-        <ModelPicker catalog={catalog} device={device} fs={adapters.fs} onOpen={setSelection} />
+        <ModelPicker catalog={catalog} device={device} fs={adapters.fs} resources={resources} onOpen={setSelection} />
       )}
     </View>
   );

@@ -3,9 +3,11 @@ import { ScrollView, StyleSheet, Text, View } from 'react-native';
 import type {
   AnyLLMDescriptor,
   Backend,
+  CachedModel,
   DeviceCapabilities,
   FileSystemAdapter,
   ModelFiles,
+  ResourceFetcher,
 } from 'react-native-executorch';
 
 import { downloadSize, findSideloaded, runnableBackends, shippedBackends } from './catalog';
@@ -26,10 +28,12 @@ interface ModelPickerProps {
   /** Null when the native module is not linked. */
   readonly device: DeviceCapabilities | null;
   readonly fs: FileSystemAdapter;
+  /** The app's fetcher: what is downloaded, and deleting it. */
+  readonly resources: ResourceFetcher;
   onOpen(selection: Selection): void;
 }
 
-export function ModelPicker({ catalog, device, fs, onOpen }: ModelPickerProps) {
+export function ModelPicker({ catalog, device, fs, resources, onOpen }: ModelPickerProps) {
   return (
     <ScrollView contentContainerStyle={styles.list}>
       <Text style={styles.title} accessibilityRole="header">
@@ -42,7 +46,7 @@ export function ModelPicker({ catalog, device, fs, onOpen }: ModelPickerProps) {
         </Text>
       )}
       {catalog.map((model) => (
-        <ModelCard key={model.id} model={model} device={device} fs={fs} onOpen={onOpen} />
+        <ModelCard key={model.id} model={model} device={device} fs={fs} resources={resources} onOpen={onOpen} />
       ))}
     </ScrollView>
   );
@@ -52,10 +56,11 @@ interface ModelCardProps {
   readonly model: AnyLLMDescriptor;
   readonly device: DeviceCapabilities | null;
   readonly fs: FileSystemAdapter;
+  readonly resources: ResourceFetcher;
   onOpen(selection: Selection): void;
 }
 
-function ModelCard({ model, device, fs, onOpen }: ModelCardProps) {
+function ModelCard({ model, device, fs, resources, onOpen }: ModelCardProps) {
   const shipped = shippedBackends(model);
   const runnable = runnableBackends(model, device);
   const [override, setOverride] = useState<Backend | null>(null);
@@ -76,6 +81,31 @@ function ModelCard({ model, device, fs, onOpen }: ModelCardProps) {
       live = false;
     };
   }, [fs, model, backend]);
+
+  // Downloaded files (complete or partial) of this model's repository revision, any backend.
+  const [cached, setCached] = useState<CachedModel | null>(null);
+  const [cacheVersion, setCacheVersion] = useState(0);
+  const [deleteError, setDeleteError] = useState<string | null>(null);
+
+  useEffect(() => {
+    let live = true;
+    const { repo, revision } = model.hf;
+    resources.listCachedModels().then(
+      (list) => live && setCached(list.find((c) => c.repo === repo && c.revision === revision && c.sizeBytes > 0) ?? null),
+      () => live && setCached(null),
+    );
+    return () => {
+      live = false;
+    };
+  }, [resources, model, cacheVersion]);
+
+  const deleteFiles = () => {
+    setDeleteError(null);
+    resources.deleteCachedModel(model).then(
+      () => setCacheVersion((n) => n + 1),
+      (error: unknown) => setDeleteError(error instanceof Error ? error.message : String(error)),
+    );
+  };
 
   const size = backend ? downloadSize(model, backend) : null;
   const files = sideloaded
@@ -99,6 +129,13 @@ function ModelCard({ model, device, fs, onOpen }: ModelCardProps) {
             : 'Backend: unknown (native module missing)'}
       </Text>
       {files !== '' && <Text style={styles.detail}>{files}</Text>}
+      {cached && (
+        <View style={styles.row}>
+          <Text style={styles.detail}>Downloaded: {formatBytes(cached.sizeBytes)}</Text>
+          <Button small title="Delete" label={`Delete the downloaded files of ${model.name}`} onPress={deleteFiles} />
+        </View>
+      )}
+      {deleteError && <Text style={styles.warning}>{deleteError}</Text>}
       <Text style={styles.detail}>Context: {model.contextLength} tokens</Text>
       {shipped.length > 1 && device && (
         <View style={styles.chips}>
@@ -146,4 +183,5 @@ const styles = StyleSheet.create({
   name: { fontSize: 18, fontWeight: '600', color: colors.text },
   detail: { color: colors.muted },
   chips: { flexDirection: 'row', flexWrap: 'wrap', gap: 6 },
+  row: { flexDirection: 'row', alignItems: 'center', justifyContent: 'space-between' },
 });
