@@ -26,7 +26,8 @@ export function ChatScreen({ selection, resources, onBack, onRetry }: ChatScreen
   const [draft, setDraft] = useState('');
   // The message of a failed generation, so that Retry can send it again.
   const [failedMessage, setFailedMessage] = useState<string | null>(null);
-  // Clearing the conversation answers a generation error; it stays in llm.error until the next one.
+  // A generation error stays in llm.error until the next generation; clearing the conversation
+  // dismisses it.
   const [dismissed, setDismissed] = useState<ExecutorchError | null>(null);
   const scroll = useRef<ScrollView>(null);
 
@@ -64,7 +65,7 @@ export function ChatScreen({ selection, resources, onBack, onRetry }: ChatScreen
           )}
           <Button
             title={llm.error ? 'Choose another model' : 'Cancel'}
-            label={llm.error ? 'Choose another model' : 'Cancel download'}
+            label={llm.error ? 'Choose another model' : localFiles ? 'Cancel loading' : 'Cancel download'}
             onPress={onBack}
           />
         </View>
