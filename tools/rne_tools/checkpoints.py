@@ -157,21 +157,27 @@ def load_model(
 
 
 def random_model(
-    arch: str, config_name: str, max_context: int, max_chunk: int, seed: int = 0
+    arch: str,
+    config: str | dict[str, Any],
+    max_context: int,
+    max_chunk: int,
+    seed: int = 0,
 ) -> tuple[nn.Module, Any, dict[str, Any]]:
-    """Build architecture ``arch`` from its named random config with seeded random weights.
+    """Build architecture ``arch`` with seeded random weights from ``config``: a name of the
+    architecture's ``RANDOM_CONFIGS`` or an HF config dict.
 
     Returns ``(model, args, hf_config)``.
     """
     module = get_architecture(arch)
-    if config_name not in module.RANDOM_CONFIGS:
-        raise CheckpointError(
-            f"Unknown random config {config_name!r} for architecture {arch!r}; "
-            f"known: {', '.join(sorted(module.RANDOM_CONFIGS))}."
-        )
-    cfg = module.RANDOM_CONFIGS[config_name]
-    args = module.ModelArgs.from_hf_config(cfg)
+    if isinstance(config, str):
+        if config not in module.RANDOM_CONFIGS:
+            raise CheckpointError(
+                f"Unknown random config {config!r} for architecture {arch!r}; "
+                f"known: {', '.join(sorted(module.RANDOM_CONFIGS))}."
+            )
+        config = module.RANDOM_CONFIGS[config]
+    args = module.ModelArgs.from_hf_config(config)
     with skip_init():
         model = module.Transformer(args, max_context=max_context, max_chunk=max_chunk)
     model.init_random(seed)
-    return model.eval().requires_grad_(False), args, dict(cfg)
+    return model.eval().requires_grad_(False), args, dict(config)

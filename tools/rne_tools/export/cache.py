@@ -85,7 +85,7 @@ def cached_export(
     quantization: str | None = None,
     *,
     checkpoint: Path | str | None = None,
-    random_config: str | None = None,
+    random_config: str | dict[str, Any] | None = None,
     max_context: int | None = None,
     max_chunk: int | None = None,
     embedding_quantization: str = "8w",

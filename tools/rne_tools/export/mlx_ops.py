@@ -62,11 +62,17 @@ def _rope_fake(x, dims, offset, traditional, base, scale):  # noqa: ANN001, ANN2
     return torch.empty_like(x)
 
 
-def register_mlx_handlers() -> None:
-    """Teach the MLX program builder ``rne_mlx::rope`` (RopeNode with a tensor offset)."""
+def load_mlx_ops() -> None:
+    """Register the wheel's MLX custom ops (``mlx::custom_sdpa``); needs the generated schema."""
     from rne_tools.export import mlx_schema
 
     mlx_schema.install()
+    import executorch.backends.mlx.custom_ops  # noqa: F401
+
+
+def register_mlx_handlers() -> None:
+    """Teach the MLX program builder ``rne_mlx::rope`` (RopeNode with a tensor offset)."""
+    load_mlx_ops()
     from executorch.backends.mlx.builder.op_registry import REGISTRY
 
     target = torch.ops.rne_mlx.rope.default
@@ -120,8 +126,6 @@ class MLXSDPA(nn.Module):
     def forward(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor
     ) -> torch.Tensor:
-        import executorch.backends.mlx.custom_ops  # noqa: F401  (registers mlx::custom_sdpa)
-
         bias = torch.zeros(mask.shape, dtype=q.dtype).masked_fill(~mask, float("-inf"))
         # custom_sdpa attends over key[:start_pos + T]; this start_pos spans the whole cache.
         start_pos = k.shape[2] - q.shape[2]
@@ -184,6 +188,7 @@ def apply_mlx_transforms(model: gemma4.Transformer) -> gemma4.Transformer:
     """Swap RoPE, SDPA and RMSNorm modules for their MLX-op versions, in place."""
     if not isinstance(model, gemma4.Transformer):
         raise TypeError("the MLX source transforms are written for the gemma4 Transformer")
+    load_mlx_ops()
     permute_partial_rope(model)
     for module in list(model.modules()):
         for name, child in list(module.named_children()):

@@ -12,11 +12,13 @@ Nothing in site-packages is modified.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.abc
 import importlib.machinery
 import importlib.metadata
 import importlib.util
+import io
 import shutil
 import subprocess
 import sys
@@ -86,7 +88,8 @@ def _generate(serialization: Path, flatc: Path, out: Path) -> None:
     if proc.returncode != 0:
         raise ExportError(f"flatc failed on the MLX schema: {proc.stderr.strip()}")
     gen.GENERATED_DIR = generated
-    gen._fixup_flatc_imports()
+    with contextlib.redirect_stdout(io.StringIO()):  # it reports on stdout
+        gen._fixup_flatc_imports()
 
     schema = gen.parse_fbs(serialization / "schema.fbs")
     (pkg / "mlx_graph_schema.py").write_text(gen.generate_python_schema(schema))

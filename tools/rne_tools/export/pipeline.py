@@ -103,11 +103,18 @@ def resolve_options(
 
 
 def resolve_source(
-    options: ExportOptions, checkpoint: Path | str | None, random_config: str | None
+    options: ExportOptions,
+    checkpoint: Path | str | None,
+    random_config: str | dict[str, Any] | None,
 ) -> ModelSource:
-    """Pick the weights: an explicit checkpoint, a random config, or the model's default."""
+    """Pick the weights: an explicit checkpoint, a random config (a name of the architecture's
+    ``RANDOM_CONFIGS`` or an HF config dict), or the model's default checkpoint."""
     if checkpoint is not None and random_config is not None:
         raise ExportError("Pass either a checkpoint directory or a random config, not both.")
+    if isinstance(random_config, dict):
+        # A full HF config (e.g. a real model's widths at reduced depth, for benchmarks).
+        get_architecture(options.architecture).ModelArgs.from_hf_config(random_config)
+        return ModelSource(None, "custom", dict(random_config))
     if random_config is not None:
         configs = get_architecture(options.architecture).RANDOM_CONFIGS
         if random_config not in configs:
@@ -154,7 +161,7 @@ def special_token_ids(source: ModelSource) -> tuple[int, list[int]]:
 def load_source(source: ModelSource, options: ExportOptions) -> nn.Module:
     if source.random_config is not None:
         model, _, _ = random_model(
-            options.architecture, source.random_config, options.max_context, options.max_chunk
+            options.architecture, source.hf_config, options.max_context, options.max_chunk
         )
         return model
     model, _ = load_model(
@@ -206,11 +213,14 @@ def lower(
         exported = export(model, example, dynamic_shapes=dynamic, strict=False)
     edge = to_edge_transform_and_lower(
         exported,
+        # Backend graph passes run before partitioning (e.g. MLX's fusions and reinplacing).
+        transform_passes=(
+            backend.transform_passes(options) if hasattr(backend, "transform_passes") else None
+        ),
         partitioner=backend.partitioners(options),
         compile_config=backend.compile_config(),
         constant_methods=constants,
     )
-    delegation = delegation_summary(edge.exported_program().graph_module)
     program = edge.to_executorch(
         ExecutorchBackendConfig(
             extract_delegate_segments=True,
@@ -220,7 +230,9 @@ def lower(
             sym_shape_eval_pass=ConstraintBasedSymShapeEvalPass(),
         )
     )
-    return program, delegation
+    # Summarised after to_executorch, whose quant fusion turns dequantize + embedding into
+    # the quantized embedding kernels: this is the graph that runs.
+    return program, delegation_summary(program.exported_program().graph_module)
 
 
 _BOOKKEEPING = {"getitem", "sym_size", "alloc"}
@@ -231,7 +243,7 @@ def delegation_summary(graph_module: Any) -> dict[str, Any]:
     from executorch.devtools.backend_debug import get_delegation_info
 
     info = get_delegation_info(graph_module)
-    # Output unpacking and shape queries are bookkeeping, not ops that run on the CPU.
+    # Output unpacking, shape queries and memory planning are bookkeeping, not ops that compute.
     ops = {k: b for k, b in info.delegation_by_operator.items() if k not in _BOOKKEEPING}
     delegated = sum(b.delegated for b in ops.values())
     cpu = sum(b.non_delegated for b in ops.values())
@@ -258,7 +270,7 @@ def export_llm(
     quantization: str | None = None,
     *,
     checkpoint: Path | str | None = None,
-    random_config: str | None = None,
+    random_config: str | dict[str, Any] | None = None,
     max_context: int | None = None,
     max_chunk: int | None = None,
     embedding_quantization: str = "8w",
@@ -315,6 +327,12 @@ def export_llm(
             with _stage(bar, "serialize", timings):
                 with tmp_pte.open("wb") as f:
                     program.write_to_file(f)
+                # GPU backends check their lowering here (their runtimes are not on this host).
+                backend_checks = (
+                    backend_impl.inspect(model, program, options)
+                    if hasattr(backend_impl, "inspect")
+                    else None
+                )
                 del program
             verification: dict[str, Any] = {"passed": False, "status": "not run"}
             if verify:
@@ -338,6 +356,7 @@ def export_llm(
             "size": tmp_pte.stat().st_size,
             "sha256": _sha256(tmp_pte),
             "delegation": delegation,
+            "backend_checks": backend_checks,
             "export_seconds": round(time.perf_counter() - start, 2),
             "stage_seconds": timings,
             "peak_rss_bytes": _peak_rss_bytes(),

@@ -61,6 +61,8 @@ class Backend(Protocol):
 
 _BACKEND_MODULES: dict[str, str] = {
     "xnnpack": "rne_tools.export.backends.xnnpack",
+    "mlx": "rne_tools.export.backends.mlx",
+    "vulkan": "rne_tools.export.backends.vulkan",
 }
 
 

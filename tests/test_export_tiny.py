@@ -1,0 +1,111 @@
+"""End-to-end export of tiny random Llama configs: contract, report, verification, runner."""
+
+import json
+
+import pytest
+import torch
+
+from rne_tools.checkpoints import random_model
+from rne_tools.export.backends import BACKEND_CODES
+from rne_tools.export.custom_ops import use_custom_attention
+from rne_tools.export.verify import greedy
+from rne_tools.export.xnnpack_modules import use_xnnpack_friendly_modules
+from rne_tools.runtime import PteRunner
+
+
+def _eager(quantized=False):
+    model, _, _ = random_model("llama", "tiny", max_context=64, max_chunk=16)
+    return model
+
+
+def test_fp32_contract_and_report(tiny_llama_fp32):
+    result = tiny_llama_fp32
+    runner = PteRunner(result.pte_path)
+    info = runner.info
+    # max_chunk comes from the forward method's metadata (the dynamic bound), not a constant.
+    assert info.max_chunk == 16
+    assert info.constants["get_max_seq_len"] == 16
+    assert info.max_context == 64
+    assert info.vocab_size == 256
+    assert info.bos_id == 1 and info.eos_ids == (2,)
+    assert info.backend_code == BACKEND_CODES["xnnpack"]
+    assert info.constants["use_kv_cache"] is True
+    assert info.constants["enable_dynamic_shape"] is True
+
+    report = json.loads(result.report_path.read_text())
+    assert result.pte_path.name == "smollm2_135m_xnnpack_fp32.pte"
+    assert result.report_path.name == "smollm2_135m_xnnpack_fp32.report.json"
+    assert report["size"] == result.pte_path.stat().st_size
+    import hashlib
+
+    assert report["sha256"] == hashlib.sha256(result.pte_path.read_bytes()).hexdigest()
+    assert report["verification"]["passed"] is True
+    assert report["verification"]["matching_tokens"] == report["verification"]["generated_tokens"]
+    assert report["verification"]["max_abs_logit_diff"] < 1e-3
+    delegation = report["delegation"]
+    assert 0.5 < delegation["delegated_share"] <= 1.0
+    # Linears and norms are delegated; only glue and the custom attention op stay on the CPU.
+    assert not any("linear" in op or "mm" in op for op in delegation["cpu_ops"])
+    assert report["peak_rss_bytes"] > 0 and report["export_seconds"] > 0
+
+
+def test_runtime_matches_eager_for_every_chunk_length(tiny_llama_fp32):
+    """Prefill with each T in 1..max_chunk, then decode: logits match the eager model."""
+    runner = PteRunner(tiny_llama_fp32.pte_path)
+    model = _eager()
+    g = torch.Generator().manual_seed(7)
+    for t in (1, 5, 16):
+        prompt = torch.randint(0, 256, (1, t), generator=g)
+        ours = runner.forward(prompt[0].tolist(), 3)
+        with torch.no_grad():
+            expected = model(prompt, torch.tensor([3]))
+        torch.testing.assert_close(ours, expected, atol=1e-4, rtol=0)
+
+
+def test_chunked_prefill_equals_one_token_at_a_time(tiny_llama_fp32):
+    runner = PteRunner(tiny_llama_fp32.pte_path)
+    prompt = list(range(3, 40))
+    chunked = runner.prefill(prompt)
+    step = None
+    for i, token in enumerate(prompt):
+        step = runner.forward([token], i)
+    torch.testing.assert_close(chunked, step, atol=1e-4, rtol=0)
+
+
+def test_generation_budget_is_bounded_by_cache_not_chunk(tiny_llama_fp32):
+    runner = PteRunner(tiny_llama_fp32.pte_path)
+    out = runner.generate(list(range(3, 23)), max_new_tokens=1000, stop_at_eos=False)
+    assert len(out.tokens) == 64 - 20  # the KV capacity left, not ~max_chunk
+    out = runner.generate(list(range(3, 23)), max_new_tokens=5, stop_at_eos=False)
+    assert len(out.tokens) == 5
+
+
+def test_backend_transforms_preserve_eager_outputs():
+    base = _eager()
+    swapped = _eager()
+    use_custom_attention(swapped)
+    use_xnnpack_friendly_modules(swapped)
+    prompt = list(range(5, 45))
+
+    def step(model):
+        return lambda tokens, pos: model(torch.tensor([list(tokens)]), torch.tensor([pos]))
+
+    with torch.no_grad():
+        a_tokens, a_logits = greedy(step(base), prompt, 16, 8)
+        b_tokens, b_logits = greedy(step(swapped), prompt, 16, 8)
+    assert a_tokens == b_tokens
+    torch.testing.assert_close(torch.stack(a_logits), torch.stack(b_logits), atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("fixture", ["tiny_llama_8da4w", "tiny_llama_8da4w_emb4"])
+def test_8da4w_exports_verify_and_shrink(fixture, tiny_llama_fp32, request):
+    result = request.getfixturevalue(fixture)
+    report = result.report
+    assert report["quantization"] == "8da4w"
+    assert report["embedding_quantization"] == ("4w" if fixture.endswith("emb4") else "8w")
+    assert report["verification"]["passed"] is True
+    assert report["size"] < tiny_llama_fp32.report["size"] / 2
+    # The quantized embedding runs as a fused quantized kernel, not as dequantize + embedding.
+    assert "aten_embedding_default" not in report["delegation"]["cpu_ops"]
+    runner = PteRunner(result.pte_path)
+    assert runner.info.max_chunk == 16

@@ -1,0 +1,42 @@
+"""Print the top-1 agreement of SmolLM2 8da4w with fp32 (both XNNPACK, exported and cached).
+
+.venv/bin/python tools/benchmarks/quant_quality.py [--embedding-quantization 8w|4w]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+# Run as a script from anywhere: make tools/ importable like the CLIs directly under it.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from rne_tools.export import cached_export  # noqa: E402
+from rne_tools.export.quality import PROMPTS, top1_agreement  # noqa: E402
+from rne_tools.gguf_import import smollm2_checkpoint  # noqa: E402
+
+
+@click.command()
+@click.option(
+    "--embedding-quantization", type=click.Choice(["8w", "4w"]), default="8w", show_default=True
+)
+@click.option("--new-tokens", type=int, default=32, show_default=True)
+def main(embedding_quantization: str, new_tokens: int) -> None:
+    """Top-1 agreement of 8da4w vs fp32 on SmolLM2-135M-Instruct over a fixed prompt set."""
+    fp32 = cached_export("smollm2_135m", "xnnpack", "fp32")
+    q = cached_export(
+        "smollm2_135m", "xnnpack", "8da4w", embedding_quantization=embedding_quantization
+    )
+    result = top1_agreement(fp32.pte_path, q.pte_path, smollm2_checkpoint(), PROMPTS, new_tokens)
+    click.echo(f"prompts: {len(PROMPTS)}, positions: {result.positions}")
+    click.echo("per prompt: " + ", ".join(f"{a:.2f}" for a in result.per_prompt))
+    click.echo(
+        f"top-1 agreement 8da4w (emb {embedding_quantization}) vs fp32: "
+        f"{result.agreement:.4f} ({result.matched}/{result.positions})"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""Checks shared by the GPU backends (MLX, Vulkan), whose runtimes do not exist on this machine.
+
+``check_transform`` runs the same chunked-prefill + decode schedule on the model before and after
+the backend's source transforms (custom ops through their reference implementations) and
+compares logits and greedy tokens, with a prompt longer than the sliding window and chunks that
+straddle the ring buffer's wrap. ``delegation_by_op`` lists what the partitioner delegated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from rne_tools.errors import ExportError, VerificationError
+from rne_tools.models import gemma4
+
+
+def require_gemma4(backend: str, architecture: str) -> None:
+    if architecture != "gemma4":
+        raise ExportError(
+            f"The {backend} backend's source transforms are written for the gemma4 architecture; "
+            f"{architecture!r} models export with --backend xnnpack."
+        )
+
+
+def reset_caches(model: gemma4.Transformer) -> None:
+    for cache in model.caches.values():
+        cache.k.zero_()
+        cache.v.zero_()
+
+
+def probe_schedule(args: gemma4.ModelArgs, max_context: int, max_chunk: int) -> list[int]:
+    """Chunk sizes of a prompt longer than the window whose chunks straddle the ring's wrap."""
+    ring = min(max_context, args.sliding_window + max_chunk - 1)
+    length = min(max_context - 8, max(2 * ring + 3, args.sliding_window + 3))
+    sizes, pos = [], 0
+    # Alternate full and partial chunks so the boundaries fall at varying ring offsets.
+    for i in range(1000):
+        size = min(max_chunk if i % 2 == 0 else max(1, max_chunk // 2 + 1), length - pos)
+        if size <= 0:
+            break
+        sizes.append(size)
+        pos += size
+    return sizes
+
+
+@torch.no_grad()
+def run_probe(
+    model: gemma4.Transformer, tokens: torch.Tensor, sizes: list[int], new_tokens: int
+) -> tuple[torch.Tensor, list[int]]:
+    """Chunked prefill + greedy decode from empty caches; (logits of every call, greedy tokens)."""
+    reset_caches(model)
+    logits, pos = [], 0
+    for size in sizes:
+        logits.append(model(tokens[:, pos : pos + size], torch.tensor([pos])))
+        pos += size
+    generated = []
+    for _ in range(new_tokens):
+        generated.append(int(logits[-1].argmax(-1)))
+        logits.append(model(torch.tensor([[generated[-1]]]), torch.tensor([pos])))
+        pos += 1
+    reset_caches(model)
+    return torch.cat(logits), generated
+
+
+def check_transform(
+    model: gemma4.Transformer,
+    transform: Callable[[gemma4.Transformer], gemma4.Transformer],
+    atol: float = 1e-3,
+    new_tokens: int = 8,
+) -> tuple[gemma4.Transformer, dict[str, Any]]:
+    """Apply ``transform`` and prove on a probe that logits and greedy tokens are unchanged.
+
+    Raises VerificationError when they are not; returns the transformed model and a summary.
+    """
+    sizes = probe_schedule(model.args, model.max_context, model.max_chunk)
+    length = sum(sizes)
+    new_tokens = max(1, min(new_tokens, model.max_context - length))
+    g = torch.Generator().manual_seed(4321)
+    tokens = torch.randint(0, model.args.vocab_size, (1, length), generator=g)
+    before, expected = run_probe(model, tokens, sizes, new_tokens)
+    model = transform(model)
+    after, got = run_probe(model, tokens, sizes, new_tokens)
+    diff = (before.float() - after.float()).abs().max().item()
+    summary = {
+        "prompt_tokens": length,
+        "chunks": sizes,
+        "window": model.args.sliding_window,
+        "decode_tokens": new_tokens,
+        "max_abs_logit_diff": diff,
+        "atol": atol,
+        "greedy_tokens_match": expected == got,
+    }
+    if expected != got or not diff <= atol:
+        raise VerificationError(
+            f"The source-transformed model disagrees with the original (max |logit diff| "
+            f"{diff:.3g}, tolerance {atol}; greedy tokens {'match' if expected == got else 'differ'})."
+        )
+    return model, summary
+
+
+def delegation_by_op(program: Any) -> dict[str, dict[str, int]]:
+    """{op: {"delegated": n, "cpu": m}} of the program's edge graph."""
+    from executorch.devtools.backend_debug import get_delegation_info
+
+    info = get_delegation_info(program.exported_program().graph_module)
+    return {
+        op: {"delegated": b.delegated, "cpu": b.non_delegated}
+        for op, b in sorted(info.delegation_by_operator.items())
+    }

@@ -1,0 +1,83 @@
+"""Vulkan backend (Android GPU): fp16, or 8da4w (int8 dynamic activations, int4 grouped weights).
+
+Source transforms (``rne_tools.export.vulkan_ops``) map every RMSNorm onto ``et_vk::rms_norm``
+and attention with its KV cache onto ``et_vk::sdpa`` + ``llama::update_cache``, so those run on
+the GPU instead of falling back to CPU kernels.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from rne_tools.errors import VerificationError
+from rne_tools.export.backends import ExportOptions, check_quantization
+from rne_tools.export.backends.gpu_checks import check_transform, delegation_by_op, require_gemma4
+from rne_tools.export.quantize import quantize_8da4w
+
+MIN_DELEGATED_SHARE = 0.95
+# Edge op names of the fused kernels that must all be delegated.
+FUSED_OPS = ("et_vk_rms_norm_default", "et_vk_sdpa_default", "llama_update_cache_default")
+_BOOKKEEPING = ("getitem", "sym_size", "alloc")
+
+
+class VulkanBackend:
+    name = "vulkan"
+    runtime_name = "VulkanBackend"
+    allowed_quantizations = ("fp16", "8da4w")
+
+    def validate(self, options: ExportOptions) -> None:
+        check_quantization(self, options)
+        require_gemma4(self.name, options.architecture)
+
+    def transform(self, model: nn.Module, options: ExportOptions) -> nn.Module:
+        from rne_tools.export.vulkan_ops import apply_vulkan_transforms
+
+        model, model.transform_check = check_transform(model, apply_vulkan_transforms)
+        return model
+
+    def quantize(self, model: nn.Module, options: ExportOptions) -> nn.Module:
+        model.to_dtype(torch.float16)
+        if options.quantization == "8da4w":
+            model.left_unquantized = quantize_8da4w(
+                model, options.group_size, options.embedding_quantization
+            )
+        return model
+
+    def partitioners(self, options: ExportOptions) -> list[Any]:
+        from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
+
+        return [VulkanPartitioner()]
+
+    def compile_config(self) -> Any:
+        from executorch.exir import EdgeCompileConfig
+
+        return EdgeCompileConfig(_check_ir_validity=False)
+
+    def inspect(self, model: nn.Module, program: Any, options: ExportOptions) -> dict[str, Any]:
+        """Delegated share of compute ops and the fused ops' placement; raises
+        VerificationError below 95% or if any RMSNorm / SDPA / cache update stays on CPU."""
+        by_op = {k: v for k, v in delegation_by_op(program).items() if k not in _BOOKKEEPING}
+        delegated = sum(c["delegated"] for c in by_op.values())
+        total = delegated + sum(c["cpu"] for c in by_op.values())
+        share = delegated / total if total else 0.0
+        fused = {op: by_op.get(op, {"delegated": 0, "cpu": 0}) for op in FUSED_OPS}
+        report = {
+            "compute_ops_delegated_share": round(share, 4),
+            "ops_on_cpu": {k: c["cpu"] for k, c in by_op.items() if c["cpu"]},
+            "fused_ops": fused,
+            "transform_check": getattr(model, "transform_check", None),
+            "left_unquantized": getattr(model, "left_unquantized", []),
+        }
+        missing = [op for op, c in fused.items() if c["cpu"] or not c["delegated"]]
+        if share < MIN_DELEGATED_SHARE or missing:
+            raise VerificationError(
+                f"Vulkan export delegates {share:.1%} of compute ops (target "
+                f"{MIN_DELEGATED_SHARE:.0%}); fused ops not (all) delegated: {missing}."
+            )
+        return report
+
+
+BACKEND = VulkanBackend()

@@ -1,0 +1,66 @@
+"""Quantization quality: top-1 agreement of a quantized program with its fp32 counterpart.
+
+For each prompt of a fixed set, the fp32 program generates greedily; the quantized program is
+then fed the same prompt + continuation (teacher forcing) and at every continuation position we
+check whether its top-1 token equals the fp32 program's. Teacher forcing keeps one early
+disagreement from changing everything after it, so the number measures per-step agreement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+PROMPTS: tuple[str, ...] = (
+    "What is the capital of France?",
+    "Write a haiku about the sea.",
+    "Explain photosynthesis in two sentences.",
+    "List three uses of a paperclip.",
+    "What is 12 times 7?",
+    "Give me a tip for learning a new language.",
+    "Who wrote Romeo and Juliet?",
+    "Describe a cat to someone who has never seen one.",
+    "Why is the sky blue?",
+    "Suggest a name for a small bakery.",
+)
+
+
+@dataclass(frozen=True)
+class AgreementResult:
+    agreement: float
+    matched: int
+    positions: int
+    per_prompt: tuple[float, ...]
+
+
+def top1_agreement(
+    reference_pte: Path,
+    candidate_pte: Path,
+    checkpoint_dir: Path,
+    prompts: Sequence[str] = PROMPTS,
+    new_tokens: int = 32,
+    progress: bool = True,
+) -> AgreementResult:
+    """Top-1 agreement of ``candidate_pte`` with ``reference_pte`` over ``prompts``."""
+    from rne_tools.runtime import PteRunner
+    from rne_tools.runtime.text import ChatTokenizer
+
+    tok = ChatTokenizer(checkpoint_dir)
+    reference, candidate = PteRunner(reference_pte), PteRunner(candidate_pte)
+    matched = positions = 0
+    per_prompt = []
+    for text in tqdm(prompts, desc="prompts", disable=not progress):
+        prompt = tok.user_prompt_ids(text)
+        continuation = reference.generate(prompt, new_tokens, stop_at_eos=False).tokens
+        logits = candidate.prefill(prompt)
+        hits = 0
+        for i, expected in enumerate(continuation):
+            hits += int(logits.argmax(-1)[0]) == expected
+            if i + 1 < len(continuation):
+                logits = candidate.forward([expected], len(prompt) + i)
+        matched, positions = matched + hits, positions + len(continuation)
+        per_prompt.append(hits / len(continuation))
+    return AgreementResult(matched / positions, matched, positions, tuple(per_prompt))
