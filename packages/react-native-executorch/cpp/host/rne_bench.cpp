@@ -1,0 +1,212 @@
+// rne_bench: the numbers behind tools/benchmarks/runner_benchmark.py, as one JSON object.
+//
+//   rne_bench --model FILE.pte [--prompt-tokens 128] [--new-tokens 64] [--repeat 5]
+//     prefill and decode tok/s of our TextGenerator against a bare Module::execute loop on the
+//     same file (chunked prefill + T=1 decode + argmax, nothing else), interleaved run by run so
+//     both see the same machine load; best run of each.
+//   rne_bench --sampler-vocab 262144 [--iterations 200]
+//     sampler ms/token per configuration, median (logits shaped like an LM's: a heavy head on
+//     noise).
+#include <executorch/extension/module/module.h>
+#include <executorch/extension/tensor/tensor.h>
+#include <executorch/runtime/platform/platform.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "rne/runner/model_session.h"
+#include "rne/runner/sampler.h"
+#include "rne/runner/text_generator.h"
+
+namespace {
+
+namespace et = ::executorch;
+using Clock = std::chrono::steady_clock;
+using rne::runner::GenerationConfig;
+using rne::runner::ModelSession;
+using rne::runner::Sampler;
+using rne::runner::SamplerConfig;
+using rne::runner::TextGenerator;
+
+void quiet_log(et_timestamp_t, et_pal_log_level_t level, const char*, const char*, size_t,
+               const char* message, size_t length) {
+  if (level == kError || level == kFatal) {
+    std::fprintf(stderr, "executorch: %.*s\n", static_cast<int>(length), message);
+  }
+}
+
+[[noreturn]] void fail(const std::string& message) {
+  std::fprintf(stderr, "rne_bench: %s\n", message.c_str());
+  std::exit(1);
+}
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Rates are reported as the best of the runs: other load on the machine only ever slows a
+// run down, so the fastest run is the closest to what the code itself costs.
+double best(const std::vector<double>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
+
+struct Rates {
+  double prefill = 0;  // tokens/s
+  double decode = 0;   // tokens/s over the T=1 steps
+};
+
+// The runtime's limit: the same forward calls the runner makes, with nothing around them.
+Rates bare_loop(et::extension::module::Module& module, const std::vector<int64_t>& prompt,
+                int64_t chunk, int new_tokens) {
+  std::vector<int64_t> tokens(static_cast<size_t>(chunk));
+  int64_t pos = 0;
+  auto forward = [&](const int64_t* ids, int64_t n) -> const float* {
+    std::copy(ids, ids + n, tokens.begin());
+    int64_t start = pos;
+    auto t = et::extension::from_blob(tokens.data(), {1, static_cast<int>(n)},
+                                      et::aten::ScalarType::Long);
+    auto p = et::extension::from_blob(&start, {1}, et::aten::ScalarType::Long);
+    auto out = module.execute("forward", {t, p});
+    if (!out.ok()) fail("bare forward failed");
+    pos += n;
+    return out->at(0).toTensor().const_data_ptr<float>();
+  };
+  const auto sizes = module.method_meta("forward")->output_tensor_meta(0)->sizes();
+  const int64_t vocab = sizes[sizes.size() - 1];
+  const auto t0 = Clock::now();
+  const float* logits = nullptr;
+  for (size_t i = 0; i < prompt.size(); i += chunk) {
+    logits = forward(prompt.data() + i, std::min<int64_t>(chunk, prompt.size() - i));
+  }
+  const double prefill_s = seconds_since(t0);
+  const auto t1 = Clock::now();
+  for (int i = 1; i < new_tokens; ++i) {
+    const int64_t next = std::max_element(logits, logits + vocab) - logits;
+    logits = forward(&next, 1);
+  }
+  const double decode_s = seconds_since(t1);
+  return {prompt.size() / prefill_s, (new_tokens - 1) / decode_s};
+}
+
+Rates runner_run(TextGenerator& generator, const std::vector<int64_t>& prompt, int new_tokens) {
+  generator.reset();
+  GenerationConfig config;
+  config.max_new_tokens = new_tokens;
+  config.stop_on_eos = false;
+  auto stats = generator.generate(prompt, config, [](int64_t) { return true; });
+  if (!stats.ok()) fail(stats.error().message);
+  return {stats->prefill_tokens_per_s(), stats->decode_tokens_per_s()};
+}
+
+void bench_model(const std::string& path, int prompt_tokens, int new_tokens, int repeat) {
+  auto session = ModelSession::load(path);
+  if (!session.ok()) fail(session.error().message);
+  const auto contract = (*session)->contract();
+  if (prompt_tokens + new_tokens > contract.max_context) fail("prompt + new tokens exceed the context");
+  TextGenerator generator(std::move(session).value());
+  et::extension::module::Module bare(path, et::extension::module::Module::LoadMode::MmapUseMlockIgnoreErrors);
+  if (bare.load_method("forward") != et::runtime::Error::Ok) fail("bare load failed");
+
+  std::vector<int64_t> prompt;
+  for (int i = 0; i < prompt_tokens; ++i) prompt.push_back((i * 7919 + 13) % contract.vocab_size);
+  // Warm-up (first-call delegate setup, page faults) for both.
+  bare_loop(bare, prompt, contract.max_chunk, 4);
+  runner_run(generator, prompt, 4);
+
+  std::vector<double> bp, bd, rp, rd;
+  for (int r = 0; r < repeat; ++r) {
+    const Rates b = bare_loop(bare, prompt, contract.max_chunk, new_tokens);
+    const Rates o = runner_run(generator, prompt, new_tokens);
+    bp.push_back(b.prefill), bd.push_back(b.decode), rp.push_back(o.prefill), rd.push_back(o.decode);
+  }
+  std::printf(
+      "{\"model\":\"%s\",\"max_chunk\":%lld,\"vocab_size\":%lld,\"prompt_tokens\":%d,"
+      "\"new_tokens\":%d,\"repeat\":%d,"
+      "\"bare\":{\"prefill_tok_s\":%.2f,\"decode_tok_s\":%.2f},"
+      "\"runner\":{\"prefill_tok_s\":%.2f,\"decode_tok_s\":%.2f}}\n",
+      path.c_str(), static_cast<long long>(contract.max_chunk),
+      static_cast<long long>(contract.vocab_size), prompt_tokens, new_tokens, repeat, best(bp),
+      best(bd), best(rp), best(rd));
+}
+
+void bench_sampler(int64_t vocab, int iterations) {
+  std::mt19937 gen(1);
+  std::normal_distribution<float> noise(0.0f, 2.5f);
+  std::vector<float> logits(static_cast<size_t>(vocab));
+  for (auto& l : logits) l = noise(gen);
+  for (int i = 0; i < 50; ++i) logits[gen() % vocab] += 10.0f + i * 0.1f;  // the plausible head
+  std::vector<int64_t> context;
+  for (int i = 0; i < 1024; ++i) context.push_back(gen() % vocab);
+
+  struct Case {
+    const char* name;
+    SamplerConfig config;
+  };
+  auto make = [](float t, int k, float p, float min_p, float penalty) {
+    SamplerConfig c;
+    c.temperature = t, c.top_k = k, c.top_p = p, c.min_p = min_p, c.repetition_penalty = penalty;
+    return c;
+  };
+  const std::vector<Case> cases = {
+      {"greedy", make(0, 0, 1, 0, 1)},
+      {"greedy+rep_penalty", make(0, 0, 1, 0, 1.1f)},
+      {"temperature", make(0.8f, 0, 1, 0, 1)},
+      {"top_k40+rep_penalty", make(0.8f, 40, 1, 0, 1.1f)},
+      {"top_p0.9+rep_penalty", make(0.8f, 0, 0.9f, 0, 1.1f)},
+      {"min_p0.05+rep_penalty", make(0.8f, 0, 1, 0.05f, 1.1f)},
+      {"top_k64+top_p0.95+min_p0.05+rep_penalty", make(0.8f, 64, 0.95f, 0.05f, 1.1f)},
+      {"top_p0.9+min_p0.05+rep_penalty", make(0.8f, 0, 0.9f, 0.05f, 1.1f)},
+  };
+  std::printf("{\"vocab_size\":%lld,\"context_tokens\":%zu,\"iterations\":%d,\"ms_per_token\":{",
+              static_cast<long long>(vocab), context.size(), iterations);
+  std::vector<float> work(logits.size());
+  for (size_t c = 0; c < cases.size(); ++c) {
+    Sampler sampler(cases[c].config, vocab);
+    std::vector<double> ms;
+    for (int i = 0; i < iterations; ++i) {
+      std::copy(logits.begin(), logits.end(), work.begin());  // fresh logits, outside the timing
+      const auto t = Clock::now();
+      volatile int64_t id = sampler.sample(work.data(), context);
+      (void)id;
+      ms.push_back(seconds_since(t) * 1000.0);
+    }
+    std::printf("%s\"%s\":%.4f", c ? "," : "", cases[c].name, median(ms));
+  }
+  std::printf("}}\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  et::runtime::register_pal(et::runtime::PalImpl::create(quiet_log, __FILE__));
+  std::string model;
+  int prompt_tokens = 128, new_tokens = 64, repeat = 5, iterations = 200;
+  int64_t sampler_vocab = 0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (i + 1 >= argc) fail(arg + " needs a value");
+    const std::string value = argv[++i];
+    if (arg == "--model") model = value;
+    else if (arg == "--prompt-tokens") prompt_tokens = std::stoi(value);
+    else if (arg == "--new-tokens") new_tokens = std::stoi(value);
+    else if (arg == "--repeat") repeat = std::stoi(value);
+    else if (arg == "--sampler-vocab") sampler_vocab = std::stoll(value);
+    else if (arg == "--iterations") iterations = std::stoi(value);
+    else fail("unknown option " + arg);
+  }
+  if (sampler_vocab > 0) {
+    bench_sampler(sampler_vocab, iterations);
+    return 0;
+  }
+  if (model.empty()) fail("--model FILE.pte or --sampler-vocab N is required");
+  bench_model(model, prompt_tokens, new_tokens, repeat);
+  return 0;
+}

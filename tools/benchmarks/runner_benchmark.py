@@ -1,0 +1,168 @@
+"""Prefill and decode speed of the C++ runner against the runtime's limit and ExecuTorch's own
+runner, plus sampler cost at Gemma's vocabulary size.
+
+Prints numbers; asserts nothing about speed. On the same .pte file (default: SmolLM2-135M
+xnnpack 8da4w, the demo's export, cached):
+
+- our runner (rne::runner::TextGenerator) vs a bare ``Module::execute`` loop doing exactly the
+  same forward calls (chunked prefill, T=1 decode, argmax) in the same process, interleaved run
+  by run so both see the same machine load (``rne_bench``; target overhead < 3%);
+- ExecuTorch's Python ``TextLLMRunner`` (``executorch.extension.llm.runner``) on the same file
+  and tokenizer, with the same prompt length and number of new tokens, using its own stats;
+- sampler ms/token at vocab 262144 per configuration (target < 2 ms).
+
+Throughput is the best of ``--repeat`` runs: other load on a shared machine only slows a run
+down. The sampler figure is the median over 200 calls.
+
+    .venv/bin/python tools/benchmarks/runner_benchmark.py [--pte FILE --tokenizer FILE]
+        [--prompt-tokens 128] [--new-tokens 64] [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+
+# Run as a script from anywhere: make tools/ importable like the CLIs directly under it.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from rne_tools.paths import PACKAGE_DIR, REPO_ROOT  # noqa: E402
+
+BUILD_DIR = REPO_ROOT / "build" / "host"
+RNE_BENCH = BUILD_DIR / "host" / "rne_bench"
+
+STORY = (
+    "Write a long, detailed story about a lighthouse keeper on a remote island who finds a "
+    "message in a bottle. Describe the island, the weather, the keeper's daily routine, the "
+    "old lamp, the seabirds, the supply boat that comes once a month, and what the message "
+    "says. "
+)
+
+
+def ensure_rne_bench() -> Path:
+    """Configure and build the canonical host build (cpp/README.md) when rne_bench is missing."""
+    cmake = REPO_ROOT / ".venv" / "bin" / "cmake"
+    if not RNE_BENCH.is_file():
+        subprocess.run([cmake, "-S", PACKAGE_DIR / "cpp", "-B", BUILD_DIR, "-G", "Ninja",
+                        "-DCMAKE_BUILD_TYPE=Release"], check=True)
+    subprocess.run([cmake, "--build", BUILD_DIR, "-j", "2", "--target", "rne_bench"], check=True)
+    return RNE_BENCH
+
+
+def default_model() -> tuple[Path, Path]:
+    from rne_tools.export import cached_export
+    from rne_tools.gguf_import import smollm2_checkpoint
+
+    export = cached_export("smollm2_135m", "xnnpack", "8da4w")
+    return export.pte_path, smollm2_checkpoint() / "tokenizer.json"
+
+
+def run_json(*args: object) -> dict:
+    done = subprocess.run([str(a) for a in args], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise click.ClickException(f"{args[0]} failed: {done.stderr.strip()[-2000:]}")
+    return json.loads(done.stdout)
+
+
+def prompt_with_tokens(tokenizer: Path, n: int) -> str:
+    """A ChatML-wrapped request of about ``n`` tokens (the story text repeated and cut)."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(tokenizer))
+    body = STORY * (n // 40 + 2)
+    ids = tok.encode(body, add_special_tokens=False).ids[: max(n - 10, 1)]
+    text = tok.decode(ids)
+    return f"<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n"
+
+
+def executorch_text_llm_runner(pte: Path, tokenizer: Path, prompt: str, new_tokens: int,
+                               repeat: int) -> dict | None:
+    """Best-run rates of ExecuTorch's Python TextLLMRunner, or None when the wheel has none."""
+    try:
+        import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401  (llama:: kernels)
+        import executorch.kernels.quantized  # noqa: F401  (quantized embedding kernels)
+        from executorch.extension.llm.runner import GenerationConfig, TextLLMRunner
+    except (ImportError, RuntimeError) as err:
+        click.echo(f"ExecuTorch TextLLMRunner unavailable: {err}", err=True)
+        return None
+    runner = TextLLMRunner(str(pte), str(tokenizer))
+    config = GenerationConfig(echo=False, max_new_tokens=new_tokens, temperature=0.0)
+    runs = []
+    for i in range(repeat + 1):  # the first run warms up
+        runner.reset()
+        stats: list = []
+        runner.generate(prompt, config, lambda _text: None, stats.append)
+        s = json.loads(stats[-1].to_json_string())
+        if i:
+            runs.append(s)
+    return {
+        "prompt_tokens": runs[0]["prompt_tokens"],
+        "generated_tokens": min(r["generated_tokens"] for r in runs),
+        "prefill_tok_s": max(r["prefill_token_per_sec"] for r in runs),
+        "decode_tok_s": max(r["decode_token_per_sec"] for r in runs),
+    }
+
+
+@click.command()
+@click.option("--pte", type=click.Path(exists=True, path_type=Path), default=None,
+              help="Model file (default: SmolLM2-135M xnnpack 8da4w, exported and cached).")
+@click.option("--tokenizer", type=click.Path(exists=True, path_type=Path), default=None,
+              help="tokenizer.json for the ExecuTorch runner (default: SmolLM2's).")
+@click.option("--prompt-tokens", default=128, show_default=True)
+@click.option("--new-tokens", default=64, show_default=True)
+@click.option("--repeat", default=5, show_default=True,
+              help="Runs per measurement; the best run counts (load only slows runs down).")
+@click.option("--sampler-vocab", default=262144, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+def main(pte: Path | None, tokenizer: Path | None, prompt_tokens: int, new_tokens: int,
+         repeat: int, sampler_vocab: int, as_json: bool) -> None:
+    if (pte is None) != (tokenizer is None):
+        raise click.UsageError("--pte and --tokenizer go together")
+    if pte is None:
+        pte, tokenizer = default_model()
+    bench = ensure_rne_bench()
+
+    et = executorch_text_llm_runner(pte, tokenizer, prompt_with_tokens(tokenizer, prompt_tokens),
+                                    new_tokens, repeat)
+    # Same prompt length and number of new tokens as ExecuTorch's runner actually did.
+    if et is not None:
+        prompt_tokens, new_tokens = et["prompt_tokens"], max(et["generated_tokens"], 2)
+    ours = run_json(bench, "--model", pte, "--prompt-tokens", prompt_tokens,
+                    "--new-tokens", new_tokens, "--repeat", repeat)
+    sampler = run_json(bench, "--sampler-vocab", sampler_vocab, "--iterations", 200)
+
+    def overhead(kind: str) -> float:
+        bare, runner = ours["bare"][kind], ours["runner"][kind]
+        return 100.0 * (bare - runner) / bare
+
+    result = {"model": str(pte), "prompt_tokens": prompt_tokens, "new_tokens": new_tokens,
+              "bare_module_execute": ours["bare"], "rne_runner": ours["runner"],
+              "runner_overhead_percent": {"prefill": overhead("prefill_tok_s"),
+                                          "decode": overhead("decode_tok_s")},
+              "executorch_text_llm_runner": et, "sampler": sampler}
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+        return
+    click.echo(f"model {pte} | prompt {prompt_tokens} tokens | {new_tokens} new tokens | "
+               f"best of {repeat} runs")
+    click.echo(f"{'':34}{'prefill tok/s':>15}{'decode tok/s':>15}")
+    rows = [("bare Module::execute loop", ours["bare"]), ("rne runner (TextGenerator)", ours["runner"])]
+    if et is not None:
+        rows.append(("ExecuTorch TextLLMRunner (Python)", et))
+    for name, r in rows:
+        click.echo(f"{name:34}{r['prefill_tok_s']:>15.1f}{r['decode_tok_s']:>15.1f}")
+    o = result["runner_overhead_percent"]
+    click.echo(f"runner overhead vs bare loop: prefill {o['prefill']:+.1f}%, "
+               f"decode {o['decode']:+.1f}% (target < 3%)")
+    click.echo(f"sampler at vocab {sampler['vocab_size']} (context {sampler['context_tokens']} "
+               "tokens for the repetition penalty), ms/token (target < 2 ms):")
+    for name, ms in sampler["ms_per_token"].items():
+        click.echo(f"  {name:45}{ms:8.3f}")
+
+
+if __name__ == "__main__":
+    main()
