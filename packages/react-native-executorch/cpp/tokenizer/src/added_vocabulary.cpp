@@ -19,20 +19,25 @@ size_t previous_char(std::string_view text, size_t pos) {
 
 }  // namespace
 
+int32_t AddedTokenMatcher::child(int32_t node, unsigned char byte) const {
+  if (node == 0) return root_[byte];
+  const auto it = edges_.find((static_cast<uint64_t>(node) << 8) | byte);
+  return it == edges_.end() ? -1 : it->second;
+}
+
 void AddedTokenMatcher::add(std::string_view pattern, const AddedToken* token) {
   if (pattern.empty()) return;
   int32_t node = 0;
   for (const char c : pattern) {
-    const uint64_t key = (static_cast<uint64_t>(node) << 8) | static_cast<unsigned char>(c);
-    const auto it = edges_.find(key);
-    if (it != edges_.end()) {
-      node = it->second;
-    } else {
-      const auto child = static_cast<int32_t>(terminal_.size());
+    const auto byte = static_cast<unsigned char>(c);
+    int32_t next = child(node, byte);
+    if (next < 0) {
+      next = static_cast<int32_t>(terminal_.size());
       terminal_.push_back(nullptr);
-      edges_.emplace(key, child);
-      node = child;
+      if (node == 0) root_[byte] = next;
+      else edges_.emplace((static_cast<uint64_t>(node) << 8) | byte, next);
     }
+    node = next;
   }
   // The first token with a given pattern wins, so later duplicates do not override it.
   if (terminal_[static_cast<size_t>(node)] == nullptr) terminal_[static_cast<size_t>(node)] = token;
@@ -43,10 +48,8 @@ std::pair<size_t, const AddedToken*> AddedTokenMatcher::longest_at(std::string_v
   std::pair<size_t, const AddedToken*> best{0, nullptr};
   int32_t node = 0;
   for (size_t i = pos; i < text.size(); ++i) {
-    const uint64_t key = (static_cast<uint64_t>(node) << 8) | static_cast<unsigned char>(text[i]);
-    const auto it = edges_.find(key);
-    if (it == edges_.end()) break;
-    node = it->second;
+    node = child(node, static_cast<unsigned char>(text[i]));
+    if (node < 0) break;
     if (const AddedToken* t = terminal_[static_cast<size_t>(node)]) best = {i + 1 - pos, t};
   }
   return best;

@@ -2,6 +2,7 @@
 // leftmost-longest, honouring lstrip / rstrip / single_word like HF `tokenizers`.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -42,8 +43,19 @@ class AddedTokenMatcher {
   // Longest pattern starting at pos: its length and token, or {0, nullptr}.
   std::pair<size_t, const AddedToken*> longest_at(std::string_view text, size_t pos) const;
 
-  std::unordered_map<uint64_t, int32_t> edges_;            // (node << 8 | byte) -> child node
-  std::vector<const AddedToken*> terminal_{nullptr};       // per node; node 0 is the root
+  int32_t child(int32_t node, unsigned char byte) const;
+
+  // The root's children in an array: most text bytes start no token, and this rejects them
+  // without hashing.
+  std::array<int32_t, 256> root_ = make_empty_root();
+  std::unordered_map<uint64_t, int32_t> edges_;       // (node << 8 | byte) -> child, below root
+  std::vector<const AddedToken*> terminal_{nullptr};  // per node; node 0 is the root
+
+  static std::array<int32_t, 256> make_empty_root() {
+    std::array<int32_t, 256> root{};
+    root.fill(-1);
+    return root;
+  }
 };
 
 }  // namespace rne::tokenizer
