@@ -2,7 +2,7 @@
 
 The Hub is ``tests/hub_server.py`` on 127.0.0.1. The variant is a real export by
 ``rne_tools.export`` of SmolLM2's architecture with the tiny random config (cached under
-``.cache/exports``), with SmolLM2's real tokenizer files. Every test works on a copy of the
+``.cache/exports``, shared with the export tests), with SmolLM2's real tokenizer files. Every test works on a copy of the
 registry and its own generated TypeScript file; the repository's registry is never touched.
 """
 
@@ -42,8 +42,14 @@ TOKEN = "hf_test_token_5b0c1e77d2"  # the only token the test Hub accepts
 
 @pytest.fixture(scope="session")
 def tiny_export() -> ExportResult:
-    """A verified XNNPACK export of the tiny random Llama config, with the registry's shape."""
-    return cached_export(MODEL, "xnnpack", random_config="tiny", progress=False)
+    """A verified 8da4w XNNPACK export of the tiny random Llama config.
+
+    Same inputs as the export tests' tiny 8da4w fixture, so the cache holds one export for both.
+    """
+    return cached_export(
+        MODEL, "xnnpack", "8da4w", random_config="tiny", max_context=64, max_chunk=16,
+        progress=False,
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="session")
@@ -62,10 +68,18 @@ def exports_dir(tmp_path: Path, tiny_export: ExportResult) -> Path:
 
 
 @pytest.fixture
-def reg_dir(tmp_path: Path) -> Iterator[Path]:
+def reg_dir(tmp_path: Path, tiny_export: ExportResult) -> Iterator[Path]:
+    """A copy of the registry whose SmolLM2 xnnpack variant has the tiny export's shape."""
     real = {p.name: p.read_bytes() for p in REGISTRY_DIR.iterdir()}
     target = tmp_path / "model-registry"
     shutil.copytree(REGISTRY_DIR, target)
+    family = target / "smollm2.yaml"
+    text = family.read_text()
+    shape = "export: {max_context: 2048, max_chunk: 64}"
+    assert text.count(shape) == 1
+    report = tiny_export.report
+    tiny = f"export: {{max_context: {report['max_context']}, max_chunk: {report['max_chunk']}}}"
+    family.write_text(text.replace(shape, tiny))
     yield target
     assert {p.name: p.read_bytes() for p in REGISTRY_DIR.iterdir()} == real
 
@@ -155,7 +169,8 @@ def test_publish_round_trip(
         assert head.files[name].content == (tokenizer_dir / name).read_bytes()
     card = head.files["README.md"].content.decode()
     assert "| xnnpack | 8da4w | `xnnpack/smollm2_135m_xnnpack_8da4w.pte` |" in card
-    assert "12/12 greedy tokens match eager PyTorch" in card
+    v = tiny_export.report["verification"]
+    assert f"{v['matching_tokens']}/{v['generated_tokens']} greedy tokens match eager" in card
     assert tiny_export.report["sha256"] in card
     assert "useLLM({ model: models.llm.smollm2_135m })" in card
 
@@ -357,8 +372,9 @@ def test_exports_that_cannot_be_trusted_are_refused(
 
     report_path = exports_dir / f"{STEM}.report.json"
     report = json.loads(report_path.read_text())
-    report_path.write_text(json.dumps({**report, "max_chunk": 32}))
-    with pytest.raises(PublishError, match="max_chunk is 32 but the registry's"):
+    other = report["max_chunk"] + 1
+    report_path.write_text(json.dumps({**report, "max_chunk": other}))
+    with pytest.raises(PublishError, match=f"max_chunk is {other} but the registry's"):
         plan(allow_random_weights=True)
     report_path.write_text(json.dumps(report))
 
