@@ -13,7 +13,7 @@ from rne_tools.export.xnnpack_modules import use_xnnpack_friendly_modules
 from rne_tools.runtime import PteRunner
 
 
-def _eager(quantized=False):
+def _eager():
     model, _, _ = random_model("llama", "tiny", max_context=64, max_chunk=16)
     return model
 
@@ -109,3 +109,41 @@ def test_8da4w_exports_verify_and_shrink(fixture, tiny_llama_fp32, request):
     assert "aten_embedding_default" not in report["delegation"]["cpu_ops"]
     runner = PteRunner(result.pte_path)
     assert runner.info.max_chunk == 16
+
+
+def test_cli_cached_returns_the_shared_export(tiny_llama_fp32, tmp_path):
+    """CMake/ctest fixtures and the demo get the same cached file through the CLI."""
+    import subprocess
+    import sys
+
+    from rne_tools.paths import REPO_ROOT
+
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "tools/export_model.py",
+            "--model",
+            "smollm2_135m",
+            "--quantization",
+            "fp32",
+            "--random-config",
+            "tiny",
+            "--max-context",
+            "64",
+            "--max-chunk",
+            "16",
+            "--cached",
+            "--quiet",
+            "--output-dir",
+            str(tmp_path),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert proc.stdout.strip().splitlines()[-1] == str(tiny_llama_fp32.pte_path)
+    assert (
+        tmp_path / tiny_llama_fp32.pte_path.name
+    ).read_bytes() == tiny_llama_fp32.pte_path.read_bytes()
+    assert (tmp_path / tiny_llama_fp32.report_path.name).is_file()
