@@ -58,14 +58,15 @@ Result<std::unique_ptr<Bpe>> Bpe::load(const json::Value& model, const std::stri
   bpe->merges_.reserve(merges->as_array().size());
   int32_t rank = 0;
   for (const json::Value& m : merges->as_array()) {
-    const std::string where = r.child_path("merges") + "[" + std::to_string(rank) + "]";
+    // Built only for error messages (there are hundreds of thousands of merges).
+    auto where = [&] { return r.child_path("merges") + "[" + std::to_string(rank) + "]"; };
     std::string_view left, right;
     if (m.is_string()) {  // "a b" (older files)
       const std::string& s = m.as_string();
       const size_t space = s.find(' ', 1);
       if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {
         return Error{ErrorCode::kInvalidTokenizer,
-                     "merge \"" + s + "\" at " + where + " must be two tokens separated by one space"};
+                     "merge \"" + s + "\" at " + where() + " must be two tokens separated by one space"};
       }
       left = std::string_view(s).substr(0, space);
       right = std::string_view(s).substr(space + 1);
@@ -75,10 +76,10 @@ Result<std::unique_ptr<Bpe>> Bpe::load(const json::Value& model, const std::stri
       right = m.as_array()[1].as_string();
     } else {
       return Error{ErrorCode::kInvalidTokenizer,
-                   "merge at " + where + " must be \"a b\" or [\"a\", \"b\"]"};
+                   "merge at " + where() + " must be \"a b\" or [\"a\", \"b\"]"};
     }
     if (std::string problem = bpe->add_merge(left, right, rank); !problem.empty()) {
-      return Error{ErrorCode::kInvalidTokenizer, "merge at " + where + ": " + problem};
+      return Error{ErrorCode::kInvalidTokenizer, "merge at " + where() + ": " + problem};
     }
     ++rank;
   }
