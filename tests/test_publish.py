@@ -2,8 +2,9 @@
 
 The Hub is ``tests/hub_server.py`` on 127.0.0.1. The variant is a real export by
 ``rne_tools.export`` of SmolLM2's architecture with the tiny random config (cached under
-``.cache/exports``, shared with the export tests), with SmolLM2's real tokenizer files. Every test works on a copy of the
-registry and its own generated TypeScript file; the repository's registry is never touched.
+``.cache/exports``, shared with the export tests), with SmolLM2's real tokenizer files. Every
+test works on a copy of the registry and its own generated TypeScript file; the repository's
+registry is never touched.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunningHub]
         yield running
 
 
-def cli(hub: RunningHub, tmp_path: Path, *args: str, token: str | None = TOKEN):
+def cli(tmp_path: Path, *args: str, token: str | None = TOKEN) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING_FACE"))}
     env.update(HF_HOME=str(tmp_path / "hf-home"), HF_HUB_DISABLE_XET="1")
     if token is not None:
@@ -151,7 +152,7 @@ def test_publish_round_trip(
     ts_out: Path,
     tiny_export: ExportResult,
 ) -> None:
-    result = cli(hub, tmp_path, *cli_args(hub, exports_dir, tokenizer_dir, reg_dir, ts_out))
+    result = cli(tmp_path, *cli_args(hub, exports_dir, tokenizer_dir, reg_dir, ts_out))
     assert result.returncode == 0, result.stderr
     assert TOKEN not in result.stdout + result.stderr
     assert "committed" in result.stdout and "tag v0.1.0 created" in result.stdout
@@ -302,7 +303,7 @@ def test_a_bad_token_is_a_clear_error_and_is_never_printed(
     before = snapshot(reg_dir)
     bad = "hf_revoked_token_9f8e7d6c5b4a"
     args = cli_args(hub, exports_dir, tokenizer_dir, reg_dir, ts_out)
-    result = cli(hub, tmp_path, *args, token=bad)
+    result = cli(tmp_path, *args, token=bad)
     assert result.returncode == 1
     assert "rejected the Hugging Face token (401 Unauthorized)" in result.stderr
     assert "HF_TOKEN" in result.stderr
@@ -312,7 +313,7 @@ def test_a_bad_token_is_a_clear_error_and_is_never_printed(
     assert REPO not in hub.state.repos
     assert snapshot(reg_dir) == before
 
-    missing = cli(hub, tmp_path, *args, token=None)
+    missing = cli(tmp_path, *args, token=None)
     assert missing.returncode == 1
     assert "no Hugging Face token found: set HF_TOKEN or run `hf auth login`" in missing.stderr
     assert len(hub.state.requests) == 1  # nothing was sent without a token
@@ -349,7 +350,7 @@ def test_an_unverified_variant_is_refused(
     report_path.write_text(json.dumps(report))
     before = snapshot(reg_dir)
 
-    result = cli(hub, tmp_path, *cli_args(hub, exports_dir, tokenizer_dir, reg_dir, ts_out))
+    result = cli(tmp_path, *cli_args(hub, exports_dir, tokenizer_dir, reg_dir, ts_out))
     assert result.returncode == 1
     assert f"refusing to publish {STEM}.pte" in result.stderr
     assert f"does not show a passed verification ({expected})" in result.stderr
@@ -399,7 +400,7 @@ def test_dry_run_uploads_nothing(
 ) -> None:
     before = snapshot(reg_dir)
     args = cli_args(hub, exports_dir, tokenizer_dir, reg_dir, ts_out)
-    result = cli(hub, tmp_path, *args, "--dry-run")
+    result = cli(tmp_path, *args, "--dry-run")
     assert result.returncode == 0, result.stderr
     assert f"sha256 {tiny_export.report['sha256']}" in result.stdout
     assert "dry run: nothing uploaded, registry unchanged" in result.stdout
