@@ -451,7 +451,7 @@ def test_an_interrupted_download_resumes_with_range_and_verifies(
     publish_now(hub, exports_dir, tokenizer_dir, reg_dir, ts_out)
     # The client writes what it received in DOWNLOAD_CHUNK_SIZE pieces (10 MB); smaller pieces
     # let a sub-megabyte file be cut after some of them have reached the disk.
-    chunk = 64 * 1024
+    chunk = 16 * 1024
     monkeypatch.setattr(hf_constants, "DOWNLOAD_CHUNK_SIZE", chunk)
     hub.state.cut_next_cdn_download = True  # the CDN drops the connection halfway through
     dest = tmp_path / "dl"
