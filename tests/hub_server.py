@@ -23,7 +23,7 @@ uploads through Xet whenever ``hf_xet`` is installed, so callers must set ``HF_H
 (or patch ``huggingface_hub.constants.HF_HUB_DISABLE_XET``) to use the LFS protocol against it.
 
 Fault injection for tests: ``state.fail_lfs_upload_after`` (accept that many uploads, then answer
-the next ones with an error until reset), ``state.fail_next_commit``, and
+the next ones with an error until reset), ``state.fail_next_commit``, ``state.fail_next_tag``, and
 ``state.cut_next_cdn_download`` (send half of the next CDN body, then drop the connection: the
 client resumes with a ``Range`` request).
 """
@@ -105,6 +105,7 @@ class HubState:
     ranges: list[str] = field(default_factory=list)  # Range headers of partial downloads served
     fail_lfs_upload_after: int | None = None
     fail_next_commit: bool = False
+    fail_next_tag: bool = False
     cut_next_cdn_download: bool = False
     lfs_uploads_done: int = 0
     lock: threading.RLock = field(default_factory=threading.RLock)
@@ -403,6 +404,9 @@ class _Handler(BaseHTTPRequestHandler):
         found = self._repo(repo, user)
         tag = json.loads(body)["tag"]
         with self.server.state.lock:
+            if self.server.state.fail_next_tag:
+                self.server.state.fail_next_tag = False
+                raise HubError(500, "simulated internal error while tagging")
             commit = self._commit_at(found, rev)
             if tag in found.tags or tag in found.branches:
                 raise HubError(409, f"Tag {tag} already exists")

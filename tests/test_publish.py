@@ -258,7 +258,7 @@ def test_an_existing_tag_with_other_files_is_refused(
     assert hub.state.commit_count(REPO) == 2
 
 
-@pytest.mark.parametrize("failure", ["lfs upload", "commit"])
+@pytest.mark.parametrize("failure", ["lfs upload", "commit", "tag"])
 def test_a_failure_mid_upload_leaves_the_registry_untouched_and_a_retry_succeeds(
     hub: RunningHub,
     exports_dir: Path,
@@ -270,23 +270,28 @@ def test_a_failure_mid_upload_leaves_the_registry_untouched_and_a_retry_succeeds
     before = snapshot(reg_dir)
     if failure == "lfs upload":
         hub.state.fail_lfs_upload_after = 0  # the storage rejects the .pte upload
-    else:
+    elif failure == "commit":
         hub.state.fail_next_commit = True  # every upload lands, then the commit fails
+    else:
+        hub.state.fail_next_tag = True  # the commit lands, tagging it fails
 
     with pytest.raises(PublishError, match="Nothing was recorded in the registry"):
         publish_now(hub, exports_dir, tokenizer_dir, reg_dir, ts_out)
     assert snapshot(reg_dir) == before
     assert not ts_out.exists()
     repo = hub.state.repos[REPO]
-    assert len(repo.commits) == 1 and not repo.tags  # only the repository's initial commit
-    assert (len(hub.state.lfs_objects) == 1) == (failure == "commit")
+    assert not repo.tags
+    # Only the repository's initial commit, unless the failure came after the commit.
+    assert len(repo.commits) == (2 if failure == "tag" else 1)
+    assert len(hub.state.lfs_objects) == (0 if failure == "lfs upload" else 1)
 
     hub.state.fail_lfs_upload_after = None
     puts = len(uploads(hub))
     result = publish_now(hub, exports_dir, tokenizer_dir, reg_dir, ts_out)
-    assert result.new_commit and result.new_tag
+    assert result.new_commit == (failure != "tag") and result.new_tag
+    assert len(repo.commits) == 2
     assert repo.tags == {"v0.1.0": repo.branches["main"]}
-    # After a failed commit the .pte was already stored: the retry does not send it again.
+    # Files that already reached the server are not sent again.
     assert len(uploads(hub)) - puts == (1 if failure == "lfs upload" else 0)
     assert registry.load_registry(reg_dir).model(MODEL).variant("xnnpack").published
     assert ts_out.is_file()
