@@ -72,9 +72,12 @@ class TextGenerator {
   Result<Stats> prefill(const std::vector<int64_t>& new_tokens);
 
   // Asks a running generate() to stop after the current forward call. Safe from any thread.
+  // During decode the tokens so far are kept; during prefill the chunks already fed stay in the
+  // cache and the rest of the input is dropped (the caller usually reset()s after that).
   void interrupt() { interrupted_.store(true, std::memory_order_relaxed); }
 
-  // Forgets the conversation: the next generate() starts at position 0.
+  // Forgets the conversation: the next generate() starts at position 0. Not while a generate()
+  // runs (interrupt it and wait for it to return first).
   void reset();
 
   // Tokens whose keys/values are in the cache, in position order.
