@@ -2,8 +2,15 @@
 
 ``export_llm`` validates everything it can before loading any weights, writes the program and
 its report under temporary names, verifies the program on the ExecuTorch Python runtime against
-the eager model, and only then renames both into place. A failed verification leaves the
-files under their temporary names removed and raises ``VerificationError``.
+the eager model, and only then renames both into place. A failed verification removes the
+temporary files and raises ``VerificationError``.
+
+The program follows the .pte contract of ``shared/DESIGN.md``: ``forward(tokens[1, T],
+input_pos[1]) -> logits[1, vocab]`` with dynamic ``1 <= T <= max_chunk``, and constant methods
+``get_max_seq_len`` (= max_chunk), ``get_max_context_len``, ``get_vocab_size``, ``get_bos_id``
+(-1 when the model has none; chat templates add their own start tokens, so runners use it
+only for raw prompts), ``get_eos_ids`` (list), ``use_kv_cache``, ``enable_dynamic_shape`` and
+``get_backend`` (``backends.BACKEND_CODES``: 1 xnnpack, 2 vulkan, 3 mlx).
 """
 
 from __future__ import annotations
