@@ -40,7 +40,6 @@ class Bpe {
   static uint64_t pair_key(TokenId a, TokenId b) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
   }
-  std::string add_merge(std::string_view left, std::string_view right, int32_t rank);
   void initial_symbols(std::string_view word, std::vector<TokenId>& symbols) const;
   void merge(std::vector<TokenId>& symbols) const;
 

@@ -37,10 +37,23 @@ class TokenIndex {
     }
   }
 
+  static uint64_t hash(std::string_view s) { return std::hash<std::string_view>{}(s); }
+
+  // Starts loading the slot a lookup of a token with hash `h` reads first, so a batch of
+  // lookups overlaps its cache misses.
+  void prefetch(uint64_t h) const {
+#if defined(__GNUC__) || defined(__clang__)
+    if (!slots_.empty()) __builtin_prefetch(&slots_[h & mask_]);
+#else
+    (void)h;
+#endif
+  }
+
   // The id of `token`, or -1.
-  int32_t find(std::string_view token) const {
+  int32_t find(std::string_view token) const { return find(token, hash(token)); }
+  // Same, with the token's hash() already computed.
+  int32_t find(std::string_view token, uint64_t h) const {
     if (slots_.empty()) return -1;
-    const uint64_t h = hash(token);
     const auto tag = static_cast<uint32_t>(h >> 32);
     for (size_t i = h & mask_;; i = (i + 1) & mask_) {
       const Slot& s = slots_[i];
@@ -54,8 +67,6 @@ class TokenIndex {
     uint32_t tag;  // high hash bits: most mismatches are rejected without touching the string
     int32_t id;    // -1 = empty
   };
-  static uint64_t hash(std::string_view s) { return std::hash<std::string_view>{}(s); }
-
   const std::vector<std::string>* tokens_ = nullptr;
   std::vector<Slot> slots_;
   size_t mask_ = 0;
