@@ -19,6 +19,8 @@ from rne_tools import registry
 from rne_tools.publish.errors import DownloadError
 from rne_tools.registry import FileSpec
 
+PROGRESS_MIN_BYTES = 256 * 1024 * 1024  # hashing smaller files is too quick to need a bar
+
 
 @dataclass(frozen=True)
 class DownloadedVariant:
@@ -34,11 +36,23 @@ class DownloadedVariant:
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    """Hex sha256 of a file, read in chunks (files can be several GB)."""
+    """Hex sha256 of a file, read in chunks; a progress bar for large files (several GB)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
+    size = Path(path).stat().st_size
+    with (
+        open(path, "rb") as f,
+        tqdm(
+            total=size,
+            unit="B",
+            unit_scale=True,
+            desc=f"sha256 {Path(path).name}",
+            leave=False,
+            disable=size < PROGRESS_MIN_BYTES,
+        ) as bar,
+    ):
         while block := f.read(chunk):
             digest.update(block)
+            bar.update(len(block))
     return digest.hexdigest()
 
 
