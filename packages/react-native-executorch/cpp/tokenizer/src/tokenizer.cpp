@@ -286,17 +286,9 @@ std::optional<Error> Tokenizer::Impl::load(const json::Value& root) {
   return std::nullopt;
 }
 
-Result<Tokenizer> Tokenizer::from_json(std::string_view text) {
-  // Loading allocates a lot; running out of memory is reported, not thrown across the API.
-  try {
-    return load_json(text);
-  } catch (const std::bad_alloc&) {
-    return Error{ErrorCode::kIo, "out of memory while loading the tokenizer"};
-  }
-}
+namespace {
 
-Result<Tokenizer> Tokenizer::load_json(std::string_view text) {
-  json::Value root;
+std::optional<Error> parse_document(std::string_view text, json::Value& root) {
   json::ParseError parse_error;
   if (!json::parse(text, root, parse_error)) {
     return Error{ErrorCode::kInvalidJson, "not valid JSON: " + parse_error.message + " at " +
@@ -306,12 +298,11 @@ Result<Tokenizer> Tokenizer::load_json(std::string_view text) {
     return Error{ErrorCode::kInvalidTokenizer,
                  std::string("a tokenizer.json must be a JSON object, found ") + root.type_name()};
   }
-  auto impl = std::make_shared<Impl>();
-  if (auto e = impl->load(root)) return *e;
-  return Tokenizer(std::move(impl));
+  return std::nullopt;
 }
 
-Result<Tokenizer> Tokenizer::from_file(const std::string& path) {
+// Reads a whole file in one go (tokenizer.json files reach tens of MB).
+std::optional<Error> read_file(const std::string& path, std::string& content) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     return Error{ErrorCode::kFileNotFound,
@@ -322,21 +313,54 @@ Result<Tokenizer> Tokenizer::from_file(const std::string& path) {
     return Error{ErrorCode::kFileNotFound,
                  "cannot open tokenizer file " + path + ": check that it exists and is readable"};
   }
-  // One read into a buffer of the file's size (tokenizer.json files reach tens of MB).
   file.seekg(0, std::ios::end);
   const std::streamoff size = file.tellg();
   file.seekg(0, std::ios::beg);
-  std::string content(size > 0 ? static_cast<size_t>(size) : 0, '\0');
-  if (size < 0 || !file.read(content.data(), size)) {
+  if (size < 0) return Error{ErrorCode::kIo, "cannot read tokenizer file " + path};
+  content.assign(static_cast<size_t>(size), '\0');
+  if (!file.read(content.data(), size)) {
     return Error{ErrorCode::kIo, "failed reading tokenizer file " + path};
   }
-  auto result = from_json(content);
-  if (!result.ok()) {
-    Error e = result.error();
-    e.message = path + ": " + e.message;
-    return e;
+  return std::nullopt;
+}
+
+}  // namespace
+
+Result<Tokenizer> Tokenizer::from_document(const json::Value& root) {
+  auto impl = std::make_shared<Impl>();
+  if (auto e = impl->load(root)) return *e;
+  return Tokenizer(std::move(impl));
+}
+
+// Loading allocates a lot: running out of memory is reported, not thrown across the API.
+Result<Tokenizer> Tokenizer::from_json(std::string_view text) {
+  try {
+    json::Value root;
+    if (auto e = parse_document(text, root)) return *e;
+    return from_document(root);
+  } catch (const std::bad_alloc&) {
+    return Error{ErrorCode::kIo, "out of memory while loading the tokenizer"};
   }
-  return result;
+}
+
+Result<Tokenizer> Tokenizer::from_file(const std::string& path) {
+  try {
+    std::string content;
+    if (auto e = read_file(path, content)) return *e;
+    json::Value root;
+    auto e = parse_document(content, root);
+    // The text is not needed once parsed: free it before building (lower peak memory).
+    std::string().swap(content);
+    auto result = e ? Result<Tokenizer>(*e) : from_document(root);
+    if (!result.ok()) {
+      Error error = result.error();
+      error.message = path + ": " + error.message;
+      return error;
+    }
+    return result;
+  } catch (const std::bad_alloc&) {
+    return Error{ErrorCode::kIo, "out of memory while loading the tokenizer " + path};
+  }
 }
 
 std::vector<TokenId> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {

@@ -20,6 +20,10 @@
 
 namespace rne::tokenizer {
 
+namespace json {
+class Value;
+}
+
 using TokenId = int32_t;
 
 class StreamDecoder;
@@ -53,7 +57,7 @@ class Tokenizer {
 
  private:
   explicit Tokenizer(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
-  static Result<Tokenizer> load_json(std::string_view json);
+  static Result<Tokenizer> from_document(const json::Value& root);
   std::shared_ptr<const Impl> impl_;
   friend class StreamDecoder;
 };
