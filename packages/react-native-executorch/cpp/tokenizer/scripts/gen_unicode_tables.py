@@ -15,6 +15,7 @@ checked by the parity tests with characters new in 15.0, 15.1 and 16.0), so it c
 
 import sys
 from pathlib import Path
+from types import ModuleType
 
 UNICODE_VERSION = "16.0.0"
 OUT = Path(__file__).resolve().parents[1] / "src" / "unicode_tables.inc"
@@ -35,7 +36,7 @@ JOIN_CONTROL = {0x200C, 0x200D}
 LETTER, NUMBER, WHITESPACE, WORD = 1, 2, 4, 8
 
 
-def properties(unicodedata, cp: int) -> int:
+def properties(unicodedata: ModuleType, cp: int) -> int:
     category = unicodedata.category(chr(cp))
     bits = 0
     if cp in WHITE_SPACE:
