@@ -159,3 +159,4 @@ def test_model_card_has_table_checksums_usage_and_valid_front_matter() -> None:
     assert f"| `xnnpack/gemma4_e2b_xnnpack_8da4w.pte` | 2512000000 | `{SHA_C}` |" in card
     assert "const llm = useLLM({ model: models.llm.gemma4_e2b });" in card
     assert "import { useLLM, models } from 'react-native-executorch';" in card
+    assert "Default backend per platform: Android: `vulkan`, iOS: `mlx`." in card

@@ -94,7 +94,10 @@ def render_model_card(spec: ModelSpec, variants: Sequence[CardVariant]) -> str:
         )
     checksums = [f"| `{v.path}` | {v.size} | `{v.sha256}` |" for v in variants]
     backend = variants[0].backend
-    defaults = ", ".join(f"{p}: `{b}`" for p, b in sorted(spec.platform_defaults.items()))
+    platform_names = {"ios": "iOS", "android": "Android"}
+    defaults = ", ".join(
+        f"{platform_names.get(p, p)}: `{b}`" for p, b in sorted(spec.platform_defaults.items())
+    )
     lines = [
         _front_matter(spec, variants),
         f"# {spec.name} for React Native ExecuTorch",
