@@ -163,3 +163,20 @@ def test_bad_options_say_what_is_wrong(rne_llm, tiny_llama_fp32, byte_tokenizer)
     assert "top_p" in _cli_error(rne_llm, *base, "--top-p", "2", "hi")
     assert "--temperature expects a number" in _cli_error(rne_llm, *base, "--temperature", "hot", "hi")
     assert "positions" in _cli_error(rne_llm, *base, "x" * 100)  # 100 bytes > 64 positions
+
+
+def test_streamed_pieces_are_always_whole_utf8_characters(rne_llm, tiny_llama_fp32,
+                                                          byte_tokenizer):
+    # With a byte-level vocabulary every token is one byte, so sampled output is full of
+    # multi-byte sequences cut across tokens, and of invalid ones.
+    args = [rne_llm, "--model", tiny_llama_fp32.pte_path, "--tokenizer", byte_tokenizer, "--raw",
+            "--temperature", "1.5", "--seed", "7", "--max-new-tokens", "50", "--ignore-eos",
+            "Zażółć 東京 😀"]
+    streamed = subprocess.run(args, capture_output=True, timeout=120)
+    assert streamed.returncode == 0, streamed.stderr
+    text = streamed.stdout.decode("utf-8")  # strict: a split character would raise here
+    as_json = run_json(*args)
+    assert text == as_json["text"]
+    # 22 prompt bytes in a 64-position cache: the budget stops at the context end, not at 50.
+    assert len(as_json["tokens"]) == 64 - len(as_json["prompt_ids"]) == 42
+    assert as_json["stats"]["stop_reason"] == "context_full"
