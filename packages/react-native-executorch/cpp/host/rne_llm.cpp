@@ -160,11 +160,13 @@ std::string ids_json(const std::vector<int64_t>& ids) {
   return out + "]";
 }
 
-void print_stats(const Stats& s) {
+void print_stats(const Stats& s, bool with_load) {
+  if (with_load) std::fprintf(stderr, "\n-- load %.0f ms", s.load_ms);
   std::fprintf(stderr,
-               "\n-- load %.0f ms | prompt %lld tokens, prefill %.1f tok/s | first token %.0f ms"
+               "%s prompt %lld tokens, prefill %.1f tok/s | first token %.0f ms"
                " | %lld tokens, decode %.1f tok/s | stop: %s | cache %lld tokens\n",
-               s.load_ms, static_cast<long long>(s.prompt_tokens), s.prefill_tokens_per_s(),
+               with_load ? " |" : "\n--", static_cast<long long>(s.prompt_tokens),
+               s.prefill_tokens_per_s(),
                s.ttft_ms, static_cast<long long>(s.generated_tokens), s.decode_tokens_per_s(),
                rne::runner::stop_reason_name(s.stop_reason),
                static_cast<long long>(s.cache_tokens));
@@ -239,7 +241,7 @@ int main(int argc, char** argv) {
               << "\",\"stats\":" << stats_json(*stats) << "}\n";
     return 0;
   }
-  print_stats(*stats);
+  print_stats(*stats, /*with_load=*/true);
 
   if (!o.interactive || !chat) return 0;
   // Later turns: only the new text is prefilled; the cache holds the conversation so far.
@@ -255,7 +257,7 @@ int main(int argc, char** argv) {
       std::cerr << "rne_llm: " << turn.error().message << "\n";
       continue;
     }
-    print_stats(*turn);
+    print_stats(*turn, /*with_load=*/false);
   }
   return 0;
 }
