@@ -94,3 +94,32 @@ TEST(TokenizerErrors, UnsupportedComponentsAreNamed) {
   e = load_error(bpe_json(kVocab, "[]", R"(, "continuing_subword_prefix": "##")"));
   expect_mentions(e.message, {"continuing_subword_prefix"});
 }
+
+TEST(TokenizerErrors, CorruptDocumentsAreErrorsNotCrashes) {
+  const std::string valid = bpe_json(
+      R"({"a": 0, "b": 1, "ab": 2, "<s>": 3, "<0x41>": 4, "abb": 5})", R"(["a b", ["ab", "b"]])",
+      R"(, "byte_fallback": true)",
+      R"("added_tokens": [{"id": 3, "content": "<s>", "special": true}],
+         "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "_"},
+         "decoder": {"type": "Sequence", "decoders": [{"type": "ByteFallback"}, {"type": "Fuse"}]},)");
+  ASSERT_TRUE(Tokenizer::from_json(valid).ok());
+  // Every proper prefix is incomplete JSON.
+  for (size_t n = 0; n < valid.size(); ++n) {
+    auto result = Tokenizer::from_json(valid.substr(0, n));
+    ASSERT_FALSE(result.ok()) << n;
+    EXPECT_EQ(result.error().code, ErrorCode::kInvalidJson) << n;
+  }
+  // Any single corrupted byte either still loads (and then encodes) or is a described error.
+  for (size_t i = 0; i < valid.size(); ++i) {
+    for (const char c : {'"', '{', ']', '0', '\\', '\xC3', '-'}) {
+      std::string corrupt = valid;
+      corrupt[i] = c;
+      auto result = Tokenizer::from_json(corrupt);
+      if (result.ok()) {
+        result.value().encode("ab a <s>b");
+      } else {
+        EXPECT_FALSE(result.error().message.empty());
+      }
+    }
+  }
+}
