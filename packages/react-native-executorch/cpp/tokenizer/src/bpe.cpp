@@ -43,6 +43,14 @@ Result<std::unique_ptr<Bpe>> Bpe::load(const json::Value& model, const std::stri
     }
     max_id = std::max(max_id, static_cast<TokenId>(id.as_integer()));
   }
+  // Tokens are stored by id, so ids must be (nearly) dense; a stray huge id would otherwise
+  // allocate gigabytes.
+  const size_t count = vocab->as_object().size();
+  if (max_id >= 0 && static_cast<size_t>(max_id) >= 2 * count + 65536) {
+    return unsupported("vocab", "sparse ids", r.child_path("vocab"),
+                       "ids below twice the vocab size; max id is " + std::to_string(max_id) +
+                           " for " + std::to_string(count) + " tokens");
+  }
   bpe->tokens_.resize(static_cast<size_t>(max_id + 1));
   bpe->present_.assign(bpe->tokens_.size(), false);
   for (const auto& [token, id] : vocab->as_object()) {

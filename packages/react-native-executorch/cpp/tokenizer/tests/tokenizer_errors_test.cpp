@@ -64,6 +64,9 @@ TEST(TokenizerErrors, BadMergesAndVocab) {
   expect_mentions(e.message, {"model.merges[0]"});
   e = load_error(bpe_json(R"({"a": 0, "b": 0})", "[]"));
   expect_mentions(e.message, {"id 0 is used twice"});
+  e = load_error(bpe_json(R"({"a": 0, "b": 2000000000})", "[]"));
+  EXPECT_EQ(e.code, ErrorCode::kUnsupported);
+  expect_mentions(e.message, {"sparse ids", "2000000000"});
   e = load_error(bpe_json(kVocab, "[]", R"(, "unk_token": "<unk>")"));
   expect_mentions(e.message, {"unk_token", "<unk>"});
 }
