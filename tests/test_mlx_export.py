@@ -1,0 +1,245 @@
+"""MLX variant of Gemma 4: schema generation, op semantics vs real MLX, numerics, lowering.
+
+The MLX runtime is not on this machine: the export is checked by its lowering (every op inside
+the MLX delegate, instruction histogram), by running the source-transformed model with the
+custom ops' reference implementations, and by comparing those implementations with MLX's own
+CPU kernels (``mlx[cpu]``).
+"""
+
+import hashlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from rne_tools.checkpoints import random_model
+from rne_tools.errors import ExportError
+from rne_tools.export import cached_export, export_llm, mlx_schema
+from rne_tools.export.backends.gpu_checks import check_transform
+from rne_tools.export.backends.mlx import mlx_instructions
+from rne_tools.export.mlx_ops import apply_mlx_transforms, load_mlx_ops, rope_reference
+from rne_tools.models import gemma4
+from rne_tools.paths import REPO_ROOT
+
+# Chunk 5 <= the tiny config's window of 6; the ring holds 6 + 5 - 1 = 10 slots.
+MLX_TINY = dict(random_config="tiny", max_context=64, max_chunk=5, embedding_quantization="4w")
+
+
+@pytest.fixture(scope="module")
+def mlx_export():
+    return cached_export("gemma4_e2b", "mlx", "int4", progress=False, **MLX_TINY)
+
+
+def _tree_digest(root):
+    h = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def test_schema_generation_is_reproducible(tmp_path):
+    a = mlx_schema.ensure_schema(tmp_path / "a")
+    b = mlx_schema.ensure_schema(tmp_path / "b")
+    assert (a / "serialization" / "mlx_graph_schema.py").is_file()
+    assert a.name == b.name  # same key: same wheel inputs
+    assert _tree_digest(a) == _tree_digest(b)
+
+
+def test_partitioner_imports_in_a_fresh_interpreter():
+    code = (
+        "from rne_tools.export import mlx_schema; mlx_schema.install(); "
+        "from executorch.backends.mlx import MLXPartitioner; print(MLXPartitioner.__name__)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO_ROOT,
+        env={"PYTHONPATH": str(REPO_ROOT / "tools"), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().endswith("MLXPartitioner")
+
+
+def test_ops_match_mlx_kernels():
+    """Our op reference implementations compute what MLX's fused kernels compute."""
+    mx = pytest.importorskip("mlx.core")
+    load_mlx_ops()
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(1, 4, 5, 64, generator=g)
+    for dims, base, scale, offset in [(64, 1e4, 1.0, 17), (16, 31.6, 0.5, 3)]:
+        ours = rope_reference(x, dims, torch.tensor([offset]), False, base, scale)
+        theirs = mx.fast.rope(
+            mx.array(x.numpy()),
+            dims,
+            traditional=False,
+            base=base,
+            scale=scale,
+            offset=mx.array([offset]),
+        )
+        np.testing.assert_allclose(ours.numpy(), np.array(theirs), atol=1e-4)
+
+    q = torch.randn(1, 4, 3, 32, generator=g)
+    k = torch.randn(1, 2, 10, 32, generator=g)
+    v = torch.randn(1, 2, 10, 32, generator=g)
+    allowed = torch.rand(3, 10, generator=g) > 0.4
+    allowed[:, 0] = True
+    bias = torch.zeros(3, 10).masked_fill(~allowed, float("-inf"))
+    ours = torch.ops.mlx.custom_sdpa(q, k, v, 10 - 3, bias, 0.0, False, 1.0)
+    theirs = mx.fast.scaled_dot_product_attention(
+        mx.array(q.numpy()),
+        mx.array(k.numpy()),
+        mx.array(v.numpy()),
+        scale=1.0,
+        mask=mx.array(bias.numpy()),
+    )
+    np.testing.assert_allclose(ours.numpy(), np.array(theirs), atol=1e-4)
+
+    h = torch.randn(2, 3, 64, generator=g)
+    w = torch.rand(64, generator=g) + 0.5
+    for weight in (w, None):
+        ours = F.rms_norm(h, (64,), weight, 1e-6)
+        theirs = mx.fast.rms_norm(
+            mx.array(h.numpy()), None if weight is None else mx.array(weight.numpy()), 1e-6
+        )
+        np.testing.assert_allclose(ours.numpy(), np.array(theirs), atol=1e-5)
+
+
+@pytest.mark.parametrize("name", sorted(gemma4.RANDOM_CONFIGS))
+def test_transformed_model_matches_original(name):
+    window = gemma4.RANDOM_CONFIGS[name]["sliding_window"]
+    model, args, _ = random_model("gemma4", name, max_context=48, max_chunk=window, seed=3)
+    _, check = check_transform(model, apply_mlx_transforms, atol=1e-3)
+    assert check["greedy_tokens_match"] and check["max_abs_logit_diff"] < 1e-3
+    assert check["prompt_tokens"] > window
+    # Some chunk straddles the ring's wrap (window + chunk - 1 slots).
+    ring, starts = window + window - 1, [0]
+    for size in check["chunks"][:-1]:
+        starts.append(starts[-1] + size)
+    assert any(s % ring + n > ring for s, n in zip(starts, check["chunks"], strict=True))
+    # Every partial-rotary layer now uses MLX's prefix rope with a rescaled base.
+    ropes = [m for m in model.modules() if type(m).__name__ == "MLXRoPE"]
+    assert len(ropes) == args.n_layers
+    assert not any(
+        isinstance(m, gemma4.RoPE | gemma4.SDPA | gemma4.RMSNorm) for m in model.modules()
+    )
+
+
+def data_dependent_ops(graph):
+    """Nodes reading a scalar out of a tensor, or producing data-dependent (unbacked) sizes."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    found = []
+    for node in graph.nodes:
+        target = str(node.target)
+        if "item" in target or "_local_scalar_dense" in target or "nonzero" in target:
+            found.append(target)
+        val = node.meta.get("val")
+        vals = val if isinstance(val, list | tuple) else [val]
+        for v in vals:
+            if isinstance(v, torch.Tensor) and free_unbacked_symbols(v.shape):
+                found.append(f"{target} (unbacked size)")
+            elif isinstance(v, torch.SymInt) and free_unbacked_symbols(v):
+                found.append(f"{target} (unbacked int)")
+    return found
+
+
+def _export(model, max_chunk):
+    dim = torch.export.Dim("T", min=1, max=max_chunk)
+    example = (torch.zeros(1, max_chunk, dtype=torch.long), torch.tensor([0]))
+    return torch.export.export(model, example, dynamic_shapes=({1: dim}, None), strict=False)
+
+
+def test_decode_graph_has_no_data_dependent_scalar(mlx_export):
+    model, _, _ = random_model("gemma4", "tiny", max_context=64, max_chunk=5)
+    apply_mlx_transforms(model)
+    assert data_dependent_ops(_export(model, 5).graph) == []
+    # The lowered program: no MLX instruction reads a scalar out of a tensor.
+    ops = mlx_instructions(mlx_export.pte_path.read_bytes())
+    assert ops["RopeNode"] > 0 and "ItemIntNode" not in ops
+
+
+def test_data_dependent_scalar_detector_catches_item():
+    """The check above can fail: the wheel's own rope op needs input_pos.item()."""
+    load_mlx_ops()
+
+    class ItemRope(torch.nn.Module):
+        def forward(self, tokens, input_pos):
+            x = tokens.float()[:, None, :, None].expand(1, 1, tokens.shape[1], 8).contiguous()
+            return torch.ops.mlx.rope(x, 8, input_pos[0].item(), False, 1e4, 1.0, None)
+
+    assert any(
+        "item" in op or "_local_scalar_dense" in op
+        for op in data_dependent_ops(_export(ItemRope(), 5).graph)
+    )
+
+
+def test_export_is_fully_delegated_and_fused(mlx_export):
+    report = mlx_export.report
+    args = gemma4.ModelArgs.from_hf_config(gemma4.RANDOM_CONFIGS["tiny"])
+    checks = report["backend_checks"]
+    assert report["delegation"]["delegated_share"] == 1.0
+    assert report["delegation"]["cpu_ops"] == {} and checks["ops_outside_mlx"] == {}
+    ops = checks["mlx_instructions"]
+    own_kv = sum(1 for i in range(args.n_layers) if args.kv_source[i] == i)
+    assert ops["RopeNode"] == args.n_layers + own_kv  # q everywhere, k where keys are computed
+    assert ops["SdpaNode"] == args.n_layers
+    assert ops["IndexCopyNode"] == 2 * own_kv  # tensor-indexed cache writes
+    # Norms: 4 per block + PLE norm per block, q/k/v norms, final + PLE projection norms.
+    assert ops["RMSNormNode"] == 5 * args.n_layers + args.n_layers + 2 * own_kv + 2
+    # Every linear whose width the group size divides runs as an int4 quantized matmul,
+    # the tied head included (its table is stored once).
+    assert ops["QuantizedMatmulNode"] > 0
+    assert all(name.endswith("ple_proj") for name in checks["left_unquantized"])
+    assert checks["transform_check"]["greedy_tokens_match"]
+    assert report["verification"]["status"] == "unavailable"
+
+
+def test_export_follows_the_pte_contract(mlx_export):
+    from executorch.runtime import Runtime
+
+    program = Runtime.get().load_program(mlx_export.pte_path)
+    assert list(program.metadata("forward").input_tensor_meta(0).sizes()) == [1, 5]
+    assert program.load_method("get_max_context_len").execute([]) == [64]
+    assert program.load_method("get_backend").execute([]) == [3]
+    assert program.load_method("get_eos_ids").execute([]) == [1, 106]
+    # This host's runtime has no MLX backend: forward is for a device.
+    with pytest.raises(RuntimeError):
+        program.load_method("forward")
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (dict(max_chunk=8), r"sliding window \(6\).*Allowed: 1\.\.6"),
+        (dict(max_chunk=600, max_context=1024), r"cap the prefill chunk at 512.*1\.\.512"),
+        (dict(group_size=16), r"group sizes 32, 64, 128"),
+        (dict(embedding_quantization="8w"), r"--embedding-quantization 4w"),
+        (dict(quantization="fp32"), r"allowed: int4"),
+    ],
+)
+def test_refuses_options_it_cannot_honour(tmp_path, overrides, message):
+    options = dict(MLX_TINY, quantization="int4") | overrides
+    with pytest.raises(ExportError, match=message):
+        export_llm("gemma4_e2b", "mlx", tmp_path, progress=False, **options)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_refuses_other_architectures(tmp_path):
+    with pytest.raises(ExportError, match="gemma4 architecture"):
+        export_llm(
+            "smollm2_135m",
+            "mlx",
+            tmp_path,
+            "int4",
+            random_config="tiny",
+            max_context=64,
+            max_chunk=8,
+            embedding_quantization="4w",
+            progress=False,
+        )
