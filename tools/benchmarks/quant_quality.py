@@ -23,13 +23,31 @@ from rne_tools.gguf_import import smollm2_checkpoint  # noqa: E402
     "--embedding-quantization", type=click.Choice(["8w", "4w"]), default="8w", show_default=True
 )
 @click.option("--new-tokens", type=int, default=32, show_default=True)
-def main(embedding_quantization: str, new_tokens: int) -> None:
+@click.option(
+    "--fp32",
+    "fp32_pte",
+    type=click.Path(exists=True, path_type=Path),
+    default=None,
+    help="Use this fp32 .pte instead of the cached export.",
+)
+@click.option(
+    "--quantized",
+    "quantized_pte",
+    type=click.Path(exists=True, path_type=Path),
+    default=None,
+    help="Use this 8da4w .pte instead of the cached export.",
+)
+def main(
+    embedding_quantization: str, new_tokens: int, fp32_pte: Path | None, quantized_pte: Path | None
+) -> None:
     """Top-1 agreement of 8da4w vs fp32 on SmolLM2-135M-Instruct over a fixed prompt set."""
-    fp32 = cached_export("smollm2_135m", "xnnpack", "fp32")
-    q = cached_export(
-        "smollm2_135m", "xnnpack", "8da4w", embedding_quantization=embedding_quantization
-    )
-    result = top1_agreement(fp32.pte_path, q.pte_path, smollm2_checkpoint(), PROMPTS, new_tokens)
+    if fp32_pte is None:
+        fp32_pte = cached_export("smollm2_135m", "xnnpack", "fp32").pte_path
+    if quantized_pte is None:
+        quantized_pte = cached_export(
+            "smollm2_135m", "xnnpack", "8da4w", embedding_quantization=embedding_quantization
+        ).pte_path
+    result = top1_agreement(fp32_pte, quantized_pte, smollm2_checkpoint(), PROMPTS, new_tokens)
     click.echo(f"prompts: {len(PROMPTS)}, positions: {result.positions}")
     click.echo("per prompt: " + ", ".join(f"{a:.2f}" for a in result.per_prompt))
     click.echo(
