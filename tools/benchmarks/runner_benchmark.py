@@ -5,10 +5,11 @@ Prints numbers; asserts nothing about speed. On the same .pte file (default: Smo
 xnnpack 8da4w, the demo's export, cached):
 
 - our runner (rne::runner::TextGenerator) vs a bare ``Module::execute`` loop doing exactly the
-  same forward calls (chunked prefill, T=1 decode, argmax) in the same process, interleaved run
-  by run so both see the same machine load (``rne_bench``; target overhead < 3%);
+  same forward calls (chunked prefill, T=1 decode, argmax) in the same process (``rne_bench``;
+  target overhead < 3%);
 - ExecuTorch's Python ``TextLLMRunner`` (``executorch.extension.llm.runner``) on the same file
-  and tokenizer, with the same prompt length and number of new tokens, using its own stats;
+  and tokenizer, with the same prompt length and number of new tokens, using its own stats.
+  The three are interleaved round by round so they see the same machine load;
 - sampler ms/token at vocab 262144 per configuration (target < 2 ms).
 
 Throughput is the best of ``--repeat`` runs: other load on a shared machine only slows a run
@@ -48,8 +49,9 @@ def ensure_rne_bench() -> Path:
     cmake = REPO_ROOT / ".venv" / "bin" / "cmake"
     if not RNE_BENCH.is_file():
         subprocess.run([cmake, "-S", PACKAGE_DIR / "cpp", "-B", BUILD_DIR, "-G", "Ninja",
-                        "-DCMAKE_BUILD_TYPE=Release"], check=True)
-    subprocess.run([cmake, "--build", BUILD_DIR, "-j", "2", "--target", "rne_bench"], check=True)
+                        "-DCMAKE_BUILD_TYPE=Release"], check=True, stdout=sys.stderr)
+    subprocess.run([cmake, "--build", BUILD_DIR, "-j", "2", "--target", "rne_bench"], check=True,
+                   stdout=sys.stderr)
     return RNE_BENCH
 
 
@@ -79,32 +81,33 @@ def prompt_with_tokens(tokenizer: Path, n: int) -> str:
     return f"<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n"
 
 
-def executorch_text_llm_runner(pte: Path, tokenizer: Path, prompt: str, new_tokens: int,
-                               repeat: int) -> dict | None:
-    """Best-run rates of ExecuTorch's Python TextLLMRunner, or None when the wheel has none."""
-    try:
+class ExecuTorchTextRunner:
+    """ExecuTorch's Python TextLLMRunner on the same file, one measured generation per call."""
+
+    def __init__(self, pte: Path, tokenizer: Path, prompt: str, new_tokens: int) -> None:
         import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401  (llama:: kernels)
         import executorch.kernels.quantized  # noqa: F401  (quantized embedding kernels)
         from executorch.extension.llm.runner import GenerationConfig, TextLLMRunner
+
+        self._runner = TextLLMRunner(str(pte), str(tokenizer))
+        self._config = GenerationConfig(echo=False, max_new_tokens=new_tokens, temperature=0.0)
+        self._prompt = prompt
+        self.run()  # warm-up
+
+    def run(self) -> dict:
+        self._runner.reset()
+        stats: list = []
+        self._runner.generate(self._prompt, self._config, lambda _text: None, stats.append)
+        return json.loads(stats[-1].to_json_string())
+
+
+def executorch_runner_or_none(pte: Path, tokenizer: Path, prompt: str,
+                              new_tokens: int) -> ExecuTorchTextRunner | None:
+    try:
+        return ExecuTorchTextRunner(pte, tokenizer, prompt, new_tokens)
     except (ImportError, RuntimeError) as err:
         click.echo(f"ExecuTorch TextLLMRunner unavailable: {err}", err=True)
         return None
-    runner = TextLLMRunner(str(pte), str(tokenizer))
-    config = GenerationConfig(echo=False, max_new_tokens=new_tokens, temperature=0.0)
-    runs = []
-    for i in range(repeat + 1):  # the first run warms up
-        runner.reset()
-        stats: list = []
-        runner.generate(prompt, config, lambda _text: None, stats.append)
-        s = json.loads(stats[-1].to_json_string())
-        if i:
-            runs.append(s)
-    return {
-        "prompt_tokens": runs[0]["prompt_tokens"],
-        "generated_tokens": min(r["generated_tokens"] for r in runs),
-        "prefill_tok_s": max(r["prefill_token_per_sec"] for r in runs),
-        "decode_tok_s": max(r["decode_token_per_sec"] for r in runs),
-    }
 
 
 @click.command()
@@ -126,13 +129,26 @@ def main(pte: Path | None, tokenizer: Path | None, prompt_tokens: int, new_token
         pte, tokenizer = default_model()
     bench = ensure_rne_bench()
 
-    et = executorch_text_llm_runner(pte, tokenizer, prompt_with_tokens(tokenizer, prompt_tokens),
-                                    new_tokens, repeat)
-    # Same prompt length and number of new tokens as ExecuTorch's runner actually did.
-    if et is not None:
-        prompt_tokens, new_tokens = et["prompt_tokens"], max(et["generated_tokens"], 2)
-    ours = run_json(bench, "--model", pte, "--prompt-tokens", prompt_tokens,
-                    "--new-tokens", new_tokens, "--repeat", repeat)
+    et_runner = executorch_runner_or_none(pte, tokenizer,
+                                          prompt_with_tokens(tokenizer, prompt_tokens), new_tokens)
+    et = None
+    if et_runner is not None:
+        # Same prompt length and number of new tokens as ExecuTorch's runner actually did.
+        probe = et_runner.run()
+        prompt_tokens, new_tokens = probe["prompt_tokens"], max(probe["generated_tokens"], 2)
+    # Interleaved, one run of each per round, so all three see the same machine load.
+    et_runs, ours_runs = [], []
+    for _ in range(repeat):
+        if et_runner is not None:
+            et_runs.append(et_runner.run())
+        ours_runs.append(run_json(bench, "--model", pte, "--prompt-tokens", prompt_tokens,
+                                  "--new-tokens", new_tokens, "--repeat", 2))
+    ours = {kind: {key: max(r[kind][key] for r in ours_runs)
+                   for key in ("prefill_tok_s", "decode_tok_s")} for kind in ("bare", "runner")}
+    if et_runs:
+        et = {"prefill_tok_s": max(r["prefill_token_per_sec"] for r in et_runs),
+              "decode_tok_s": max(r["decode_token_per_sec"] for r in et_runs),
+              "generated_tokens": min(r["generated_tokens"] for r in et_runs)}
     sampler = run_json(bench, "--sampler-vocab", sampler_vocab, "--iterations", 200)
 
     def overhead(kind: str) -> float:

@@ -25,6 +25,27 @@ inline size_t at(const Tensor& t, int64_t i1, int64_t i2, int64_t i3) {
   return static_cast<size_t>(i1 * s[1] + i2 * s[2] + i3 * s[3]);
 }
 
+// Dot products with independent partial sums, so the compiler can keep them in vector lanes
+// (a single float accumulator may not be reordered).
+float dot_contiguous(const float* __restrict a, const float* __restrict b, int64_t n) {
+  constexpr int64_t kLanes = 8;
+  float lanes[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int64_t j = 0; j < kLanes; ++j) lanes[j] += a[i + j] * b[i + j];
+  }
+  float sum = 0.0f;
+  for (; i < n; ++i) sum += a[i] * b[i];
+  for (float lane : lanes) sum += lane;
+  return sum;
+}
+
+float dot_strided(const float* a, int64_t sa, const float* b, int64_t sb, int64_t n) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) sum += a[i * sa] * b[i * sb];
+  return sum;
+}
+
 bool fail(rt::KernelRuntimeContext& context, const char* op, const char* why) {
   ET_LOG(Error, "%s: %s", op, why);
   context.fail(rt::Error::InvalidArgument);
@@ -124,18 +145,19 @@ void custom_sdpa_out(rt::KernelRuntimeContext& context, rt::Span<rt::EValue*> st
   std::vector<float> scores(static_cast<size_t>(start + steps));
   std::vector<float> acc(static_cast<size_t>(dim));
 
+  const int64_t qs = q.strides()[3], ks = k.strides()[3], vs = v.strides()[3];
+  const bool contiguous_rows = qs == 1 && ks == 1 && vs == 1;
   for (int64_t t = 0; t < steps; ++t) {
     // Causal: position start+t sees keys 0..start+t. Otherwise everything written so far.
     const int64_t keys = is_causal ? start + t + 1 : start + steps;
     for (int64_t h = 0; h < heads; ++h) {
       const int64_t g = h / group;
       const float* qrow = qd + at(q, t, h, 0);
-      const int64_t qs = q.strides()[3], ks = k.strides()[3], vs = v.strides()[3];
       float max_score = -INFINITY;
       for (int64_t s = 0; s < keys; ++s) {
         const float* krow = kd + at(k, s, g, 0);
-        float dot = 0.0f;
-        for (int64_t d = 0; d < dim; ++d) dot += qrow[d * qs] * krow[d * ks];
+        const float dot = contiguous_rows ? dot_contiguous(qrow, krow, dim)
+                                          : dot_strided(qrow, qs, krow, ks, dim);
         scores[s] = dot * scale;
         max_score = std::max(max_score, scores[s]);
       }
@@ -145,7 +167,12 @@ void custom_sdpa_out(rt::KernelRuntimeContext& context, rt::Span<rt::EValue*> st
       for (int64_t s = 0; s < keys; ++s) {
         const float p = scores[s] / total;
         const float* vrow = vd + at(v, s, g, 0);
-        for (int64_t d = 0; d < dim; ++d) acc[d] += p * vrow[d * vs];
+        if (contiguous_rows) {
+          float* a = acc.data();
+          for (int64_t d = 0; d < dim; ++d) a[d] += p * vrow[d];  // vectorises
+        } else {
+          for (int64_t d = 0; d < dim; ++d) acc[d] += p * vrow[d * vs];
+        }
       }
       for (int64_t d = 0; d < dim; ++d) od[at(out, t, h, d)] = acc[d];
     }
