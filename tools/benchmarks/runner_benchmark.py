@@ -22,6 +22,7 @@ down. The sampler figure is the median over 200 calls.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -97,7 +98,17 @@ class ExecuTorchTextRunner:
     def run(self) -> dict:
         self._runner.reset()
         stats: list = []
-        self._runner.generate(self._prompt, self._config, lambda _text: None, stats.append)
+        # The C++ runner prints the text and its stats to stdout itself: keep our output clean.
+        sys.stdout.flush()
+        saved = os.dup(1)
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 1)
+            try:
+                self._runner.generate(self._prompt, self._config, lambda _text: None,
+                                      stats.append)
+            finally:
+                os.dup2(saved, 1)
+                os.close(saved)
         return json.loads(stats[-1].to_json_string())
 
 
