@@ -28,19 +28,6 @@ def _load_ops() -> None:
     import executorch.backends.vulkan.custom_ops_lib  # noqa: F401  (et_vk::rms_norm, et_vk::sdpa)
     import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401  (llama::update_cache)
 
-    # et_vk::sdpa has only a composite kernel, so tracing runs its matmuls and the output gets
-    # their strides, which with a symbolic T cannot be proven contiguous. Its output is
-    # q-shaped and contiguous by definition: say so.
-    if not torch._C._dispatch_has_kernel_for_dispatch_key("et_vk::sdpa", "Meta"):
-        torch.library.register_fake("et_vk::sdpa", _sdpa_fake, lib=_FAKES)
-
-
-_FAKES = torch.library.Library("et_vk", "FRAGMENT")
-
-
-def _sdpa_fake(q, k, v, attn_mask=None, scale=None):  # noqa: ANN001, ANN202
-    return torch.empty_like(q, memory_format=torch.contiguous_format)
-
 
 class VulkanRMSNorm(nn.Module):
     """``et_vk::rms_norm``; the weightless form uses a constant ones weight."""

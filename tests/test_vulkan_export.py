@@ -1,0 +1,78 @@
+"""Vulkan variant of Gemma 4: transform numerics and lowering (the runtime is not on this host).
+
+Checked here: the source-transformed model (Vulkan custom ops through their reference
+implementations) computes what the original computes, and the lowered program delegates at
+least 95% of compute ops with every RMSNorm, SDPA and cache update inside the Vulkan delegate.
+"""
+
+import pytest
+
+from rne_tools.checkpoints import random_model
+from rne_tools.errors import ExportError
+from rne_tools.export import cached_export, export_llm
+from rne_tools.export.backends.gpu_checks import check_transform
+from rne_tools.export.vulkan_ops import (
+    VulkanKVCache,
+    VulkanRMSNorm,
+    VulkanSDPA,
+    apply_vulkan_transforms,
+)
+from rne_tools.models import gemma4
+
+
+def _variant(config, quantization):
+    return cached_export(
+        "gemma4_e2b",
+        "vulkan",
+        quantization,
+        random_config=config,
+        max_context=64,
+        max_chunk=5,
+        progress=False,
+    )
+
+
+@pytest.mark.parametrize("name", sorted(gemma4.RANDOM_CONFIGS))
+def test_transformed_model_matches_original(name):
+    model, args, _ = random_model("gemma4", name, max_context=40, max_chunk=4, seed=5)
+    n_norms = sum(isinstance(m, gemma4.RMSNorm) for m in model.modules())
+    _, check = check_transform(model, apply_vulkan_transforms, atol=1e-3)
+    assert check["greedy_tokens_match"] and check["max_abs_logit_diff"] < 1e-3
+    assert check["prompt_tokens"] > args.sliding_window
+    # Every norm form (weighted, weightless v_norm) and every attention is swapped;
+    # caches are flat (the window lives in the mask) and shared layers still own none.
+    assert sum(isinstance(m, VulkanRMSNorm) for m in model.modules()) == n_norms
+    assert sum(isinstance(m, VulkanSDPA) for m in model.modules()) == args.n_layers
+    own_kv = [i for i in range(args.n_layers) if args.kv_source[i] == i]
+    assert sorted(model.caches, key=int) == [str(i) for i in own_kv]
+    assert all(isinstance(c, VulkanKVCache) and c.size == 40 for c in model.caches.values())
+
+
+@pytest.mark.parametrize("config, quantization", [("tiny", "8da4w"), ("tiny_mqa", "fp16")])
+def test_export_delegates_norms_attention_and_caches(config, quantization):
+    report = _variant(config, quantization).report
+    args = gemma4.ModelArgs.from_hf_config(gemma4.RANDOM_CONFIGS[config])
+    own_kv = sum(1 for i in range(args.n_layers) if args.kv_source[i] == i)
+    checks = report["backend_checks"]
+    assert checks["compute_ops_delegated_share"] >= 0.95
+    fused = checks["fused_ops"]
+    n_norms = 5 * args.n_layers + args.n_layers + 2 * own_kv + 2
+    assert fused["et_vk_rms_norm_default"] == {"delegated": n_norms, "cpu": 0}
+    assert fused["et_vk_sdpa_default"] == {"delegated": args.n_layers, "cpu": 0}
+    assert fused["auto_functionalized_v2"] == {"delegated": 2 * own_kv, "cpu": 0}
+    assert checks["transform_check"]["greedy_tokens_match"]
+    assert report["verification"]["status"] == "unavailable"
+
+
+@pytest.mark.parametrize(
+    "model_id, overrides, message",
+    [
+        ("gemma4_e2b", dict(quantization="int4"), r"allowed: fp16, 8da4w"),
+        ("smollm2_135m", dict(quantization="fp16"), r"gemma4 architecture"),
+    ],
+)
+def test_refuses_options_it_cannot_honour(tmp_path, model_id, overrides, message):
+    options = dict(random_config="tiny", max_context=64, max_chunk=5) | overrides
+    with pytest.raises(ExportError, match=message):
+        export_llm(model_id, "vulkan", tmp_path, progress=False, **options)
+    assert list(tmp_path.iterdir()) == []
