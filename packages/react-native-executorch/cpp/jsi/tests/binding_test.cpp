@@ -1,0 +1,303 @@
+// The JSI binding (`globalThis.__RNExecutorch`) run for real on the host: the real LlmRunner
+// and a real SmolLM2 .pte, driven through jsi::Runtime calls exactly as JavaScript would make
+// them, with a CallInvoker that queues work for the test thread (the "JS thread").
+//
+// Needs RNE_JSI_TEST_PTE (a SmolLM2-135M-Instruct export) and RNE_JSI_TEST_TOKENIZER (its
+// tokenizer.json); tests/test_jsi_binding.py builds this and provides both.
+#include <ReactCommon/CallInvoker.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <functional>
+#include <iostream>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "rne_jsi.h"
+#include "test_runtime.h"
+
+namespace rne::jsi::testing {
+namespace {
+
+using facebook::react::CallFunc;
+using facebook::react::CallInvoker;
+
+// The JS thread's task queue: the binding posts results and tokens; the test runs them.
+class QueueInvoker : public CallInvoker {
+ public:
+  void invokeAsync(CallFunc&& func) noexcept override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      tasks_.push_back(std::move(func));
+    }
+    ready_.notify_all();
+  }
+  void invokeSync(CallFunc&&) override { FAIL() << "the binding must never block the JS thread"; }
+
+  // Runs queued tasks on this thread until `done()` or the timeout; returns done().
+  bool runUntil(j::Runtime& rt, const std::function<bool()>& done,
+                std::chrono::seconds timeout = std::chrono::seconds(300)) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!done()) {
+      CallFunc task;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        if (!ready_.wait_until(lock, deadline, [this] { return !tasks_.empty(); })) return false;
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      task(rt);
+    }
+    return true;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<CallFunc> tasks_;
+};
+
+std::string env(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? value : "";
+}
+
+// SmolLM2's default system prompt and chat format (what its chat template renders).
+constexpr const char* kSystem = "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
+
+std::string chat(const std::vector<std::pair<std::string, std::string>>& turns) {
+  std::string text;
+  for (const auto& [role, content] : turns) {
+    text += "<|im_start|>" + role + "\n" + content + "<|im_end|>\n";
+  }
+  return text + "<|im_start|>assistant\n";
+}
+
+class BindingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    install(rt_, invoker_, PlatformInfo{"ios", true, "17.4"});
+    module_ = std::make_unique<j::Object>(rt_.global().getPropertyAsObject(rt_, "__RNExecutorch"));
+  }
+
+  template <typename... Args>
+  j::Value call(const char* method, Args&&... args) {
+    return module_->getPropertyAsFunction(rt_, method).call(rt_, std::forward<Args>(args)...);
+  }
+
+  j::Value await(const j::Value& promise) {
+    EXPECT_TRUE(invoker_->runUntil(rt_, [&] { return rt_.promiseState(promise) != "pending"; }))
+        << "the promise did not settle";
+    return rt_.promiseResult(promise);
+  }
+
+  std::string str(const j::Value& object, const char* name) {
+    return object.getObject(rt_).getProperty(rt_, name).getString(rt_).utf8(rt_);
+  }
+  double num(const j::Value& object, const char* name) {
+    return object.getObject(rt_).getProperty(rt_, name).getNumber();
+  }
+
+  j::Value loadOptions(const std::string& model, const std::string& tokenizer,
+                       const char* backend = "xnnpack") {
+    j::Object options(rt_);
+    options.setProperty(rt_, "modelPath", j::String::createFromUtf8(rt_, model));
+    options.setProperty(rt_, "tokenizerPath", j::String::createFromUtf8(rt_, tokenizer));
+    options.setProperty(rt_, "backend", j::String::createFromAscii(rt_, backend));
+    return j::Value(std::move(options));
+  }
+
+  double load() {
+    const std::string pte = env("RNE_JSI_TEST_PTE"), tokenizer = env("RNE_JSI_TEST_TOKENIZER");
+    if (pte.empty() || tokenizer.empty()) {
+      ADD_FAILURE() << "Set RNE_JSI_TEST_PTE and RNE_JSI_TEST_TOKENIZER (tests/test_jsi_binding.py does)";
+      return -1;
+    }
+    j::Value promise = call("loadLLM", loadOptions(pte, tokenizer));
+    j::Value handle = await(promise);
+    EXPECT_EQ(rt_.promiseState(promise), "fulfilled");
+    return handle.isNumber() ? handle.getNumber() : -1;
+  }
+
+  j::Value config(double max_new_tokens, double temperature = 0, const char* stop = nullptr) {
+    j::Object c(rt_);
+    c.setProperty(rt_, "maxNewTokens", max_new_tokens);
+    c.setProperty(rt_, "temperature", temperature);
+    c.setProperty(rt_, "topK", 0);
+    c.setProperty(rt_, "topP", 1);
+    c.setProperty(rt_, "minP", 0);
+    c.setProperty(rt_, "repetitionPenalty", 1);
+    c.setProperty(rt_, "seed", 7);
+    j::Array stops(rt_, stop ? 1 : 0);
+    if (stop) stops.setValueAtIndex(rt_, 0, j::String::createFromUtf8(rt_, stop));
+    c.setProperty(rt_, "stopStrings", stops);
+    return j::Value(std::move(c));
+  }
+
+  // A token callback recording the pieces, and whether `settled` was already true at each.
+  j::Function collector(std::vector<std::string>& pieces) {
+    return j::Function::createFromHostFunction(
+        rt_, j::PropNameID::forAscii(rt_, "onToken"), 1,
+        [&pieces](j::Runtime& rt, const j::Value&, const j::Value* args, size_t) {
+          pieces.push_back(args[0].getString(rt).utf8(rt));
+          return j::Value::undefined();
+        });
+  }
+
+  std::string codeOf(const j::Value& error) { return str(error, "code"); }
+
+  TestRuntime rt_;
+  std::shared_ptr<QueueInvoker> invoker_ = std::make_shared<QueueInvoker>();
+  std::unique_ptr<j::Object> module_;
+};
+
+TEST_F(BindingTest, ExposesTheSeamAndThePlatform) {
+  j::Array names = rt_.global().getPropertyAsObject(rt_, "__RNExecutorch").getPropertyNames(rt_);
+  EXPECT_EQ(names.size(rt_), 8u);
+
+  j::Array backends = call("availableBackends").getObject(rt_).getArray(rt_);
+  std::vector<std::string> list;
+  for (size_t i = 0; i < backends.size(rt_); ++i) {
+    list.push_back(backends.getValueAtIndex(rt_, i).getString(rt_).utf8(rt_));
+  }
+  // The host build links XNNPACK only.
+  EXPECT_EQ(list, std::vector<std::string>{"xnnpack"});
+
+  j::Value info = call("platformInfo");
+  EXPECT_EQ(str(info, "os"), "ios");
+  EXPECT_TRUE(info.getObject(rt_).getProperty(rt_, "isSimulator").getBool());
+  EXPECT_EQ(str(info, "osVersion"), "17.4");
+}
+
+TEST_F(BindingTest, LoadFailuresAreCodedRejections) {
+  j::Value missing = call("loadLLM", loadOptions("/nonexistent/model.pte", "/nonexistent/tokenizer.json"));
+  j::Value error = await(missing);
+  EXPECT_EQ(rt_.promiseState(missing), "rejected");
+  EXPECT_EQ(codeOf(error), "not_found");
+  EXPECT_NE(str(error, "message").find("/nonexistent/"), std::string::npos) << str(error, "message");
+
+  j::Value vulkan = call("loadLLM", loadOptions("/x.pte", "/t.json", "vulkan"));
+  EXPECT_EQ(rt_.promiseState(vulkan), "rejected");
+  EXPECT_EQ(codeOf(rt_.promiseResult(vulkan)), "invalid_argument");
+  EXPECT_NE(str(rt_.promiseResult(vulkan), "message").find("built without the vulkan"), std::string::npos);
+
+  j::Value unknown = call("loadLLM", loadOptions("/x.pte", "/t.json", "cuda"));
+  EXPECT_EQ(codeOf(rt_.promiseResult(unknown)), "invalid_argument");
+}
+
+TEST_F(BindingTest, StreamsAGreedyAnswerAndReusesTheCacheOnTheNextTurn) {
+  const double handle = load();
+  ASSERT_GT(handle, 0);
+  EXPECT_TRUE(call("stats", handle).isNull());
+
+  const std::string turn1 = chat({{"system", kSystem}, {"user", "What is the capital of France?"}});
+  std::vector<std::string> pieces;
+  j::Value promise = call("generate", handle, j::String::createFromUtf8(rt_, turn1), config(24),
+                          collector(pieces));
+  EXPECT_EQ(rt_.promiseState(promise), "pending");  // runs off the JS thread
+  j::Value stats = await(promise);
+  ASSERT_EQ(rt_.promiseState(promise), "fulfilled") << str(stats, "message");
+
+  std::string answer;
+  for (const auto& piece : pieces) answer += piece;
+  EXPECT_NE(answer.find("Paris"), std::string::npos) << answer;
+  EXPECT_EQ(str(stats, "stopReason"), "eos");
+  EXPECT_GT(pieces.size(), 3u);
+  EXPECT_GE(num(stats, "generatedTokens"), static_cast<double>(pieces.size()));
+  EXPECT_GT(num(stats, "promptTokens"), 10);
+  EXPECT_GT(num(stats, "timeToFirstTokenMs"), 0);
+  EXPECT_GT(num(stats, "tokensPerSecond"), 0);
+  EXPECT_GT(num(stats, "prefillTokensPerSecond"), 0);
+  const double first_prompt = num(stats, "promptTokens");
+  std::cout << "[ answer   ] " << answer << "\n[ stats    ] prompt " << first_prompt
+            << " tokens, ttft " << num(stats, "timeToFirstTokenMs") << " ms, prefill "
+            << num(stats, "prefillTokensPerSecond") << " tok/s, decode "
+            << num(stats, "tokensPerSecond") << " tok/s\n";
+  EXPECT_EQ(num(call("stats", handle), "generatedTokens"), num(stats, "generatedTokens"));
+
+  // The next turn extends the conversation: only the new turn is prefilled.
+  const std::string turn2 = turn1 + answer + "<|im_end|>\n<|im_start|>user\nAnd of Italy?<|im_end|>\n<|im_start|>assistant\n";
+  pieces.clear();
+  j::Value second = await(call("generate", handle, j::String::createFromUtf8(rt_, turn2), config(24),
+                               collector(pieces)));
+  EXPECT_FALSE(pieces.empty());
+  // "<|im_end|>\n<|im_start|>user\nAnd of Italy?<|im_end|>\n<|im_start|>assistant\n" only.
+  EXPECT_LT(num(second, "promptTokens"), 20);
+  EXPECT_GT(num(second, "cacheTokens"), first_prompt);
+
+  // A prompt that does not extend it starts over (the whole prompt is prefilled again).
+  j::Value fresh = await(call("generate", handle, j::String::createFromUtf8(rt_, turn1), config(4),
+                              collector(pieces)));
+  EXPECT_EQ(num(fresh, "promptTokens"), first_prompt);
+  call("release", handle);
+}
+
+TEST_F(BindingTest, BusyWhileGeneratingAndInterruptStopsIt) {
+  const double handle = load();
+  ASSERT_GT(handle, 0);
+  std::vector<std::string> pieces;
+  const std::string prompt = chat({{"system", kSystem}, {"user", "Write a long story about a dragon and a knight."}});
+  j::Value running = call("generate", handle, j::String::createFromUtf8(rt_, prompt), config(200, 0.8),
+                          collector(pieces));
+
+  std::vector<std::string> other;
+  j::Value busy = call("generate", handle, j::String::createFromUtf8(rt_, prompt), config(5),
+                       collector(other));
+  ASSERT_EQ(rt_.promiseState(busy), "rejected");
+  EXPECT_EQ(codeOf(rt_.promiseResult(busy)), "busy");
+  // reset() while generating is refused synchronously, with the same code.
+  try {
+    call("reset", handle);
+    ADD_FAILURE() << "reset() during a generation must throw";
+  } catch (const j::JSError& e) {
+    EXPECT_EQ(codeOf(e.value()), "busy");
+  }
+
+  ASSERT_TRUE(invoker_->runUntil(rt_, [&] { return pieces.size() >= 3; }));
+  call("interrupt", handle);
+  j::Value stats = await(running);
+  EXPECT_EQ(str(stats, "stopReason"), "interrupted");
+  EXPECT_LT(num(stats, "generatedTokens"), 200);
+  EXPECT_TRUE(other.empty());
+
+  // Interrupting right after the call (before the worker starts) still stops it at once.
+  j::Value next = call("generate", handle, j::String::createFromUtf8(rt_, prompt), config(200, 0.8),
+                       collector(pieces));
+  call("interrupt", handle);
+  j::Value early = await(next);
+  EXPECT_EQ(str(early, "stopReason"), "interrupted");
+  EXPECT_LE(num(early, "generatedTokens"), 1);
+  call("release", handle);
+}
+
+TEST_F(BindingTest, BadArgumentsAndReleasedHandlesThrowCodedErrors) {
+  const double handle = load();
+  ASSERT_GT(handle, 0);
+  std::vector<std::string> pieces;
+  j::Value bad = config(10);
+  bad.getObject(rt_).setProperty(rt_, "topP", 2);
+  try {
+    call("generate", handle, j::String::createFromAscii(rt_, "hi"), bad, collector(pieces));
+    ADD_FAILURE() << "topP 2 must be refused";
+  } catch (const j::JSError& e) {
+    EXPECT_EQ(codeOf(e.value()), "invalid_argument");
+    EXPECT_NE(e.getMessage().find("top_p"), std::string::npos) << e.getMessage();
+  }
+
+  call("release", handle);
+  for (const char* method : {"interrupt", "reset", "stats", "release"}) {
+    try {
+      call(method, handle);
+      ADD_FAILURE() << method << " on a released handle must throw";
+    } catch (const j::JSError& e) {
+      EXPECT_EQ(codeOf(e.value()), "invalid_argument") << method;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rne::jsi::testing
