@@ -172,7 +172,9 @@ export class FakeNative implements NativeExecutorch {
 
   reset(handle: NativeModelHandle): void {
     this.calls.push('reset');
-    this.session(handle).conversation = '';
+    const session = this.session(handle);
+    if (session.running) throw nativeError('busy', 'reset() while generating; interrupt() first');
+    session.conversation = '';
   }
 
   stats(handle: NativeModelHandle): GenerationStats | null {
