@@ -20,4 +20,3 @@ export function getNativeExecutorch(): NativeExecutorch {
   );
 }
 
-export type * from './seam';
