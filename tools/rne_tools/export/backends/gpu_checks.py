@@ -69,11 +69,14 @@ def check_transform(
     model: gemma4.Transformer,
     transform: Callable[[gemma4.Transformer], gemma4.Transformer],
     atol: float = 1e-3,
+    rtol: float = 1e-4,
     new_tokens: int = 8,
 ) -> tuple[gemma4.Transformer, dict[str, Any]]:
     """Apply ``transform`` and prove on a probe that logits and greedy tokens are unchanged.
 
-    Raises VerificationError when they are not; returns the transformed model and a summary.
+    Logits may differ by float32 reordering: ``atol + rtol * max|logit|`` (real widths with a
+    soft cap of 30 have logits in the tens). Raises VerificationError otherwise; returns the
+    transformed model and a summary.
     """
     sizes = probe_schedule(model.args, model.max_context, model.max_chunk)
     length = sum(sizes)
@@ -84,19 +87,21 @@ def check_transform(
     model = transform(model)
     after, got = run_probe(model, tokens, sizes, new_tokens)
     diff = (before.float() - after.float()).abs().max().item()
+    tolerance = atol + rtol * before.float().abs().max().item()
     summary = {
         "prompt_tokens": length,
         "chunks": sizes,
         "window": model.args.sliding_window,
         "decode_tokens": new_tokens,
         "max_abs_logit_diff": diff,
-        "atol": atol,
+        "tolerance": tolerance,
         "greedy_tokens_match": expected == got,
     }
-    if expected != got or not diff <= atol:
+    if expected != got or not diff <= tolerance:
         raise VerificationError(
             f"The source-transformed model disagrees with the original (max |logit diff| "
-            f"{diff:.3g}, tolerance {atol}; greedy tokens {'match' if expected == got else 'differ'})."
+            f"{diff:.3g}, tolerance {tolerance:.3g}; greedy tokens "
+            f"{'match' if expected == got else 'differ'})."
         )
     return model, summary
 
