@@ -260,8 +260,8 @@ class RoPE(nn.Module):
         """Rotate ``x`` of shape [B, H, T, head_dim]."""
         seq_len = x.shape[2]
         pos = (input_pos + torch.arange(seq_len, device=x.device)).float()
-        # inv_freq stays float32 even when the model is cast to bf16 (see Transformer.to_dtype).
-        angles = pos[:, None] * self.inv_freq.float()[None, :]
+        # inv_freq stays float32 when the model is cast to bf16 (see Transformer.to_dtype).
+        angles = pos[:, None] * self.inv_freq[None, :]
         cos = torch.cat([angles.cos(), angles.cos()], dim=-1).to(x.dtype)
         sin = torch.cat([angles.sin(), angles.sin()], dim=-1).to(x.dtype)
         x1, x2 = x[..., : self.head_dim // 2], x[..., self.head_dim // 2 :]
@@ -527,10 +527,10 @@ class Transformer(nn.Module):
 
     def to_dtype(self, dtype: torch.dtype) -> Transformer:
         """Cast weights and caches to ``dtype``, keeping RoPE frequencies in float32."""
+        saved = {m: m.inv_freq for m in self.modules() if isinstance(m, RoPE)}
         self.to(dtype)
-        for m in self.modules():
-            if isinstance(m, RoPE):
-                m.inv_freq = m.inv_freq.float()
+        for m, inv_freq in saved.items():
+            m.inv_freq = inv_freq
         return self
 
     @torch.no_grad()
