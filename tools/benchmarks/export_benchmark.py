@@ -167,7 +167,7 @@ def main(rows: str, prompt_tokens: int, decode_tokens: int, one: str | None) -> 
             )
             continue
         results.append(json.loads(line.removeprefix("RESULT ")))
-        click.echo(f"{name}: done in {time.perf_counter() - start:.0f} s", err=True)
+        click.echo(f"{name}: done in {time.perf_counter() - start:.0f} s: {line}", err=True)
     click.echo(header)
     for r in results:
         click.echo(
