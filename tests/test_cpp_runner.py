@@ -180,3 +180,15 @@ def test_streamed_pieces_are_always_whole_utf8_characters(rne_llm, tiny_llama_fp
     # 22 prompt bytes in a 64-position cache: the budget stops at the context end, not at 50.
     assert len(as_json["tokens"]) == 64 - len(as_json["prompt_ids"]) == 42
     assert as_json["stats"]["stop_reason"] == "context_full"
+
+
+def test_a_stop_string_ends_the_answer_right_before_it(rne_llm, tiny_llama_fp32, byte_tokenizer):
+    args = [rne_llm, "--model", tiny_llama_fp32.pte_path, "--tokenizer", byte_tokenizer, "--raw",
+            "--max-new-tokens", "30", "--ignore-eos", "abc"]
+    full = run_json(*args)["text"]
+    assert len(full) >= 12, full
+    stop = full[8:11]  # somewhere inside the greedy answer
+    cut = run_json(*args, "--stop", stop)
+    assert cut["text"] == full[: full.find(stop)]
+    assert cut["stats"]["stop_reason"] == "stop_string"
+    assert cut["stats"]["generated_tokens"] < 30
