@@ -200,6 +200,17 @@ def test_export_is_fully_delegated_and_fused(mlx_export):
     assert report["verification"]["status"] == "unavailable"
 
 
+def test_tied_embedding_is_quantized_and_stored_once(mlx_export):
+    mlx_schema.install()
+    from executorch.backends.mlx import pte_inspector
+
+    payload = pte_inspector._load_mlx_payload(mlx_export.pte_path.read_bytes(), 0)
+    names = [s["name"] for s in pte_inspector.parse_mlx_flatbuffer(payload.fb_data)["named_slots"]]
+    # The embedding gather and the output head read the same packed int4 table.
+    assert sum("output.parametrizations.weight.original0" in n for n in names) == 1
+    assert not any("tok_embeddings" in n for n in names)
+
+
 def test_export_follows_the_pte_contract(mlx_export):
     from executorch.runtime import Runtime
 
