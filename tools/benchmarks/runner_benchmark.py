@@ -2,7 +2,7 @@
 runner, plus sampler cost at Gemma's vocabulary size.
 
 Prints numbers; asserts nothing about speed. On the same .pte file (default: SmolLM2-135M
-xnnpack 8da4w, the demo's export, cached):
+xnnpack fp32, the demo's export, cached):
 
 - our runner (rne::runner::TextGenerator) vs a bare ``Module::execute`` loop doing exactly the
   same forward calls (chunked prefill, T=1 decode, argmax) in the same process (``rne_bench``;
@@ -56,11 +56,11 @@ def ensure_rne_bench() -> Path:
     return RNE_BENCH
 
 
-def default_model() -> tuple[Path, Path]:
+def default_model(quantization: str) -> tuple[Path, Path]:
     from rne_tools.export import cached_export
     from rne_tools.gguf_import import smollm2_checkpoint
 
-    export = cached_export("smollm2_135m", "xnnpack", "8da4w")
+    export = cached_export("smollm2_135m", "xnnpack", quantization)
     return export.pte_path, smollm2_checkpoint() / "tokenizer.json"
 
 
@@ -123,7 +123,9 @@ def executorch_runner_or_none(pte: Path, tokenizer: Path, prompt: str,
 
 @click.command()
 @click.option("--pte", type=click.Path(exists=True, path_type=Path), default=None,
-              help="Model file (default: SmolLM2-135M xnnpack 8da4w, exported and cached).")
+              help="Model file (default: SmolLM2-135M xnnpack, the demo's export, cached).")
+@click.option("--quantization", default="fp32", show_default=True,
+              help="Quantization of the default SmolLM2 export (fp32 or 8da4w).")
 @click.option("--tokenizer", type=click.Path(exists=True, path_type=Path), default=None,
               help="tokenizer.json for the ExecuTorch runner (default: SmolLM2's).")
 @click.option("--prompt-tokens", default=128, show_default=True)
@@ -132,12 +134,12 @@ def executorch_runner_or_none(pte: Path, tokenizer: Path, prompt: str,
               help="Runs per measurement; the best run counts (load only slows runs down).")
 @click.option("--sampler-vocab", default=262144, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
-def main(pte: Path | None, tokenizer: Path | None, prompt_tokens: int, new_tokens: int,
-         repeat: int, sampler_vocab: int, as_json: bool) -> None:
+def main(pte: Path | None, quantization: str, tokenizer: Path | None, prompt_tokens: int,
+         new_tokens: int, repeat: int, sampler_vocab: int, as_json: bool) -> None:
     if (pte is None) != (tokenizer is None):
         raise click.UsageError("--pte and --tokenizer go together")
     if pte is None:
-        pte, tokenizer = default_model()
+        pte, tokenizer = default_model(quantization)
     bench = ensure_rne_bench()
 
     et_runner = executorch_runner_or_none(pte, tokenizer,
