@@ -83,16 +83,16 @@ def test_greedy_tokens_equal_the_reference_runner_on_tiny_exports(
 
 
 @pytest.mark.slow
-def test_greedy_tokens_equal_the_reference_runner_on_smollm2(rne_llm, smollm2_8da4w,
+def test_greedy_tokens_equal_the_reference_runner_on_smollm2(rne_llm, smollm2_fp32,
                                                              smollm2_checkpoint):
     from rne_tools.runtime.text import ChatTokenizer
 
     prompt = ChatTokenizer(smollm2_checkpoint).user_prompt_ids("Name three colours.")
-    ours = run_json(rne_llm, "--model", str(smollm2_8da4w.pte_path),
+    ours = run_json(rne_llm, "--model", str(smollm2_fp32.pte_path),
                     "--tokenizer", str(smollm2_checkpoint / "tokenizer.json"),
                     "--prompt-ids", ",".join(map(str, prompt)), "--max-new-tokens", "32",
                     "--ignore-eos")
-    assert ours["tokens"] == reference_greedy(smollm2_8da4w.pte_path, prompt, 32)
+    assert ours["tokens"] == reference_greedy(smollm2_fp32.pte_path, prompt, 32)
 
 
 @pytest.mark.slow
