@@ -12,7 +12,10 @@ export function publishOn(server: HfServer, repo = 'acme/smol-published', revisi
     ['tokenizer.json', tokenizer],
     ['tokenizer_config.json', config],
   ] as const;
-  for (const [path, body] of entries) server.add(repo, revision, path, { body, chunkSize: 8192 });
+  // Paced, so that progress is observable between the first and the last byte.
+  for (const [path, body] of entries) {
+    server.add(repo, revision, path, { body, chunkSize: 8192, chunkDelayMs: 8 });
+  }
   const pub = (path: string, body: Buffer) => ({ path, sha256: sha256(body), size: body.length });
   return {
     ...models.llm.smollm2_135m,

@@ -62,6 +62,8 @@ function joinPath(...parts: string[]): string {
     .join('/');
 }
 
+function noop(): void {}
+
 function cancelledError(): ExecutorchError {
   return new ExecutorchError('download_cancelled', 'The download was cancelled.');
 }
@@ -281,10 +283,13 @@ export class ResourceFetcher {
   private join(file: RemoteFile): Download {
     const path = this.localPath(file);
     const running = this.downloads.get(path);
-    if (running) {
+    if (running && !running.controller.signal.aborted) {
       running.waiters += 1;
       return running;
     }
+    // A cancelled download may still be unwinding (its last chunk going to the .part file):
+    // start the new one after it, so there is never more than one writer.
+    const previous = running ? running.promise.then(noop, noop) : Promise.resolve();
     const controller = new AbortController();
     const download: Download = {
       controller,
@@ -297,9 +302,11 @@ export class ResourceFetcher {
       download.bytes = bytes;
       download.listeners.forEach((listener) => listener());
     };
-    const promise = this.download(file, path, controller.signal, setBytes).finally(() => {
-      this.downloads.delete(path);
-    });
+    const promise = previous
+      .then(() => this.download(file, path, controller.signal, setBytes))
+      .finally(() => {
+        if (this.downloads.get(path) === download) this.downloads.delete(path);
+      });
     promise.catch(() => {});
     Object.assign(download, { promise });
     this.downloads.set(path, download);
