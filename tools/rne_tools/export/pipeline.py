@@ -344,7 +344,9 @@ def export_llm(
             verification: dict[str, Any] = {"passed": False, "status": "not run"}
             if verify:
                 with _stage(bar, "verify", timings):
-                    verification = verify_program(tmp_pte, model, options, backend_impl)
+                    verification = verify_program(
+                        tmp_pte, model, options, backend_impl, checkpoint_dir=source.checkpoint
+                    )
         report = {
             "model": options.model_id,
             "architecture": options.architecture,
