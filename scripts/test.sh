@@ -23,4 +23,4 @@ if [ -f packages/react-native-executorch/cpp/CMakeLists.txt ]; then
 fi
 
 step "pytest"
-.venv/bin/python -m pytest tests
+.venv/bin/python -m pytest tests --durations=15
