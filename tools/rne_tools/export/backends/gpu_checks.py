@@ -69,14 +69,17 @@ def check_transform(
     model: gemma4.Transformer,
     transform: Callable[[gemma4.Transformer], gemma4.Transformer],
     atol: float = 1e-3,
-    rtol: float = 1e-4,
+    rtol: float = 1e-2,
     new_tokens: int = 8,
 ) -> tuple[gemma4.Transformer, dict[str, Any]]:
     """Apply ``transform`` and prove on a probe that logits and greedy tokens are unchanged.
 
-    Logits may differ by float32 reordering: ``atol + rtol * max|logit|`` (real widths with a
-    soft cap of 30 have logits in the tens). Raises VerificationError otherwise; returns the
-    transformed model and a summary.
+    Greedy tokens must be identical; logits may differ by float32 reordering up to
+    ``atol + rtol * max|logit|``. Gemma's attention scale of 1.0 makes softmax sharp, and with
+    random weights at real widths that amplifies reordering noise with depth (measured at E2B
+    widths: 5e-4 at 5 layers, 5e-3 at 10, logits up to ~5); a wrong transform moves logits by
+    their own magnitude. Raises VerificationError otherwise; returns the transformed model and
+    a summary.
     """
     sizes = probe_schedule(model.args, model.max_context, model.max_chunk)
     length = sum(sizes)
@@ -107,11 +110,13 @@ def check_transform(
 
 
 def delegation_by_op(program: Any) -> dict[str, dict[str, int]]:
-    """{op: {"delegated": n, "cpu": m}} of the program's edge graph."""
+    """{op: {"delegated": n, "cpu": m}} of the program's compute ops (output unpacking, shape
+    queries and memory planning are bookkeeping and left out)."""
     from executorch.devtools.backend_debug import get_delegation_info
 
     info = get_delegation_info(program.exported_program().graph_module)
     return {
         op: {"delegated": b.delegated, "cpu": b.non_delegated}
         for op, b in sorted(info.delegation_by_operator.items())
+        if op not in ("getitem", "sym_size", "alloc")
     }

@@ -16,7 +16,11 @@ from torch import nn
 
 from rne_tools.errors import ExportError, VerificationError
 from rne_tools.export.backends import ExportOptions, check_quantization
-from rne_tools.export.backends.gpu_checks import check_transform, require_gemma4
+from rne_tools.export.backends.gpu_checks import (
+    check_transform,
+    delegation_by_op,
+    require_gemma4,
+)
 
 GROUP_SIZES = (32, 64, 128)  # the group sizes MLX's fused quantized matmul kernels exist for
 MAX_CHUNK = 512
@@ -115,7 +119,7 @@ class MLXBackend:
         """MLX instruction histogram of the delegate(s) plus the transform check; raises
         VerificationError if anything runs outside MLX or reads a data-dependent scalar."""
         ops = mlx_instructions(program.buffer)
-        outside = non_delegated_ops(program)
+        outside = {op: c["cpu"] for op, c in delegation_by_op(program).items() if c["cpu"]}
         bad = {k: v for k, v in ops.items() if k in DATA_DEPENDENT_NODES}
         report = {
             "mlx_instructions": dict(sorted(ops.items())),
@@ -145,17 +149,6 @@ def mlx_instructions(pte: bytes) -> collections.Counter[str]:
         for chain in graph["instruction_chains"]:
             counts.update(i.get("op_name", "?") for i in chain["instructions"])
     return counts
-
-
-def non_delegated_ops(program: Any) -> dict[str, int]:
-    """Ops (not output unpacking) left outside any delegate."""
-    from rne_tools.export.backends.gpu_checks import delegation_by_op
-
-    return {
-        op: c["cpu"]
-        for op, c in delegation_by_op(program).items()
-        if c["cpu"] and op not in ("getitem", "sym_size", "alloc")
-    }
 
 
 BACKEND = MLXBackend()

@@ -23,7 +23,6 @@ MIN_DELEGATED_SHARE = 0.95
 # Edge op names of the fused kernels that must all be delegated; the in-place
 # ``llama::update_cache`` shows up as its functionalization wrapper (the graph's only one).
 FUSED_OPS = ("et_vk_rms_norm_default", "et_vk_sdpa_default", "auto_functionalized_v2")
-_BOOKKEEPING = ("getitem", "sym_size", "alloc")
 
 
 class VulkanBackend:
@@ -62,7 +61,7 @@ class VulkanBackend:
     def inspect(self, model: nn.Module, program: Any, options: ExportOptions) -> dict[str, Any]:
         """Delegated share of compute ops and the fused ops' placement; raises
         VerificationError below 95% or if any RMSNorm / SDPA / cache update stays on CPU."""
-        by_op = {k: v for k, v in delegation_by_op(program).items() if k not in _BOOKKEEPING}
+        by_op = delegation_by_op(program)
         delegated = sum(c["delegated"] for c in by_op.values())
         total = delegated + sum(c["cpu"] for c in by_op.values())
         share = delegated / total if total else 0.0
