@@ -111,12 +111,6 @@ class Registry:
             known = ", ".join(sorted(self.models))
             raise RegistryError(f"unknown model id '{model_id}'; known models: {known}") from None
 
-    def families(self) -> dict[str, list[ModelSpec]]:
-        out: dict[str, list[ModelSpec]] = {}
-        for spec in self.models.values():
-            out.setdefault(spec.family, []).append(spec)
-        return out
-
 
 def _field_path(parts: Iterable[str | int]) -> str:
     text = ""
