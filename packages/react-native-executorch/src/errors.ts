@@ -15,8 +15,17 @@ export type ExecutorchErrorCode =
   | 'model_unpublished'
   /** The server answered with an HTTP error or the connection kept failing. */
   | 'download_failed'
-  /** A downloaded file's size or sha256 differs from the registry; the file was removed. */
+  /**
+   * A model file is corrupt: its size or sha256 differs from the registry's (downloaded again
+   * from zero once first); the file was removed.
+   */
   | 'checksum_mismatch'
+  /**
+   * A repo id, revision or file path (from the registry or the caller) would leave the models
+   * cache: an empty, `.` or `..` segment, an absolute path, a backslash or a NUL. Nothing was
+   * read, written or deleted.
+   */
+  | 'invalid_path'
   /** The download was cancelled by the caller. */
   | 'download_cancelled'
   /** No filesystem/HTTP adapter is configured for downloads. */
@@ -60,6 +69,8 @@ export interface ExecutorchErrorDetails {
   readonly status?: number;
   /** For download errors: the URL concerned. */
   readonly url?: string;
+  /** For `invalid_path`: the rejected value. */
+  readonly path?: string;
   /** The underlying error, when this one wraps another. */
   readonly cause?: unknown;
 }

@@ -35,6 +35,7 @@ export type {
   FileSystemAdapter,
   HttpAdapter,
   HttpDownloadRequest,
+  HttpDownloadResult,
   ResourceAdapters,
 } from './resources/adapters';
 export { blobUtilAdapters, type BlobUtilModule } from './resources/blobUtil';

@@ -1,8 +1,9 @@
 /**
  * A stand-in for `react-native-blob-util` over Node, reproducing the behaviours the device
  * adapters rely on: `config({ path, overwrite: false })` appends the body to the file, any
- * response body (error pages included) is written, progress reports bytes of this response,
- * `cancel()` aborts, and `fs.*` mirror its filesystem API.
+ * response body (error pages included) is written, `stateChange` reports status and headers
+ * when they arrive, progress reports bytes of this response, `cancel()` aborts, and `fs.*`
+ * mirror its filesystem API (`appendFile(path, source, 'uri')` appends another file's bytes).
  */
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
@@ -16,7 +17,10 @@ export function fakeBlobUtil(documentDir: string): BlobUtilModule {
       dirs: { DocumentDir: documentDir },
       exists: async (path) => existsSync(path),
       isDir: async (path) => (await fsp.stat(path)).isDirectory(),
-      stat: async (path) => ({ size: String((await fsp.stat(path)).size) }),
+      stat: async (path) => {
+        const s = await fsp.stat(path);
+        return { size: String(s.size), lastModified: Math.floor(s.mtimeMs) };
+      },
       mkdir: async (path) => {
         await fsp.mkdir(path, { recursive: true });
       },
@@ -27,14 +31,19 @@ export function fakeBlobUtil(documentDir: string): BlobUtilModule {
       unlink: (path) => fsp.rm(path, { recursive: true }),
       ls: (path) => fsp.readdir(path),
       readFile: (path) => fsp.readFile(path, 'utf8'),
+      writeFile: (path, data) => fsp.writeFile(path, data, 'utf8'),
+      appendFile: async (path, source) => fsp.appendFile(path, await fsp.readFile(source)),
       hash: async (path) => createHash('sha256').update(readFileSync(path)).digest('hex'),
     },
     config: ({ path, overwrite }) => ({
       fetch(_method, url, headers) {
         const controller = new AbortController();
         let onProgress: (received: number, total: number) => void = () => {};
+        let onState: (state: { status: number; headers: Record<string, string> }) => void = () => {};
         const run = (async () => {
           const response = await fetch(url, { headers, signal: controller.signal });
+          const info = { status: response.status, headers: Object.fromEntries(response.headers) };
+          onState(info);
           const file = await fsp.open(path, overwrite ? 'w' : 'a');
           let received = 0;
           try {
@@ -46,12 +55,16 @@ export function fakeBlobUtil(documentDir: string): BlobUtilModule {
           } finally {
             await file.close();
           }
-          return { info: () => ({ status: response.status }) };
+          return { info: () => info };
         })();
         const task = {
           then: run.then.bind(run),
           progress(_config: { interval: number }, cb: typeof onProgress) {
             onProgress = cb;
+            return task;
+          },
+          stateChange(cb: typeof onState) {
+            onState = cb;
             return task;
           },
           cancel: () => controller.abort(),

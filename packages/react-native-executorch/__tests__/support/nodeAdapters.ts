@@ -11,7 +11,7 @@ export function nodeFileSystem(documentDirectory: string): FileSystemAdapter {
     async stat(path) {
       try {
         const s = await fsp.stat(path);
-        return { size: s.size, isDirectory: s.isDirectory() };
+        return { size: s.size, isDirectory: s.isDirectory(), mtimeMs: s.mtimeMs };
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
         throw error;
@@ -24,6 +24,7 @@ export function nodeFileSystem(documentDirectory: string): FileSystemAdapter {
     remove: (path) => fsp.rm(path, { recursive: true, force: true }),
     readDir: (path) => fsp.readdir(path),
     readText: (path) => fsp.readFile(path, 'utf8'),
+    writeText: (path, text) => fsp.writeFile(path, text, 'utf8'),
     sha256: (path) =>
       new Promise((resolve, reject) => {
         const hash = createHash('sha256');
@@ -41,9 +42,14 @@ export const nodeHttp: HttpAdapter = {
     const response = await fetch(url, { headers, signal });
     if (response.status !== 200 && response.status !== 206) {
       await response.body?.cancel();
-      return { status: response.status };
+      return { status: response.status, retryAfter: response.headers.get('retry-after') ?? undefined };
     }
     const append = response.status === 206;
+    const contentRange = response.headers.get('content-range') ?? '';
+    if (append && Number(/^bytes (\d+)-/.exec(contentRange)?.[1]) !== offset) {
+      await response.body?.cancel();
+      throw new Error(`Asked for bytes from ${offset}, the server answered Content-Range "${contentRange}".`);
+    }
     const file = await fsp.open(destination, append ? 'a' : 'w');
     let size = append ? offset : 0;
     try {

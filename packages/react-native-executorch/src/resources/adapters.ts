@@ -8,6 +8,8 @@
 export interface FileInfo {
   readonly size: number;
   readonly isDirectory: boolean;
+  /** Last modification time, ms since the epoch (remembers which files were already verified). */
+  readonly mtimeMs: number;
 }
 
 /** The filesystem operations the fetcher needs. */
@@ -25,6 +27,8 @@ export interface FileSystemAdapter {
   /** Names (not paths) of the entries of a directory. */
   readDir(path: string): Promise<string[]>;
   readText(path: string): Promise<string>;
+  /** Creates or replaces a (small) UTF-8 text file. */
+  writeText(path: string, text: string): Promise<void>;
   /** Lowercase hex sha256 of the file's bytes. */
   sha256(path: string): Promise<string>;
 }
@@ -45,14 +49,23 @@ export interface HttpDownloadRequest {
   onProgress(bytesOnDisk: number): void;
 }
 
+/** How a download request ended. */
+export interface HttpDownloadResult {
+  readonly status: number;
+  /** The raw `Retry-After` header of a response other than 200/206, when it had one. */
+  readonly retryAfter?: string;
+}
+
 /** The HTTP operation the fetcher needs. */
 export interface HttpAdapter {
   /**
    * Performs the request. Resolves with the HTTP status once the body is written (for a status
    * other than 200/206 nothing is added to `destination`). Rejects when the connection fails or
    * `signal` aborts, after keeping what was written, so the next request can resume from it.
+   * Rejects without adding anything when a 206 answer's `Content-Range` does not start at
+   * `offset` (its bytes would land at the wrong place).
    */
-  download(request: HttpDownloadRequest): Promise<{ readonly status: number }>;
+  download(request: HttpDownloadRequest): Promise<HttpDownloadResult>;
 }
 
 /** Both adapters. */

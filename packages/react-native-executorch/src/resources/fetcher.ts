@@ -1,6 +1,14 @@
 import { ExecutorchError } from '../errors';
 import type { AnyLLMDescriptor, Backend, PublishedFile, VariantDescriptor } from '../models';
-import type { FileSystemAdapter, HttpAdapter, ResourceAdapters } from './adapters';
+import type {
+  FileInfo,
+  FileSystemAdapter,
+  HttpAdapter,
+  HttpDownloadResult,
+  ResourceAdapters,
+} from './adapters';
+import { checkedRelativePath, checkedRepoRevision, dirname, joinPath } from './paths';
+import { type RetryPolicy, retryAfterMs, retryDelayMs, sleep } from './retry';
 
 /** A published file of a Hugging Face repository at a pinned revision. */
 export interface RemoteFile extends PublishedFile {
@@ -40,11 +48,38 @@ export interface ResourceFetcherOptions extends ResourceAdapters {
   readonly baseUrl?: string;
   /** Defaults to `<documentDirectory>/react-native-executorch/models`. */
   readonly cacheDirectory?: string;
-  /** Requests per file before a failing connection is reported (each resumes). Default 4. */
+  /**
+   * Requests per file before a failing download is reported (each resumes where the previous
+   * one stopped). Default 4.
+   */
   readonly maxAttempts?: number;
+  /**
+   * A request that receives no data for this long (no answer at all, or headers and then
+   * silence) is aborted and counts as a failed attempt. Default 30 000 ms.
+   */
+  readonly idleTimeoutMs?: number;
+  /**
+   * Wait before retrying a request that failed without receiving data (HTTP 5xx, 429, no
+   * connection); doubles with each such failure in a row. Default 1000 ms.
+   */
+  readonly retryDelayMs?: number;
+  /** Upper bound of every retry wait, a server's `Retry-After` included. Default 30 000 ms. */
+  readonly maxRetryDelayMs?: number;
 }
 
 const PART_SUFFIX = '.part';
+/** Beside a verified file: `{ size, mtimeMs, sha256 }` of what was hashed, so it is hashed once. */
+const VERIFIED_SUFFIX = '.verified';
+
+/** How one request for a file ended. */
+type Attempt =
+  | { readonly ok: true }
+  | { readonly ok: false; readonly reason: string; readonly status?: number; readonly waitMs?: number };
+
+/** Statuses that say "later": the request is retried after a delay. */
+function isTransientStatus(status: number): boolean {
+  return status === 408 || status === 429 || (status >= 500 && status <= 599);
+}
 
 /** One file's download, shared by every fetch that asks for it at the same time. */
 interface Download {
@@ -53,13 +88,6 @@ interface Download {
   bytes: number;
   waiters: number;
   readonly listeners: Set<() => void>;
-}
-
-function joinPath(...parts: string[]): string {
-  return parts
-    .map((p, i) => (i === 0 ? p.replace(/\/+$/, '') : p.replace(/^\/+|\/+$/g, '')))
-    .filter((p, i) => i === 0 || p.length > 0)
-    .join('/');
 }
 
 function noop(): void {}
@@ -72,16 +100,21 @@ function cancelledError(): ExecutorchError {
  * Downloads published model files into the app's documents directory and hands out local paths
  * only for complete, verified files.
  *
- * Layout: `<cacheDirectory>/<repo>/<revision>/<path>`. A file is written as `<path>.part`,
- * resumed with HTTP Range when a connection drops or a fetch is cancelled, checked against the
- * registry's size and sha256, and only then renamed to `<path>`: a file at its final name is
- * always a verified one. Concurrent requests for the same file share one download.
+ * Layout: `<cacheDirectory>/<repo>/<revision>/<path>`; repo, revision and path are checked to
+ * stay inside the cache (`invalid_path`). A file is written as `<path>.part`, resumed with HTTP
+ * Range when a connection drops, stalls or a fetch is cancelled, retried with backoff on HTTP
+ * 5xx/429, checked against the registry's size and sha256 (a resumed file that fails is
+ * downloaded again from zero, once), and only then renamed to `<path>`. A file found at its
+ * final name is hashed once and remembered (`<path>.verified`), so what this returns is always
+ * a verified file. Concurrent requests for the same file share one download.
  */
 export class ResourceFetcher {
   private readonly fs: FileSystemAdapter;
   private readonly http: HttpAdapter;
   private readonly baseUrl: string;
   private readonly maxAttempts: number;
+  private readonly idleTimeoutMs: number;
+  private readonly retry: RetryPolicy;
   readonly cacheDirectory: string;
   private readonly downloads = new Map<string, Download>();
 
@@ -90,13 +123,23 @@ export class ResourceFetcher {
     this.http = options.http;
     this.baseUrl = (options.baseUrl ?? 'https://huggingface.co').replace(/\/+$/, '');
     this.maxAttempts = options.maxAttempts ?? 4;
+    this.idleTimeoutMs = options.idleTimeoutMs ?? 30_000;
+    this.retry = {
+      baseDelayMs: options.retryDelayMs ?? 1000,
+      maxDelayMs: options.maxRetryDelayMs ?? 30_000,
+    };
     this.cacheDirectory =
       options.cacheDirectory ??
       joinPath(options.fs.documentDirectory, 'react-native-executorch', 'models');
   }
 
-  /** Where `file` lives once downloaded. */
+  /**
+   * Where `file` lives once downloaded. Throws `invalid_path` when its repo, revision or path
+   * would leave the cache.
+   */
   localPath(file: RemoteFile): string {
+    checkedRepoRevision(file.repo, file.revision);
+    checkedRelativePath(file.path, 'file path');
     return joinPath(this.cacheDirectory, file.repo, file.revision, file.path);
   }
 
@@ -177,6 +220,8 @@ export class ResourceFetcher {
   async fetchFiles(files: readonly RemoteFile[], options: FetchOptions = {}): Promise<string[]> {
     const { signal, onProgress } = options;
     if (signal?.aborted) throw cancelledError();
+    // Every path is checked before any download starts.
+    files.forEach((f) => this.localPath(f));
     const total = files.reduce((sum, f) => sum + f.size, 0);
     const joined = files.map((f) => this.join(f));
     let lastReported = -1;
@@ -229,6 +274,7 @@ export class ResourceFetcher {
           const files: { path: string; size: number }[] = [];
           let sizeBytes = 0;
           await this.walk(joinPath(repoDir, revision), '', async (path, size) => {
+            if (path.endsWith(VERIFIED_SUFFIX)) return;
             sizeBytes += size;
             if (!path.endsWith(PART_SUFFIX)) files.push({ path, size });
           });
@@ -242,12 +288,14 @@ export class ResourceFetcher {
 
   /**
    * Deletes a model's cached files (complete and partial), given the model or its repo and
-   * revision. Refuses while one of its files is downloading.
+   * revision. Refuses while one of its files is downloading; throws `invalid_path` (deleting
+   * nothing) when the repo or revision would leave the cache.
    */
   async deleteCachedModel(
     target: AnyLLMDescriptor | { readonly repo: string; readonly revision: string },
   ): Promise<void> {
     const { repo, revision } = 'hf' in target ? target.hf : target;
+    checkedRepoRevision(repo, revision);
     const dir = joinPath(this.cacheDirectory, repo, revision);
     for (const path of this.downloads.keys()) {
       if (path.startsWith(`${dir}/`)) {
@@ -319,18 +367,51 @@ export class ResourceFetcher {
     signal: AbortSignal,
     setBytes: (bytes: number) => void,
   ): Promise<string> {
-    const existing = await this.fs.stat(path);
-    if (existing && !existing.isDirectory && existing.size === file.size) {
+    if (await this.isVerified(file, path)) {
       setBytes(file.size);
       return path;
     }
-    // Only verified files are ever renamed to their final name, so a wrong size here means
-    // someone else wrote it: start over.
-    if (existing) await this.fs.remove(path);
-
     const part = path + PART_SUFFIX;
     const url = this.url(file);
-    await this.fs.mkdir(path.slice(0, path.lastIndexOf('/')));
+    await this.fs.mkdir(dirname(path));
+    const { resumed } = await this.fillPart(file, part, url, signal, setBytes);
+    let problem = await this.integrityProblem(file, part);
+    if (problem !== null && resumed) {
+      // Bytes from several responses (or an earlier session) that do not add up point at the
+      // data, not at the registry: start over once from zero.
+      await this.fs.remove(part);
+      await this.fillPart(file, part, url, signal, setBytes);
+      problem = await this.integrityProblem(file, part);
+    }
+    if (problem !== null) {
+      await this.fs.remove(part);
+      throw new ExecutorchError(
+        'checksum_mismatch',
+        `The file downloaded from ${url} is a corrupt file: ${problem}` +
+          `${resumed ? ', also when downloaded again from zero' : ''}. It was deleted; the ` +
+          'repository or the registry is wrong, so retrying will not help until they agree.',
+        { url },
+      );
+    }
+    await this.fs.rename(part, path);
+    await this.remember(file, path);
+    setBytes(file.size);
+    return path;
+  }
+
+  /**
+   * Requests `file` until `part` holds `file.size` bytes (or more). Returns whether any bytes
+   * came from an earlier request or session; throws `download_failed` or `download_cancelled`.
+   */
+  private async fillPart(
+    file: RemoteFile,
+    part: string,
+    url: string,
+    signal: AbortSignal,
+    setBytes: (bytes: number) => void,
+  ): Promise<{ resumed: boolean }> {
+    let resumed = false;
+    let failuresWithoutProgress = 0;
     for (let attempt = 1; ; attempt += 1) {
       let offset = (await this.fs.stat(part))?.size ?? 0;
       if (offset > file.size) {
@@ -338,80 +419,146 @@ export class ResourceFetcher {
         offset = 0;
       }
       setBytes(offset);
-      if (offset === file.size) break;
-      let status: number;
-      try {
-        ({ status } = await this.http.download({
-          url,
-          destination: part,
-          offset,
-          signal,
-          onProgress: setBytes,
-        }));
-      } catch (error) {
-        if (signal.aborted) throw cancelledError();
-        if (attempt >= this.maxAttempts) {
-          throw new ExecutorchError(
-            'download_failed',
-            `Downloading ${url} failed ${attempt} times (${String(error)}). Check the network ` +
-              'connection and try again; the downloaded part is kept and will be resumed.',
-            { url, cause: error },
-          );
-        }
-        continue;
+      // Bytes already in the part came from an earlier request or session.
+      resumed ||= offset > 0;
+      if (offset === file.size) return { resumed };
+      const result = await this.request(url, part, offset, signal, setBytes);
+      if (result.ok && ((await this.fs.stat(part))?.size ?? 0) >= file.size) return { resumed };
+      const failure = result.ok ? { reason: 'the response ended early' } : result;
+      if (attempt >= this.maxAttempts) {
+        const status = 'status' in failure ? failure.status : undefined;
+        throw new ExecutorchError(
+          'download_failed',
+          `Downloading ${url} failed ${attempt} times (last: ${failure.reason}). Check the ` +
+            'network connection and try again later; the downloaded part is kept and will be ' +
+            'resumed.',
+          { url, status },
+        );
       }
-      if (status === 416) {
-        // The part no longer matches what the server has; download it again.
-        await this.fs.remove(part);
-        if (attempt >= this.maxAttempts) {
-          throw new ExecutorchError('download_failed', `${url} keeps answering HTTP 416.`, {
-            url,
-            status,
-          });
-        }
-        continue;
-      }
-      if (status !== 200 && status !== 206) {
-        const hint =
-          status === 404
-            ? 'The file is not in the repository at this revision: the registry and the ' +
-              'published repository disagree.'
-            : status === 401 || status === 403
-              ? 'The repository is private or gated.'
-              : 'The server failed; try again later.';
-        throw new ExecutorchError('download_failed', `GET ${url} answered HTTP ${status}. ${hint}`, {
-          url,
-          status,
-        });
-      }
-      if (attempt >= this.maxAttempts) break;
-      // A body that ended early without an error (a proxy cut it): loop and resume.
-      const size = (await this.fs.stat(part))?.size ?? 0;
-      if (size >= file.size) break;
+      const progressed = ((await this.fs.stat(part))?.size ?? 0) > offset;
+      failuresWithoutProgress = progressed ? 0 : failuresWithoutProgress + 1;
+      const waitMs = 'waitMs' in failure ? failure.waitMs : undefined;
+      await sleep(retryDelayMs(this.retry, failuresWithoutProgress, waitMs), signal);
+      if (signal.aborted) throw cancelledError();
     }
-    await this.verify(file, part, url);
-    await this.fs.rename(part, path);
-    setBytes(file.size);
-    return path;
   }
 
-  private async verify(file: RemoteFile, part: string, url: string): Promise<void> {
+  /**
+   * One request for the rest of `part`, aborted after `idleTimeoutMs` without data. Transient
+   * failures come back as values; a cancel or an answer that retrying cannot fix throws.
+   */
+  private async request(
+    url: string,
+    part: string,
+    offset: number,
+    signal: AbortSignal,
+    setBytes: (bytes: number) => void,
+  ): Promise<Attempt> {
+    const controller = new AbortController();
+    const cancel = () => controller.abort();
+    signal.addEventListener('abort', cancel);
+    let idle = false;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const rearm = () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => {
+        idle = true;
+        controller.abort();
+      }, this.idleTimeoutMs);
+    };
+    rearm();
+    let result: HttpDownloadResult;
+    try {
+      result = await this.http.download({
+        url,
+        destination: part,
+        offset,
+        signal: controller.signal,
+        onProgress: (bytes) => {
+          rearm();
+          setBytes(bytes);
+        },
+      });
+    } catch (error) {
+      if (signal.aborted) throw cancelledError();
+      const reason = idle ? `no data for ${this.idleTimeoutMs} ms` : String(error);
+      return { ok: false, reason };
+    } finally {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', cancel);
+    }
+    const { status } = result;
+    if (status === 200 || status === 206) return { ok: true };
+    if (status === 416) {
+      // The part no longer matches what the server has; download it again.
+      await this.fs.remove(part);
+      return { ok: false, reason: 'HTTP 416', status };
+    }
+    if (isTransientStatus(status)) {
+      return { ok: false, reason: `HTTP ${status}`, status, waitMs: retryAfterMs(result.retryAfter) };
+    }
+    const hint =
+      status === 404
+        ? 'The file is not in the repository at this revision: the registry and the ' +
+          'published repository disagree.'
+        : status === 401 || status === 403
+          ? 'The repository is private or gated.'
+          : 'Retrying will not help; check the URL.';
+    throw new ExecutorchError('download_failed', `GET ${url} answered HTTP ${status}. ${hint}`, {
+      url,
+      status,
+    });
+  }
+
+  /** Why `part` is not the registry's file (size first, then sha256), or null when it is. */
+  private async integrityProblem(file: RemoteFile, part: string): Promise<string | null> {
     const size = (await this.fs.stat(part))?.size ?? 0;
-    const problem =
-      size !== file.size
-        ? `its size is ${size} bytes, the registry says ${file.size}`
-        : await this.fs.sha256(part).then((sha) =>
-            sha.toLowerCase() === file.sha256.toLowerCase()
-              ? null
-              : `its sha256 is ${sha}, the registry says ${file.sha256}`,
-          );
-    if (problem === null) return;
-    await this.fs.remove(part);
-    throw new ExecutorchError(
-      'checksum_mismatch',
-      `The file downloaded from ${url} is not the published one: ${problem}. It was deleted; ` +
-        'the repository or the registry is wrong, so retrying will not help until they agree.',
-      { url },
-    );
+    if (size !== file.size) return `its size is ${size} bytes, the registry says ${file.size}`;
+    const sha = (await this.fs.sha256(part)).toLowerCase();
+    return sha === file.sha256.toLowerCase()
+      ? null
+      : `its sha256 is ${sha}, the registry says ${file.sha256}`;
+  }
+
+  /**
+   * True when the file at `path` is the registry's: hashed now, or earlier with the same size,
+   * mtime and expected sha256 (its `.verified` mark). Anything else there is removed.
+   */
+  private async isVerified(file: RemoteFile, path: string): Promise<boolean> {
+    const info = await this.fs.stat(path);
+    if (!info) return false;
+    if (!info.isDirectory && info.size === file.size) {
+      if (await this.isRemembered(file, path, info)) return true;
+      if ((await this.integrityProblem(file, path)) === null) {
+        await this.remember(file, path);
+        return true;
+      }
+    }
+    // Damaged or replaced since it was verified: download it again.
+    await this.fs.remove(path);
+    await this.fs.remove(path + VERIFIED_SUFFIX);
+    return false;
+  }
+
+  private async isRemembered(file: RemoteFile, path: string, info: FileInfo): Promise<boolean> {
+    const mark = path + VERIFIED_SUFFIX;
+    if (!(await this.fs.stat(mark))) return false;
+    try {
+      const saved = JSON.parse(await this.fs.readText(mark)) as Record<string, unknown>;
+      return (
+        saved.size === info.size &&
+        saved.mtimeMs === info.mtimeMs &&
+        saved.sha256 === file.sha256.toLowerCase()
+      );
+    } catch {
+      return false; // An unreadable mark: hash again.
+    }
+  }
+
+  private async remember(file: RemoteFile, path: string): Promise<void> {
+    const info = await this.fs.stat(path);
+    if (!info) return;
+    const mark = { size: info.size, mtimeMs: info.mtimeMs, sha256: file.sha256.toLowerCase() };
+    await this.fs.writeText(path + VERIFIED_SUFFIX, JSON.stringify(mark));
   }
 }
