@@ -1,10 +1,28 @@
 /**
  * A real HTTP server on 127.0.0.1 that serves files at Hugging Face style URLs,
- * `/<owner>/<name>/resolve/<revision>/<path>`, with Range support and scripted failures.
+ * `/<owner>/<name>/resolve/<revision>/<path>`, with Range support and scripted failures
+ * (`dropAfter`/`ignoreRange` for the simple cases, `faults` for a per-request script).
  */
 import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+
+/** What the server does wrong on one request. */
+export type Fault =
+  /** Answers with this status (and `Retry-After`), an error page as body. */
+  | { readonly kind: 'status'; readonly status: number; readonly retryAfter?: string }
+  /** Accepts the request and never answers. */
+  | { readonly kind: 'silent' }
+  /** Sends headers and `after` body bytes, then nothing, keeping the connection open. */
+  | { readonly kind: 'stall'; readonly after: number }
+  /** Sends `after` body bytes (Content-Length says more), then destroys the socket. */
+  | { readonly kind: 'drop'; readonly after: number }
+  /** Flips the byte at file offset `at` when this response carries it. */
+  | { readonly kind: 'corrupt'; readonly at: number }
+  /** Answers a ranged request 206 with the bytes from 0 and a Content-Range saying so. */
+  | { readonly kind: 'wrongRange' }
+  /** Answers 416 to a range that is valid. */
+  | { readonly kind: 'bogus416' };
 
 export interface ServedFile {
   readonly body: Buffer;
@@ -16,12 +34,17 @@ export interface ServedFile {
   /** Send the body in chunks of this size with `chunkDelayMs` between them. */
   readonly chunkSize?: number;
   readonly chunkDelayMs?: number;
+  /** `faults[n]` is what goes wrong with the (n+1)-th request for this file; absent: nothing. */
+  readonly faults?: readonly (Fault | undefined)[];
 }
 
 export interface RequestLog {
   readonly path: string;
   readonly range: string | undefined;
+  /** 0 when the server never answered. */
   readonly status: number;
+  /** When the request arrived (`Date.now()`). */
+  readonly at: number;
 }
 
 export function sha256(data: Buffer): string {
@@ -69,7 +92,7 @@ export class HfServer {
     const path = decodeURIComponent(new URL(req.url ?? '/', 'http://x').pathname);
     const range = req.headers.range;
     const file = this.files.get(path);
-    const log = (status: number) => this.requests.push({ path, range, status });
+    const log = (status: number) => this.requests.push({ path, range, status, at: Date.now() });
     if (!file) {
       log(404);
       res.writeHead(404, { 'content-type': 'text/plain' }).end('Entry not found');
@@ -77,15 +100,27 @@ export class HfServer {
     }
     const count = (this.served.get(path) ?? 0) + 1;
     this.served.set(path, count);
+    const fault = file.faults?.[count - 1];
+    if (fault?.kind === 'silent') {
+      log(0);
+      return;
+    }
+    if (fault?.kind === 'status') {
+      log(fault.status);
+      const headers = fault.retryAfter === undefined ? {} : { 'retry-after': fault.retryAfter };
+      res.writeHead(fault.status, { 'content-type': 'text/html', ...headers }).end('<h1>Error</h1>');
+      return;
+    }
     let start = 0;
     const match = range && !file.ignoreRange ? /^bytes=(\d+)-$/.exec(range) : null;
     if (match) {
       start = Number(match[1]);
-      if (start >= file.body.length) {
+      if (start >= file.body.length || fault?.kind === 'bogus416') {
         log(416);
         res.writeHead(416, { 'content-range': `bytes */${file.body.length}` }).end();
         return;
       }
+      if (fault?.kind === 'wrongRange') start = 0;
       log(206);
       res.writeHead(206, {
         'content-length': file.body.length - start,
@@ -97,15 +132,22 @@ export class HfServer {
       res.writeHead(200, { 'content-length': file.body.length, 'accept-ranges': 'bytes' });
     }
     let body = file.body.subarray(start);
-    const drop = file.dropAfter !== undefined && count <= (file.dropTimes ?? 1);
-    if (drop) body = body.subarray(0, file.dropAfter);
+    if (fault?.kind === 'corrupt' && fault.at >= start && fault.at < file.body.length) {
+      body = Buffer.from(body);
+      body[fault.at - start] = body[fault.at - start]! ^ 0xff;
+    }
+    const scriptedDrop = fault?.kind === 'drop';
+    const drop = scriptedDrop || (file.dropAfter !== undefined && count <= (file.dropTimes ?? 1));
+    if (drop) body = body.subarray(0, scriptedDrop ? fault.after : file.dropAfter);
+    // Stalling: the rest is never sent; the connection stays open until the client gives up.
+    if (fault?.kind === 'stall') body = body.subarray(0, fault.after);
     const chunkSize = file.chunkSize ?? body.length;
     const send = (offset: number) => {
       if (res.destroyed) return;
       if (offset >= body.length) {
         // Dropping: kill the socket with the body incomplete, as a lost connection does.
         if (drop) setTimeout(() => res.socket?.destroy(), 20);
-        else res.end();
+        else if (fault?.kind !== 'stall') res.end();
         return;
       }
       res.write(body.subarray(offset, offset + chunkSize), () => {

@@ -16,6 +16,8 @@ export function retryAfterMs(header: string | undefined, now: number = Date.now(
   const value = header?.trim();
   if (!value) return undefined;
   if (/^\d+$/.test(value)) return Number(value) * 1000;
+  // An HTTP-date names its weekday and month; Date.parse alone would take `-5` for a year.
+  if (!/^[A-Za-z]{3}, /.test(value)) return undefined;
   const date = Date.parse(value);
   return Number.isNaN(date) ? undefined : Math.max(0, date - now);
 }
