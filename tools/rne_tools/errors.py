@@ -24,3 +24,7 @@ class VerificationError(RneError):
 
 class RegistryError(RneError):
     """The model registry is malformed, or a requested model/variant is not in it."""
+
+
+class UnsafePathError(RneError):
+    """A path built from registry or caller data would leave the directory it belongs in."""

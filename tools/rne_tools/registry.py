@@ -11,6 +11,7 @@ go straight to the line.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,26 @@ from rne_tools.paths import PACKAGE_DIR, REGISTRY_DIR
 Status = Literal["published", "unpublished"]
 
 SCHEMA_FILE = "schema.json"
+# Model ids become keys of the generated `models.llm` object; a key that names an
+# Object.prototype member would shadow or break it in JavaScript.
+JS_PROTOTYPE_NAMES = frozenset(
+    [
+        "constructor",
+        "__proto__",
+        "__defineGetter__",
+        "__defineSetter__",
+        "__lookupGetter__",
+        "__lookupSetter__",
+        "hasOwnProperty",
+        "isPrototypeOf",
+        "propertyIsEnumerable",
+        "toLocaleString",
+        "toString",
+        "valueOf",
+    ]
+)
+# The file every tokenizer file set must hold: the runtimes load it.
+TOKENIZER_JSON = "tokenizer.json"
 GENERATED_TS = PACKAGE_DIR / "src" / "models" / "registry.generated.ts"
 REGENERATE_COMMAND = ".venv/bin/python tools/gen_registry.py"
 
@@ -123,11 +144,60 @@ def _schema() -> dict[str, Any]:
     return json.loads((REGISTRY_DIR / SCHEMA_FILE).read_text())
 
 
+def revision_pattern() -> str:
+    """The schema's rule for a pinned revision (a 40-hex commit or a release tag)."""
+    return _schema()["$defs"]["revision"]["pattern"]
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A safe loader that refuses duplicate mapping keys (PyYAML keeps the last one silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"duplicate key {key!r} (each key may appear once per mapping)",
+                    key_node.start_mark,
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _load_yaml(text: str) -> Any:
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
+
+
 def _schema_problems(doc: Any, name: str, validator: jsonschema.Draft202012Validator) -> list[str]:
     problems = []
     for error in sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.absolute_path))):
-        problems.append(f"{name}: {_field_path(error.absolute_path)}: {error.message}")
+        if error.validator == "oneOf" and error.context:
+            # "not valid under any of the given schemas" hides the cause: report the closest branch's.
+            # The branch the document got furthest into is the one it meant.
+            error = max(error.context, key=lambda e: len(e.relative_path))
+        # A pattern or bound alone is cryptic; the schema's description says the rule in words.
+        rule = error.schema.get("description") if isinstance(error.schema, dict) else None
+        hint = f" (expected {rule})" if rule and error.validator != "required" else ""
+        problems.append(f"{name}: {_field_path(error.absolute_path)}: {error.message}{hint}")
     return problems
+
+
+def _name_models(problems: Iterable[str], doc: Any, name: str) -> list[str]:
+    """Appends the model id to problems located under ``models[i]`` (``(model 'gemma4_e2b')``)."""
+    models = doc.get("models") if isinstance(doc, dict) else None
+    named = []
+    for problem in problems:
+        match = re.match(rf"{re.escape(name)}: models\[(\d+)\]", problem)
+        if match and isinstance(models, list) and int(match[1]) < len(models):
+            model = models[int(match[1])]
+            model_id = model.get("id") if isinstance(model, dict) else None
+            if isinstance(model_id, str):
+                problem += f" (model {model_id!r})"
+        named.append(problem)
+    return named
 
 
 def _file_set_problems(file_set: dict[str, Any], name: str, where: str) -> Iterator[str]:
@@ -152,6 +222,16 @@ def _cross_problems(doc: dict[str, Any], name: str) -> Iterator[str]:
         yield f"{name}: family: '{doc['family']}' must match the file name '{Path(name).stem}'"
     for m, model in enumerate(doc["models"]):
         where = f"models[{m}]"
+        if model["id"] in JS_PROTOTYPE_NAMES:
+            yield (
+                f"{name}: {where}.id: '{model['id']}' is a JavaScript Object.prototype member and "
+                "cannot be a key of the generated `models.llm` object; choose another id"
+            )
+        if TOKENIZER_JSON not in {f["path"] for f in model["tokenizer"]["files"]}:
+            yield (
+                f"{name}: {where}.tokenizer.files: must include '{TOKENIZER_JSON}' (the runtimes "
+                "load it)"
+            )
         backends = [v["backend"] for v in model["variants"]]
         for backend in sorted({b for b in backends if backends.count(b) > 1}):
             yield f"{name}: {where}.variants: backend '{backend}' is declared more than once"
@@ -256,15 +336,15 @@ def load_registry(directory: Path = REGISTRY_DIR) -> Registry:
     for path in files:
         name = path.name
         try:
-            doc = yaml.safe_load(path.read_text())
+            doc = _load_yaml(path.read_text())
         except yaml.YAMLError as exc:
             problems.append(f"{name}: not valid YAML: {exc}")
             continue
         schema_problems = _schema_problems(doc, name, validator)
         if schema_problems:
-            problems.extend(schema_problems)
+            problems.extend(_name_models(schema_problems, doc, name))
             continue
-        problems.extend(_cross_problems(doc, name))
+        problems.extend(_name_models(_cross_problems(doc, name), doc, name))
         for m, raw in enumerate(doc["models"]):
             if raw["id"] in seen_ids:
                 problems.append(
@@ -392,14 +472,27 @@ def _ts(value: Any, indent: int) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
-        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+        return _ts_string(value)
     if isinstance(value, (int, float)):
         return repr(value)
     raise TypeError(f"cannot render {type(value).__name__} as TypeScript")
 
 
+def _ts_string(text: str) -> str:
+    """A single-quoted TypeScript string literal with JSON escaping (backslashes, control
+    characters, every non-ASCII character incl. U+2028/U+2029) plus `'`, so no registry text can
+    end the literal. JSON always escapes `"`, and the literal does not need it escaped."""
+    body = json.dumps(text, ensure_ascii=True)[1:-1]
+    return "'" + body.replace('\\"', '"').replace("'", "\\'") + "'"
+
+
+def _ts_comment(text: str) -> str:
+    """Registry text inside a /** */ comment: one escaped line that cannot close the comment."""
+    return json.dumps(text, ensure_ascii=True)[1:-1].replace("*/", "*\\/")
+
+
 def _ts_key(key: str) -> str:
-    return key if key.replace("_", "a").isalnum() and not key[0].isdigit() else _ts(key, 0)
+    return key if key.isascii() and key.isidentifier() else _ts_string(key)
 
 
 def _file_entries(files: Iterable[FileSpec]) -> list[dict[str, Any]]:
@@ -450,7 +543,7 @@ def _descriptor(spec: ModelSpec) -> dict[str, Any]:
 
 
 def _union(values: Iterable[str]) -> str:
-    return " | ".join(f"'{v}'" for v in values)
+    return " | ".join(_ts_string(v) for v in values)
 
 
 def generate_typescript(registry: Registry) -> str:
@@ -473,8 +566,9 @@ def generate_typescript(registry: Registry) -> str:
         spec = registry.models[model_id]
         backends = _union(spec.variants)
         entries.append(
-            f"  /** {spec.name} ({spec.family}); ships: {', '.join(spec.variants)}. */\n"
-            f"  {model_id}: {_ts(_descriptor(spec), 1)} as const satisfies LLMDescriptor<{backends}>,"
+            f"  /** {_ts_comment(spec.name)} ({spec.family}); ships: {', '.join(spec.variants)}. */\n"
+            f"  {_ts_key(model_id)}: {_ts(_descriptor(spec), 1)} as const satisfies "
+            f"LLMDescriptor<{backends}>,"
         )
     parts.append(
         "/** Every LLM of the registry, by id. */\n"

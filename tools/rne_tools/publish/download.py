@@ -16,6 +16,7 @@ from huggingface_hub.errors import HfHubHTTPError
 from tqdm import tqdm
 
 from rne_tools import registry
+from rne_tools.paths import contained_path
 from rne_tools.publish.errors import DownloadError
 from rne_tools.registry import FileSpec
 
@@ -114,6 +115,9 @@ def _fetch_verified(
     endpoint: str | None,
     token: str | bool | None,
 ) -> Path:
+    # hf_hub_download joins local_dir and the repository path itself: check the join first, and
+    # that it wrote exactly there.
+    target = contained_path(dest, f.path, what=f"{repo}@{revision}: registry file path")
     problem = None
     for force in (False, True):
         try:
@@ -132,6 +136,8 @@ def _fetch_verified(
             raise DownloadError(
                 f"cannot download {f.path} from {repo}@{revision}: {exc}".rstrip()
             ) from exc
+        if path.resolve() != target.resolve():
+            raise DownloadError(f"{repo}@{revision}: {f.path} was written to {path}, not {target}")
         problem = _mismatch(path, f)
         if problem is None:
             return path

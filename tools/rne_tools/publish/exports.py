@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rne_tools.paths import contained_path
 from rne_tools.publish.download import sha256_file
 from rne_tools.publish.errors import PublishError
 from rne_tools.registry import ModelSpec, VariantSpec
@@ -77,8 +78,8 @@ def read_export(
     """
     exports_dir = Path(exports_dir)
     stem = export_stem(spec.id, variant.backend, variant.quantization)
-    pte = exports_dir / f"{stem}.pte"
-    report_path = exports_dir / f"{stem}.report.json"
+    pte = contained_path(exports_dir, f"{stem}.pte", what="export file")
+    report_path = contained_path(exports_dir, f"{stem}.report.json", what="export report")
     for path in (pte, report_path):
         if not path.is_file():
             raise PublishError(

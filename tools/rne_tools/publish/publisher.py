@@ -28,6 +28,7 @@ from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.utils import sha
 
 from rne_tools import registry
+from rne_tools.paths import contained_path
 from rne_tools.publish.errors import PublishError
 from rne_tools.publish.exports import ExportArtifact, read_export
 from rne_tools.publish.model_card import CardVariant, render_model_card
@@ -35,7 +36,6 @@ from rne_tools.publish.registry_update import PublishedFile, update_registry
 from rne_tools.registry import ModelSpec
 
 README = "README.md"
-_TAG = re.compile(r"^[\w.-]+$")
 _COMMIT_OID = re.compile(r"^[0-9a-f]{7,40}$")
 _NETWORK_ERRORS = (HfHubHTTPError, httpx2.HTTPError, OSError, RuntimeError, ValueError)
 
@@ -99,10 +99,12 @@ class PublishResult:
 
 
 def _check_revision(revision: str) -> None:
-    if not _TAG.match(revision) or revision == "main" or _COMMIT_OID.fullmatch(revision):
+    # The tag is written into the registry, so it must pass the registry's pinned-revision rule;
+    # the publisher creates tags, never records a bare commit.
+    if not re.fullmatch(registry.revision_pattern(), revision) or _COMMIT_OID.fullmatch(revision):
         raise PublishError(
-            f"--revision {revision!r} must be a release tag such as v0.1.0 (letters, digits, "
-            "'.', '_', '-'; not a branch name or a commit hash)"
+            f"--revision {revision!r} must be a release tag such as v0.1.0 or v1.2.0-rc.1 "
+            "(vMAJOR.MINOR.PATCH[-pre]; not a branch name or a commit hash)"
         )
 
 
@@ -141,7 +143,9 @@ def plan_publish(
 
     tokenizer = []
     for f in spec.tokenizer.files:
-        source = Path(tokenizer_dir) / f.path
+        source = contained_path(
+            Path(tokenizer_dir), f.path, what=f"tokenizer file of {model_id} in --tokenizer-dir"
+        )
         if not source.is_file():
             raise PublishError(
                 f"tokenizer file {source} not found: --tokenizer-dir must be the checkpoint "
