@@ -190,6 +190,96 @@ TEST(SamplerTest, LargeVocabularySamplesStayInsideTheExactNucleusAndMinPSet) {
   for (int64_t id : seen) EXPECT_TRUE(top5.count(id)) << "id " << id << " not in the top 5";
 }
 
+// The exact top-p nucleus computed the slow way (double softmax, full sort): the ids of the
+// shortest prefix of the sorted tokens whose mass reaches top_p, with their renormalised
+// probabilities. Ids whose preceding mass is within `slack` of the cut count as borderline.
+struct ExactNucleus {
+  std::map<int64_t, double> probability;  // renormalised over the nucleus
+  std::set<int64_t> borderline;
+};
+
+ExactNucleus exact_nucleus(const std::vector<float>& logits, float temperature, double top_p,
+                           double slack) {
+  const auto vocab = static_cast<int64_t>(logits.size());
+  const double m = *std::max_element(logits.begin(), logits.end());
+  std::vector<double> p(logits.size());
+  double z = 0;
+  for (int64_t i = 0; i < vocab; ++i) z += p[i] = std::exp((logits[i] - m) / temperature);
+  for (auto& x : p) x /= z;
+  std::vector<int64_t> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
+  ExactNucleus nucleus;
+  double before = 0, mass = 0;
+  for (int64_t id : order) {
+    if (before >= top_p - slack) {
+      if (before >= top_p + slack) break;
+      nucleus.borderline.insert(id);
+    } else {
+      nucleus.probability[id] = p[id];
+      mass += p[id];
+    }
+    before += p[id];
+  }
+  for (auto& [id, q] : nucleus.probability) q /= mass;
+  return nucleus;
+}
+
+// Top-p over the full vocabulary at several masses, including ones whose cut falls among many
+// near-equal weights and ones that need nearly the whole vocabulary (the low-floor paths): every
+// draw lands in the exact nucleus and the frequencies follow the renormalised probabilities.
+TEST(SamplerTest, TopPDrawsFollowTheExactNucleusDistributionAtEveryCut) {
+  const int64_t vocab = 4000;
+  std::vector<float> logits(vocab);
+  std::mt19937 gen(5);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (auto& l : logits) l = normal(gen);
+  for (int i = 0; i < 8; ++i) logits[gen() % vocab] += 14.0f + 0.05f * i;  // near-equal head
+  for (float temperature : {0.7f, 1.0f, 2.0f}) {
+    for (double top_p : {0.2, 0.5, 0.9, 0.99999}) {
+      const ExactNucleus nucleus = exact_nucleus(logits, temperature, top_p, 1e-5);
+      SamplerConfig c = sampling(temperature);
+      c.top_p = static_cast<float>(top_p);
+      c.seed = 3;
+      Sampler sampler(c, vocab);
+      const int draws = 2000;
+      std::map<int64_t, int> counts;
+      for (int i = 0; i < draws; ++i) {
+        auto copy = logits;
+        const int64_t id = sampler.sample(copy.data(), {});
+        ASSERT_TRUE(nucleus.probability.count(id) || nucleus.borderline.count(id))
+            << "T=" << temperature << " top_p=" << top_p << ": id " << id << " outside the nucleus";
+        ++counts[id];
+      }
+      for (const auto& [id, q] : nucleus.probability) {
+        if (q < 0.05) continue;  // too rare for 2000 draws to pin down
+        EXPECT_NEAR(counts[id] / static_cast<double>(draws), q, 4.5 * std::sqrt(q * (1 - q) / draws))
+            << "T=" << temperature << " top_p=" << top_p << " id " << id;
+      }
+    }
+  }
+}
+
+// Temperature sampling over a large vocabulary (the block-sum draw): the frequency of the head
+// and of the whole tail match the softmax.
+TEST(SamplerTest, LargeVocabularyTemperatureDrawsMatchTheSoftmax) {
+  const int64_t vocab = 30000;
+  std::vector<float> logits(vocab, 0.0f);
+  const int64_t head = 22222;  // in a late block, so the draw walks most block sums
+  logits[head] = std::log(0.4f * vocab / 0.6f);  // p(head) = 0.4, the tail shares 0.6
+  Sampler sampler(sampling(1.0f), vocab);
+  const int draws = 10000;
+  int head_count = 0, first_half = 0;
+  for (int i = 0; i < draws; ++i) {
+    auto copy = logits;
+    const int64_t id = sampler.sample(copy.data(), {});
+    head_count += id == head;
+    first_half += id < vocab / 2;
+  }
+  EXPECT_NEAR(head_count / static_cast<double>(draws), 0.4, 0.02);
+  EXPECT_NEAR(first_half / static_cast<double>(draws), 0.3, 0.02);  // half of the tail's 0.6
+}
+
 TEST(SamplerTest, ValidateNamesTheBadOption) {
   SamplerConfig c;
   c.top_p = 0.0f;

@@ -11,9 +11,17 @@ namespace rne::runner {
 namespace {
 
 // exp(x) for x <= 0 as an inlined polynomial with range reduction, instead of a libm call per
-// vocabulary entry. Relative error ~2e-7, well below what sampling can notice.
+// vocabulary entry. Relative error ~2e-7, well below what sampling can notice. Branch-free so
+// the compiler vectorises the loops that call it.
 inline float exp_nonpositive(float x) {
-  x = x < -87.0f ? -87.0f : x;  // below this exp underflows a float
+  // Clamp at -87 (below it exp underflows a float) on the bit pattern: for x <= 0 (and -inf) a
+  // larger pattern is a more negative number, and an unsigned min vectorises where a float
+  // compare-and-select (which may trap on NaN) does not.
+  uint32_t pattern;
+  std::memcpy(&pattern, &x, sizeof(x));
+  constexpr uint32_t kMinus87 = 0xC2AE0000u;
+  pattern = pattern < kMinus87 ? pattern : kMinus87;
+  std::memcpy(&x, &pattern, sizeof(x));
   const float y = x * 1.44269504088896341f;  // x / ln 2
   // round(y) for y <= 0 without a libm call: truncation of (y - 0.5).
   const int32_t n = static_cast<int32_t>(y - 0.5f);
@@ -30,6 +38,18 @@ inline float exp_nonpositive(float x) {
   float scale;
   std::memcpy(&scale, &bits, sizeof(scale));
   return p * scale;
+}
+
+uint32_t bits_of(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(value));
+  return bits;
+}
+
+float float_of(uint32_t bits) {
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
 }
 
 // weights[i] = exp((logits[i] - max) / temperature).
@@ -54,15 +74,27 @@ int64_t argmax(const float* logits, int64_t size) {
 // the compiler may not reorder float adds to vectorise it by itself).
 constexpr int64_t kLanes = 8;
 
+// Maps a float to an int32 with the same order (negative patterns flipped), so the max below
+// is an integer max, which vectorises where a float compare-and-select does not.
+inline int32_t ordered_key(float value) {
+  int32_t bits;
+  std::memcpy(&bits, &value, sizeof(value));
+  return bits ^ ((bits >> 31) & 0x7FFFFFFF);
+}
+
 float max_value(const float* values, int64_t size) {
-  float lanes[kLanes];
-  std::fill(lanes, lanes + kLanes, -std::numeric_limits<float>::infinity());
+  int32_t lanes[kLanes];
+  std::fill(lanes, lanes + kLanes, std::numeric_limits<int32_t>::min());
   int64_t i = 0;
   for (; i + kLanes <= size; i += kLanes) {
-    for (int64_t j = 0; j < kLanes; ++j) lanes[j] = lanes[j] > values[i + j] ? lanes[j] : values[i + j];
+    for (int64_t j = 0; j < kLanes; ++j) lanes[j] = std::max(lanes[j], ordered_key(values[i + j]));
   }
-  for (; i < size; ++i) lanes[0] = std::max(lanes[0], values[i]);
-  return *std::max_element(lanes, lanes + kLanes);
+  for (; i < size; ++i) lanes[0] = std::max(lanes[0], ordered_key(values[i]));
+  const int32_t key = *std::max_element(lanes, lanes + kLanes);
+  const int32_t bits = key ^ ((key >> 31) & 0x7FFFFFFF);  // the mapping is its own inverse
+  float max;
+  std::memcpy(&max, &bits, sizeof(max));
+  return max;
 }
 
 float sum(const float* values, int64_t size) {
@@ -76,6 +108,34 @@ float sum(const float* values, int64_t size) {
   for (float lane : lanes) total += lane;
   return total;
 }
+
+// Mass of the values >= floor. Compares bit patterns (monotonic for non-negative floats) so
+// the loop vectorises.
+float mass_at_least(const float* values, int64_t size, float floor) {
+  const uint32_t floor_bits = bits_of(floor);
+  float lanes[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= size; i += kLanes) {
+    for (int64_t j = 0; j < kLanes; ++j) {
+      lanes[j] += bits_of(values[i + j]) >= floor_bits ? values[i + j] : 0.0f;
+    }
+  }
+  for (; i < size; ++i) lanes[0] += values[i] >= floor ? values[i] : 0.0f;
+  float total = 0.0f;
+  for (float lane : lanes) total += lane;
+  return total;
+}
+
+// Weights are summed per block of this many ids: a draw walks the block sums, then one block.
+constexpr int64_t kBlock = 256;
+
+// The nucleus histogram bins a weight (in (0, 1]) by its float exponent and top 3 mantissa
+// bits: 8 bins per octave, so the bin holding the top-p cut is narrow.
+constexpr int kBinShift = 20;
+constexpr size_t kBins = (0x3F800000u >> kBinShift) + 1;  // bins up to the pattern of 1.0f
+// Interleaved copies of the histogram: consecutive ids mostly land in the same bin, and one
+// copy would serialise every add on the previous one.
+constexpr size_t kCopies = 4;
 
 }  // namespace
 
@@ -118,8 +178,8 @@ void Sampler::apply_repetition_penalty(float* logits, const std::vector<int64_t>
 }
 
 // Keeps the k largest logits in a min-heap: one pass, and after the heap fills most elements
-// fail the single comparison with its minimum.
-void Sampler::select_top_k(const float* logits) {
+// fail the single comparison with its minimum. Then turns them into weights (the top weighs 1).
+float Sampler::weigh_top_k(const float* logits, float inv_t) {
   const auto k = static_cast<size_t>(config_.top_k);
   auto greater = [](const Candidate& a, const Candidate& b) { return a.value > b.value; };
   candidates_.clear();
@@ -134,16 +194,126 @@ void Sampler::select_top_k(const float* logits) {
     }
   }
   std::sort_heap(candidates_.begin(), candidates_.end(), greater);  // descending
+  const float m = candidates_.front().value;
+  float total = 0.0f;
+  for (auto& c : candidates_) {
+    c.value = exp_nonpositive((c.value - m) * inv_t);
+    total += c.value;
+  }
+  return total;
 }
 
-// Collects the tokens whose weight (already in weights_) is >= threshold, largest first.
-void Sampler::select_above(float threshold) {
+// weights_[i] = exp((logits[i] - max) / T), so the top token weighs exactly 1. Block by block,
+// so each block's sum is taken while it is still in L1.
+float Sampler::weigh_vocabulary(const float* logits, float inv_t) {
+  weights_.resize(static_cast<size_t>(vocab_size_));
+  block_sums_.resize(static_cast<size_t>((vocab_size_ + kBlock - 1) / kBlock));
+  const float m = max_value(logits, vocab_size_);
+  float* w = weights_.data();
+  for (size_t b = 0; b < block_sums_.size(); ++b) {
+    const int64_t begin = static_cast<int64_t>(b) * kBlock;
+    const int64_t size = std::min(kBlock, vocab_size_ - begin);
+    fill_weights(logits + begin, w + begin, size, m, inv_t);
+    block_sums_[b] = sum(w + begin, size);
+  }
+  return sum(block_sums_.data(), static_cast<int64_t>(block_sums_.size()));
+}
+
+// Draws an id with probability weights_[id] / total, walking ids in order.
+int64_t Sampler::draw_from_vocabulary(float total) {
+  float u = std::uniform_real_distribution<float>(0.0f, total)(rng_);
+  for (size_t b = 0; b < block_sums_.size(); ++b) {
+    const int64_t begin = static_cast<int64_t>(b) * kBlock;
+    const int64_t end = std::min(begin + kBlock, vocab_size_);
+    if (u >= block_sums_[b]) {
+      u -= block_sums_[b];
+      continue;
+    }
+    for (int64_t i = begin; i < end; ++i) {
+      if (u < weights_[i]) return i;
+      u -= weights_[i];
+    }
+    return end - 1;  // rounding left u just above the block's last weight
+  }
+  // Rounding left u >= the sum of all blocks: take the top token (the one weighing 1).
+  return std::find(weights_.begin(), weights_.end(), 1.0f) - weights_.begin();
+}
+
+void Sampler::collect_at_least(float threshold) {
   candidates_.clear();
   for (int32_t i = 0; i < static_cast<int32_t>(vocab_size_); ++i) {
     if (weights_[i] >= threshold) candidates_.push_back({weights_[i], i});
   }
-  std::sort(candidates_.begin(), candidates_.end(),
-            [](const Candidate& a, const Candidate& b) { return a.value > b.value; });
+}
+
+// The nucleus is the shortest prefix of the tokens sorted by weight whose mass reaches
+// top_p * total. It lies inside any set {w >= floor} whose mass already reaches that, so a few
+// vectorised mass passes pick a high floor and only the tokens above it become candidates. A
+// histogram of their mass per weight bin finds the bin where the prefix ends: the tokens of the
+// bins above are all in the nucleus, in any order, and only the cut bin's tokens need sorting.
+void Sampler::select_nucleus(float total) {
+  const float need = config_.top_p * total;
+  float floor = 0.0f;
+  for (float candidate_floor : {0x1p-10f, 0x1p-20f}) {
+    if (mass_at_least(weights_.data(), vocab_size_, candidate_floor) >= need) {
+      floor = candidate_floor;
+      break;
+    }
+  }
+  collect_at_least(floor);
+
+  mass_by_bin_.assign(kBins * kCopies, 0.0f);
+  for (size_t i = 0; i < candidates_.size(); ++i) {
+    const float w = candidates_[i].value;
+    mass_by_bin_[(bits_of(w) >> kBinShift) * kCopies + i % kCopies] += w;
+  }
+  size_t bin = kBins - 1;
+  float cumulative = 0.0f;
+  for (;; --bin) {
+    for (size_t c = 0; c < kCopies; ++c) cumulative += mass_by_bin_[bin * kCopies + c];
+    if (cumulative >= need || bin == 0) break;
+  }
+  const float lower = bin == 0 ? 0.0f : float_of(static_cast<uint32_t>(bin) << kBinShift);
+  const float upper = float_of(static_cast<uint32_t>(bin + 1) << kBinShift);
+
+  auto descending = [](const Candidate& a, const Candidate& b) { return a.value > b.value; };
+  auto above = std::partition(candidates_.begin(), candidates_.end(),
+                              [upper](const Candidate& c) { return c.value >= upper; });
+  float mass = 0.0f;
+  for (auto c = candidates_.begin(); c != above; ++c) mass += c->value;
+  // Float rounding can move the cut out of the bin the histogram named: when the bins above
+  // already reach the mass, order them too; when the cut bin falls short, order the rest.
+  auto sorted_from = above;
+  if (mass >= need) {
+    sorted_from = candidates_.begin();
+    mass = 0.0f;
+  }
+  auto in_bin = std::partition(above, candidates_.end(),
+                               [lower](const Candidate& c) { return c.value >= lower; });
+  std::sort(sorted_from, in_bin, descending);
+  std::sort(in_bin, candidates_.end(), descending);
+  for (auto c = sorted_from; c != candidates_.end(); ++c) {
+    mass += c->value;
+    if (mass >= need) {
+      candidates_.erase(c + 1, candidates_.end());
+      return;
+    }
+  }
+}
+
+// Draws one of candidates_[0, count) with probability proportional to its weight.
+int64_t Sampler::draw_from_candidates(size_t count) {
+  float mass = 0.0f;
+  for (size_t i = 0; i < count; ++i) mass += candidates_[i].value;
+  float u = std::uniform_real_distribution<float>(0.0f, mass)(rng_);
+  for (size_t i = 0; i < count; ++i) {
+    if (u < candidates_[i].value) return candidates_[i].id;
+    u -= candidates_[i].value;
+  }
+  // Rounding left u >= the mass: take the heaviest candidate.
+  return std::max_element(candidates_.begin(), candidates_.begin() + count,
+                          [](const Candidate& a, const Candidate& b) { return a.value < b.value; })
+      ->id;
 }
 
 int64_t Sampler::sample(float* logits, const std::vector<int64_t>& context) {
@@ -153,70 +323,41 @@ int64_t Sampler::sample(float* logits, const std::vector<int64_t>& context) {
   const float inv_t = 1.0f / config_.temperature;
   const float top_p = config_.top_p;
   const float min_p = config_.min_p;
-  float total = 0.0f;  // normaliser of the distribution top-p is measured against
 
   if (config_.top_k > 0 && config_.top_k < vocab_size_) {
-    select_top_k(logits);
-    const float m = candidates_.front().value;
-    for (auto& c : candidates_) {
-      c.value = exp_nonpositive((c.value - m) * inv_t);  // now a weight, max 1
-      total += c.value;
-    }
-  } else {
-    // Weights relative to the maximum (so the top token weighs 1) for the whole vocabulary.
-    weights_.resize(static_cast<size_t>(vocab_size_));
-    const float m = max_value(logits, vocab_size_);
-    float* w = weights_.data();
-    fill_weights(logits, w, vocab_size_, m, inv_t);
-    total = sum(w, vocab_size_);
-    if (top_p >= 1.0f && min_p <= 0.0f) {
-      // Plain temperature sampling: draw by scanning in id order, no ordering needed.
-      float u = std::uniform_real_distribution<float>(0.0f, total)(rng_);
-      for (int64_t i = 0; i < vocab_size_; ++i) {
-        u -= weights_[i];
-        if (u <= 0.0f) return i;
+    // candidates_: the top-k weights, descending. top-p is measured against their total (the
+    // distribution after top-k); min-p against the top token, which weighs 1.
+    const float total = weigh_top_k(logits, inv_t);
+    size_t keep = candidates_.size();
+    if (top_p < 1.0f) {
+      float cumulative = 0.0f;
+      for (size_t i = 0; i < candidates_.size(); ++i) {
+        cumulative += candidates_[i].value;
+        if (cumulative >= top_p * total) {
+          keep = i + 1;
+          break;
+        }
       }
-      return argmax(logits, vocab_size_);  // rounding left u > 0: take the mode
     }
-    // The nucleus is a prefix of the tokens sorted by weight, so it lies inside any set
-    // {w >= t} whose mass already reaches top_p: try a high t first (few candidates to sort)
-    // and lower it only when that set is too light. min-p cuts at w >= min_p exactly.
-    float threshold = min_p > 0.0f ? min_p : 1e-3f;
-    for (;;) {
-      select_above(threshold);
-      float mass = 0.0f;
-      for (const auto& c : candidates_) mass += c.value;
-      if (min_p > 0.0f || mass >= top_p * total || threshold == 0.0f) break;
-      threshold = threshold > 1e-30f ? threshold * 1e-4f : 0.0f;
-    }
+    size_t above_min_p = 1;  // the top token always stays
+    while (above_min_p < keep && candidates_[above_min_p].value >= min_p) ++above_min_p;
+    return draw_from_candidates(above_min_p);
   }
 
-  // candidates_ holds weights in descending order. Cut by top-p (mass over `total`, the
-  // distribution after top-k) and min-p (weight relative to the top token, which weighs 1).
-  size_t keep = candidates_.size();
+  const float total = weigh_vocabulary(logits, inv_t);
+  if (top_p >= 1.0f && min_p <= 0.0f) return draw_from_vocabulary(total);
   if (top_p < 1.0f) {
-    float cumulative = 0.0f;
-    for (size_t i = 0; i < candidates_.size(); ++i) {
-      cumulative += candidates_[i].value;
-      if (cumulative >= top_p * total) {
-        keep = i + 1;
-        break;
-      }
-    }
+    select_nucleus(total);
+  } else {
+    collect_at_least(min_p);
   }
-  if (min_p > 0.0f) {
-    size_t above = 0;
-    while (above < keep && candidates_[above].value >= min_p) ++above;
-    keep = std::max<size_t>(above, 1);
+  if (min_p > 0.0f && top_p < 1.0f) {
+    // The top token weighs 1 > min_p, so the set never empties.
+    candidates_.erase(std::remove_if(candidates_.begin(), candidates_.end(),
+                                     [min_p](const Candidate& c) { return c.value < min_p; }),
+                      candidates_.end());
   }
-  float kept_mass = 0.0f;
-  for (size_t i = 0; i < keep; ++i) kept_mass += candidates_[i].value;
-  float u = std::uniform_real_distribution<float>(0.0f, kept_mass)(rng_);
-  for (size_t i = 0; i < keep; ++i) {
-    u -= candidates_[i].value;
-    if (u <= 0.0f) return candidates_[i].id;
-  }
-  return candidates_[0].id;
+  return draw_from_candidates(candidates_.size());
 }
 
 }  // namespace rne::runner

@@ -1,5 +1,6 @@
 // Picks the next token from a logits row. Designed for large vocabularies (262144 for Gemma):
-// every filter is a linear pass or a bounded partial selection; nothing sorts the whole row.
+// every filter is a few vectorisable linear passes plus work on a small candidate set; nothing
+// sorts the whole row.
 #pragma once
 
 #include <cstdint>
@@ -36,15 +37,24 @@ class Sampler {
     int32_t id;
   };
   void apply_repetition_penalty(float* logits, const std::vector<int64_t>& context);
-  void select_top_k(const float* logits);
-  void select_above(float threshold);
-  int64_t draw(float max_logit);
+  // Top-k path: candidates_ = the k largest logits turned into weights, descending.
+  float weigh_top_k(const float* logits, float inv_t);
+  // Full-vocabulary path: weights_ (and block_sums_) for every token; returns their total.
+  float weigh_vocabulary(const float* logits, float inv_t);
+  int64_t draw_from_vocabulary(float total);
+  // candidates_ = the top-p nucleus of weights_ (any order), found through a mass histogram.
+  void select_nucleus(float total);
+  void collect_at_least(float threshold);
+  int64_t draw_from_candidates(size_t count);
 
   SamplerConfig config_;
   int64_t vocab_size_;
   std::mt19937_64 rng_;
-  std::vector<Candidate> candidates_;   // reused between calls: no allocation per token
+  // Reused between calls: no allocation per token.
+  std::vector<Candidate> candidates_;
   std::vector<float> weights_;
+  std::vector<float> block_sums_;       // weights_ summed per block: a draw skips whole blocks
+  std::vector<float> mass_by_bin_;      // weights_ mass per bin of their float exponent
   std::vector<uint32_t> penalized_at_;  // per id: the call that last penalized it (dedup)
   uint32_t call_ = 0;
 };
