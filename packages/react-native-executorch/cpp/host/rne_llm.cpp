@@ -10,12 +10,14 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <executorch/runtime/platform/platform.h>
 
 #include "chat_template.h"
 #include "json.h"
+#include "model_integrity.h"
 #include "rne/runner/llm_runner.h"
 
 namespace {
@@ -35,6 +37,9 @@ options:
   --raw                     send PROMPT as is (tokenizer post-processor applied, no template)
   --prompt-ids 1,2,3        send these token ids instead of a text prompt
   --interactive             chat on stdin after the first answer; the KV cache is reused
+  --sha256 HEX              verify the model file against this sha256 (the registry's) before
+                            loading it; a mismatch is a "corrupt file" error. A success is
+                            remembered (RNE_CACHE_DIR, else ~/.cache/rne) until the file changes
   --max-new-tokens N        default 256; 0 = until EOS or the context is full
   --temperature T           default 0 (greedy)
   --top-k K --top-p P --min-p P --repetition-penalty R --seed S
@@ -67,7 +72,7 @@ void on_sigint(int) {
 }
 
 struct Options {
-  std::string model, tokenizer, tokenizer_config, system, prompt, prompt_ids;
+  std::string model, tokenizer, tokenizer_config, system, prompt, prompt_ids, sha256;
   bool raw = false, interactive = false, json = false, list_backends = false;
   GenerationConfig generation;
 };
@@ -76,8 +81,27 @@ template <typename T>
 T parse_number(const std::string& flag, const std::string& text) {
   std::istringstream in(text);
   T value;
-  if (!(in >> value) || !in.eof()) fail(flag + " expects a number, got '" + text + "'");
+  // An istream reads "-1" into an unsigned type as a huge number: a sign is refused there.
+  const bool sign_in_unsigned = std::is_unsigned_v<T> && text.find('-') != std::string::npos;
+  if (sign_in_unsigned || !(in >> value) || !in.eof()) {
+    fail(flag + " expects a number" + (std::is_integral_v<T> ? " (an integer in range)" : "") +
+         ", got '" + text + "'");
+  }
   return value;
+}
+
+template <typename T>
+T parse_at_least(const std::string& flag, const std::string& text, T minimum,
+                 const std::string& meaning) {
+  const T value = parse_number<T>(flag, text);
+  if (value < minimum) {
+    fail(flag + " must be >= " + std::to_string(minimum) + " (" + meaning + "), got " + text);
+  }
+  return value;
+}
+
+void require_utf8(std::string_view text, const std::string& what) {
+  if (auto valid = rne::runner::check_utf8(text, what); !valid.ok()) fail(valid.error().message);
 }
 
 Options parse_args(int argc, char** argv) {
@@ -112,12 +136,18 @@ Options parse_args(int argc, char** argv) {
       o.list_backends = true;
     } else if (arg == "--ignore-eos") {
       o.generation.stop_on_eos = false;
+    } else if (arg == "--sha256") {
+      o.sha256 = value();
+      if (!rne::host::is_sha256_hex(o.sha256)) {
+        fail("--sha256 expects 64 hex digits (the file's sha256), got '" + o.sha256 + "'");
+      }
     } else if (arg == "--max-new-tokens") {
-      o.generation.max_new_tokens = parse_number<int32_t>(arg, value());
+      o.generation.max_new_tokens =
+          parse_at_least<int32_t>(arg, value(), 0, "0 = until EOS or the context is full");
     } else if (arg == "--temperature") {
       o.generation.sampling.temperature = parse_number<float>(arg, value());
     } else if (arg == "--top-k") {
-      o.generation.sampling.top_k = parse_number<int32_t>(arg, value());
+      o.generation.sampling.top_k = parse_at_least<int32_t>(arg, value(), 0, "0 = off");
     } else if (arg == "--top-p") {
       o.generation.sampling.top_p = parse_number<float>(arg, value());
     } else if (arg == "--min-p") {
@@ -136,6 +166,12 @@ Options parse_args(int argc, char** argv) {
   }
   for (size_t i = 0; i < words.size(); ++i) o.prompt += (i ? " " : "") + words[i];
   if (o.list_backends) return o;
+  if (auto valid = rne::runner::validate(o.generation.sampling); !valid.ok()) {
+    fail("invalid sampling option: " + valid.error().message);
+  }
+  require_utf8(o.prompt, "the prompt");
+  require_utf8(o.system, "--system");
+  for (const auto& stop : o.generation.stop_strings) require_utf8(stop, "--stop");
   if (o.model.empty() || o.tokenizer.empty()) fail("--model and --tokenizer are required (see --help)");
   if (o.prompt.empty() && o.prompt_ids.empty()) fail("no prompt given (see --help)");
   if (o.tokenizer_config.empty() && !o.raw && o.prompt_ids.empty()) {
@@ -202,6 +238,12 @@ int main(int argc, char** argv) {
     if (!t.ok()) fail(t.error().message);
     chat = std::move(t).value();
   }
+  std::string integrity = "unchecked";
+  if (!o.sha256.empty()) {
+    auto verified = rne::host::verify_model_file(o.model, o.sha256);
+    if (!verified.ok()) fail(verified.error().message);
+    integrity = rne::host::integrity_check_name(*verified);
+  }
   auto loaded = LlmRunner::load(o.model, o.tokenizer);
   if (!loaded.ok()) fail(loaded.error().message);
   LlmRunner& runner = **loaded;
@@ -238,7 +280,8 @@ int main(int argc, char** argv) {
               << ",\"tokens\":" << ids_json(runner.last_tokens()) << ",\"max_chunk\":"
               << runner.contract().max_chunk << ",\"max_context\":" << runner.contract().max_context
               << ",\"chat_format\":\"" << (chat ? chat->format_name() : "none")
-              << "\",\"stats\":" << stats_json(*stats) << "}\n";
+              << "\",\"integrity\":\"" << integrity << "\",\"stats\":" << stats_json(*stats)
+              << "}\n";
     return 0;
   }
   print_stats(*stats, /*with_load=*/true);
@@ -249,6 +292,10 @@ int main(int argc, char** argv) {
   std::string line;
   while (std::cerr << "\n> " && std::getline(std::cin, line)) {
     if (line.empty()) continue;
+    if (auto valid = rne::runner::check_utf8(line, "this message"); !valid.ok()) {
+      std::cerr << "rne_llm: " << valid.error().message << "\n";
+      continue;
+    }
     const auto& last = runner.last_tokens();
     const bool closed = !last.empty() &&
                         std::find(eos.begin(), eos.end(), last.back()) != eos.end();

@@ -1,6 +1,7 @@
 #include "rne/runner/llm_runner.h"
 
 #include <chrono>
+#include <cstdio>
 
 #include "rne/runner/text_stream.h"
 #include "rne/tokenizer/tokenizer.h"
@@ -13,6 +14,16 @@ double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 }  // namespace
+
+Result<void> check_utf8(std::string_view text, const std::string& what) {
+  const auto bad = tokenizer::find_invalid_utf8(text);
+  if (!bad) return {};
+  char byte[8];
+  std::snprintf(byte, sizeof(byte), "0x%02X", static_cast<unsigned char>(text[*bad]));
+  return Error{ErrorCode::kInvalidArgument,
+               what + " is not valid UTF-8 (byte " + byte + " at offset " + std::to_string(*bad) +
+                   "); send text encoded as UTF-8"};
+}
 
 LlmRunner::~LlmRunner() = default;
 
@@ -55,6 +66,7 @@ std::string LlmRunner::decode(const std::vector<int64_t>& tokens) const {
 
 Result<Stats> LlmRunner::generate(const std::string& prompt, const GenerationConfig& config,
                                   const TextCallback& on_text) {
+  if (auto valid = check_utf8(prompt, "prompt"); !valid.ok()) return valid.error();
   const auto start = Clock::now();
   auto tokens = encode(prompt, /*add_special_tokens=*/false);
   const double encode_ms = ms_since(start);

@@ -1,5 +1,7 @@
 #include "rne/runner/model_session.h"
 
+#include "rne/runner/backends.h"
+
 #include <executorch/extension/module/module.h>
 #include <executorch/extension/tensor/tensor.h>
 
@@ -19,6 +21,73 @@ Error contract_error(const std::string& path, const std::string& what) {
           path + ": " + what +
               " (the file does not follow the .pte contract; re-export it with "
               "tools/export_model.py)"};
+}
+
+using RuntimeError = et::runtime::Error;
+
+std::string runtime_error_text(RuntimeError error) {
+  const char* name = "unknown";
+  switch (error) {
+    case RuntimeError::Ok: name = "Ok"; break;
+    case RuntimeError::Internal: name = "Internal"; break;
+    case RuntimeError::InvalidState: name = "InvalidState"; break;
+    case RuntimeError::EndOfMethod: name = "EndOfMethod"; break;
+    case RuntimeError::AlreadyLoaded: name = "AlreadyLoaded"; break;
+    case RuntimeError::NotSupported: name = "NotSupported"; break;
+    case RuntimeError::NotImplemented: name = "NotImplemented"; break;
+    case RuntimeError::InvalidArgument: name = "InvalidArgument"; break;
+    case RuntimeError::InvalidType: name = "InvalidType"; break;
+    case RuntimeError::OperatorMissing: name = "OperatorMissing"; break;
+    case RuntimeError::NotFound: name = "NotFound"; break;
+    case RuntimeError::MemoryAllocationFailed: name = "MemoryAllocationFailed"; break;
+    case RuntimeError::AccessFailed: name = "AccessFailed"; break;
+    case RuntimeError::InvalidProgram: name = "InvalidProgram"; break;
+    case RuntimeError::InvalidExternalData: name = "InvalidExternalData"; break;
+    case RuntimeError::OutOfResources: name = "OutOfResources"; break;
+    case RuntimeError::DelegateInvalidCompatibility: name = "DelegateInvalidCompatibility"; break;
+    case RuntimeError::DelegateMemoryAllocationFailed: name = "DelegateMemoryAllocationFailed"; break;
+    case RuntimeError::DelegateInvalidHandle: name = "DelegateInvalidHandle"; break;
+    default: break;
+  }
+  char code[8];
+  std::snprintf(code, sizeof(code), "0x%02x", static_cast<unsigned>(error));
+  return std::string("runtime error ") + name + " " + code;
+}
+
+std::string registered_backend_list() {
+  std::string out;
+  for (const auto& name : registered_backends()) out += (out.empty() ? "" : ", ") + name;
+  return out.empty() ? "none" : out;
+}
+
+// Why loading the program or its `forward` method failed, in words a user can act on. A damaged
+// file shows up as almost any of these codes (a flipped byte can turn an operator name into one
+// that does not exist), so every message that could be damage says so.
+Error load_error(const std::string& path, const char* stage, RuntimeError error) {
+  const std::string prefix = path + ": " + stage + " failed (" + runtime_error_text(error) + "): ";
+  const char* damaged =
+      "corrupt file: it is damaged or truncated; verify it (rne_llm --sha256) and download or "
+      "export it again";
+  switch (error) {
+    case RuntimeError::MemoryAllocationFailed:
+    case RuntimeError::OutOfResources:
+    case RuntimeError::DelegateMemoryAllocationFailed:
+      return {ErrorCode::kExecutionFailed,
+              prefix + "not enough memory; close other apps or use a smaller variant (a " +
+                  damaged + " can also ask for an impossible size)"};
+    case RuntimeError::OperatorMissing:
+      return {ErrorCode::kInvalidModel,
+              prefix + "the program names an operator this binary does not have. Either it is a " +
+                  damaged + ", or it was exported with operators this build lacks (re-export it "
+                  "with tools/export_model.py)"};
+    case RuntimeError::NotFound:
+      return {ErrorCode::kInvalidModel,
+              prefix + "the program names a delegate or data this binary does not have " +
+                  "(registered backends: " + registered_backend_list() + "). Either it is a " +
+                  damaged + ", or it was exported for a backend this build lacks"};
+    default:
+      return {ErrorCode::kInvalidModel, prefix + damaged};
+  }
 }
 
 // A .pte is a FlatBuffer whose file identifier (bytes 4..7) starts with "ET".
@@ -83,20 +152,19 @@ Result<std::unique_ptr<ModelSession>> ModelSession::load(const std::string& path
   session->module_ = std::make_unique<Module>(path, Module::LoadMode::MmapUseMlockIgnoreErrors);
   Module& module = *session->module_;
 
-  if (module.load() != et::runtime::Error::Ok) {
-    return Error{ErrorCode::kInvalidModel,
-                 path + ": the ExecuTorch runtime could not parse this program (corrupt file, "
-                        "or written by an incompatible ExecuTorch version)"};
+  // Full FlatBuffer verification: a damaged program header must fail here, not crash later
+  // (Minimal verification lets a flipped offset reach a wild read). It walks the program's
+  // tables only, not the weight segments, so it is cheap even for a multi-GB file.
+  if (auto err = module.load(et::runtime::Program::Verification::InternalConsistency);
+      err != RuntimeError::Ok) {
+    return load_error(path, "parsing the program", err);
   }
   auto names = module.method_names();
   if (!names.ok() || names->count("forward") == 0) {
     return contract_error(path, "method 'forward' is missing");
   }
-  if (auto err = module.load_method("forward"); err != et::runtime::Error::Ok) {
-    return Error{ErrorCode::kInvalidModel,
-                 path + ": loading method 'forward' failed (runtime error " +
-                     std::to_string(static_cast<int>(err)) +
-                     "); usually an operator or delegate this binary was not built with"};
+  if (auto err = module.load_method("forward"); err != RuntimeError::Ok) {
+    return load_error(path, "loading method 'forward'", err);
   }
 
   auto meta = module.method_meta("forward");
@@ -166,8 +234,9 @@ Result<LogitsView> ModelSession::forward(const int64_t* tokens, int64_t count, i
   if (!out.ok()) {
     return Error{ErrorCode::kExecutionFailed,
                  "forward failed at position " + std::to_string(start_pos) + " with " +
-                     std::to_string(count) + " tokens (runtime error " +
-                     std::to_string(static_cast<int>(out.error())) + ")"};
+                     std::to_string(count) + " tokens (" + runtime_error_text(out.error()) +
+                     "); if it fails again, " + path_ +
+                     " may be a corrupt file: verify its sha256 and download or export it again"};
   }
   auto& logits = out->at(0).toTensor();
   if (logits.numel() != contract_.vocab_size) {

@@ -74,6 +74,11 @@ Result<Stats> TextGenerator::generate(const std::vector<int64_t>& new_tokens,
   const bool prefill_only = sink == nullptr;
 
   if (auto valid = validate(config.sampling); !valid.ok()) return valid.error();
+  if (config.max_new_tokens < 0) {
+    return Error{ErrorCode::kInvalidArgument,
+                 "max_new_tokens must be >= 0 (0 = until EOS or the context is full), got " +
+                     std::to_string(config.max_new_tokens)};
+  }
   for (int64_t id : new_tokens) {
     if (id < 0 || id >= contract.vocab_size) {
       return Error{ErrorCode::kInvalidArgument,

@@ -14,6 +14,7 @@
 #include "json.h"
 #include "normalizers.h"
 #include "pre_tokenizers.h"
+#include "unicode.h"
 
 namespace rne::tokenizer {
 
@@ -361,6 +362,15 @@ Result<Tokenizer> Tokenizer::from_file(const std::string& path) {
   } catch (const std::bad_alloc&) {
     return Error{ErrorCode::kIo, "out of memory while loading the tokenizer " + path};
   }
+}
+
+std::optional<size_t> find_invalid_utf8(std::string_view text) {
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t length = unicode::valid_sequence_length(text, pos);
+    if (length == 0) return pos;
+    pos += length;
+  }
+  return std::nullopt;
 }
 
 std::vector<TokenId> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {

@@ -4,10 +4,15 @@
 //   rne_tokenize TOKENIZER_JSON --jsonl       stdin: one JSON string per line; stdout: one JSON
 //                                             object per line with ids (with/without special
 //                                             tokens), decode (with/without skipping special
-//                                             tokens) and the concatenated stream-decoder output
+//                                             tokens) and the concatenated stream-decoder output.
+//                                             A bad line gets {"error": ...} on stdout (so output
+//                                             line N still answers input line N) and a message on
+//                                             stderr; the rest of the stream is processed and the
+//                                             exit status is 1 when any line failed
 //   rne_tokenize TOKENIZER_JSON --decode-jsonl
 //                                             stdin: one JSON array of ids per line; stdout:
-//                                             {"decoded", "decoded_skip_special"} per line
+//                                             {"decoded", "decoded_skip_special"} per line (bad
+//                                             lines as in --jsonl)
 //   rne_tokenize TOKENIZER_JSON --vocab       JSON: vocab_size and id_to_token for every id below
 //                                             it plus the added tokens (null where no token)
 //   rne_tokenize TOKENIZER_JSON --bench FILE [REPEAT]
@@ -17,7 +22,9 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <cstdint>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -41,14 +48,44 @@ void append_ids(const std::vector<TokenId>& ids, std::string& out) {
   out += ']';
 }
 
+// Parses one input line. Returns why it is not usable: the parser's own reason (e.g. "unpaired
+// surrogate in \u escape") with its byte offset, or the type found instead of `expected`.
+std::optional<std::string> parse_line(const std::string& line, json::Value& value,
+                                      bool (json::Value::*is_expected)() const,
+                                      const char* expected) {
+  json::ParseError error;
+  if (!json::parse(line, value, error)) {
+    return "not valid JSON: " + error.message + " at byte " + std::to_string(error.offset);
+  }
+  if (!(value.*is_expected)()) return std::string("expected ") + expected + ", got " + value.type_name();
+  return std::nullopt;
+}
+
+// Reports a bad input line on stderr and as {"error": ...} in its place on stdout.
+void report_bad_line(size_t line_number, const std::string& problem) {
+  std::cerr << "stdin line " << line_number << ": " << problem << "\n";
+  std::string out = "{\"error\":";
+  json::write_string("line " + std::to_string(line_number) + ": " + problem, out);
+  std::cout << out << "}\n";
+}
+
 int run_jsonl(const Tokenizer& tokenizer) {
   std::string line;
+  size_t failed = 0;
   for (size_t line_number = 1; std::getline(std::cin, line); ++line_number) {
     json::Value text;
-    json::ParseError error;
-    if (!json::parse(line, text, error) || !text.is_string()) {
-      std::cerr << "stdin line " << line_number << ": expected a JSON string\n";
-      return 2;
+    auto problem = parse_line(line, text, &json::Value::is_string, "a JSON string");
+    if (!problem) {
+      // Raw bytes inside the quotes are taken as they are; encode() would replace bad ones.
+      if (const auto bad = rne::tokenizer::find_invalid_utf8(text.as_string())) {
+        problem = "the string is not valid UTF-8 (invalid byte at offset " + std::to_string(*bad) +
+                  " of the decoded text); send UTF-8";
+      }
+    }
+    if (problem) {
+      report_bad_line(line_number, *problem);
+      ++failed;
+      continue;
     }
     const std::vector<TokenId> ids = tokenizer.encode(text.as_string(), true);
     std::string stream;
@@ -68,24 +105,29 @@ int run_jsonl(const Tokenizer& tokenizer) {
     out += "}\n";
     std::cout << out;
   }
-  return 0;
+  return failed == 0 ? 0 : 1;
 }
 
 int run_decode_jsonl(const Tokenizer& tokenizer) {
   std::string line;
+  size_t failed = 0;
   for (size_t line_number = 1; std::getline(std::cin, line); ++line_number) {
     json::Value array;
-    json::ParseError error;
     std::vector<TokenId> ids;
-    bool ok = json::parse(line, array, error) && array.is_array();
-    for (size_t i = 0; ok && i < array.as_array().size(); ++i) {
+    auto problem = parse_line(line, array, &json::Value::is_array, "a JSON array of token ids");
+    for (size_t i = 0; !problem && i < array.as_array().size(); ++i) {
       const json::Value& id = array.as_array()[i];
-      ok = id.is_integer();
-      if (ok) ids.push_back(static_cast<TokenId>(id.as_integer()));
+      if (!id.is_integer() || id.as_integer() < 0 || id.as_integer() > INT32_MAX) {
+        problem = "element " + std::to_string(i) + " is not a token id (an integer 0.." +
+                  std::to_string(INT32_MAX) + ")";
+      } else {
+        ids.push_back(static_cast<TokenId>(id.as_integer()));
+      }
     }
-    if (!ok) {
-      std::cerr << "stdin line " << line_number << ": expected a JSON array of integers\n";
-      return 2;
+    if (problem) {
+      report_bad_line(line_number, *problem);
+      ++failed;
+      continue;
     }
     std::string out = "{\"decoded\":";
     json::write_string(tokenizer.decode(ids, false), out);
@@ -94,7 +136,7 @@ int run_decode_jsonl(const Tokenizer& tokenizer) {
     out += "}\n";
     std::cout << out;
   }
-  return 0;
+  return failed == 0 ? 0 : 1;
 }
 
 int run_vocab(const Tokenizer& tokenizer) {

@@ -32,6 +32,11 @@ namespace rne::runner {
 // a stop string or what follows it, and never contain special tokens (e.g. <|im_end|>).
 using TextCallback = std::function<void(std::string_view text)>;
 
+// Ok when `text` is valid UTF-8; otherwise kInvalidArgument naming `what` (e.g. "prompt") and
+// the first bad byte. Text input is rejected rather than changed: the tokenizer would replace
+// or drop such bytes and the model would answer a different prompt than the caller sent.
+Result<void> check_utf8(std::string_view text, const std::string& what);
+
 class LlmRunner {
  public:
   // Loads the .pte (memory-mapped) and the tokenizer.json. Errors say which file and why.
@@ -40,7 +45,8 @@ class LlmRunner {
   ~LlmRunner();
 
   // Encodes `prompt` as is (no <bos> or other post-processor tokens: a chat template already
-  // writes them; use encode() + the token overload to control that) and generates.
+  // writes them; use encode() + the token overload to control that) and generates. A prompt that
+  // is not valid UTF-8 is an kInvalidArgument error (see check_utf8).
   Result<Stats> generate(const std::string& prompt, const GenerationConfig& config,
                          const TextCallback& on_text);
   // Same, from token ids (e.g. the JS side tokenized, or a test needs exact ids).
@@ -48,6 +54,7 @@ class LlmRunner {
                          const TextCallback& on_text);
 
   // Tokenizes with the model's tokenizer; add_special_tokens applies its post-processor.
+  // Invalid UTF-8 is replaced, not reported: check_utf8() text from users first.
   std::vector<int64_t> encode(std::string_view text, bool add_special_tokens) const;
   std::string decode(const std::vector<int64_t>& tokens) const;
 

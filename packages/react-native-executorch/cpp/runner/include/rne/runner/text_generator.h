@@ -26,8 +26,9 @@ enum class StopReason {
 const char* stop_reason_name(StopReason reason);
 
 struct GenerationConfig {
-  // Upper bound on generated tokens; <= 0 means "until EOS or the context is full". The budget
-  // actually used is min(max_new_tokens, max_context - tokens in the cache after prefill).
+  // Upper bound on generated tokens; 0 means "until EOS or the context is full", a negative
+  // value is an kInvalidArgument error. The budget actually used is
+  // min(max_new_tokens, max_context - tokens in the cache after prefill).
   int32_t max_new_tokens = 256;
   SamplerConfig sampling;
   bool stop_on_eos = true;                 // false keeps generating past EOS (benchmarks)

@@ -26,6 +26,11 @@ class Value;
 
 using TokenId = int32_t;
 
+// Byte offset of the first byte of `text` that does not start a valid UTF-8 sequence, or nullopt
+// when all of `text` is valid UTF-8. encode() replaces such bytes; APIs that take text from users
+// check with this first and reject invalid input instead of changing it silently.
+std::optional<size_t> find_invalid_utf8(std::string_view text);
+
 class StreamDecoder;
 
 class Tokenizer {
