@@ -2,7 +2,8 @@
  * A stand-in for `react-native-blob-util` over Node, reproducing the behaviours the device
  * adapters rely on: `config({ path, overwrite: false })` appends the body to the file, any
  * response body (error pages included) is written, `stateChange` reports status and headers
- * when they arrive, progress reports bytes of this response, `cancel()` aborts, and `fs.*`
+ * when they arrive (to every task's listener, as the library's event emitter does; events carry
+ * the `taskId`), progress reports bytes of this response, `cancel()` aborts, and `fs.*`
  * mirror its filesystem API (`appendFile(path, source, 'uri')` appends another file's bytes).
  */
 import { createHash } from 'node:crypto';
@@ -11,7 +12,11 @@ import * as fsp from 'node:fs/promises';
 
 import type { BlobUtilModule } from '../../src';
 
+type StateListener = (state: { taskId: string; status: number; headers: Record<string, string> }) => void;
+
 export function fakeBlobUtil(documentDir: string): BlobUtilModule {
+  const stateListeners = new Set<StateListener>();
+  let tasks = 0;
   return {
     fs: {
       dirs: { DocumentDir: documentDir },
@@ -39,11 +44,12 @@ export function fakeBlobUtil(documentDir: string): BlobUtilModule {
       fetch(_method, url, headers) {
         const controller = new AbortController();
         let onProgress: (received: number, total: number) => void = () => {};
-        let onState: (state: { status: number; headers: Record<string, string> }) => void = () => {};
+        const taskId = `task-${++tasks}`;
+        let onState: StateListener | null = null;
         const run = (async () => {
           const response = await fetch(url, { headers, signal: controller.signal });
-          const info = { status: response.status, headers: Object.fromEntries(response.headers) };
-          onState(info);
+          const info = { taskId, status: response.status, headers: Object.fromEntries(response.headers) };
+          stateListeners.forEach((listener) => listener(info));
           const file = await fsp.open(path, overwrite ? 'w' : 'a');
           let received = 0;
           try {
@@ -56,15 +62,19 @@ export function fakeBlobUtil(documentDir: string): BlobUtilModule {
             await file.close();
           }
           return { info: () => info };
-        })();
+        })().finally(() => {
+          if (onState) stateListeners.delete(onState);
+        });
         const task = {
           then: run.then.bind(run),
           progress(_config: { interval: number }, cb: typeof onProgress) {
             onProgress = cb;
             return task;
           },
-          stateChange(cb: typeof onState) {
+          taskId,
+          stateChange(cb: StateListener) {
             onState = cb;
+            stateListeners.add(cb);
             return task;
           },
           cancel: () => controller.abort(),

@@ -13,13 +13,17 @@ import type {
 
 /** What blob-util reports about a response (`stateChange` when headers arrive, `info()` at the end). */
 interface BlobUtilResponseInfo {
+  taskId?: string;
   status: number | string;
   headers?: Record<string, string>;
 }
 
 interface BlobUtilTask extends PromiseLike<{ info(): BlobUtilResponseInfo }> {
+  /** At run time on every version this package supports; missing from blob-util's typings. */
+  readonly taskId?: string;
   progress(config: { interval: number }, cb: (received: number, total: number) => void): this;
-  stateChange(cb: (state: BlobUtilResponseInfo) => void): this;
+  /** Likewise untyped upstream. Its callback also receives other tasks' events: filter by taskId. */
+  stateChange?(cb: (state: BlobUtilResponseInfo) => void): this;
   cancel(): void;
 }
 
@@ -97,10 +101,11 @@ export function blobUtilAdapters(blobUtil: BlobUtilModule): ResourceAdapters {
       const task = blobUtil
         .config({ path: target, overwrite: true })
         .fetch('GET', url, offset > 0 ? { Range: `bytes=${offset}-` } : {})
-        .stateChange((state) => {
-          info = state;
-        })
         .progress({ interval: 250 }, (received) => onProgress(offset + Number(received)));
+      // Without it (or a taskId), a dropped ranged response's bytes are discarded, never guessed.
+      task.stateChange?.((state) => {
+        if (state.taskId === task.taskId) info = state;
+      });
       const onAbort = () => task.cancel();
       signal.addEventListener('abort', onAbort);
       let failure: unknown = null;
