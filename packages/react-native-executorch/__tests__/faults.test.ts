@@ -9,7 +9,7 @@
  * line is printed at the end.
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdir, mkdtemp, rm, utimes, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, rm, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -17,6 +17,7 @@ import {
   ExecutorchError,
   ResourceFetcher,
   blobUtilAdapters,
+  models,
   type ExecutorchErrorCode,
   type RemoteFile,
   type ResourceAdapters,
@@ -26,6 +27,7 @@ import { retryAfterMs } from '../src/resources/retry';
 import { fakeBlobUtil } from './support/fakeBlobUtil';
 import { HfServer, bytes, sha256, type Fault, type ServedFile } from './support/hfServer';
 import { nodeAdapters } from './support/nodeAdapters';
+import { publishOn } from './support/publishedModel';
 
 const REPO = 'acme/faulty';
 const REV = 'r1';
@@ -374,6 +376,44 @@ describe.each(adapterSets)('downloads under faults, %s adapters', (_name, makeAd
       expect(checkInPlace(file, body)).toBe(true);
       // The mark is bookkeeping, not a model file.
       expect((await fetcher().listCachedModels())[0]!.files).toEqual([{ path: file.path, size: SIZE }]);
+    });
+
+    it('checks local files against the registry before their first load, once', async () => {
+      const model = publishOn(server);
+      const f = fetcher();
+      const cached = await f.fetchModel(model, 'xnnpack');
+      const dir = join(docs, 'sideload');
+      await mkdir(dir);
+      const local = {
+        modelPath: join(dir, 'm.pte'),
+        tokenizerPath: join(dir, 'tokenizer.json'),
+        chatTemplatePath: join(dir, 'tokenizer_config.json'),
+      };
+      for (const role of ['modelPath', 'tokenizerPath', 'chatTemplatePath'] as const) {
+        await copyFile(cached[role], local[role]);
+      }
+      hashes = 0;
+      await f.verifyLocalFiles(model, 'xnnpack', local);
+      await f.verifyLocalFiles(model, 'xnnpack', local);
+      expect(hashes).toBe(3);
+
+      const damaged = readFileSync(local.modelPath);
+      damaged[damaged.length >> 1] = damaged[damaged.length >> 1]! ^ 1;
+      await writeFile(local.modelPath, damaged);
+      tally.injected += 1;
+      const error = await f.verifyLocalFiles(model, 'xnnpack', local).then(
+        () => null,
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(ExecutorchError);
+      expect((error as ExecutorchError).code).toBe('checksum_mismatch');
+      expect((error as ExecutorchError).message).toContain('corrupt file');
+      // The caller's file is reported, not deleted.
+      expect(existsSync(local.modelPath)).toBe(true);
+      tally.cleanErrors += 1;
+
+      // Nothing published to check against: accepted as is.
+      await f.verifyLocalFiles(models.llm.smollm2_135m, 'xnnpack', local);
     });
   });
 });

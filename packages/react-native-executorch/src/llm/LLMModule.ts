@@ -148,7 +148,11 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
         signal: controller.signal,
         ...(onDownloadProgress ? { onProgress: onDownloadProgress } : {}),
       }));
-    if (this.options.localFiles) onDownloadProgress?.(1);
+    if (this.options.localFiles) {
+      // A file the registry has a checksum for is verified before its first load.
+      await fetcher.verifyLocalFiles(this.model, backend, this.options.localFiles);
+      onDownloadProgress?.(1);
+    }
     this.assertLive();
     const template = ChatTemplate.fromTokenizerConfig(await fetcher.readText(files.chatTemplatePath));
     let handle: NativeModelHandle;

@@ -190,8 +190,56 @@ export class ResourceFetcher {
     options: FetchOptions = {},
   ): Promise<ModelFiles> {
     const files = ResourceFetcher.filesOf(model, backend);
+    const roles = ResourceFetcher.roles(model, backend, files);
     const paths = await this.fetchFiles(files, options);
-    const find = (pred: (f: RemoteFile) => boolean, what: string): string => {
+    return {
+      modelPath: paths[roles.modelPath]!,
+      tokenizerPath: paths[roles.tokenizerPath]!,
+      chatTemplatePath: paths[roles.chatTemplatePath]!,
+    };
+  }
+
+  /**
+   * Checks files already on the device (`localFiles`) against the registry before their first
+   * load, when the registry publishes checksums for `model` on `backend` (otherwise there is
+   * nothing to check against and it returns). Each file is hashed once: a `.verified` mark
+   * beside it remembers it while its size and mtime stay the same (where the folder is
+   * writable). Throws `not_found` for a missing file and `checksum_mismatch` for a corrupt one,
+   * which is left in place: it is the caller's.
+   */
+  async verifyLocalFiles(model: AnyLLMDescriptor, backend: string, local: ModelFiles): Promise<void> {
+    const variant = (model.variants as Partial<Record<string, VariantDescriptor>>)[backend];
+    if (variant?.status !== 'published' || model.tokenizer.status !== 'published') return;
+    const files = ResourceFetcher.filesOf(model, backend);
+    const roles = ResourceFetcher.roles(model, backend, files);
+    for (const role of Object.keys(roles) as (keyof ModelFiles)[]) {
+      const file = files[roles[role]]!;
+      const path = local[role];
+      const info = await this.fs.stat(path);
+      if (!info || info.isDirectory) {
+        throw new ExecutorchError('not_found', `${path} (${model.name}, ${file.path}) is not a file.`);
+      }
+      if (await this.isRemembered(file, path, info)) continue;
+      const problem = await this.integrityProblem(file, path);
+      if (problem !== null) {
+        throw new ExecutorchError(
+          'checksum_mismatch',
+          `${path} is a corrupt file: ${problem} (${model.name}, ${file.path} at revision ` +
+            `${model.hf.revision}). Copy the published file there again.`,
+        );
+      }
+      // A read-only folder (e.g. bundled with the app): hashed again at the next load.
+      await this.remember(file, path).catch(noop);
+    }
+  }
+
+  /** Which of `files` (from {@link filesOf}) are the model, the tokenizer and the chat template. */
+  private static roles(
+    model: AnyLLMDescriptor,
+    backend: string,
+    files: readonly RemoteFile[],
+  ): Record<keyof ModelFiles, number> {
+    const find = (pred: (f: RemoteFile) => boolean, what: string): number => {
       const i = files.findIndex(pred);
       if (i < 0) {
         throw new ExecutorchError(
@@ -199,7 +247,7 @@ export class ResourceFetcher {
           `${model.name}: the registry lists no ${what} for the ${backend} variant.`,
         );
       }
-      return paths[i] as string;
+      return i;
     };
     const base = (p: string) => p.slice(p.lastIndexOf('/') + 1);
     return {
