@@ -4,8 +4,14 @@
  * interrupt stops after the current token and resolves with `interrupted`, a second generate on
  * a busy handle rejects with `busy`, released handles are invalid, errors are `Error` objects
  * with a native `code`, and the conversation is kept "in the KV cache": only the part of the
- * prompt that extends the previous prompt + answer counts as prefilled.
+ * prompt that extends the previous prompt + everything the model generated (a cut-off stop
+ * string included, as the binding's token-prefix check sees it) counts as prefilled.
+ * With `checkFiles` it reads the files as the runner does (missing, not a `.pte`, a tokenizer
+ * with more tokens than the model). __tests__/e2e/ runs the same suite against this fake and
+ * the real runner, so each of these claims is checked against the real thing.
  */
+import { existsSync, readFileSync } from 'node:fs';
+
 import type {
   Backend,
   GenerationStats,
@@ -27,11 +33,17 @@ export interface FakeNativeOptions {
   /** Delay between tokens (the decode time). */
   tokenIntervalMs?: number;
   loadDelayMs?: number;
+  /** Read the files at load like the runner (default: only the `.pte` extension is checked). */
+  checkFiles?: { readonly modelVocabSize: number };
+  /** KV-cache capacity in (fake) tokens: a longer prompt rejects with `context_full`. */
+  maxContext?: number;
 }
 
 interface Session {
   options: NativeLoadOptions;
+  /** Prompt + generated text in the "KV cache", and how many fake tokens it occupies. */
   conversation: string;
+  cacheTokens: number;
   running: boolean;
   interrupted: boolean;
   released: boolean;
@@ -45,6 +57,33 @@ export function nativeError(code: string, message: string): Error {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** The fake's "tokenizer": about four characters per token. */
 const countTokens = (text: string) => Math.ceil(text.length / 4);
+
+/** What LlmRunner::load refuses, checked the same way (and with the same codes). */
+function checkModelFiles({ modelPath, tokenizerPath }: NativeLoadOptions, modelVocabSize: number): void {
+  for (const path of [modelPath, tokenizerPath]) {
+    if (!existsSync(path)) throw nativeError('not_found', `${path}: no such file`);
+  }
+  // An ExecuTorch program is a flatbuffer with the file identifier "ET" + version at byte 4.
+  if (readFileSync(modelPath).subarray(4, 6).toString('latin1') !== 'ET') {
+    throw nativeError('invalid_model', `${modelPath} is not an ExecuTorch program`);
+  }
+  let tokenizer: { model?: { vocab?: object }; added_tokens?: { content: string }[] };
+  try {
+    tokenizer = JSON.parse(readFileSync(tokenizerPath, 'utf8'));
+  } catch (error) {
+    throw nativeError('tokenizer', `${tokenizerPath}: ${(error as Error).message}`);
+  }
+  const vocab = tokenizer.model?.vocab ?? {};
+  const added = (tokenizer.added_tokens ?? []).filter((t) => !(t.content in vocab)).length;
+  const size = Object.keys(vocab).length + added;
+  if (size > modelVocabSize) {
+    throw nativeError(
+      'tokenizer',
+      `${tokenizerPath} has ${size} tokens but ${modelPath} has a vocabulary of ${modelVocabSize}; ` +
+        'they belong to different models',
+    );
+  }
+}
 
 export class FakeNative implements NativeExecutorch {
   readonly loads: NativeLoadOptions[] = [];
@@ -76,13 +115,16 @@ export class FakeNative implements NativeExecutorch {
     const failure = this.failNextLoad;
     this.failNextLoad = null;
     if (failure) throw failure;
-    if (!options.modelPath.endsWith('.pte')) {
+    if (this.options.checkFiles) {
+      checkModelFiles(options, this.options.checkFiles.modelVocabSize);
+    } else if (!options.modelPath.endsWith('.pte')) {
       throw nativeError('invalid_model', `${options.modelPath} is not a .pte file`);
     }
     const handle = this.nextHandle++;
     this.sessions.set(handle, {
       options,
       conversation: '',
+      cacheTokens: 0,
       running: false,
       interrupted: false,
       released: false,
@@ -113,15 +155,29 @@ export class FakeNative implements NativeExecutorch {
     if (failure) throw failure;
     this.prompts.push(prompt);
     this.configs.push(config);
-    session.running = true;
     session.interrupted = false;
-    const reused = prompt.startsWith(session.conversation) ? session.conversation : '';
-    const promptTokens = countTokens(prompt.slice(reused.length));
+    // Like the binding: reuse only a cache that the prompt strictly extends, else start over.
+    const reuses = session.conversation !== '' && prompt.length > session.conversation.length &&
+      prompt.startsWith(session.conversation);
+    const reusedTokens = reuses ? session.cacheTokens : 0;
+    const promptTokens = countTokens(prompt.slice(reuses ? session.conversation.length : 0));
+    const maxContext = this.options.maxContext ?? Infinity;
+    if (reusedTokens + promptTokens >= maxContext) {
+      session.conversation = '';
+      session.cacheTokens = 0;
+      throw nativeError(
+        'context_full',
+        `The prompt needs ${reusedTokens + promptTokens} positions but the KV cache holds ${maxContext}`,
+      );
+    }
+    session.running = true;
     const start = Date.now();
     await sleep(1); // prefill
     const prefillMs = Date.now() - start;
     const pieces = (this.options.answer ?? (() => ['Hello', ',', ' world', '!']))(prompt);
     let text = '';
+    /** Everything generated: `text` plus a stop string and what came with it. */
+    let produced = '';
     let generated = 0;
     let firstTokenAt = 0;
     let stopReason: StopReason = 'eos';
@@ -138,23 +194,27 @@ export class FakeNative implements NativeExecutorch {
       if (stop !== undefined) {
         const cut = (text + piece).indexOf(stop);
         if (cut > text.length) onToken((text + piece).slice(text.length, cut));
+        produced += piece;
+        generated += 1;
         stopReason = 'stop_string';
         break;
       }
       text += piece;
+      produced += piece;
       generated += 1;
       if (generated === 1) firstTokenAt = Date.now();
       onToken(piece);
       await sleep(this.options.tokenIntervalMs ?? 2);
     }
     session.running = false;
-    session.conversation = prompt + text;
+    session.conversation = prompt + produced;
+    session.cacheTokens = reusedTokens + promptTokens + generated;
     const end = Date.now();
     const decodeMs = generated ? end - firstTokenAt : 0;
     session.stats = {
       promptTokens,
       generatedTokens: generated,
-      cacheTokens: countTokens(session.conversation),
+      cacheTokens: session.cacheTokens,
       timeToFirstTokenMs: generated ? firstTokenAt - start : end - start,
       prefillMs,
       decodeMs,
@@ -175,6 +235,7 @@ export class FakeNative implements NativeExecutorch {
     const session = this.session(handle);
     if (session.running) throw nativeError('busy', 'reset() while generating; interrupt() first');
     session.conversation = '';
+    session.cacheTokens = 0;
   }
 
   stats(handle: NativeModelHandle): GenerationStats | null {
