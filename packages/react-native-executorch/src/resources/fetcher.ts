@@ -228,8 +228,7 @@ export class ResourceFetcher {
             `${model.hf.revision}). Copy the published file there again.`,
         );
       }
-      // A read-only folder (e.g. bundled with the app): hashed again at the next load.
-      await this.remember(file, path).catch(noop);
+      await this.remember(file, path);
     }
   }
 
@@ -603,10 +602,15 @@ export class ResourceFetcher {
     }
   }
 
+  /** Writes the `.verified` mark. Best effort: without it the file is only hashed again. */
   private async remember(file: RemoteFile, path: string): Promise<void> {
-    const info = await this.fs.stat(path);
-    if (!info) return;
-    const mark = { size: info.size, mtimeMs: info.mtimeMs, sha256: file.sha256.toLowerCase() };
-    await this.fs.writeText(path + VERIFIED_SUFFIX, JSON.stringify(mark));
+    try {
+      const info = await this.fs.stat(path);
+      if (!info) return;
+      const mark = { size: info.size, mtimeMs: info.mtimeMs, sha256: file.sha256.toLowerCase() };
+      await this.fs.writeText(path + VERIFIED_SUFFIX, JSON.stringify(mark));
+    } catch {
+      // A full disk or a read-only folder (bundled files).
+    }
   }
 }
