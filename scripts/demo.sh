@@ -34,8 +34,8 @@ echo "$CHECKPOINT" >&2
 
 step "Exporting it to an XNNPACK .pte, $QUANTIZATION, verified (cached after the first run)"
 # --cached prints the path of the verified export as its last line.
-# (Library deprecation warnings are hidden; errors still print.)
-PTE=$(PYTHONWARNINGS=ignore "$PY" tools/export_model.py --model smollm2_135m --backend xnnpack --quantization "$QUANTIZATION" \
+# (export_model.py filters known library noise itself; real warnings and errors still print.)
+PTE=$("$PY" tools/export_model.py --model smollm2_135m --backend xnnpack --quantization "$QUANTIZATION" \
         --cached --quiet | tail -n 1) || die "export failed (see the messages above)"
 [ -f "$PTE" ] || die "the exporter did not produce a .pte (got '$PTE')"
 echo "$PTE" >&2

@@ -16,9 +16,13 @@ from pathlib import Path
 
 import click
 
-from rne_tools.errors import RneError
-from rne_tools.export import cached_export, export_llm
-from rne_tools.export.backends import EMBEDDING_QUANTIZATIONS
+from rne_tools.runtime.quiet import configure_python_noise, filtered_native_stderr
+
+configure_python_noise()  # before the imports below: torchao logs its noise on import
+
+from rne_tools.errors import RneError  # noqa: E402
+from rne_tools.export import cached_export, export_llm  # noqa: E402
+from rne_tools.export.backends import EMBEDDING_QUANTIZATIONS  # noqa: E402
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -99,24 +103,27 @@ def main(
         group_size=group_size,
         progress=not quiet,
     )
-    try:
-        if cached:
-            if no_verify:
-                raise click.UsageError("--cached exports are always verified; drop --no-verify.")
-            result = cached_export(model_id, backend, **kwargs)
-            if output_dir is not None:
-                import shutil
+    with filtered_native_stderr():
+        try:
+            if cached:
+                if no_verify:
+                    raise click.UsageError(
+                        "--cached exports are always verified; drop --no-verify."
+                    )
+                result = cached_export(model_id, backend, **kwargs)
+                if output_dir is not None:
+                    import shutil
 
-                output_dir.mkdir(parents=True, exist_ok=True)
-                for path in (result.pte_path, result.report_path):
-                    shutil.copyfile(path, output_dir / path.name)
-        else:
-            if output_dir is None:
-                raise click.UsageError("--output-dir is required (or use --cached).")
-            result = export_llm(model_id, backend, output_dir, verify=not no_verify, **kwargs)
-    except RneError as e:
-        click.echo(f"error: {e}", err=True)
-        sys.exit(1)
+                    output_dir.mkdir(parents=True, exist_ok=True)
+                    for path in (result.pte_path, result.report_path):
+                        shutil.copyfile(path, output_dir / path.name)
+            else:
+                if output_dir is None:
+                    raise click.UsageError("--output-dir is required (or use --cached).")
+                result = export_llm(model_id, backend, output_dir, verify=not no_verify, **kwargs)
+        except RneError as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(1)
     report = result.report
     v = report["verification"]
     click.echo(

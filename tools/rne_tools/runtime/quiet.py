@@ -1,0 +1,76 @@
+"""Quiet tool output: known library noise is dropped where it starts, real problems still print.
+
+Three sources flood an export or a verification run:
+- the ExecuTorch runtime inside the LLM custom ops logs ``No temp allocator provided`` (at error
+  level, though the kernel then falls back to malloc and succeeds) once per attention call, and
+  its CPU probe logs ``cpuinfo_utils.cpp`` lines. The wheel fixes its log level at compile time
+  and its log hook is a C function, so native stderr goes through a filter process that drops
+  only the lines ``native_stderr.NATIVE_NOISE`` names (see that module).
+- library loggers: torchao warns that its CUDA extensions cannot load on a CPU-only machine.
+- Python warnings: deprecation notices from torch/torchao/executorch internals.
+
+Entry points call ``configure_python_noise()`` once, before importing the libraries, and run
+their work inside ``filtered_native_stderr()``. Python code keeps writing to the terminal
+directly (tqdm's carriage-return updates are not held back); only native writes to file
+descriptor 2 pass through the filter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import subprocess
+import sys
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+# Loggers whose warnings are noise here, and the level below which they are dropped.
+NOISY_LOGGERS: dict[str, int] = {
+    "torchao": logging.ERROR,  # "Failed to load ...cutlass/mxfp8.so": CUDA-only extensions
+    "torch.utils._pytree": logging.ERROR,  # torchao's Enum register_constant deprecation
+}
+
+# Library modules whose deprecation notices are not actionable by a user of the tools.
+_LIBRARY_MODULES = r"(torch|torchao|executorch|transformers|huggingface_hub)(\..*)?"
+
+_FILTER_SCRIPT = Path(__file__).with_name("native_stderr.py")
+
+
+def configure_python_noise() -> None:
+    """Silence the known-noisy library loggers and library deprecation warnings."""
+    for name, level in NOISY_LOGGERS.items():
+        logging.getLogger(name).setLevel(level)
+    for category in (DeprecationWarning, FutureWarning):
+        warnings.filterwarnings("ignore", category=category, module=_LIBRARY_MODULES)
+    # torch's own pytree deprecation, attributed to copyreg (which unpickles the spec).
+    warnings.filterwarnings(
+        "ignore",
+        message=r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+        category=FutureWarning,
+    )
+
+
+@contextlib.contextmanager
+def filtered_native_stderr() -> Iterator[None]:
+    """Within the block, file descriptor 2 goes through the noise filter process."""
+    sys.stderr.flush()
+    original_fd = os.dup(2)
+    python_stderr = sys.stderr
+    # -S: no site imports; the filter needs only the standard library.
+    process = subprocess.Popen(
+        [sys.executable, "-S", str(_FILTER_SCRIPT)], stdin=subprocess.PIPE, stdout=original_fd
+    )
+    sys.stderr = os.fdopen(os.dup(original_fd), "w", buffering=1)
+    os.dup2(process.stdin.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(original_fd, 2)
+        process.stdin.close()  # the last write end: the filter drains the pipe and exits
+        process.wait()
+        sys.stderr.close()
+        sys.stderr = python_stderr
+        os.close(original_fd)
