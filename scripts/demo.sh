@@ -36,7 +36,7 @@ step "Exporting it to an XNNPACK .pte, $QUANTIZATION, verified (cached after the
 # --cached prints the path of the verified export as its last line.
 # (export_model.py filters known library noise itself; real warnings and errors still print.)
 PTE=$("$PY" tools/export_model.py --model smollm2_135m --backend xnnpack --quantization "$QUANTIZATION" \
-        --cached --quiet | tail -n 1) || die "export failed (see the messages above)"
+        --cached | tail -n 1) || die "export failed (see the messages above)"
 [ -f "$PTE" ] || die "the exporter did not produce a .pte (got '$PTE')"
 echo "$PTE" >&2
 
