@@ -2,7 +2,7 @@
  * @jest-environment node
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -65,5 +65,23 @@ describe('react-native-blob-util adapters (over a Node stand-in of the library)'
     expect(error).toBeInstanceOf(ExecutorchError);
     expect((error as ExecutorchError).details.status).toBe(404);
     expect(existsSync(join(docs, 'react-native-executorch/models/acme/m/r/missing.pte.part'))).toBe(false);
+  });
+
+  it("keeps a dropped range by its own status, not another task's (blob-util sends every task's events to every listener)", async () => {
+    const body = bytes(60_000, 33);
+    server.add('acme/m', 'r', 'm.pte', { body, chunkSize: 5000, chunkDelayMs: 5, faults: [{ kind: 'drop', after: 30_000 }] });
+    const dir = join(docs, 'react-native-executorch/models/acme/m/r');
+    await mkdir(dir, { recursive: true });
+    await writeFile(join(dir, 'm.pte.part'), body.subarray(0, 10_000));
+    const f = fetcher();
+    const pending = f.fetchFiles([remote('m.pte', body)]);
+    // A 404 for another file arrives while the ranged response for m.pte is still streaming.
+    await new Promise((r) => setTimeout(r, 10));
+    await f.fetchFiles([remote('other.pte', Buffer.from('x'))]).catch(() => {});
+    const [path] = await pending;
+    expect(readFileSync(path!).equals(body)).toBe(true);
+    const ranges = server.requests.filter((r) => r.path.endsWith('m.pte')).map((r) => r.range);
+    // The 30 000 bytes of the dropped 206 were kept: the next request starts after them.
+    expect(ranges).toEqual(['bytes=10000-', 'bytes=40000-']);
   });
 });

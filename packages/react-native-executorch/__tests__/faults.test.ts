@@ -250,6 +250,23 @@ describe.each(adapterSets)('downloads under faults, %s adapters', (_name, makeAd
       await expectRecovered([{ kind: 'drop', after: 30_000 }], { ignoreRange: true });
     });
 
+    it('three files at once, each dropped, one answering 503 while resuming', async () => {
+      const scripts: (Fault | undefined)[][] = [
+        [{ kind: 'drop', after: 20_000 }, { kind: 'status', status: 503 }],
+        [{ kind: 'drop', after: 40_000 }, { kind: 'drop', after: 10_000 }],
+        [],
+      ];
+      const served = scripts.map((faults) => serve(faults, { chunkDelayMs: 2 }));
+      // The third file has no fault: a control running alongside.
+      const paths = await fetcher().fetchFiles(served.map((s) => s.file));
+      served.forEach(({ file, body }, i) => {
+        tally.injected += countInjected(file, scripts[i]!);
+        expect(checkInPlace(file, body)).toBe(true);
+        expect(readFileSync(paths[i]!).equals(body)).toBe(true);
+      });
+      tally.recovered += 1;
+    });
+
     it('a damaged file of the right size at the final name is detected and replaced', async () => {
       const { file, body } = serve([]);
       const path = finalPath(file.path);
@@ -353,6 +370,7 @@ describe.each(adapterSets)('downloads under faults, %s adapters', (_name, makeAd
         }
       }
       expect(() => f.localPath({ ...cached, path: '..' })).toThrow(/`\.\.` segment/);
+      expect(() => f.url({ ...cached, repo: 'acme/..' })).toThrow(/`\.\.` segment/);
       expect(server.requests.length).toBe(before);
       expect(readFileSync(join(outside, 'keep.txt'), 'utf8')).toBe('keep');
       expect(existsSync(finalPath(cached.path))).toBe(true);

@@ -92,6 +92,12 @@ interface Download {
 
 function noop(): void {}
 
+/** Throws `invalid_path` when `file`'s repo, revision or path could leave its folder. */
+function checkedFile(file: RemoteFile): void {
+  checkedRepoRevision(file.repo, file.revision);
+  checkedRelativePath(file.path, 'file path');
+}
+
 function cancelledError(): ExecutorchError {
   return new ExecutorchError('download_cancelled', 'The download was cancelled.');
 }
@@ -138,13 +144,13 @@ export class ResourceFetcher {
    * would leave the cache.
    */
   localPath(file: RemoteFile): string {
-    checkedRepoRevision(file.repo, file.revision);
-    checkedRelativePath(file.path, 'file path');
+    checkedFile(file);
     return joinPath(this.cacheDirectory, file.repo, file.revision, file.path);
   }
 
-  /** The `<repo>/resolve/<revision>/<path>` URL of `file`. */
+  /** The `<repo>/resolve/<revision>/<path>` URL of `file` (checked like {@link localPath}). */
   url(file: RemoteFile): string {
+    checkedFile(file);
     const encode = (s: string) => s.split('/').map(encodeURIComponent).join('/');
     return `${this.baseUrl}/${encode(file.repo)}/resolve/${encodeURIComponent(file.revision)}/${encode(file.path)}`;
   }
