@@ -242,6 +242,16 @@ describe.each(adapterSets)('downloads under faults, %s adapters', (_name, makeAd
       await expectRecovered([{ kind: 'drop', after: 30_000 }, { kind: 'wrongRange' }]);
     });
 
+    it('Content-Length and body cut short (a clean but short answer): resumed', async () => {
+      const file = await expectRecovered([{ kind: 'shortLength', length: 25_000 }, { kind: 'shortLength', length: 25_000 }]);
+      expect(ranges(file)).toEqual([0, 25_000, 50_000]);
+    });
+
+    it('Content-Length promises more than the server sends before closing: resumed', async () => {
+      const file = await expectRecovered([{ kind: 'closeEarly', after: 45_000 }]);
+      expect(ranges(file)[1]).toBeGreaterThan(0);
+    });
+
     it('a 416 for a valid range: the part is dropped and downloaded again', async () => {
       await expectRecovered([{ kind: 'drop', after: 30_000 }, { kind: 'bogus416' }]);
     });

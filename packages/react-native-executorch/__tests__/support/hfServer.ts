@@ -22,7 +22,11 @@ export type Fault =
   /** Answers a ranged request 206 with the bytes from 0 and a Content-Range saying so. */
   | { readonly kind: 'wrongRange' }
   /** Answers 416 to a range that is valid. */
-  | { readonly kind: 'bogus416' };
+  | { readonly kind: 'bogus416' }
+  /** Content-Length (and the body, which ends cleanly) cut to `length` bytes: a short answer. */
+  | { readonly kind: 'shortLength'; readonly length: number }
+  /** Content-Length says the whole rest; after `after` bytes the server closes cleanly (FIN). */
+  | { readonly kind: 'closeEarly'; readonly after: number };
 
 export interface ServedFile {
   readonly body: Buffer;
@@ -111,6 +115,8 @@ export class HfServer {
       res.writeHead(fault.status, { 'content-type': 'text/html', ...headers }).end('<h1>Error</h1>');
       return;
     }
+    /** How many of `n` remaining bytes this response carries. */
+    const sent = (n: number) => (fault?.kind === 'shortLength' ? Math.min(fault.length, n) : n);
     let start = 0;
     const match = range && !file.ignoreRange ? /^bytes=(\d+)-$/.exec(range) : null;
     if (match) {
@@ -123,15 +129,17 @@ export class HfServer {
       if (fault?.kind === 'wrongRange') start = 0;
       log(206);
       res.writeHead(206, {
-        'content-length': file.body.length - start,
+        'content-length': sent(file.body.length - start),
         'content-range': `bytes ${start}-${file.body.length - 1}/${file.body.length}`,
         'accept-ranges': 'bytes',
       });
     } else {
       log(200);
-      res.writeHead(200, { 'content-length': file.body.length, 'accept-ranges': 'bytes' });
+      res.writeHead(200, { 'content-length': sent(file.body.length), 'accept-ranges': 'bytes' });
     }
     let body = file.body.subarray(start);
+    body = body.subarray(0, sent(body.length));
+    if (fault?.kind === 'closeEarly') body = body.subarray(0, fault.after);
     if (fault?.kind === 'corrupt' && fault.at >= start && fault.at < file.body.length) {
       body = Buffer.from(body);
       body[fault.at - start] = body[fault.at - start]! ^ 0xff;
@@ -147,6 +155,7 @@ export class HfServer {
       if (offset >= body.length) {
         // Dropping: kill the socket with the body incomplete, as a lost connection does.
         if (drop) setTimeout(() => res.socket?.destroy(), 20);
+        else if (fault?.kind === 'closeEarly') res.socket?.end();
         else if (fault?.kind !== 'stall') res.end();
         return;
       }
