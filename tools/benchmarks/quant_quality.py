@@ -13,6 +13,10 @@ import click
 # Run as a script from anywhere: make tools/ importable like the CLIs directly under it.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from rne_tools.runtime.quiet import configure_python_noise, filtered_native_stderr  # noqa: E402
+
+configure_python_noise()  # before the imports below: torchao logs its noise on import
+
 from rne_tools.export import cached_export  # noqa: E402
 from rne_tools.export.quality import PROMPTS, top1_agreement  # noqa: E402
 from rne_tools.gguf_import import smollm2_checkpoint  # noqa: E402
@@ -41,13 +45,14 @@ def main(
     embedding_quantization: str, new_tokens: int, fp32_pte: Path | None, quantized_pte: Path | None
 ) -> None:
     """Top-1 agreement of 8da4w vs fp32 on SmolLM2-135M-Instruct over a fixed prompt set."""
-    if fp32_pte is None:
-        fp32_pte = cached_export("smollm2_135m", "xnnpack", "fp32").pte_path
-    if quantized_pte is None:
-        quantized_pte = cached_export(
-            "smollm2_135m", "xnnpack", "8da4w", embedding_quantization=embedding_quantization
-        ).pte_path
-    result = top1_agreement(fp32_pte, quantized_pte, smollm2_checkpoint(), PROMPTS, new_tokens)
+    with filtered_native_stderr():
+        if fp32_pte is None:
+            fp32_pte = cached_export("smollm2_135m", "xnnpack", "fp32").pte_path
+        if quantized_pte is None:
+            quantized_pte = cached_export(
+                "smollm2_135m", "xnnpack", "8da4w", embedding_quantization=embedding_quantization
+            ).pte_path
+        result = top1_agreement(fp32_pte, quantized_pte, smollm2_checkpoint(), PROMPTS, new_tokens)
     click.echo(f"prompts: {len(PROMPTS)}, positions: {result.positions}")
     click.echo("per prompt: " + ", ".join(f"{a:.2f}" for a in result.per_prompt))
     click.echo(
