@@ -16,8 +16,9 @@ export type ExecutorchErrorCode =
   /** The server answered with an HTTP error or the connection kept failing. */
   | 'download_failed'
   /**
-   * A model file is corrupt: its size or sha256 differs from the registry's (downloaded again
-   * from zero once first); the file was removed.
+   * A model file is corrupt: its size or sha256 differs from the registry's. A download is
+   * deleted (after one fresh download from zero when it had been resumed); a local file
+   * (`localFiles`) is left in place.
    */
   | 'checksum_mismatch'
   /**
@@ -69,7 +70,7 @@ export interface ExecutorchErrorDetails {
   readonly status?: number;
   /** For download errors: the URL concerned. */
   readonly url?: string;
-  /** For `invalid_path`: the rejected value. */
+  /** For `invalid_path`: the rejected value; for a corrupt or missing local file: its path. */
   readonly path?: string;
   /** The underlying error, when this one wraps another. */
   readonly cause?: unknown;

@@ -223,7 +223,11 @@ export class ResourceFetcher {
       const path = local[role];
       const info = await this.fs.stat(path);
       if (!info || info.isDirectory) {
-        throw new ExecutorchError('not_found', `${path} (${model.name}, ${file.path}) is not a file.`);
+        throw new ExecutorchError(
+          'not_found',
+          `${path} (${model.name}, ${file.path}) is not a file.`,
+          { path },
+        );
       }
       if (await this.isRemembered(file, path, info)) continue;
       const problem = await this.integrityProblem(file, path);
@@ -232,6 +236,7 @@ export class ResourceFetcher {
           'checksum_mismatch',
           `${path} is a corrupt file: ${problem} (${model.name}, ${file.path} at revision ` +
             `${model.hf.revision}). Copy the published file there again.`,
+          { path },
         );
       }
       await this.remember(file, path);
