@@ -6,6 +6,8 @@
 #include <memory>
 #include <string>
 
+#include "platform_info.h"
+
 namespace facebook::jsi {
 class Runtime;
 }
@@ -15,12 +17,7 @@ class CallInvoker;
 
 namespace rne::jsi {
 
-// Facts only the platform layer knows.
-struct PlatformInfo {
-  std::string os;          // "ios" or "android"
-  bool is_simulator = false;
-  std::string os_version;  // "17.4" on iOS, the API level ("34") on Android
-};
+using PlatformInfo = seam::PlatformInfo;
 
 // Installs the binding on `runtime` (call on the JS thread). `js_invoker` schedules work on the
 // JS thread: results and streamed tokens are delivered through it.

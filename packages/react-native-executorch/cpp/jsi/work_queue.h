@@ -8,7 +8,7 @@
 #include <mutex>
 #include <thread>
 
-namespace rne::jsi {
+namespace rne::seam {
 
 class WorkQueue {
  public:
@@ -54,4 +54,4 @@ class WorkQueue {
   std::thread thread_;  // last: started once the members above exist
 };
 
-}  // namespace rne::jsi
+}  // namespace rne::seam

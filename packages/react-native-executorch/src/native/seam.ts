@@ -1,7 +1,8 @@
 /**
  * The one seam between TypeScript and native code. The JSI binding (`cpp/jsi/`) installs an
- * object implementing {@link NativeExecutorch} as `globalThis.__RNExecutorch`; tests install a
- * double at the same place. Nothing else in the package talks to native code.
+ * object implementing {@link NativeExecutorch} as `globalThis.__RNExecutorch`; the Node-API addon
+ * (`cpp/node/`, end-to-end tests) creates the same object over the same C++ core; unit tests pass
+ * a double. Nothing else in the package talks to native code.
  */
 import type { Backend, Platform } from '../models';
 
@@ -81,7 +82,8 @@ export interface NativeExecutorch {
   /**
    * Generates from `prompt`, calling `onToken` with each decoded text piece on the JS thread, in
    * order, before the promise resolves. Rejects with `busy` while another generate runs on the
-   * same handle, `context_full` when the prompt does not fit.
+   * same handle, `context_full` when the prompt does not fit, `invalid_argument` for a released
+   * handle; throws `invalid_argument` for malformed arguments.
    */
   generate(
     handle: NativeModelHandle,

@@ -1,0 +1,256 @@
+#include "seam_core.h"
+
+#include <algorithm>
+#include <string_view>
+
+#include "rne/runner/backends.h"
+
+namespace rne::seam {
+namespace {
+
+// TypeScript backend names and the ExecuTorch delegates that run them.
+constexpr std::array<std::pair<std::string_view, const char*>, 3> kBackends{{
+    {"mlx", "MLXBackend"},
+    {"vulkan", "VulkanBackend"},
+    {"xnnpack", "XnnpackBackend"},
+}};
+
+Result<double> requireNumber(const ObjectReader& object, const char* name) {
+  if (auto value = object.number(name)) return *value;
+  return invalidArgument(std::string("config.") + name + " must be a number");
+}
+
+}  // namespace
+
+Error invalidArgument(std::string message) {
+  return Error{runner::ErrorCode::kInvalidArgument, std::move(message)};
+}
+
+Result<LoadOptions> parseLoadOptions(const ObjectReader& options) {
+  LoadOptions parsed;
+  for (auto [name, field] : {std::pair{"modelPath", &parsed.model_path},
+                             std::pair{"tokenizerPath", &parsed.tokenizer_path},
+                             std::pair{"backend", &parsed.backend}}) {
+    auto value = options.string(name);
+    if (!value) return invalidArgument(std::string(name) + " must be a string");
+    *field = std::move(*value);
+  }
+  return parsed;
+}
+
+Result<runner::GenerationConfig> parseGenerationConfig(const ObjectReader& object) {
+  runner::GenerationConfig config;
+  double values[7];
+  const char* names[7] = {"maxNewTokens", "temperature", "topK", "topP",
+                          "minP",         "repetitionPenalty", "seed"};
+  for (int i = 0; i < 7; ++i) {
+    auto value = requireNumber(object, names[i]);
+    if (!value.ok()) return value.error();
+    values[i] = *value;
+  }
+  config.max_new_tokens = static_cast<int32_t>(values[0]);
+  config.sampling.temperature = static_cast<float>(values[1]);
+  config.sampling.top_k = static_cast<int32_t>(values[2]);
+  config.sampling.top_p = static_cast<float>(values[3]);
+  config.sampling.min_p = static_cast<float>(values[4]);
+  config.sampling.repetition_penalty = static_cast<float>(values[5]);
+  config.sampling.seed = static_cast<uint64_t>(values[6]);
+  auto stops = object.strings("stopStrings");
+  if (!stops) return invalidArgument("config.stopStrings must be an array of strings");
+  config.stop_strings = std::move(*stops);
+  if (auto valid = runner::validate(config.sampling); !valid.ok()) return valid.error();
+  return config;
+}
+
+StatsFields statsFields(const runner::Stats& stats) {
+  return StatsFields{
+      {{"promptTokens", static_cast<double>(stats.prompt_tokens)},
+       {"generatedTokens", static_cast<double>(stats.generated_tokens)},
+       {"cacheTokens", static_cast<double>(stats.cache_tokens)},
+       {"timeToFirstTokenMs", stats.ttft_ms},
+       {"prefillMs", stats.prefill_ms},
+       {"decodeMs", stats.decode_ms},
+       {"prefillTokensPerSecond", stats.prefill_tokens_per_s()},
+       {"tokensPerSecond", stats.decode_tokens_per_s()}},
+      runner::stop_reason_name(stats.stop_reason)};
+}
+
+// One loaded model. `runner` and `conversation` are used on the worker thread only.
+struct SeamCore::Model {
+  std::unique_ptr<runner::LlmRunner> runner;
+  // Token ids in the KV cache (+ the last generated one, which the runner feeds next time):
+  // lets generate() prefill only what extends the previous conversation.
+  std::vector<int64_t> conversation;
+  std::atomic<bool> running{false};
+  // Set by interrupt(), cleared by generate() on the JS thread: an interrupt that arrives
+  // before the queued generation starts (when the runner would clear its own flag) still stops it.
+  std::atomic<bool> stop_requested{false};
+  std::mutex stats_mutex;
+  std::optional<runner::Stats> last_stats;  // guarded by stats_mutex
+
+  // Runs on the worker: the ids to feed for `prompt`, resetting the runner when the prompt
+  // does not extend the conversation it holds.
+  std::vector<int64_t> tokensToFeed(const std::vector<int64_t>& prompt) {
+    if (!conversation.empty() && prompt.size() > conversation.size() &&
+        std::equal(conversation.begin(), conversation.end(), prompt.begin())) {
+      return {prompt.begin() + static_cast<std::ptrdiff_t>(conversation.size()), prompt.end()};
+    }
+    runner->reset();
+    return prompt;
+  }
+};
+
+SeamCore::SeamCore(PlatformInfo platform)
+    : platform_(std::move(platform)), worker_(std::make_unique<WorkQueue>()) {}
+
+SeamCore::~SeamCore() {
+  {
+    // The host is going away: stop generations so the worker drains quickly.
+    std::lock_guard<std::mutex> lock(models_mutex_);
+    for (auto& [handle, model] : models_) {
+      model->stop_requested.store(true);
+      model->runner->interrupt();
+    }
+  }
+  worker_.reset();
+}
+
+std::vector<std::string> SeamCore::availableBackends() const {
+  std::vector<std::string> names;
+  for (const auto& [ts_name, delegate] : kBackends) {
+    if (!runner::has_backend(delegate)) continue;
+    // MLX needs a real Apple GPU; the simulator's Metal cannot run it.
+    if (ts_name == "mlx" && platform_.is_simulator) continue;
+    names.emplace_back(ts_name);
+  }
+  return names;
+}
+
+Result<void> SeamCore::loadLLM(LoadOptions options, LoadDone done) {
+  auto known = std::find_if(kBackends.begin(), kBackends.end(),
+                            [&](const auto& entry) { return entry.first == options.backend; });
+  if (known == kBackends.end()) {
+    return invalidArgument("Unknown backend \"" + options.backend + "\"");
+  }
+  if (!runner::has_backend(known->second)) {
+    return invalidArgument("This app's native binary was built without the " + options.backend +
+                           " backend (" + known->second + ")");
+  }
+  worker_->post([this, options = std::move(options), done = std::move(done)] {
+    auto loaded = runner::LlmRunner::load(options.model_path, options.tokenizer_path);
+    if (!loaded.ok()) return done(loaded.error());
+    auto model = std::make_shared<Model>();
+    model->runner = std::move(loaded).value();
+    Handle handle;
+    {
+      std::lock_guard<std::mutex> lock(models_mutex_);
+      handle = next_handle_++;
+      models_.emplace(handle, std::move(model));
+    }
+    done(handle);
+  });
+  return {};
+}
+
+Result<std::shared_ptr<SeamCore::Model>> SeamCore::find(Handle handle) {
+  std::lock_guard<std::mutex> lock(models_mutex_);
+  auto found = models_.find(handle);
+  if (found == models_.end()) {
+    return invalidArgument("Model handle " + std::to_string(handle) + " is not loaded (released?)");
+  }
+  return found->second;
+}
+
+Result<void> SeamCore::generate(Handle handle, std::string prompt,
+                                runner::GenerationConfig config, OnPiece on_piece,
+                                GenerateDone done) {
+  auto found = find(handle);
+  if (!found.ok()) return found.error();
+  std::shared_ptr<Model> model = *found;
+  if (model->running.exchange(true)) {
+    return Error{runner::ErrorCode::kBusy,
+                 "generate() is already running on this model; await it or call interrupt() "
+                 "first"};
+  }
+  model->stop_requested.store(false);
+  worker_->post([this, model, prompt = std::move(prompt), config = std::move(config),
+                 on_piece = std::move(on_piece), done = std::move(done)] {
+    runGeneration(*model, prompt, config, on_piece, done);
+  });
+  return {};
+}
+
+void SeamCore::runGeneration(Model& model, const std::string& prompt,
+                             const runner::GenerationConfig& config, const OnPiece& on_piece,
+                             const GenerateDone& done) {
+  const std::vector<int64_t> tokens = model.runner->encode(prompt, false);
+  auto result = model.runner->generate(model.tokensToFeed(tokens), config,
+                                       [&](std::string_view text) {
+                                         if (model.stop_requested.load()) model.runner->interrupt();
+                                         on_piece(std::string(text));
+                                       });
+  if (result.ok()) {
+    model.conversation = tokens;
+    const auto& generated = model.runner->last_tokens();
+    model.conversation.insert(model.conversation.end(), generated.begin(), generated.end());
+    std::lock_guard<std::mutex> lock(model.stats_mutex);
+    model.last_stats = result.value();
+  } else {
+    // The cache may hold a partial prefill: start the next call from scratch.
+    model.conversation.clear();
+    model.runner->reset();
+  }
+  model.running.store(false);
+  done(std::move(result));
+}
+
+Result<void> SeamCore::interrupt(Handle handle) {
+  auto model = find(handle);
+  if (!model.ok()) return model.error();
+  (*model)->stop_requested.store(true);
+  (*model)->runner->interrupt();
+  return {};
+}
+
+Result<void> SeamCore::reset(Handle handle) {
+  auto found = find(handle);
+  if (!found.ok()) return found.error();
+  std::shared_ptr<Model> model = *found;
+  if (model->running.load()) {
+    return Error{runner::ErrorCode::kBusy, "reset() while generating; interrupt() first"};
+  }
+  // Queued behind any work on this model, on the thread that owns the runner.
+  worker_->post([model] {
+    model->conversation.clear();
+    model->runner->reset();
+  });
+  return {};
+}
+
+Result<std::optional<runner::Stats>> SeamCore::stats(Handle handle) {
+  auto model = find(handle);
+  if (!model.ok()) return model.error();
+  std::lock_guard<std::mutex> lock((*model)->stats_mutex);
+  return (*model)->last_stats;
+}
+
+Result<void> SeamCore::release(Handle handle) {
+  std::shared_ptr<Model> model;
+  {
+    std::lock_guard<std::mutex> lock(models_mutex_);
+    auto found = models_.find(handle);
+    if (found == models_.end()) {
+      return invalidArgument("Model handle " + std::to_string(handle) +
+                             " is not loaded (released?)");
+    }
+    model = std::move(found->second);
+    models_.erase(found);
+  }
+  model->stop_requested.store(true);
+  model->runner->interrupt();
+  // Freed on the worker once a running generation (which holds the model) has returned.
+  worker_->post([model]() mutable { model->runner.reset(); });
+  return {};
+}
+
+}  // namespace rne::seam

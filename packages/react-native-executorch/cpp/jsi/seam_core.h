@@ -1,0 +1,112 @@
+// The host-neutral half of the native seam (src/native/seam.ts, interface NativeExecutorch):
+// the model table, the generate / interrupt / reset / release state machine, token-prefix
+// KV-cache reuse, argument checks and error coding. Two hosts put it on a JS engine: the JSI
+// host object (executorch_host_object.cpp, React Native) and the Node-API addon (cpp/node/,
+// the end-to-end tests). A host only converts values and hops threads; it adds no behaviour.
+//
+// Threading: every method is called on the host's JS thread. Loads and generations run in
+// order on one worker thread; their callbacks (LoadDone, OnPiece, GenerateDone) are called on
+// that worker, in order, and the host forwards each to its JS thread through one FIFO queue.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "platform_info.h"
+#include "rne/runner/llm_runner.h"
+#include "work_queue.h"
+
+namespace rne::seam {
+
+using runner::Error;
+using runner::Result;
+using Handle = int64_t;
+
+// The seam's method names, as the hosts expose them.
+inline constexpr std::array<const char*, 8> kMethodNames{
+    "availableBackends", "platformInfo", "loadLLM", "generate",
+    "interrupt",         "reset",        "stats",   "release"};
+
+// Reads the properties of one JS object; each host implements it over its own values.
+class ObjectReader {
+ public:
+  virtual ~ObjectReader() = default;
+  // nullopt when the property is missing or of another type.
+  virtual std::optional<double> number(const char* name) const = 0;
+  virtual std::optional<std::string> string(const char* name) const = 0;
+  virtual std::optional<std::vector<std::string>> strings(const char* name) const = 0;
+};
+
+struct LoadOptions {
+  std::string model_path;
+  std::string tokenizer_path;
+  std::string backend;  // a TypeScript backend name ("xnnpack")
+};
+
+// loadLLM's options object; invalid_argument names the bad field.
+Result<LoadOptions> parseLoadOptions(const ObjectReader& options);
+// generate's config object (NativeGenerationConfig), range-checked by the sampler's rules.
+Result<runner::GenerationConfig> parseGenerationConfig(const ObjectReader& config);
+
+// A GenerationStats object in the seam's field names: numbers, then the stop reason.
+struct StatsFields {
+  std::vector<std::pair<const char*, double>> numbers;
+  const char* stop_reason;
+};
+StatsFields statsFields(const runner::Stats& stats);
+
+// An invalid_argument error (bad arguments a host found while converting them).
+Error invalidArgument(std::string message);
+
+class SeamCore : public std::enable_shared_from_this<SeamCore> {
+ public:
+  using LoadDone = std::function<void(Result<Handle>)>;
+  using OnPiece = std::function<void(std::string piece)>;
+  using GenerateDone = std::function<void(Result<runner::Stats>)>;
+
+  explicit SeamCore(PlatformInfo platform);
+  ~SeamCore();  // interrupts every generation, then waits for the worker to drain
+  SeamCore(const SeamCore&) = delete;
+  SeamCore& operator=(const SeamCore&) = delete;
+
+  const PlatformInfo& platformInfo() const { return platform_; }
+  // TypeScript names of the backends this binary links and this device can run.
+  std::vector<std::string> availableBackends() const;
+
+  // An error means "reject now"; otherwise `done` is called on the worker once loaded.
+  Result<void> loadLLM(LoadOptions options, LoadDone done);
+  // Errors: invalid_argument (unknown handle), busy. Otherwise pieces then `done`, on the worker.
+  // The prompt is used verbatim (special tokens included); only the token ids that extend the
+  // conversation held in the KV cache are prefilled, otherwise the cache starts over.
+  Result<void> generate(Handle handle, std::string prompt, runner::GenerationConfig config,
+                        OnPiece on_piece, GenerateDone done);
+  // Synchronous calls; invalid_argument for an unknown (released) handle.
+  Result<void> interrupt(Handle handle);
+  Result<void> reset(Handle handle);  // busy while generating
+  Result<std::optional<runner::Stats>> stats(Handle handle);
+  Result<void> release(Handle handle);
+
+ private:
+  struct Model;
+  Result<std::shared_ptr<Model>> find(Handle handle);
+  void runGeneration(Model& model, const std::string& prompt,
+                     const runner::GenerationConfig& config, const OnPiece& on_piece,
+                     const GenerateDone& done);
+
+  PlatformInfo platform_;
+  std::mutex models_mutex_;
+  std::unordered_map<Handle, std::shared_ptr<Model>> models_;  // guarded by models_mutex_
+  Handle next_handle_ = 1;                                     // guarded by models_mutex_
+  std::unique_ptr<WorkQueue> worker_;  // destroyed first: its tasks use the models
+};
+
+}  // namespace rne::seam
