@@ -28,6 +28,7 @@ def _plan(platform, **kw):
         ("ios", ANDROID_ABIS, "ios.json"),
         ("android", ("arm64-v8a",), "android-arm64-v8a.json"),
         ("android", ("x86_64",), "android-x86_64.json"),
+        ("linux", ANDROID_ABIS, "linux.json"),
     ],
 )
 def test_plan_matches_reviewed_expected_plan(platform, abis, fixture):
@@ -141,4 +142,24 @@ def test_lock_pins_the_wheel_commit():
     assert len(lock.commit) == 40 and lock.wheel == "executorch==1.5.1"
     from executorch import version
 
-    assert version.git_version == lock.commit
+    # The source commit moved off the wheel's (the lock's note says why); the wheel stays pinned.
+    assert version.git_version == lock.wheel_commit
+
+
+def test_linux_plan_builds_the_chosen_components_from_the_cache():
+    lock = load_lock()
+    full = _plan("linux")
+    assert full.platform == "linux" and full.steps[0].kind == "patches"
+    runs = [s for s in full.steps if isinstance(s, Run)]
+    assert "glslc_exe" in runs[1].argv  # Vulkan needs the locked glslc, built first
+    et_configure = next(s for s in runs if s.description.startswith("configure ExecuTorch"))
+    assert et_configure.argv[4] == f"$CACHE/build/executorch-{lock.short}"
+    for flag in ("XNNPACK", "VULKAN", "MLX", "KERNELS_LLM"):
+        assert f"-DEXECUTORCH_BUILD_{flag}=ON" in et_configure.argv
+    assert not any("$REPO/.cache" in a or a.startswith("/") for s in runs for a in s.argv)
+    mlx_only = _plan("linux", components=("mlx",))
+    configure = next(s for s in mlx_only.steps if isinstance(s, Run) and "configure ExecuTorch" in s.description)
+    assert "-DEXECUTORCH_BUILD_VULKAN=OFF" in configure.argv and "-DEXECUTORCH_BUILD_MLX=ON" in configure.argv
+    assert not any("glslc" in s.description for s in mlx_only.steps)
+    with pytest.raises(BuildError, match="unknown linux component cuda"):
+        _plan("linux", components=("cuda",))

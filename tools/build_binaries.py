@@ -3,6 +3,7 @@
     python tools/build_binaries.py --platform android --abi arm64-v8a --dry-run
     python tools/build_binaries.py --platform ios
     python tools/build_binaries.py --platform host        # what CI runs
+    python tools/build_binaries.py --platform linux --source-mirror DIR   # from source, here
     python tools/build_binaries.py --platform android --verify
 
 See docs/building-binaries.md.
@@ -31,7 +32,8 @@ from rne_tools.binaries import (
 )
 from rne_tools.binaries.executor import build_env
 from rne_tools.binaries.plan import expand
-from rne_tools.binaries.platforms import manifest_path
+from rne_tools.binaries.platforms import LINUX_BUILD, LINUX_COMPONENTS, manifest_path
+from rne_tools.binaries.source_cache import SourceLayout, cache_root, populate
 from rne_tools.paths import CACHE_DIR, REPO_ROOT
 
 
@@ -63,6 +65,12 @@ def _note_unlocked_source(source: Path, locked: str) -> None:
 @click.option("--source", type=click.Path(path_type=Path, file_okay=False),
               help="Use this ExecuTorch checkout as is instead of fetching the locked commit.")
 @click.option("--ref", help="Fetch this git ref instead of the commit in third-party/executorch.lock.json.")
+@click.option("--source-mirror", "mirrors", multiple=True,
+              type=click.Path(path_type=Path, exists=True, file_okay=False),
+              help="linux: a git mirror, or a directory of mirrors named owner+name[/repo], to "
+                   "write the locked sources from into the cache (repeatable; once is enough).")
+@click.option("--components", default=",".join(LINUX_COMPONENTS), show_default=True,
+              help="linux: what the ExecuTorch build holds, comma-separated.")
 @click.option("--jobs", "-j", type=int, default=os.cpu_count() or 1, show_default=True,
               help="Parallel build jobs.")
 @click.option("--dry-run", is_flag=True, help="Print the exact ordered commands and exit.")
@@ -70,10 +78,17 @@ def _note_unlocked_source(source: Path, locked: str) -> None:
 @click.option("--verify", is_flag=True,
               help="Check the staged artifacts against the platform's manifest and exit.")
 @click.option("--verbose", "-v", is_flag=True, help="Stream every command's output.")
-def main(platform: str, abis: tuple[str, ...], source: Path | None, ref: str | None, jobs: int,
-         dry_run: bool, as_json: bool, verify: bool, verbose: bool) -> None:
+def main(platform: str, abis: tuple[str, ...], source: Path | None, ref: str | None,
+         mirrors: tuple[Path, ...], components: str, jobs: int, dry_run: bool, as_json: bool,
+         verify: bool, verbose: bool) -> None:
     """Build ExecuTorch for --platform and stage it under third-party/ with a manifest."""
     try:
+        if platform == "linux":
+            _main_linux(mirrors, tuple(c for c in components.split(",") if c), jobs, dry_run,
+                        as_json, source, ref, verbose)
+            return
+        if mirrors:
+            raise BuildError("--source-mirror only applies to --platform linux")
         _main(platform, abis, source, ref, jobs, dry_run, as_json, verify, verbose)
     except BuildError as e:
         click.echo(f"error: {e}", err=True)
@@ -133,6 +148,40 @@ def _main(platform: str, abis: tuple[str, ...], source: Path | None, ref: str | 
         _note_unlocked_source(ctx.source, lock.commit)
     execute(plan, ctx, verbose=verbose)
     path = Path(expand(manifest_path(platform), {"$REPO": REPO_ROOT}))
+    result = verify_manifest(path)
+    if not result.ok:
+        raise BuildError("the fresh manifest does not verify:\n" + "\n".join(result.problems))
+    click.echo(f"done: {result.checked} artifact(s) recorded in {path.relative_to(REPO_ROOT)}")
+
+
+def _main_linux(mirrors: tuple[Path, ...], components: tuple[str, ...], jobs: int, dry_run: bool,
+                as_json: bool, source: Path | None, ref: str | None, verbose: bool) -> None:
+    """ExecuTorch from the locked source in the cache, then our C++ core against it."""
+    if source or ref:
+        raise BuildError("--platform linux builds the locked source from the cache; "
+                         "--source/--ref do not apply (use --source-mirror to fill the cache)")
+    lock = load_lock()
+    series = patch_series()
+    plan = build_plan("linux", lock=lock, patches=[p.name for p in series], jobs=jobs,
+                      components=components)
+    if dry_run:
+        click.echo(plan.dumps() if as_json else plan.render(), nl=False)
+        return
+    layout = SourceLayout(cache_root(), lock)
+    if mirrors:
+        for note in populate(layout, list(mirrors)):
+            click.echo(f"note: {note}", err=True)
+    if not layout.is_complete():
+        raise BuildError(layout.missing_message())
+    report = preflight("linux", python=sys.executable, env=build_env(sys.executable, os.environ))
+    report.raise_if_failed()
+    ctx = BuildContext(
+        repo=REPO_ROOT, build=REPO_ROOT / LINUX_BUILD, python=sys.executable, lock=lock,
+        ref=lock.commit, source=layout.executorch, cache=layout.root, patches=series,
+        tool_versions=report.versions,
+    )
+    execute(plan, ctx, verbose=verbose)
+    path = Path(expand(manifest_path("linux"), {"$REPO": REPO_ROOT}))
     result = verify_manifest(path)
     if not result.ok:
         raise BuildError("the fresh manifest does not verify:\n" + "\n".join(result.problems))

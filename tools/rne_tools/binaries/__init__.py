@@ -1,8 +1,10 @@
 """Rebuild the native ExecuTorch binaries the app links (``tools/build_binaries.py``).
 
 - ``lock``: the pinned ExecuTorch source (``third-party/executorch.lock.json``).
+- ``source_tree``, ``source_cache``: the locked sources written out of local git mirrors into
+  the cache outside the work tree (``--platform linux``).
 - ``patches``: the project's patch series (``third-party/patches/``), applied all or nothing.
-- ``plan``: typed steps with exact argument lists; ``platforms``: the plan for ios/android/host.
+- ``plan``: typed steps with exact argument lists; ``platforms``: the plan for ios/android/linux/host.
 - ``preflight``: every required tool checked up front, one message listing what is missing.
 - ``executor``: runs a plan with progress and per-step logs.
 - ``manifest``: ``third-party/<platform>/manifest.json`` write and verify.

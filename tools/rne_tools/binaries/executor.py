@@ -8,6 +8,7 @@ log's tail. Programs are looked up on a ``PATH`` that starts with the running in
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -40,6 +41,7 @@ class BuildContext:
     ref: str
     source: Path | None = None
     ndk: Path | None = None
+    cache: Path | None = None
     patches: list[Patch] = field(default_factory=list)
     tool_versions: dict[str, str] = field(default_factory=dict)
     base_env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
@@ -50,6 +52,8 @@ class BuildContext:
             values["$SOURCE"] = self.source
         if self.ndk is not None:
             values["$NDK"] = self.ndk
+        if self.cache is not None:
+            values["$CACHE"] = self.cache
         return values
 
     def env(self) -> dict[str, str]:
@@ -154,6 +158,19 @@ def _stage(step: Stage, ctx: BuildContext) -> None:
 def _source_record(ctx: BuildContext) -> dict:
     if ctx.source is None:  # host: the C++ SDK of the pip wheel
         return {"executorch_wheel": ctx.tool_versions.get("executorch (wheel)", ctx.lock.wheel)}
+    stamp = ctx.source.parent / "source.json"
+    if stamp.is_file():  # a tree written from mirrors by source_cache (no .git)
+        record = json.loads(stamp.read_text())
+        commit = next(s["commit"] for s in record["sources"] if s["path"] == ".")
+        return {
+            "repository": ctx.lock.repository,
+            "tag": ctx.lock.tag,
+            "requested": ctx.ref,
+            "commit": commit,
+            "matches_lock": commit == ctx.lock.commit,
+            "submodules": {s["path"]: s["commit"] for s in record["sources"] if s["path"] != "."},
+            "missing_blobs": record["missing_blobs"],
+        }
     head = subprocess.run(
         ["git", "-C", str(ctx.source), "rev-parse", "HEAD"], capture_output=True, text=True
     )

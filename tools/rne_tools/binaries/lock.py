@@ -15,13 +15,30 @@ _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 
 
 @dataclass(frozen=True)
+class PinnedSource:
+    """One more source tree at an exact commit: a submodule (``name`` is its path in the
+    ExecuTorch tree) or an extra source such as ``shaderc`` (``shaderc/third_party/x`` nests)."""
+
+    name: str
+    repository: str
+    commit: str
+
+
+@dataclass(frozen=True)
 class SourceLock:
-    """Which ExecuTorch to build: the repository and the exact commit (the tag is a label)."""
+    """Which ExecuTorch to build: the repository and the exact commit (the tag is a label).
+
+    ``wheel_commit`` is the commit of the exporter wheel (``wheel``); ``submodules`` and
+    ``extra_sources`` are what a ``--platform linux`` build writes out of local mirrors.
+    """
 
     repository: str
     tag: str
     commit: str
     wheel: str
+    wheel_commit: str = ""
+    submodules: tuple[PinnedSource, ...] = ()
+    extra_sources: tuple[PinnedSource, ...] = ()
 
     @property
     def short(self) -> str:
@@ -44,4 +61,15 @@ def load_lock(path: Path = LOCK_PATH) -> SourceLock:
             f"lock file {path}: commit {data['commit']!r} is not a full 40-hex-digit git SHA; "
             "pin an exact commit (a tag can move)"
         )
-    return SourceLock(data["repository"], data["tag"], data["commit"], data["wheel"])
+    pinned = []
+    for key, name_key in (("submodules", "path"), ("extra_sources", "name")):
+        entries = []
+        for entry in data.get(key, []):
+            if not entry.get(name_key) or not entry.get("repository") or \
+                    not _SHA_RE.match(entry.get("commit", "")):
+                raise BuildError(f"lock file {path}: {key} entry {entry!r} needs {name_key}, "
+                                 "repository and a full 40-hex-digit commit")
+            entries.append(PinnedSource(entry[name_key], entry["repository"], entry["commit"]))
+        pinned.append(tuple(entries))
+    return SourceLock(data["repository"], data["tag"], data["commit"], data["wheel"],
+                      data.get("wheel_commit", ""), *pinned)

@@ -1,7 +1,7 @@
 """The build plan: an ordered list of typed steps with exact argument lists.
 
 A plan is pure data. It names paths through placeholders (``$REPO``, ``$SOURCE``, ``$BUILD``,
-``$NDK``, ``$PYTHON``) so the same inputs give byte-identical plans on every machine; the
+``$NDK``, ``$PYTHON``, ``$CACHE``: the source/build cache outside the work tree) so the same inputs give byte-identical plans on every machine; the
 executor expands them just before running a step. ``--dry-run`` prints a plan, the tests
 compare plans with reviewed files under ``tests/fixtures/build_plans/``.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from rne_tools.binaries.errors import BuildError
 
-_PLACEHOLDER_RE = re.compile(r"\$(REPO|SOURCE|BUILD|NDK|PYTHON)(?![A-Za-z0-9_])")
+_PLACEHOLDER_RE = re.compile(r"\$(REPO|SOURCE|BUILD|NDK|PYTHON|CACHE)(?![A-Za-z0-9_])")
 _SAFE_RE = re.compile(r"[\w@%+=:,./$-]+")
 
 

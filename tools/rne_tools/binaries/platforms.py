@@ -8,6 +8,11 @@
 - ``android``: per ABI, ExecuTorch's JNI library (Vulkan + XNNPACK backends, LLM runner,
   optimized/quantized/LLM kernels) built with the NDK and staged as
   ``third-party/android/<abi>/libexecutorch.so``.
+- ``linux``: ExecuTorch itself built from the locked source (written out of local git mirrors
+  into the cache outside the work tree, see ``source_cache``): XNNPACK, Vulkan (its shaders
+  compiled with a glslc built from the locked shaderc), MLX on MLX's CPU backend, the optimized,
+  quantized and LLM kernels; installed into the cache, then our C++ core built against it into
+  ``build/linux``. Every build directory is kept, so a second run is an incremental no-op.
 - ``host``: our own C++ core (``packages/react-native-executorch/cpp``) configured and built
   against the pip ``executorch`` wheel's C++ SDK into ``build/host``, exactly as its README says.
 
@@ -23,7 +28,7 @@ from rne_tools.binaries.errors import BuildError
 from rne_tools.binaries.lock import SourceLock
 from rne_tools.binaries.plan import ApplyPatches, Plan, Run, Stage, Step, WriteManifest
 
-PLATFORMS = ("ios", "android", "host")
+PLATFORMS = ("ios", "android", "linux", "host")
 ANDROID_ABIS = ("arm64-v8a", "x86_64")
 ANDROID_PLATFORM = "android-26"
 IOS_DEPLOYMENT_TARGET = "17.0"  # MLX needs iOS 17
@@ -284,12 +289,131 @@ def _host_steps(jobs: int) -> tuple[list[Step], dict[str, tuple[str, ...]]]:
 
 
 # ---------------------------------------------------------------------------------------------
+# Linux (from source, this machine)
+
+LINUX_BUILD = "build/linux"
+_ET_BUILD = "$CACHE/build/executorch-{short}"
+_GLSLC_BUILD = "$CACHE/build/glslc-{short}"
+
+
+def linux_paths(lock: SourceLock) -> dict[str, str]:
+    """The cache directories of a linux build (placeholder form), keyed by the locked commits."""
+    shaderc = next(s for s in lock.extra_sources if s.name == "shaderc")
+    fmt = next(s for s in lock.extra_sources if s.name == "fmt")
+    et_build = _ET_BUILD.format(short=lock.short)
+    glslc_build = _GLSLC_BUILD.format(short=shaderc.commit[:12])
+    return {
+        "et_build": et_build,
+        "et_install": f"{et_build}/install",
+        "glslc_build": glslc_build,
+        "glslc": f"{glslc_build}/glslc/glslc",
+        "shaderc_source": f"$CACHE/sources/shaderc-{shaderc.commit[:12]}",
+        "fmt_source": f"$CACHE/sources/fmt-{fmt.commit[:12]}",
+    }
+
+
+def _glslc_configure_flags() -> tuple[str, ...]:
+    # Only the glslc executable is built: no tests, examples, or glslang/SPIRV-Tools tools.
+    return (
+        "-G", "Ninja", f"-DCMAKE_BUILD_TYPE={BUILD_TYPE}", _POLICY_FLOOR,
+        "-DCMAKE_C_COMPILER_LAUNCHER=ccache", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache",
+        "-DSHADERC_SKIP_TESTS=ON", "-DSHADERC_SKIP_EXAMPLES=ON", "-DSHADERC_SKIP_COPYRIGHT_CHECK=ON",
+        "-DSPIRV_SKIP_TESTS=ON", "-DSPIRV_SKIP_EXECUTABLES=ON", "-DENABLE_GLSLANG_BINARIES=OFF",
+        "-DSPIRV_HEADERS_SKIP_EXAMPLES=ON",
+    )
+
+
+# What a linux build can hold; --components picks a subset (all by default). The CPU kernels
+# are what non-delegated ops (and our XNNPACK exports' custom ops) need; an MLX or Vulkan
+# program that is delegated whole runs without them.
+LINUX_COMPONENTS = ("kernels", "xnnpack", "vulkan", "mlx")
+
+
+def _on(flag: bool) -> str:
+    return "ON" if flag else "OFF"
+
+
+def _linux_configure_flags(paths: dict[str, str], components: tuple[str, ...]) -> tuple[str, ...]:
+    kernels, vulkan, mlx = ("kernels" in components, "vulkan" in components, "mlx" in components)
+    return (
+        "-G", "Ninja",
+        f"-DCMAKE_BUILD_TYPE={BUILD_TYPE}",
+        "-DPYTHON_EXECUTABLE=$PYTHON",
+        _POLICY_FLOOR,
+        f"-DCMAKE_INSTALL_PREFIX={paths['et_install']}",
+        # CI rebuilds on the same machine hit ccache for every unchanged translation unit.
+        "-DCMAKE_C_COMPILER_LAUNCHER=ccache",
+        "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache",
+        "-DBUILD_TESTING=OFF",
+        "-DEXECUTORCH_BUILD_EXECUTOR_RUNNER=OFF",
+        "-DEXECUTORCH_ENABLE_LOGGING=ON",
+        "-DEXECUTORCH_BUILD_EXTENSION_DATA_LOADER=ON",
+        "-DEXECUTORCH_BUILD_EXTENSION_FLAT_TENSOR=ON",
+        "-DEXECUTORCH_BUILD_EXTENSION_MODULE=ON",
+        "-DEXECUTORCH_BUILD_EXTENSION_NAMED_DATA_MAP=ON",
+        "-DEXECUTORCH_BUILD_EXTENSION_TENSOR=ON",
+        # Our runner and tokenizer replace the LLM runner and its tokenizers; of the LLM
+        # extension only the KV-cache registry (MLX, patch 0002) and custom ops are built.
+        "-DEXECUTORCH_BUILD_EXTENSION_LLM=OFF",
+        "-DEXECUTORCH_BUILD_EXTENSION_LLM_RUNNER=OFF",
+        f"-DEXECUTORCH_BUILD_PORTABLE_OPS={_on(kernels)}",
+        f"-DEXECUTORCH_BUILD_KERNELS_OPTIMIZED={_on(kernels)}",
+        f"-DEXECUTORCH_BUILD_KERNELS_QUANTIZED={_on(kernels)}",
+        f"-DEXECUTORCH_BUILD_KERNELS_LLM={_on(kernels)}",
+        f"-DEXECUTORCH_BUILD_XNNPACK={_on('xnnpack' in components)}",
+        f"-DEXECUTORCH_BUILD_VULKAN={_on(vulkan)}",
+        *((f"-DGLSLC_PATH={paths['glslc']}",) if vulkan else ()),
+        f"-DEXECUTORCH_BUILD_MLX={_on(mlx)}",
+        # MLX's own configure would download these; the locked local copies instead.
+        *(("-DFETCHCONTENT_SOURCE_DIR_JSON=$SOURCE/third-party/json",
+           f"-DFETCHCONTENT_SOURCE_DIR_FMT={paths['fmt_source']}") if mlx else ()),
+    )
+
+
+def _linux_steps(lock: SourceLock, jobs: int,
+                 components: tuple[str, ...]) -> tuple[list[Step], dict[str, tuple[str, ...]]]:
+    paths = linux_paths(lock)
+    flags: dict[str, tuple[str, ...]] = {}
+    steps: list[Step] = []
+    if "vulkan" in components:
+        glslc_cfg = _glslc_configure_flags()
+        flags["glslc"] = glslc_cfg
+        steps += [
+            Run("configure glslc (shaderc) from the locked source",
+                ("cmake", "-S", paths["shaderc_source"], "-B", paths["glslc_build"], *glslc_cfg)),
+            Run("build glslc", ("cmake", "--build", paths["glslc_build"], "--target", "glslc_exe",
+                                "-j", str(jobs))),
+        ]
+    et_cfg = _linux_configure_flags(paths, components)
+    flags["executorch"] = et_cfg
+    steps += [
+        Run("configure ExecuTorch for this machine",
+            ("cmake", "-S", "$SOURCE", "-B", paths["et_build"], *et_cfg)),
+        Run("build ExecuTorch", ("cmake", "--build", paths["et_build"], "-j", str(jobs))),
+        Run("install ExecuTorch into the cache", ("cmake", "--install", paths["et_build"])),
+    ]
+    query = f"{LINUX_BUILD}/.cmake/api/v1/query"
+    core_cfg = ("-G", "Ninja", f"-DCMAKE_BUILD_TYPE={BUILD_TYPE}",
+                f"-DRNE_EXECUTORCH_PREFIX={paths['et_install']}")
+    flags["core"] = core_cfg
+    steps += [
+        Run("ask CMake to report the build's artifacts", ("cmake", "-E", "make_directory", query)),
+        Run("create the file-API codemodel query", ("cmake", "-E", "touch", f"{query}/codemodel-v2")),
+        Run("configure the C++ core against the source-built ExecuTorch",
+            ("cmake", "-S", HOST_PROJECT, "-B", LINUX_BUILD, *core_cfg)),
+        Run("build the C++ core, its CLI and its tests",
+            ("cmake", "--build", LINUX_BUILD, "-j", str(jobs))),
+    ]
+    return steps, flags
+
+
+# ---------------------------------------------------------------------------------------------
 
 
 def manifest_path(platform: str) -> str:
     """Where ``platform``'s manifest lives (placeholder form)."""
-    if platform == "host":
-        return "$REPO/build/host/manifest.json"
+    if platform in ("host", "linux"):
+        return f"$REPO/build/{platform}/manifest.json"
     return f"$REPO/third-party/{platform}/manifest.json"
 
 
@@ -320,12 +444,14 @@ def build_plan(
     jobs: int,
     ref: str | None = None,
     use_existing_source: bool = False,
+    components: tuple[str, ...] = LINUX_COMPONENTS,
 ) -> Plan:
     """The full plan for ``platform``.
 
     ``patches`` are the series' file names (``third-party/patches/``); ``ref`` overrides the
     locked commit; ``use_existing_source`` (``--source PATH``) skips fetching and uses the tree
-    as it is (the patches are still applied, idempotently).
+    as it is (the patches are still applied, idempotently). ``components`` (linux only) picks
+    what of ``LINUX_COMPONENTS`` the ExecuTorch build holds (``vulkan`` adds the glslc build).
     """
     if platform not in PLATFORMS:
         raise BuildError(f"unknown platform {platform!r}; choose one of {', '.join(PLATFORMS)}")
@@ -340,6 +466,22 @@ def build_plan(
         return Plan("host", (*steps, manifest))
 
     steps: list[Step] = []
+    if platform == "linux":  # the source comes from the cache (source_cache), never fetched here
+        steps.append(ApplyPatches(
+            "apply the project's patch series (checked first; all or nothing)", "$SOURCE",
+            tuple(f"$REPO/third-party/patches/{p}" for p in patches),
+        ))
+        unknown = [c for c in components if c not in LINUX_COMPONENTS]
+        if unknown or not components:
+            raise BuildError(f"unknown linux component {', '.join(unknown) or '(none)'}; "
+                             f"choose from {', '.join(LINUX_COMPONENTS)}")
+        build_steps, flags = _linux_steps(lock, jobs, components)
+        steps += build_steps
+        steps.append(WriteManifest(
+            "record sources, flags, tools and artifact hashes", manifest_path("linux"),
+            f"$REPO/{LINUX_BUILD}", "linux", (), tuple(flags.items()),
+        ))
+        return Plan("linux", tuple(steps))
     if not use_existing_source:
         steps += _source_steps(lock, ref or lock.commit, jobs)
     steps.append(ApplyPatches(

@@ -243,6 +243,30 @@ def _check_android(p: _Prober, system: str) -> None:
         )
 
 
+# What --platform linux needs beyond CMake/Ninja: ccache (cached rebuilds), and headers the
+# Vulkan loader and MLX's CPU backend build against. (lavapipe, the CPU Vulkan device, is only
+# needed to run Vulkan programs, not to build them.)
+_LINUX_HEADERS = (
+    ("vulkan/vulkan.h", "libvulkan-dev"),
+    ("cblas.h", "libopenblas-dev"),
+    ("lapacke.h", "liblapacke-dev"),
+)
+
+
+def _check_linux(p: _Prober, system: str) -> None:
+    if system != "Linux":
+        p.fail(f"--platform linux builds on Linux, this is {system}",
+               "use --platform host (the wheel's runtime) on this machine")
+        return
+    p.tool("ccache", ["--version"], r"ccache version (\d+\.\d+(?:\.\d+)?)", None,
+           "install ccache: `apt-get install ccache`")
+    for header, package in _LINUX_HEADERS:
+        if not any((Path(d) / header).is_file() for d in ("/usr/include", "/usr/include/x86_64-linux-gnu",
+                                                           "/usr/include/aarch64-linux-gnu")):
+            p.fail(f"{header}: not found in the system include directories",
+                   f"apt-get install {package}")
+
+
 def preflight(
     platform: str,
     *,
@@ -270,6 +294,11 @@ def preflight(
             label="C++ compiler",
         )
         _check_python(p, python, (), wheel)
+    elif platform == "linux":
+        _check_common(p, MIN_CMAKE_HOST)
+        _check_ninja(p)
+        _check_python(p, python, PYTHON_MODULES, None)
+        _check_linux(p, system)
     elif platform == "ios":
         _check_common(p, MIN_CMAKE)
         _check_python(p, python, PYTHON_MODULES, None)

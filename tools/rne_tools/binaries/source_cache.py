@@ -1,0 +1,125 @@
+"""The ExecuTorch source (and the sources it needs) in a cache outside the work tree.
+
+``--platform linux`` builds from plain source trees written out of local git mirrors
+(``--source-mirror``) into ``<cache>/sources/`` once; every later run, and every fresh clone
+on the same machine (CI), finds them there without the flag. ``<cache>`` is
+``$RNE_CACHE_DIR`` or ``~/.cache/rne``. Each tree gets a ``source.json`` stamp (written last,
+so a half-written tree is never taken for a finished one) naming its commits and any blob the
+mirror lacked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from rne_tools.binaries.errors import BuildError
+from rne_tools.binaries.lock import PinnedSource, SourceLock
+from rne_tools.binaries.source_tree import has_commit, write_tree
+
+STAMP = "source.json"
+
+
+def cache_root(env: Mapping[str, str] | None = None) -> Path:
+    """``$RNE_CACHE_DIR`` or ``~/.cache/rne``, resolved at run time (never stored in the repo)."""
+    env = os.environ if env is None else env
+    return Path(env["RNE_CACHE_DIR"]) if env.get("RNE_CACHE_DIR") else Path.home() / ".cache" / "rne"
+
+
+@dataclass(frozen=True)
+class SourceLayout:
+    """Where each locked source lives under the cache root."""
+
+    root: Path
+    lock: SourceLock
+
+    @property
+    def executorch(self) -> Path:
+        # CMake insists that ExecuTorch's source directory is named `executorch`.
+        return self.root / "sources" / f"executorch-{self.lock.short}" / "executorch"
+
+    def extra(self, name: str) -> Path:
+        """A top-level extra source (``fmt``, ``shaderc``); nested ones live inside it."""
+        top = name.split("/", 1)[0]
+        source = next(s for s in self.lock.extra_sources if s.name == top)
+        return self.root / "sources" / f"{top}-{source.commit[:12]}"
+
+    def is_complete(self) -> bool:
+        return (self.executorch.parent / STAMP).is_file() and all(
+            (self.extra(s.name) / STAMP).is_file()
+            for s in self.lock.extra_sources if "/" not in s.name
+        )
+
+    def missing_message(self) -> str:
+        return (f"the ExecuTorch source for {self.lock.short} is not in {self.root / 'sources'}; "
+                "get it once with `.venv/bin/python tools/build_binaries.py --platform linux "
+                "--source-mirror DIR` (DIR: a directory of git mirrors named owner+name/repo, "
+                "or one git directory per flag)")
+
+
+def _mirror_name(repository: str) -> str:
+    """``https://github.com/owner/name.git`` -> ``owner+name``."""
+    parts = repository.rstrip("/").removesuffix(".git").split("/")
+    return f"{parts[-2]}+{parts[-1]}"
+
+
+def find_mirror(mirrors: Sequence[Path], source: PinnedSource) -> Path:
+    """The first mirror that holds ``source.commit``; a clear error naming what was searched."""
+    name = _mirror_name(source.repository)
+    candidates: list[Path] = []
+    for m in mirrors:
+        candidates += [m / name / "repo", m / name, m]
+    for c in candidates:
+        if (c / "objects").is_dir() and has_commit(c, source.commit):
+            return c
+    raise BuildError(
+        f"no mirror holds {source.repository} at {source.commit}; looked in "
+        f"{', '.join(str(m) for m in mirrors)} (as {name}/repo, {name}, and the directory itself). "
+        f"Mirror it with `git clone --mirror {source.repository}` and pass --source-mirror"
+    )
+
+
+def _write(mirrors: Sequence[Path], sources: Sequence[tuple[str, PinnedSource]], dest: Path) -> dict:
+    """Write every ``(relative path, source)`` under ``dest``; return the stamp's content."""
+    record: dict = {"sources": [], "missing_blobs": {}}
+    for rel, source in sources:
+        mirror = find_mirror(mirrors, source)
+        missing = write_tree(mirror, source.commit, dest / rel if rel else dest)
+        record["sources"].append({"path": rel or ".", "repository": source.repository,
+                                  "commit": source.commit})
+        if missing:
+            record["missing_blobs"][rel or "."] = missing
+    return record
+
+
+def _populate(dest: Path, stamp_dir: Path, mirrors: Sequence[Path],
+              sources: Sequence[tuple[str, PinnedSource]]) -> None:
+    if (stamp_dir / STAMP).is_file():
+        return
+    if stamp_dir.exists():  # an interrupted earlier attempt
+        shutil.rmtree(stamp_dir)
+    record = _write(mirrors, sources, dest)
+    (stamp_dir / STAMP).write_text(json.dumps(record, indent=2) + "\n")
+
+
+def populate(layout: SourceLayout, mirrors: Sequence[Path]) -> list[str]:
+    """Write every locked source that is not cached yet; return notes on missing blobs."""
+    lock = layout.lock
+    et_sources = [("", PinnedSource("executorch", lock.repository, lock.commit))]
+    et_sources += [(s.name, s) for s in lock.submodules]
+    _populate(layout.executorch, layout.executorch.parent, mirrors, et_sources)
+    for top in (s for s in lock.extra_sources if "/" not in s.name):
+        nested = [(s.name.split("/", 1)[1], s) for s in lock.extra_sources
+                  if s.name.startswith(top.name + "/")]
+        _populate(layout.extra(top.name), layout.extra(top.name), mirrors, [("", top), *nested])
+    notes = []
+    for stamp in [layout.executorch.parent / STAMP,
+                  *(layout.extra(s.name) / STAMP for s in lock.extra_sources if "/" not in s.name)]:
+        for rel, paths in json.loads(stamp.read_text())["missing_blobs"].items():
+            notes.append(f"{stamp.parent.name}/{rel}: {len(paths)} blob(s) absent from the mirror "
+                         f"and not written ({', '.join(paths[:3])}{', ...' if len(paths) > 3 else ''})")
+    return notes
