@@ -23,6 +23,5 @@ function nativeModule(): NativeExecutorch | null {
 export function deviceCapabilities(): DeviceCapabilities | null {
   const native = nativeModule();
   if (!native) return null;
-  const { os, isSimulator } = native.platformInfo();
-  return { os, isSimulator, availableBackends: native.availableBackends() };
+  return { ...native.platformInfo(), availableBackends: native.availableBackends() };
 }

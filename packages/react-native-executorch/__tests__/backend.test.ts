@@ -9,9 +9,20 @@ import {
 } from '../src';
 
 const ALL: Backend[] = ['mlx', 'vulkan', 'xnnpack'];
-const iosDevice: DeviceCapabilities = { os: 'ios', isSimulator: false, availableBackends: ['mlx', 'xnnpack'] };
-const iosSimulator: DeviceCapabilities = { os: 'ios', isSimulator: true, availableBackends: ['mlx', 'xnnpack'] };
-const android: DeviceCapabilities = { os: 'android', isSimulator: false, availableBackends: ['vulkan', 'xnnpack'] };
+const iosDevice: DeviceCapabilities = {
+  os: 'ios',
+  isSimulator: false,
+  osVersion: '17.4',
+  availableBackends: ['mlx', 'xnnpack'],
+};
+const iosSimulator: DeviceCapabilities = { ...iosDevice, isSimulator: true };
+const android: DeviceCapabilities = {
+  os: 'android',
+  isSimulator: false,
+  osVersion: '34',
+  availableBackends: ['vulkan', 'xnnpack'],
+};
+const androidEmulator: DeviceCapabilities = { ...android, isSimulator: true };
 const gemma = models.llm.gemma4_e2b;
 const smol = models.llm.smollm2_135m;
 
@@ -48,7 +59,7 @@ describe('backend resolution matrix', () => {
   it('honours an explicit backend that can run', () => {
     expect(resolveBackend(gemma, iosDevice, 'xnnpack')).toBe('xnnpack');
     expect(resolveBackend(gemma, android, 'xnnpack')).toBe('xnnpack');
-    expect(resolveBackend(gemma, { os: 'android', isSimulator: false, availableBackends: ALL }, 'vulkan')).toBe(
+    expect(resolveBackend(gemma, { ...android, availableBackends: ALL }, 'vulkan')).toBe(
       'vulkan',
     );
   });
@@ -76,7 +87,7 @@ describe('backend resolution matrix', () => {
 
   it('reports no_backend when nothing the model ships can run', () => {
     const error = resolveError(() =>
-      resolveBackend(smol, { os: 'android', isSimulator: false, availableBackends: ['vulkan'] }),
+      resolveBackend(smol, { ...android, availableBackends: ['vulkan'] }),
     );
     expect(error.code).toBe('no_backend');
     expect(error.message).toContain('ships xnnpack');
@@ -90,5 +101,77 @@ describe('backend resolution matrix', () => {
     const options: UseLLMOptions<typeof smol> = { model: smol, backend: 'vulkan' };
     const gemmaOptions: UseLLMOptions<typeof gemma> = { model: gemma, backend: 'vulkan' };
     expect([options.backend, gemmaOptions.backend]).toEqual(['vulkan', 'vulkan']);
+  });
+});
+
+describe('minimum OS versions (the registry\'s minPlatform)', () => {
+  it('skips a variant the OS is too old for: Gemma on Android API 27 gets xnnpack (Vulkan needs 28)', () => {
+    const api27 = { ...android, osVersion: '27' };
+    expect(candidateBackends(gemma, api27)).toEqual(['xnnpack']);
+    expect(resolveBackend(gemma, api27)).toBe('xnnpack');
+    expect(resolveBackend(gemma, { ...android, osVersion: '28' })).toBe('vulkan');
+  });
+
+  it('refuses an explicit backend the OS is too old for, with both versions and the alternatives', () => {
+    const error = resolveError(() => resolveBackend(gemma, { ...android, osVersion: '27' }, 'vulkan'));
+    expect(error.code).toBe('backend_unavailable');
+    expect(error.details).toMatchObject({ alternatives: ['xnnpack'], requiredOsVersion: '28', osVersion: '27' });
+    expect(error.message).toContain('needs Android API 28 or newer and this device runs Android API 27');
+  });
+
+  it('reports no_backend with the reason when every variant needs a newer OS', () => {
+    const ios16 = { ...iosDevice, osVersion: '16.4' };
+    const error = resolveError(() => resolveBackend(gemma, ios16));
+    expect(error.code).toBe('no_backend');
+    expect(error.message).toContain('the mlx variant of Gemma 4 E2B needs iOS 17.0 or newer and this device runs iOS 16.4');
+    expect(error.message).toContain('the xnnpack variant of Gemma 4 E2B needs iOS 17.0');
+    const explicit = resolveError(() => resolveBackend(gemma, ios16, 'mlx'));
+    expect(explicit.details).toEqual({ alternatives: [], requiredOsVersion: '17.0', osVersion: '16.4' });
+    // SmolLM2's XNNPACK variant needs only iOS 15.1.
+    expect(resolveBackend(smol, ios16)).toBe('xnnpack');
+  });
+
+  it.each([
+    ['17', true],
+    ['17.0.1', true],
+    ['16.7.10', false],
+  ] as const)('compares versions numerically: iOS %s meets 17.0 = %s', (osVersion, meets) => {
+    expect(candidateBackends(gemma, { ...iosDevice, osVersion }).includes('mlx')).toBe(meets);
+  });
+
+  it('compares segments as numbers, not text ("9.3" is below "15.1")', () => {
+    expect(() => resolveBackend(smol, { ...iosDevice, osVersion: '9.3' })).toThrow(/needs iOS 15\.1 or newer/);
+    expect(resolveBackend(smol, { ...iosDevice, osVersion: '15.10' })).toBe('xnnpack');
+  });
+
+  it('rejects an OS version that is not one', () => {
+    const error = resolveError(() => resolveBackend(gemma, { ...android, osVersion: 'Tiramisu' }));
+    expect(error.code).toBe('invalid_argument');
+    expect(error.message).toContain('"Tiramisu" is not a version');
+  });
+});
+
+describe('simulators and emulators', () => {
+  it('resolves Gemma on an Android emulator to xnnpack: Vulkan only when asked for', () => {
+    expect(candidateBackends(gemma, androidEmulator)).toEqual(['xnnpack']);
+    expect(resolveBackend(gemma, androidEmulator)).toBe('xnnpack');
+    expect(resolveBackend(gemma, androidEmulator, 'vulkan')).toBe('vulkan');
+  });
+
+  it('tells how to force Vulkan when a model ships nothing else', () => {
+    const vulkanOnly = {
+      ...gemma,
+      platformDefaults: { ios: 'vulkan', android: 'vulkan' },
+      variants: { vulkan: gemma.variants.vulkan },
+    } as const;
+    const error = resolveError(() => resolveBackend(vulkanOnly, androidEmulator));
+    expect(error.code).toBe('no_backend');
+    expect(error.details.alternatives).toEqual(['vulkan']);
+    expect(error.message).toContain("not chosen automatically on an Android emulator (pass `backend: 'vulkan'`");
+  });
+
+  it('never runs MLX on the iOS simulator, even when asked', () => {
+    expect(resolveBackend(gemma, iosSimulator)).toBe('xnnpack');
+    expect(resolveError(() => resolveBackend(gemma, iosSimulator, 'mlx')).details.alternatives).toEqual(['xnnpack']);
   });
 });

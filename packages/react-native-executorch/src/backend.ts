@@ -1,5 +1,5 @@
 import { ExecutorchError } from './errors';
-import type { AnyLLMDescriptor, Backend, Platform } from './models';
+import type { AnyLLMDescriptor, Backend, MinPlatform, Platform } from './models';
 
 /** Backends each platform prefers, best first (after the model's own default). */
 export const PLATFORM_PREFERENCE: { readonly [P in Platform]: readonly Backend[] } = {
@@ -10,7 +10,10 @@ export const PLATFORM_PREFERENCE: { readonly [P in Platform]: readonly Backend[]
 /** What the device can run, as the native module reports it. */
 export interface DeviceCapabilities {
   readonly os: Platform;
+  /** iOS simulator or Android emulator. */
   readonly isSimulator: boolean;
+  /** OS version as `platformInfo().osVersion` reports it: "17.4" on iOS, the API level ("34") on Android. */
+  readonly osVersion: string;
   /** Backends linked into the native binary. */
   readonly availableBackends: readonly Backend[];
 }
@@ -18,35 +21,104 @@ export interface DeviceCapabilities {
 /** The backends a model ships, as a union type (a backend it does not ship does not typecheck). */
 export type BackendOf<M extends AnyLLMDescriptor> = keyof M['variants'] & Backend;
 
-/** Whether `backend` can run on `device` at all, regardless of the model. */
-function runsOn(backend: Backend, device: DeviceCapabilities): boolean {
-  if (!device.availableBackends.includes(backend)) return false;
-  // MLX needs a real Apple GPU; the simulator's Metal cannot run it.
-  if (backend === 'mlx' && device.os === 'ios' && device.isSimulator) return false;
-  return true;
+/** Numeric segments of "17.4.1" or "34"; throws on anything else (the native side always reports one). */
+function parseVersion(version: string, what: string): number[] {
+  if (!/^\d+(\.\d+)*$/.test(version)) {
+    throw new ExecutorchError(
+      'invalid_argument',
+      `${what} "${version}" is not a version like "17.4" (iOS) or "34" (Android API level).`,
+    );
+  }
+  return version.split('.').map(Number);
+}
+
+/** Whether version `a` is below version `b`, segment by segment ("17" equals "17.0"). */
+function isBelow(a: readonly number[], b: readonly number[]): boolean {
+  for (let i = 0; i < Math.max(a.length, b.length); i++) {
+    const d = (a[i] ?? 0) - (b[i] ?? 0);
+    if (d !== 0) return d < 0;
+  }
+  return false;
+}
+
+/** The variant's minimum OS version on `device.os` when the device is below it, else null. */
+function unmetMinimum(minPlatform: MinPlatform, device: DeviceCapabilities): string | null {
+  const required = minPlatform[device.os];
+  if (required === undefined) return null;
+  const actual = parseVersion(device.osVersion, 'The device OS version');
+  return isBelow(actual, parseVersion(String(required), 'The registry minimum OS version'))
+    ? String(required)
+    : null;
+}
+
+/** Human name of an OS version: "iOS 17.0", "Android API 28". */
+function osName(os: Platform, version: string): string {
+  return os === 'ios' ? `iOS ${version}` : `Android API ${version}`;
+}
+
+/** Why a backend cannot run; `requiredOsVersion` when the device's OS is too old for its variant. */
+interface Unrunnable {
+  readonly reason: string;
+  readonly requiredOsVersion?: string;
 }
 
 /**
- * The backends of `model` that can run on `device`, in the order they would be chosen:
- * the model's platform default, then the platform's preference order, then anything else the
- * model ships.
+ * Why `backend` of `model` cannot run on `device` at all, or null when it can. Checked in this
+ * order: shipped by the model, linked into the binary, GPU usable on a simulator, OS version.
  */
-export function candidateBackends<M extends AnyLLMDescriptor>(
-  model: M,
-  device: DeviceCapabilities,
-): BackendOf<M>[] {
+function whyNotRunnable(model: AnyLLMDescriptor, backend: Backend, device: DeviceCapabilities): Unrunnable | null {
+  const variants = model.variants as Partial<Record<Backend, { readonly minPlatform: MinPlatform }>>;
+  const variant = variants[backend];
+  if (variant === undefined) return { reason: `${model.name} ships no ${backend} variant` };
+  if (!device.availableBackends.includes(backend)) {
+    return { reason: `the native binary was built without the ${backend} backend` };
+  }
+  // MLX needs a real Apple GPU; the simulator's Metal cannot run it.
+  if (backend === 'mlx' && device.os === 'ios' && device.isSimulator) {
+    return { reason: 'MLX does not run on the iOS simulator' };
+  }
+  const required = unmetMinimum(variant.minPlatform, device);
+  if (required !== null) {
+    return {
+      reason:
+        `the ${backend} variant of ${model.name} needs ${osName(device.os, required)} or newer ` +
+        `and this device runs ${osName(device.os, device.osVersion)}`,
+      requiredOsVersion: required,
+    };
+  }
+  return null;
+}
+
+/**
+ * Whether automatic resolution skips `backend` on `device` although it could be requested:
+ * emulators' Vulkan drivers (often a software or host-translated one) are unreliable for
+ * ExecuTorch's compute shaders, so an Android emulator gets Vulkan only when asked for.
+ */
+function skippedAutomatically(backend: Backend, device: DeviceCapabilities): boolean {
+  return backend === 'vulkan' && device.os === 'android' && device.isSimulator;
+}
+
+/** Every backend `model` ships that can run on `device`, in the order of preference. */
+function runnableBackends<M extends AnyLLMDescriptor>(model: M, device: DeviceCapabilities): BackendOf<M>[] {
   const shipped = Object.keys(model.variants) as BackendOf<M>[];
-  const order: Backend[] = [
-    model.platformDefaults[device.os],
-    ...PLATFORM_PREFERENCE[device.os],
-    ...shipped,
-  ];
+  const order: Backend[] = [model.platformDefaults[device.os], ...PLATFORM_PREFERENCE[device.os], ...shipped];
   const result: BackendOf<M>[] = [];
   for (const backend of order) {
     const b = backend as BackendOf<M>;
-    if (shipped.includes(b) && !result.includes(b) && runsOn(b, device)) result.push(b);
+    if (shipped.includes(b) && !result.includes(b) && whyNotRunnable(model, b, device) === null) result.push(b);
   }
   return result;
+}
+
+/**
+ * The backends of `model` that automatic resolution would choose from on `device`, in order:
+ * the model's platform default, then the platform's preference order, then anything else the
+ * model ships. Excludes what cannot run here (not linked, MLX on the iOS simulator, a variant
+ * whose registry `minPlatform` is above the device's OS version) and Vulkan on an Android
+ * emulator (which an explicit `backend: 'vulkan'` still gets).
+ */
+export function candidateBackends<M extends AnyLLMDescriptor>(model: M, device: DeviceCapabilities): BackendOf<M>[] {
+  return runnableBackends(model, device).filter((b) => !skippedAutomatically(b, device));
 }
 
 /**
@@ -59,32 +131,46 @@ export function resolveBackend<M extends AnyLLMDescriptor>(
   device: DeviceCapabilities,
   explicit?: BackendOf<M>,
 ): BackendOf<M> {
-  const candidates = candidateBackends(model, device);
-  if (explicit !== undefined) {
-    if (candidates.includes(explicit)) return explicit;
-    const why = !(explicit in model.variants)
-      ? `${model.name} ships no ${explicit} variant`
-      : explicit === 'mlx' && device.os === 'ios' && device.isSimulator
-        ? 'MLX does not run on the iOS simulator'
-        : `the native binary was built without the ${explicit} backend`;
-    const options = candidates.length ? candidates.join(', ') : 'none';
-    throw new ExecutorchError(
-      'backend_unavailable',
-      `Backend "${explicit}" is unavailable: ${why}. Backends that work for ${model.name} on ` +
-        `this device: ${options}. Pass one of them, or omit \`backend\` to choose automatically.`,
-      { alternatives: candidates },
-    );
-  }
-  const chosen = candidates[0];
+  if (explicit !== undefined) return checkExplicit(model, device, explicit);
+  const chosen = candidateBackends(model, device)[0];
   if (chosen === undefined) {
+    const reasons = (Object.keys(model.variants) as Backend[]).map((b) => whyNotChosen(model, b, device));
     throw new ExecutorchError(
       'no_backend',
-      `${model.name} ships ${Object.keys(model.variants).join(', ')} but this ` +
-        `${device.os}${device.isSimulator ? ' simulator' : ''} can run only ` +
-        `${device.availableBackends.join(', ') || 'none'}. Use another model or a native build ` +
-        'that links one of its backends.',
-      { alternatives: [] },
+      `${model.name} ships ${Object.keys(model.variants).join(', ')} but none is chosen on this ` +
+        `${device.os}${device.isSimulator ? ' simulator' : ''}: ${reasons.join('; ')}. ` +
+        'Use another model, a newer OS, or a native build that links one of its backends.',
+      { alternatives: runnableBackends(model, device) },
     );
   }
   return chosen;
+}
+
+/** Why automatic resolution does not choose `backend` (one of the model's) on `device`. */
+function whyNotChosen(model: AnyLLMDescriptor, backend: Backend, device: DeviceCapabilities): string {
+  const why = whyNotRunnable(model, backend, device);
+  if (why !== null) return why.reason;
+  return `${backend} is not chosen automatically on an Android emulator (pass \`backend: '${backend}'\` to force it)`;
+}
+
+function checkExplicit<M extends AnyLLMDescriptor>(
+  model: M,
+  device: DeviceCapabilities,
+  explicit: BackendOf<M>,
+): BackendOf<M> {
+  const why = whyNotRunnable(model, explicit, device);
+  if (why === null) return explicit;
+  const alternatives = runnableBackends(model, device);
+  throw new ExecutorchError(
+    'backend_unavailable',
+    `Backend "${explicit}" is unavailable: ${why.reason}. Backends that work for ${model.name} on ` +
+      `this device: ${alternatives.length ? alternatives.join(', ') : 'none'}. Pass one of them, ` +
+      'or omit `backend` to choose automatically.',
+    {
+      alternatives,
+      ...(why.requiredOsVersion === undefined
+        ? {}
+        : { requiredOsVersion: why.requiredOsVersion, osVersion: device.osVersion }),
+    },
+  );
 }

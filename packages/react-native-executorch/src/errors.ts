@@ -66,6 +66,10 @@ export type NativeErrorCode = (typeof NATIVE_ERROR_CODES)[number];
 export interface ExecutorchErrorDetails {
   /** For `backend_unavailable`: the backends that would work for this model on this device. */
   readonly alternatives?: readonly Backend[];
+  /** For `backend_unavailable` when the OS is too old for the variant: the registry's minimum ("17.0", "28"). */
+  readonly requiredOsVersion?: string;
+  /** For `backend_unavailable` when the OS is too old for the variant: the device's version. */
+  readonly osVersion?: string;
   /** For `download_failed`: the HTTP status, when the server answered. */
   readonly status?: number;
   /** For download errors: the URL concerned. */

@@ -132,7 +132,7 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
     const info = native.platformInfo();
     const backend = resolveBackend(
       this.model,
-      { os: info.os, isSimulator: info.isSimulator, availableBackends: native.availableBackends() },
+      { ...info, availableBackends: native.availableBackends() },
       this.options.backend,
     );
     this.chosenBackend = backend;
