@@ -208,7 +208,8 @@ export class FakeNative implements NativeExecutorch {
     }
     session.running = false;
     session.conversation = prompt + produced;
-    session.cacheTokens = reusedTokens + promptTokens + generated;
+    // Like the runner: the last generated token is fed (enters the cache) with the next call.
+    session.cacheTokens = reusedTokens + promptTokens + Math.max(generated - 1, 0);
     const end = Date.now();
     const decodeMs = generated ? end - firstTokenAt : 0;
     session.stats = {

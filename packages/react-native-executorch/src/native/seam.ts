@@ -42,7 +42,7 @@ export interface GenerationStats {
   /** Tokens prefilled by this call (only the ones not already in the KV cache). */
   readonly promptTokens: number;
   readonly generatedTokens: number;
-  /** Positions in use in the KV cache after the call. */
+  /** Positions in use in the KV cache after the call (the last generated token enters it with the next call). */
   readonly cacheTokens: number;
   /** Time from the call to the first generated token. */
   readonly timeToFirstTokenMs: number;

@@ -1,0 +1,264 @@
+/**
+ * LLMModule end to end: real downloads from a 127.0.0.1 server, the real SmolLM2 export run by
+ * the C++ runner through the Node-API addon, and the same checks on the fake native module.
+ * @jest-environment node
+ */
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import {
+  ExecutorchError,
+  LLMModule,
+  ResourceFetcher,
+  type AnyLLMDescriptor,
+  type GenerationStats,
+  type LLMDescriptor,
+  type ModelFiles,
+  type NativeExecutorch,
+  type NativeGenerationConfig,
+  models,
+} from '../../src';
+import { HfServer } from '../support/hfServer';
+import { nodeAdapters } from '../support/nodeAdapters';
+import { publishSmollm2, smollm2Files, SMOLLM2_MAX_CONTEXT, TARGETS, type SeamTarget } from './support/targets';
+
+const GREEDY = { temperature: 0, maxNewTokens: 24 } as const;
+
+let server: HfServer;
+let docs: string;
+let model: LLMDescriptor<'xnnpack'>;
+/** The verified files of the first download; later tests load them directly. */
+let files: ModelFiles;
+
+beforeAll(async () => {
+  server = new HfServer();
+  await server.start();
+  docs = mkdtempSync(join(tmpdir(), 'rne-e2e-'));
+  model = publishSmollm2(server, smollm2Files());
+  files = await fetcher().fetchModel(model, 'xnnpack');
+});
+
+afterAll(async () => {
+  await server.stop();
+  rmSync(docs, { recursive: true, force: true });
+});
+
+function fetcher(): ResourceFetcher {
+  return new ResourceFetcher({ ...nodeAdapters(docs), baseUrl: server.baseUrl });
+}
+
+async function codeOf(promise: Promise<unknown> | (() => unknown)): Promise<string> {
+  try {
+    await (typeof promise === 'function' ? promise() : promise);
+  } catch (error) {
+    expect(error).toBeInstanceOf(ExecutorchError);
+    return (error as ExecutorchError).code;
+  }
+  throw new Error('expected an ExecutorchError');
+}
+
+/** sendMessage, keeping the streamed pieces. */
+async function send(llm: LLMModule, content: string): Promise<{ answer: string; pieces: string[]; stats: GenerationStats }> {
+  const pieces: string[] = [];
+  const answer = await llm.sendMessage(content, { onToken: (piece) => pieces.push(piece) });
+  return { answer, pieces, stats: llm.stats as GenerationStats };
+}
+
+describe.each(TARGETS.map((t) => [t.name, t] as const))('LLMModule on %s', (_, target: SeamTarget) => {
+  let native: NativeExecutorch;
+  let llm: LLMModule;
+
+  beforeEach(() => {
+    native = target.create();
+  });
+  afterEach(() => llm?.release());
+
+  function loaded(localFiles: ModelFiles = files): Promise<LLMModule> {
+    llm = new LLMModule({ model, localFiles, native, resources: fetcher() });
+    llm.configure({ generation: GREEDY });
+    return llm.load().then(() => llm);
+  }
+
+  it('downloads with sha256 checks, loads and chats over several turns reusing the KV cache', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rne-e2e-dl-'));
+    try {
+      const downloads = new ResourceFetcher({ ...nodeAdapters(dir), baseUrl: server.baseUrl });
+      llm = new LLMModule({ model, resources: downloads, native });
+      llm.configure({ generation: GREEDY });
+      const progress: number[] = [];
+      const served = server.requests.length;
+      await llm.load({ onDownloadProgress: (p) => progress.push(p) });
+      const fetched = server.requests.slice(served).map((r) => `${r.path.split('/').pop()} ${r.status}`);
+      expect(fetched.sort()).toEqual(['smollm2.pte 200', 'tokenizer.json 200', 'tokenizer_config.json 200']);
+      expect(progress[progress.length - 1]).toBe(1);
+      expect(llm.isReady).toBe(true);
+      expect(llm.backend).toBe('xnnpack');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+
+    const turns = [];
+    for (const question of ['Hi! What is your name?', 'What is 2 + 2?', 'Name a color.']) {
+      const turn = await send(llm, question);
+      expect(turn.pieces.length).toBeGreaterThan(1);
+      expect(turn.pieces.join('')).toBe(turn.answer);
+      expect(turn.answer.trim()).not.toBe('');
+      expect(['eos', 'max_new_tokens']).toContain(turn.stats.stopReason);
+      expect(turn.stats.generatedTokens).toBeGreaterThan(0);
+      expect(turn.stats.generatedTokens).toBeLessThanOrEqual(GREEDY.maxNewTokens);
+      turns.push(turn);
+    }
+    expect(llm.messageHistory.map((m) => m.role)).toEqual(['user', 'assistant', 'user', 'assistant', 'user', 'assistant']);
+    expect(llm.messageHistory[5]?.content).toBe(turns[2]?.answer);
+    // Turns 2 and 3 extend the conversation in the cache: only the new turn is prefilled, on top
+    // of what the cache held (the last generated token enters it with the next call).
+    for (const i of [1, 2]) {
+      const [before, now] = [turns[i - 1]!.stats, turns[i]!.stats];
+      expect(now.promptTokens).toBeLessThan(turns[0]!.stats.promptTokens);
+      expect(now.cacheTokens).toBe(before.cacheTokens + now.promptTokens + now.generatedTokens - 1);
+    }
+    // Forgetting the history starts over: the first prompt is prefilled in full again.
+    llm.clearHistory();
+    const again = await send(llm, 'Hi! What is your name?');
+    expect(again.stats.promptTokens).toBe(turns[0]!.stats.promptTokens);
+    expect(again.answer).toBe(turns[0]!.answer);
+  });
+
+  it('interrupts a generation mid-way and keeps the text so far', async () => {
+    await loaded();
+    llm.configure({ generation: { maxNewTokens: 200 } });
+    const pieces: string[] = [];
+    const answer = llm.sendMessage('Write a long story about a dragon and a knight.', {
+      onToken: (piece) => {
+        pieces.push(piece);
+        if (pieces.length === 3) llm.interrupt();
+      },
+    });
+    expect(llm.isGenerating).toBe(true);
+    const text = await answer;
+    expect(llm.stats?.stopReason).toBe('interrupted');
+    expect(llm.stats?.generatedTokens).toBeLessThan(20);
+    expect(text).toBe(pieces.join(''));
+    expect(llm.messageHistory[1]).toEqual({ role: 'assistant', content: text });
+    // The module is usable again right after.
+    llm.configure({ generation: GREEDY });
+    expect((await send(llm, 'Thanks!')).answer).not.toBe('');
+  });
+
+  it('refuses a second generation while one runs, in LLMModule and at the native seam', async () => {
+    await loaded();
+    const first = llm.sendMessage('Tell me about cats.');
+    expect(await codeOf(llm.sendMessage('And dogs?'))).toBe('busy');
+    await first;
+
+    const handle = await native.loadLLM({ modelPath: files.modelPath, tokenizerPath: files.tokenizerPath, backend: 'xnnpack' });
+    const config: NativeGenerationConfig = {
+      maxNewTokens: 8, temperature: 0, topK: 0, topP: 1, minP: 0, repetitionPenalty: 1, seed: 1, stopStrings: [],
+    };
+    const prompt = '<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n';
+    const running = native.generate(handle, prompt, config, () => {});
+    const second = native.generate(handle, prompt, config, () => {});
+    await expect(second).rejects.toMatchObject({ code: 'busy' });
+    expect(() => native.reset(handle)).toThrow(expect.objectContaining({ code: 'busy' }));
+    expect((await running).generatedTokens).toBeGreaterThan(0);
+    native.release(handle);
+  });
+
+  it('release stops a running generation and invalidates the handle', async () => {
+    await loaded();
+    llm.configure({ generation: { maxNewTokens: 200 } });
+    let pieces = 0;
+    const answer = llm.sendMessage('Write a long story about the sea.', {
+      onToken: () => {
+        pieces += 1;
+        if (pieces === 2) llm.release();
+      },
+    });
+    await answer;
+    expect(llm.stats?.stopReason).toBe('interrupted');
+    expect(llm.isReady).toBe(false);
+    expect(await codeOf(llm.sendMessage('Still there?'))).toBe('released');
+
+    const handle = await native.loadLLM({ modelPath: files.modelPath, tokenizerPath: files.tokenizerPath, backend: 'xnnpack' });
+    native.release(handle);
+    for (const call of [() => native.stats(handle), () => native.interrupt(handle), () => native.release(handle)]) {
+      expect(call).toThrow(expect.objectContaining({ code: 'invalid_argument' }));
+    }
+  });
+
+  describe('bad files', () => {
+    let dir: string;
+    beforeEach(() => {
+      dir = mkdtempSync(join(tmpdir(), 'rne-e2e-bad-'));
+    });
+    afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+    it('refuses a corrupt .pte with invalid_model', async () => {
+      const corrupt = join(dir, 'corrupt.pte');
+      // The real program's bytes with its flatbuffer header overwritten.
+      const bytes = readFileSync(files.modelPath).subarray(0, 1 << 20);
+      bytes.fill(0x5a, 0, 64);
+      writeFileSync(corrupt, bytes);
+      const error = await load({ ...files, modelPath: corrupt }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(ExecutorchError);
+      expect((error as ExecutorchError).code).toBe('invalid_model');
+      expect((error as ExecutorchError).message).toContain(corrupt);
+    });
+
+    it('refuses a tokenizer that belongs to another model with tokenizer', async () => {
+      // SmolLM2's tokenizer plus tokens its model has no embedding for (a bigger vocabulary).
+      const tokenizer = JSON.parse(readFileSync(files.tokenizerPath, 'utf8'));
+      const next = 49152;
+      for (let i = 0; i < 256; i += 1) {
+        tokenizer.added_tokens.push({
+          id: next + i, content: `<extra_${i}>`, single_word: false, lstrip: false, rstrip: false,
+          normalized: false, special: true,
+        });
+      }
+      const other = join(dir, 'tokenizer.json');
+      writeFileSync(other, JSON.stringify(tokenizer));
+      const error = await load({ ...files, tokenizerPath: other }).catch((e: unknown) => e);
+      expect((error as ExecutorchError).code).toBe('tokenizer');
+      expect((error as ExecutorchError).message).toContain('different models');
+    });
+
+    it('reports a missing file with not_found', async () => {
+      const missing = join(dir, 'absent.pte');
+      copyFileSync(files.tokenizerPath, join(dir, 'tokenizer.json'));
+      const error = await load({ ...files, modelPath: missing }).catch((e: unknown) => e);
+      expect((error as ExecutorchError).code).toBe('not_found');
+      expect((error as ExecutorchError).message).toContain(missing);
+    });
+
+    // The registry's entry has no checksums: the bad files reach the native load unchecked.
+    function load(localFiles: ModelFiles): Promise<void> {
+      const unchecked: AnyLLMDescriptor = models.llm.smollm2_135m;
+      llm = new LLMModule({ model: unchecked, localFiles, native, resources: fetcher() });
+      return llm.load();
+    }
+  });
+
+  it('rejects a prompt longer than the context with context_full, then answers the next one', async () => {
+    await loaded();
+    const long = 'Paris is lovely in spring. '.repeat(SMOLLM2_MAX_CONTEXT / 2);
+    expect(await codeOf(llm.sendMessage(long))).toBe('context_full');
+    expect(llm.messageHistory).toHaveLength(0);
+    const next = await send(llm, 'Hello!');
+    expect(next.answer).not.toBe('');
+  });
+
+  if (target.real) {
+    it('answers Paris to "What is the capital of France?"', async () => {
+      await loaded();
+      const { answer, stats } = await send(llm, 'What is the capital of France?');
+      expect(answer).toContain('Paris');
+      expect(stats.stopReason).toBe('eos');
+      // Printed for the log, not asserted: speed is measured by the benchmarks.
+      console.log(
+        `[e2e] "${answer}" prompt ${stats.promptTokens} tok, ttft ${stats.timeToFirstTokenMs.toFixed(0)} ms, ` +
+          `prefill ${stats.prefillTokensPerSecond.toFixed(0)} tok/s, decode ${stats.tokensPerSecond.toFixed(1)} tok/s`,
+      );
+    });
+  }
+});
