@@ -20,6 +20,9 @@ if [ -f packages/react-native-executorch/cpp/CMakeLists.txt ]; then
   step "C++: host build and ctest"
   .venv/bin/python tools/build_binaries.py --platform host
   .venv/bin/ctest --test-dir build/host --output-on-failure
+
+  step "TypeScript end to end: LLMModule and useLLM on the real runner (Node-API addon)"
+  RNE_NODE_ADDON="$PWD/build/host/node/rne_node.node" npm run --silent test:e2e -w react-native-executorch
 fi
 
 step "pytest"
