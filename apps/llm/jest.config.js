@@ -8,6 +8,8 @@ module.exports = {
   // The package's sources, as Metro resolves them (its "react-native" field), not its lib/ build.
   moduleNameMapper: {
     '^react-native-executorch$': '<rootDir>/../../packages/react-native-executorch/src',
+    // The jest mock's source (a published package resolves its jest.js, which loads lib/).
+    '^react-native-executorch/jest$': '<rootDir>/../../packages/react-native-executorch/src/testing/jest',
     '^react-native-executorch/(.*)$': '<rootDir>/../../packages/react-native-executorch/$1',
   },
 };

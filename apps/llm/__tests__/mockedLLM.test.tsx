@@ -1,0 +1,162 @@
+/**
+ * The chat screen against `react-native-executorch/jest`, the way an app tests its own UI:
+ * `useLLM` is mocked and the test drives it (download progress, ready, streamed tokens,
+ * errors); no model files, no native double, no network.
+ */
+import { act, render, renderHook, screen, userEvent, within } from '@testing-library/react-native';
+import ReactNativeBlobUtil from 'react-native-blob-util';
+import {
+  ExecutorchError,
+  ResourceFetcher,
+  blobUtilAdapters,
+  models,
+  useLLM,
+  type Message,
+} from 'react-native-executorch';
+import { llmMock } from 'react-native-executorch/jest';
+
+import { ChatScreen } from '../src/ChatScreen';
+
+jest.mock('react-native-executorch', () => require('react-native-executorch/jest').mockExecutorch());
+
+const model = models.llm.smollm2_135m;
+
+beforeEach(() => llmMock.reset());
+
+function renderChat(backend?: 'xnnpack') {
+  const resources = new ResourceFetcher(blobUtilAdapters(ReactNativeBlobUtil));
+  render(
+    <ChatScreen
+      selection={{ model, ...(backend ? { backend } : {}) }}
+      resources={resources}
+      onBack={() => {}}
+      onRetry={() => {}}
+    />,
+  );
+  return userEvent.setup();
+}
+
+async function send(user: ReturnType<typeof userEvent.setup>, text: string) {
+  await user.type(screen.getByLabelText('Message'), text);
+  await user.press(screen.getByRole('button', { name: 'Send' }));
+}
+
+function bubbles(label: 'Your message' | 'Answer'): string[] {
+  return screen.queryAllByLabelText(label).map((bubble) => within(bubble).getByText(/.*/).props.children);
+}
+
+describe('an app screen on the mocked useLLM', () => {
+  test('shows download progress, then the chat with the resolved backend', () => {
+    renderChat();
+    expect(screen.getByText('Downloading 0%')).toBeOnTheScreen();
+    expect(llmMock.options?.model).toBe(model);
+
+    act(() => llmMock.setDownloadProgress(0.42));
+    expect(screen.getByText('Downloading 42%')).toBeOnTheScreen();
+    expect(screen.getByRole('progressbar', { name: 'Download progress' }).props.accessibilityValue.now).toBe(42);
+
+    act(() => llmMock.finishLoading());
+    expect(screen.getByText(`Ask ${model.name} something.`)).toBeOnTheScreen();
+    expect(screen.getByText('Backend in use: XNNPACK (CPU)')).toBeOnTheScreen();
+  });
+
+  test('shows a load failure with its title and message', () => {
+    renderChat();
+    act(() => llmMock.failLoading(new ExecutorchError('download_failed', 'HTTP 503 from the mirror.')));
+    expect(screen.getByRole('alert')).toHaveTextContent('The download failed');
+    expect(screen.getByText('HTTP 503 from the mirror.')).toBeOnTheScreen();
+    expect(screen.getByRole('button', { name: 'Retry' })).toBeOnTheScreen();
+  });
+
+  test('streams tokens the test sends into the answer bubble, then shows the stats', async () => {
+    const user = renderChat();
+    act(() => llmMock.finishLoading());
+    await send(user, 'Capital of France?');
+
+    expect(bubbles('Your message')).toEqual(['Capital of France?']);
+    expect(screen.getByText('Generating…')).toBeOnTheScreen();
+    expect(screen.getByRole('button', { name: 'Stop' })).toBeOnTheScreen();
+    act(() => llmMock.streamToken('Par'));
+    expect(bubbles('Answer')).toEqual(['Par']);
+    act(() => llmMock.streamToken('is.'));
+    expect(bubbles('Answer')).toEqual(['Paris.']);
+
+    act(() => llmMock.finishGeneration({ timeToFirstTokenMs: 120, tokensPerSecond: 30 }));
+    expect(screen.getByLabelText('Stats')).toHaveTextContent(
+      'first token 120 ms · prefill 0.0 tok/s · decode 30.0 tok/s · 2 tokens, finished',
+    );
+    expect(llmMock.state.messageHistory).toEqual([
+      { role: 'user', content: 'Capital of France?' },
+      { role: 'assistant', content: 'Paris.' },
+    ]);
+  });
+
+  test('answers by itself with respondWith, and Stop interrupts', async () => {
+    const user = renderChat();
+    act(() => llmMock.finishLoading());
+    llmMock.respondWith((messages) => [`You said: `, messages.at(-1)?.content ?? '']);
+    await send(user, 'hello');
+    expect(await screen.findByText('You said: hello')).toBeOnTheScreen();
+    expect(await screen.findByText(/2 tokens, finished/)).toBeOnTheScreen();
+
+    llmMock.respondWith(null);
+    await send(user, 'tell me a story');
+    act(() => llmMock.streamToken('Once'));
+    await user.press(screen.getByRole('button', { name: 'Stop' }));
+    expect(screen.getByLabelText('Stats')).toHaveTextContent(/· 1 tokens, stopped$/);
+    expect(bubbles('Answer')).toEqual(['You said: hello', 'Once']);
+  });
+
+  test('shows a generation failure and sends the message again', async () => {
+    const user = renderChat();
+    act(() => llmMock.finishLoading());
+    await send(user, 'a very long question');
+    act(() => llmMock.failGeneration(new ExecutorchError('context_full', 'The prompt does not fit.')));
+    expect(await screen.findByRole('alert')).toHaveTextContent('The conversation is too long for the model');
+    expect(llmMock.state.messageHistory).toEqual([]);
+
+    llmMock.respondWith('Short answer.');
+    await user.press(screen.getByRole('button', { name: 'Send again' }));
+    expect(await screen.findByText('Short answer.')).toBeOnTheScreen();
+    expect(screen.queryByRole('alert')).toBeNull();
+  });
+});
+
+describe('the mocked hook keeps the real one\'s rules', () => {
+  test('not loaded, busy, invalid settings, system prompt, generate without history', async () => {
+    const { result } = renderHook(() => useLLM({ model }));
+    await expect(result.current.sendMessage('too early')).rejects.toMatchObject({ code: 'model_not_loaded' });
+
+    act(() => llmMock.finishLoading('xnnpack'));
+    expect(() => result.current.configure({ generation: { topP: 2 } })).toThrow(/topP 2 is not in \(0, 1\]/);
+    act(() => result.current.configure({ systemPrompt: 'Be terse.' }));
+    const seen: (readonly Message[])[] = [];
+    llmMock.respondWith((messages) => {
+      seen.push(messages);
+      return 'ok';
+    });
+
+    let first!: Promise<string>;
+    act(() => {
+      first = result.current.generate([{ role: 'user', content: 'one-off' }]);
+    });
+    expect(result.current.isGenerating).toBe(true);
+    await expect(result.current.sendMessage('second')).rejects.toMatchObject({ code: 'busy' });
+    await act(async () => {
+      await expect(first).resolves.toBe('ok');
+    });
+    expect(seen).toEqual([[
+      { role: 'system', content: 'Be terse.' },
+      { role: 'user', content: 'one-off' },
+    ]]);
+    expect(result.current.messageHistory).toEqual([]);
+    expect(result.current.stats?.stopReason).toBe('eos');
+  });
+
+  test('preventLoad keeps it unloaded', async () => {
+    const { result } = renderHook(() => useLLM({ model, preventLoad: true }));
+    expect(() => llmMock.finishLoading()).toThrow(/preventLoad/);
+    await expect(result.current.sendMessage('hi')).rejects.toMatchObject({ code: 'model_not_loaded' });
+    expect(result.current.isReady).toBe(false);
+  });
+});

@@ -1,0 +1,340 @@
+/**
+ * `react-native-executorch/jest`: a stand-in for `useLLM` in an app's jest tests, driven by the
+ * test (download progress, ready, streamed tokens, errors). It mocks the public hook, not the
+ * native module, so app tests need neither model files nor native code:
+ *
+ * ```ts
+ * jest.mock('react-native-executorch', () => require('react-native-executorch/jest').mockExecutorch());
+ * import { llmMock } from 'react-native-executorch/jest';
+ *
+ * beforeEach(() => llmMock.reset());
+ * test('answers', async () => {
+ *   render(<Chat />);
+ *   act(() => llmMock.setDownloadProgress(0.5));   // "Downloading 50%"
+ *   act(() => llmMock.finishLoading());            // isReady
+ *   llmMock.respondWith(['Paris', '.']);           // later generations stream these pieces
+ *   ...
+ * });
+ * ```
+ *
+ * One model at a time: every mounted `useLLM` shows the same state.
+ */
+import { useEffect, useSyncExternalStore } from 'react';
+import { Platform } from 'react-native';
+
+import type { BackendOf } from '../backend';
+import type { Message } from '../chat/template';
+import { ExecutorchError } from '../errors';
+import { validateChatConfig } from '../llm/LLMModule';
+import type { ChatConfig } from '../llm/types';
+import type { LLMController, UseLLMOptions } from '../llm/useLLM';
+import type { AnyLLMDescriptor, Backend, Platform as OS } from '../models';
+import type { GenerationStats } from '../native/seam';
+import type { ModelFiles } from '../resources/fetcher';
+
+/** What the mock answers: text pieces, one string (one piece), or a function of the conversation. */
+export type MockReply =
+  | string
+  | readonly string[]
+  | ((messages: readonly Message[]) => string | readonly string[]);
+
+/** The observable state of the mocked hook (the data fields of {@link LLMController}). */
+export type MockLLMState = Omit<
+  LLMController,
+  'sendMessage' | 'generate' | 'interrupt' | 'configure' | 'clearHistory'
+>;
+
+/** What the mock keeps of the mounted `useLLM`'s options. */
+export interface MockedOptions {
+  readonly model: AnyLLMDescriptor;
+  readonly backend?: Backend;
+  readonly preventLoad?: boolean;
+  readonly localFiles?: ModelFiles;
+}
+
+/** A generation that runs until the test finishes it (or the auto reply does). */
+interface Generation {
+  readonly resolve: (answer: string) => void;
+  readonly reject: (error: ExecutorchError) => void;
+  /** The history once it finishes: `sendMessage` appends the user message and the answer. */
+  readonly historyAfter: (answer: string) => readonly Message[];
+  readonly historyBefore: readonly Message[];
+  text: string;
+  pieces: number;
+}
+
+const INITIAL: MockLLMState = {
+  isReady: false,
+  isGenerating: false,
+  downloadProgress: 0,
+  error: null,
+  response: '',
+  messageHistory: [],
+  stats: null,
+  backend: null,
+};
+
+/** Resolves after the current macrotask (a fake-timers test advances it). */
+function nextMacrotask(): Promise<void> {
+  return new Promise((resolve) => setTimeout(() => resolve(), 0));
+}
+
+/** Stats of a mocked generation: counts are real, timings zero unless given. */
+function mockStats(generatedTokens: number, overrides: Partial<GenerationStats>): GenerationStats {
+  return {
+    promptTokens: 0,
+    generatedTokens,
+    cacheTokens: 0,
+    timeToFirstTokenMs: 0,
+    prefillMs: 0,
+    decodeMs: 0,
+    prefillTokensPerSecond: 0,
+    tokensPerSecond: 0,
+    stopReason: 'eos',
+    ...overrides,
+  };
+}
+
+/** Test-side control of the mocked `useLLM`. Loading and generation controls need `act()`. */
+export class LLMMock {
+  private snapshot: MockLLMState = INITIAL;
+  private readonly listeners = new Set<() => void>();
+  private mounted: MockedOptions | null = null;
+  private config: ChatConfig = {};
+  private reply: MockReply | null = null;
+  private generation: Generation | null = null;
+
+  /** The current state, as the hook returns it. */
+  get state(): MockLLMState {
+    return this.snapshot;
+  }
+
+  /** The options of the mounted `useLLM`, or null when none is mounted. */
+  get options(): MockedOptions | null {
+    return this.mounted;
+  }
+
+  /** The configuration `configure` accumulated (system prompt, generation settings). */
+  get chatConfig(): ChatConfig {
+    return this.config;
+  }
+
+  /** Back to nothing mounted, no reply, no configuration. Call it in `beforeEach`. */
+  reset(): void {
+    this.mounted = null;
+    this.config = {};
+    this.reply = null;
+    this.generation = null;
+    this.set(INITIAL);
+  }
+
+  /** Download progress 0..1, as `downloadProgress`. */
+  setDownloadProgress(progress: number): void {
+    if (!(progress >= 0 && progress <= 1)) throw new Error(`llmMock: progress ${progress} is not in [0, 1]`);
+    this.requireLoading('setDownloadProgress');
+    this.set({ downloadProgress: progress });
+  }
+
+  /**
+   * The model is loaded: `isReady`, progress 1 and `backend` (default: the explicit `backend`
+   * option, else the model's default on `Platform.OS`).
+   */
+  finishLoading(backend?: Backend): void {
+    const options = this.requireLoading('finishLoading');
+    const os: OS = Platform.OS === 'android' ? 'android' : 'ios';
+    this.set({
+      isReady: true,
+      downloadProgress: 1,
+      backend: backend ?? options.backend ?? options.model.platformDefaults[os],
+    });
+  }
+
+  /** Loading failed with `error` (as `useLLM().error`), e.g. `new ExecutorchError('download_failed', ...)`. */
+  failLoading(error: ExecutorchError): void {
+    this.requireLoading('failLoading');
+    this.set({ error });
+  }
+
+  /**
+   * Following generations answer by themselves: the pieces stream into `response` one per
+   * macrotask (`setTimeout(0)`: with fake timers, advance them), then the generation ends with
+   * `stopReason: 'eos'`. Without a reply, a generation runs until {@link streamToken} /
+   * {@link finishGeneration} / {@link failGeneration}.
+   */
+  respondWith(reply: MockReply | null): void {
+    this.reply = reply;
+  }
+
+  /** Appends a piece to the running generation's `response`. */
+  streamToken(piece: string): void {
+    const generation = this.requireGeneration('streamToken');
+    generation.text += piece;
+    generation.pieces += 1;
+    this.set({ response: generation.text });
+  }
+
+  /** Ends the running generation with its text so far; its promise resolves with it. */
+  finishGeneration(stats: Partial<GenerationStats> = {}): void {
+    const generation = this.requireGeneration('finishGeneration');
+    this.generation = null;
+    this.set({
+      isGenerating: false,
+      messageHistory: generation.historyAfter(generation.text),
+      stats: mockStats(generation.pieces, stats),
+    });
+    generation.resolve(generation.text);
+  }
+
+  /** Fails the running generation: `error` is set and its promise rejects with it. */
+  failGeneration(error: ExecutorchError): void {
+    const generation = this.requireGeneration('failGeneration');
+    this.generation = null;
+    this.set({ isGenerating: false, error, messageHistory: generation.historyBefore });
+    generation.reject(error);
+  }
+
+  /** @internal The hook's subscription. */
+  subscribe = (listener: () => void): (() => void) => {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  };
+
+  /** @internal A `useLLM` mounted (or its model, backend or preventLoad changed): loading starts over. */
+  mount(options: MockedOptions): () => void {
+    this.mounted = options;
+    this.generation = null;
+    this.set(INITIAL);
+    return () => {
+      if (this.mounted !== options) return;
+      this.mounted = null;
+      this.generation = null;
+    };
+  }
+
+  /** @internal */
+  controller<M extends AnyLLMDescriptor>(state: MockLLMState): LLMController<M> {
+    return {
+      ...(state as LLMController<M>),
+      backend: state.backend as BackendOf<M> | null,
+      sendMessage: (content) => {
+        const history = this.snapshot.messageHistory;
+        const user: Message = { role: 'user', content };
+        return this.start([...history, user], [...history, user], (answer) => [
+          ...history,
+          user,
+          { role: 'assistant', content: answer },
+        ]);
+      },
+      generate: (messages) => {
+        const history = this.snapshot.messageHistory;
+        return this.start(messages, history, () => history);
+      },
+      interrupt: () => {
+        if (this.generation) this.finishGeneration({ stopReason: 'interrupted' });
+      },
+      configure: (config) => {
+        validateChatConfig(config);
+        this.config = {
+          ...this.config,
+          ...config,
+          generation: { ...this.config.generation, ...config.generation },
+        };
+      },
+      clearHistory: () => {
+        this.assertCanGenerate();
+        this.set({ messageHistory: [], response: '' });
+      },
+    };
+  }
+
+  /**
+   * Starts a generation answering `conversation`; `pending` is the history shown while it runs,
+   * `historyAfter` the one after it finished (a failure restores the one before).
+   */
+  private start(
+    conversation: readonly Message[],
+    pending: readonly Message[],
+    historyAfter: (answer: string) => readonly Message[],
+  ): Promise<string> {
+    try {
+      this.assertCanGenerate();
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const historyBefore = this.snapshot.messageHistory;
+    let generation!: Generation;
+    const promise = new Promise<string>((resolve, reject) => {
+      generation = { resolve, reject, historyBefore, historyAfter, text: '', pieces: 0 };
+    });
+    this.generation = generation;
+    this.set({ isGenerating: true, response: '', error: null, messageHistory: pending });
+    if (this.reply !== null) void this.play(this.reply, generation, conversation);
+    return promise;
+  }
+
+  /** Streams the reply's pieces one per macrotask, as long as this generation runs. */
+  private async play(reply: MockReply, generation: Generation, conversation: readonly Message[]): Promise<void> {
+    const system = this.config.systemPrompt;
+    const rendered: Message[] = system ? [{ role: 'system', content: system }, ...conversation] : [...conversation];
+    const answer = typeof reply === 'function' ? reply(rendered) : reply;
+    for (const piece of typeof answer === 'string' ? [answer] : answer) {
+      await nextMacrotask();
+      if (this.generation !== generation) return;
+      this.streamToken(piece);
+    }
+    await nextMacrotask();
+    if (this.generation === generation) this.finishGeneration();
+  }
+
+  private assertCanGenerate(): void {
+    if (this.mounted?.preventLoad) {
+      throw new ExecutorchError('model_not_loaded', 'Loading is prevented (preventLoad).');
+    }
+    if (!this.snapshot.isReady) throw new ExecutorchError('model_not_loaded', 'The model is not loaded yet.');
+    if (this.generation) {
+      throw new ExecutorchError('busy', 'A generation is already running; await it or call interrupt() first.');
+    }
+  }
+
+  private requireLoading(what: string): MockedOptions {
+    if (!this.mounted) throw new Error(`llmMock.${what}: no useLLM is mounted (render first)`);
+    if (this.mounted.preventLoad) throw new Error(`llmMock.${what}: useLLM has preventLoad set`);
+    return this.mounted;
+  }
+
+  private requireGeneration(what: string): Generation {
+    if (!this.generation) throw new Error(`llmMock.${what}: no generation is running`);
+    return this.generation;
+  }
+
+  private set(patch: Partial<MockLLMState>): void {
+    this.snapshot = { ...this.snapshot, ...patch };
+    this.listeners.forEach((listener) => listener());
+  }
+}
+
+/** The mock's controls, shared by every test of a file (call `llmMock.reset()` in `beforeEach`). */
+export const llmMock = new LLMMock();
+
+/** The mocked `useLLM`: the state {@link llmMock} sets, and its actions. */
+export function useLLM<M extends AnyLLMDescriptor>(options: UseLLMOptions<M>): LLMController<M> {
+  const { model, backend, preventLoad, localFiles } = options;
+  // Like the real hook: a new model, backend or preventLoad starts loading over.
+  useEffect(
+    () => llmMock.mount({ model, backend, preventLoad, localFiles }),
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+    [model, backend, preventLoad],
+  );
+  const state = useSyncExternalStore(llmMock.subscribe, () => llmMock.state);
+  return llmMock.controller<M>(preventLoad ? INITIAL : state);
+}
+
+declare const jest: { requireActual<T>(moduleName: string): T };
+
+/**
+ * The package with `useLLM` replaced by the mock; everything else (models, errors, backend
+ * resolution, ChatTemplate) is the real thing. For `jest.mock('react-native-executorch', ...)`.
+ */
+export function mockExecutorch(): Record<string, unknown> {
+  return { ...jest.requireActual<Record<string, unknown>>('react-native-executorch'), useLLM };
+}
