@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -38,8 +40,10 @@ options:
   --prompt-ids 1,2,3        send these token ids instead of a text prompt
   --interactive             chat on stdin after the first answer; the KV cache is reused
   --sha256 HEX              verify the model file against this sha256 (the registry's) before
-                            loading it; a mismatch is a "corrupt file" error. A success is
-                            remembered (RNE_CACHE_DIR, else ~/.cache/rne) until the file changes
+                            loading it; a mismatch is a "corrupt file" error. Without it, the
+                            sha256 in the exporter's MODEL.report.json next to the file is used
+                            when there is one. A success is remembered (RNE_CACHE_DIR, else
+                            ~/.cache/rne) until the file changes
   --max-new-tokens N        default 256; 0 = until EOS or the context is full
   --temperature T           default 0 (greedy)
   --top-k K --top-p P --min-p P --repetition-penalty R --seed S
@@ -181,6 +185,26 @@ Options parse_args(int argc, char** argv) {
   return o;
 }
 
+// The sha256 the exporter recorded in <stem>.report.json next to <stem>.pte, if that report
+// exists and describes this file.
+std::optional<std::string> sha256_from_export_report(const std::string& model) {
+  const std::filesystem::path pte(model);
+  const std::filesystem::path report = pte.parent_path() / (pte.stem().string() + ".report.json");
+  std::ifstream in(report, std::ios::binary);
+  if (!in) return std::nullopt;
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  rne::tokenizer::json::Value doc;
+  rne::tokenizer::json::ParseError error;
+  if (!rne::tokenizer::json::parse(text, doc, error) || !doc.is_object()) return std::nullopt;
+  const auto* file = doc.find("file");
+  const auto* sha256 = doc.find("sha256");
+  if (!file || !file->is_string() || file->as_string() != pte.filename().string()) return std::nullopt;
+  if (!sha256 || !sha256->is_string() || !rne::host::is_sha256_hex(sha256->as_string())) {
+    return std::nullopt;
+  }
+  return sha256->as_string();
+}
+
 std::vector<int64_t> parse_ids(const std::string& text) {
   std::vector<int64_t> ids;
   std::stringstream in(text);
@@ -239,6 +263,7 @@ int main(int argc, char** argv) {
     chat = std::move(t).value();
   }
   std::string integrity = "unchecked";
+  if (o.sha256.empty()) o.sha256 = sha256_from_export_report(o.model).value_or("");
   if (!o.sha256.empty()) {
     auto verified = rne::host::verify_model_file(o.model, o.sha256);
     if (!verified.ok()) fail(verified.error().message);

@@ -6,6 +6,7 @@
 #include <executorch/extension/tensor/tensor.h>
 
 #include <cstdio>
+#include <exception>
 #include <fstream>
 #include <string>
 
@@ -19,8 +20,9 @@ namespace {
 Error contract_error(const std::string& path, const std::string& what) {
   return {ErrorCode::kInvalidModel,
           path + ": " + what +
-              " (the file does not follow the .pte contract; re-export it with "
-              "tools/export_model.py)"};
+              " (the file does not follow the .pte contract: re-export it with "
+              "tools/export_model.py; if it was copied or downloaded, it may be a corrupt file: "
+              "verify its sha256)"};
 }
 
 using RuntimeError = et::runtime::Error;
@@ -144,6 +146,19 @@ Result<std::vector<int64_t>> read_int_list(Module& module, const std::string& pa
 ModelSession::~ModelSession() = default;
 
 Result<std::unique_ptr<ModelSession>> ModelSession::load(const std::string& path) {
+  // The runtime sizes containers from counts in the file: a damaged count throws bad_alloc
+  // (or length_error) from inside it, which must not escape this no-throw API.
+  try {
+    return load_unguarded(path);
+  } catch (const std::exception& e) {
+    return Error{ErrorCode::kInvalidModel,
+                 path + ": loading failed (" + e.what() +
+                     "): corrupt file: it is damaged or truncated; verify it (rne_llm --sha256) "
+                     "and download or export it again"};
+  }
+}
+
+Result<std::unique_ptr<ModelSession>> ModelSession::load_unguarded(const std::string& path) {
   if (auto header = check_pte_header(path); !header.ok()) return header.error();
 
   std::unique_ptr<ModelSession> session(new ModelSession());

@@ -50,6 +50,8 @@ class ModelSession {
 
  private:
   ModelSession() = default;
+  // load() without the guard that turns exceptions from the runtime into Errors.
+  static Result<std::unique_ptr<ModelSession>> load_unguarded(const std::string& path);
   std::string path_;
   std::unique_ptr<executorch::extension::module::Module> module_;
   ModelContract contract_;
