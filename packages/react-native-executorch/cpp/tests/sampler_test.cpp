@@ -190,16 +190,16 @@ TEST(SamplerTest, LargeVocabularySamplesStayInsideTheExactNucleusAndMinPSet) {
   for (int64_t id : seen) EXPECT_TRUE(top5.count(id)) << "id " << id << " not in the top 5";
 }
 
-// The exact top-p nucleus computed the slow way (double softmax, full sort): the ids of the
-// shortest prefix of the sorted tokens whose mass reaches top_p, with their renormalised
-// probabilities. Ids whose preceding mass is within `slack` of the cut count as borderline.
-struct ExactNucleus {
-  std::map<int64_t, double> probability;  // renormalised over the nucleus
+// The exact kept set computed the slow way (double softmax, full sort): the shortest prefix of
+// the sorted tokens whose mass reaches top_p, minus the tokens below min_p * p_max, with the
+// kept probabilities renormalised. Ids within `slack` of either cut count as borderline.
+struct ExactKeptSet {
+  std::map<int64_t, double> probability;
   std::set<int64_t> borderline;
 };
 
-ExactNucleus exact_nucleus(const std::vector<float>& logits, float temperature, double top_p,
-                           double slack) {
+ExactKeptSet exact_kept_set(const std::vector<float>& logits, float temperature, double top_p,
+                            double min_p, double slack) {
   const auto vocab = static_cast<int64_t>(logits.size());
   const double m = *std::max_element(logits.begin(), logits.end());
   std::vector<double> p(logits.size());
@@ -209,26 +209,28 @@ ExactNucleus exact_nucleus(const std::vector<float>& logits, float temperature, 
   std::vector<int64_t> order(logits.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
-  ExactNucleus nucleus;
+  const double p_max = p[order[0]];
+  ExactKeptSet kept;
   double before = 0, mass = 0;
   for (int64_t id : order) {
-    if (before >= top_p - slack) {
-      if (before >= top_p + slack) break;
-      nucleus.borderline.insert(id);
+    const double relative = p[id] / p_max;
+    if (before >= top_p + slack || relative < min_p * (1 - slack)) break;
+    if (before >= top_p - slack || relative < min_p * (1 + slack)) {
+      kept.borderline.insert(id);
     } else {
-      nucleus.probability[id] = p[id];
+      kept.probability[id] = p[id];
       mass += p[id];
     }
     before += p[id];
   }
-  for (auto& [id, q] : nucleus.probability) q /= mass;
-  return nucleus;
+  for (auto& [id, q] : kept.probability) q /= mass;
+  return kept;
 }
 
-// Top-p over the full vocabulary at several masses, including ones whose cut falls among many
+// Top-p (alone and with min-p) over the full vocabulary at many cuts, including ones among
 // near-equal weights and ones that need nearly the whole vocabulary (the low-floor paths): every
-// draw lands in the exact nucleus and the frequencies follow the renormalised probabilities.
-TEST(SamplerTest, TopPDrawsFollowTheExactNucleusDistributionAtEveryCut) {
+// draw lands in the exact kept set and the frequencies follow the renormalised probabilities.
+TEST(SamplerTest, TopPAndMinPDrawsFollowTheExactDistributionAtEveryCut) {
   const int64_t vocab = 4000;
   std::vector<float> logits(vocab);
   std::mt19937 gen(5);
@@ -237,24 +239,29 @@ TEST(SamplerTest, TopPDrawsFollowTheExactNucleusDistributionAtEveryCut) {
   for (int i = 0; i < 8; ++i) logits[gen() % vocab] += 14.0f + 0.05f * i;  // near-equal head
   for (float temperature : {0.7f, 1.0f, 2.0f}) {
     for (double top_p : {0.2, 0.5, 0.9, 0.99999}) {
-      const ExactNucleus nucleus = exact_nucleus(logits, temperature, top_p, 1e-5);
-      SamplerConfig c = sampling(temperature);
-      c.top_p = static_cast<float>(top_p);
-      c.seed = 3;
-      Sampler sampler(c, vocab);
-      const int draws = 2000;
-      std::map<int64_t, int> counts;
-      for (int i = 0; i < draws; ++i) {
-        auto copy = logits;
-        const int64_t id = sampler.sample(copy.data(), {});
-        ASSERT_TRUE(nucleus.probability.count(id) || nucleus.borderline.count(id))
-            << "T=" << temperature << " top_p=" << top_p << ": id " << id << " outside the nucleus";
-        ++counts[id];
-      }
-      for (const auto& [id, q] : nucleus.probability) {
-        if (q < 0.05) continue;  // too rare for 2000 draws to pin down
-        EXPECT_NEAR(counts[id] / static_cast<double>(draws), q, 4.5 * std::sqrt(q * (1 - q) / draws))
-            << "T=" << temperature << " top_p=" << top_p << " id " << id;
+      for (double min_p : {0.0, 0.001, 0.3}) {
+        const ExactKeptSet kept = exact_kept_set(logits, temperature, top_p, min_p, 1e-5);
+        SamplerConfig c = sampling(temperature);
+        c.top_p = static_cast<float>(top_p);
+        c.min_p = static_cast<float>(min_p);
+        c.seed = 3;
+        Sampler sampler(c, vocab);
+        const int draws = 1500;
+        std::map<int64_t, int> counts;
+        for (int i = 0; i < draws; ++i) {
+          auto copy = logits;
+          const int64_t id = sampler.sample(copy.data(), {});
+          ASSERT_TRUE(kept.probability.count(id) || kept.borderline.count(id))
+              << "T=" << temperature << " top_p=" << top_p << " min_p=" << min_p << ": id " << id
+              << " outside the kept set";
+          ++counts[id];
+        }
+        for (const auto& [id, q] : kept.probability) {
+          if (q < 0.05) continue;  // too rare for 1500 draws to pin down
+          EXPECT_NEAR(counts[id] / static_cast<double>(draws), q,
+                      4.5 * std::sqrt(q * (1 - q) / draws))
+              << "T=" << temperature << " top_p=" << top_p << " min_p=" << min_p << " id " << id;
+        }
       }
     }
   }

@@ -246,18 +246,21 @@ void Sampler::collect_at_least(float threshold) {
   }
 }
 
-// The nucleus is the shortest prefix of the tokens sorted by weight whose mass reaches
-// top_p * total. It lies inside any set {w >= floor} whose mass already reaches that, so a few
-// vectorised mass passes pick a high floor and only the tokens above it become candidates. A
-// histogram of their mass per weight bin finds the bin where the prefix ends: the tokens of the
-// bins above are all in the nucleus, in any order, and only the cut bin's tokens need sorting.
-void Sampler::select_nucleus(float total) {
-  const float need = config_.top_p * total;
-  float floor = 0.0f;
-  for (float candidate_floor : {0x1p-10f, 0x1p-20f}) {
-    if (mass_at_least(weights_.data(), vocab_size_, candidate_floor) >= need) {
-      floor = candidate_floor;
-      break;
+// The nucleus is the shortest prefix of the tokens sorted by weight whose mass reaches `need`
+// (top_p * total). It lies inside any set {w >= floor} whose mass already reaches `need`, so
+// only the tokens above such a floor become candidates: min_weight when set (then a short mass
+// means the prefix is all of them), else the highest of a few floors that a vectorised mass pass
+// accepts. A histogram of the candidates' mass per weight bin finds the bin where the prefix
+// ends: the tokens of the bins above are all in it, in any order, and only the cut bin's tokens
+// need sorting.
+void Sampler::select_nucleus(float need, float min_weight) {
+  float floor = min_weight;
+  if (floor <= 0.0f) {
+    for (float candidate_floor : {0x1p-10f, 0x1p-20f}) {
+      if (mass_at_least(weights_.data(), vocab_size_, candidate_floor) >= need) {
+        floor = candidate_floor;
+        break;
+      }
     }
   }
   collect_at_least(floor);
@@ -346,16 +349,13 @@ int64_t Sampler::sample(float* logits, const std::vector<int64_t>& context) {
 
   const float total = weigh_vocabulary(logits, inv_t);
   if (top_p >= 1.0f && min_p <= 0.0f) return draw_from_vocabulary(total);
+  // Top-p and min-p both keep a prefix of the tokens sorted by weight; the shorter one wins.
+  // The nucleus search over the candidates {w >= min_p} finds exactly that: the nucleus when it
+  // lies inside them, all of them when their mass falls short of top_p.
   if (top_p < 1.0f) {
-    select_nucleus(total);
+    select_nucleus(top_p * total, min_p);
   } else {
     collect_at_least(min_p);
-  }
-  if (min_p > 0.0f && top_p < 1.0f) {
-    // The top token weighs 1 > min_p, so the set never empties.
-    candidates_.erase(std::remove_if(candidates_.begin(), candidates_.end(),
-                                     [min_p](const Candidate& c) { return c.value < min_p; }),
-                      candidates_.end());
   }
   return draw_from_candidates(candidates_.size());
 }

@@ -42,8 +42,9 @@ class Sampler {
   // Full-vocabulary path: weights_ (and block_sums_) for every token; returns their total.
   float weigh_vocabulary(const float* logits, float inv_t);
   int64_t draw_from_vocabulary(float total);
-  // candidates_ = the top-p nucleus of weights_ (any order), found through a mass histogram.
-  void select_nucleus(float total);
+  // candidates_ = the shortest heaviest-first prefix of the tokens with weight >= min_weight
+  // whose mass reaches `need`, or all of those tokens when their mass falls short (any order).
+  void select_nucleus(float need, float min_weight);
   void collect_at_least(float threshold);
   int64_t draw_from_candidates(size_t count);
 
