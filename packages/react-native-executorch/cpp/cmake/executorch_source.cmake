@@ -1,0 +1,35 @@
+# rne_executorch from a from-source ExecuTorch build installed at RNE_EXECUTORCH_PREFIX
+# (tools/build_binaries.py --platform linux). The installed package names its targets without a
+# namespace (executorch, xnnpack_backend, ...). Every backend and kernel library the build has is
+# linked: their static registrations are kept by the whole-archive link options ExecuTorch's own
+# package puts on them.
+find_package(executorch CONFIG REQUIRED PATHS "${RNE_EXECUTORCH_PREFIX}" NO_DEFAULT_PATH)
+foreach(_required executorch extension_module_static extension_tensor)
+  if(NOT TARGET ${_required})
+    message(FATAL_ERROR "The ExecuTorch build at ${RNE_EXECUTORCH_PREFIX} lacks ${_required}; "
+                        "rebuild it with tools/build_binaries.py --platform linux")
+  endif()
+endforeach()
+
+add_library(rne_executorch INTERFACE)
+target_link_libraries(rne_executorch INTERFACE executorch extension_module_static extension_tensor)
+set(RNE_EXECUTORCH_COMPONENTS "")
+foreach(_component optimized_native_cpu_ops_lib quantized_ops_lib custom_ops xnnpack_backend
+                   vulkan_backend mlxdelegate)
+  if(TARGET ${_component})
+    target_link_libraries(rne_executorch INTERFACE ${_component})
+    list(APPEND RNE_EXECUTORCH_COMPONENTS ${_component})
+  endif()
+endforeach()
+if(TARGET mlxdelegate)
+  # ExecuTorch's package declares libmlx's link dependencies for Apple only; on Linux MLX's CPU
+  # backend needs the system BLAS/LAPACK (third-party/patches/0001-mlx-cpu-backend-off-apple).
+  target_link_libraries(rne_executorch INTERFACE extension_llm_cache mlx)
+  if(NOT APPLE)
+    find_package(BLAS REQUIRED)
+    find_package(LAPACK REQUIRED)
+    target_link_libraries(rne_executorch INTERFACE ${LAPACK_LIBRARIES} ${BLAS_LIBRARIES})
+  endif()
+endif()
+message(STATUS "rne_executorch: ExecuTorch from source at ${RNE_EXECUTORCH_PREFIX} "
+               "(${RNE_EXECUTORCH_COMPONENTS})")

@@ -1,0 +1,39 @@
+# rne_executorch from the C++ SDK inside the Python `executorch` wheel in the repo's .venv.
+# Locate the wheel's CMake package unless the caller pointed at one (-Dexecutorch_DIR=...).
+if(NOT executorch_DIR)
+  execute_process(
+    COMMAND "${RNE_PYTHON}" -c
+            "import executorch; print(list(executorch.__path__)[0])"
+    OUTPUT_VARIABLE RNE_EXECUTORCH_ROOT
+    OUTPUT_STRIP_TRAILING_WHITESPACE
+    RESULT_VARIABLE _rne_py_result
+    ERROR_QUIET)
+  if(NOT _rne_py_result EQUAL 0)
+    message(FATAL_ERROR
+      "Cannot import executorch with ${RNE_PYTHON}. Run scripts/setup.sh to create .venv, or "
+      "pass -DRNE_PYTHON=<python with executorch> or -Dexecutorch_DIR=<dir of executorch-config.cmake>.")
+  endif()
+  set(executorch_DIR "${RNE_EXECUTORCH_ROOT}/lib/cmake/executorch")
+endif()
+find_package(executorch CONFIG REQUIRED)
+foreach(_component kernels_optimized backend_xnnpack)
+  if(NOT TARGET executorch::${_component})
+    message(FATAL_ERROR "The executorch wheel at ${executorch_DIR} lacks executorch::${_component}")
+  endif()
+endforeach()
+
+# Everything ExecuTorch a host binary needs to run our .pte files: the runtime (Module API),
+# CPU kernels, XNNPACK, and the quantized kernels for 8da4w's quantized embeddings. Linked into
+# executables only (the registration libraries must be kept by the linker).
+add_library(rne_executorch INTERFACE)
+target_link_libraries(rne_executorch INTERFACE executorch::runtime executorch::kernels_optimized
+                                               executorch::backend_xnnpack)
+if(TARGET executorch::kernels_quantized)
+  target_link_libraries(rne_executorch INTERFACE executorch::kernels_quantized)
+endif()
+# The wheel has no C++ library with the LLM custom ops (llama::custom_sdpa, update_cache) our
+# XNNPACK exports call, so the host build brings its own (host/llm_custom_ops.cpp). The object
+# file goes into every executable: nothing references it, so an archive member would be dropped.
+add_library(rne_host_llm_ops OBJECT host/llm_custom_ops.cpp)
+target_link_libraries(rne_host_llm_ops PRIVATE executorch::runtime)
+target_sources(rne_executorch INTERFACE $<TARGET_OBJECTS:rne_host_llm_ops>)

@@ -1,0 +1,81 @@
+// rne_logits: feed a token sequence through our runner's ModelSession in given chunk sizes and
+// write the last-position logits of every forward call, for parity tests against eager.
+//
+//   rne_logits --model FILE.pte --tokens 1,2,3,4,5 --chunks 3,1,1 --out logits.f32
+//
+// --chunks must sum to the number of tokens; each forward starts where the previous ended.
+// The output is rows of vocab_size float32 values, one row per chunk, in order. Exit status 0
+// on success; otherwise one line on stderr saying what failed.
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "rne/runner/model_session.h"
+
+namespace {
+
+[[noreturn]] void fail(const std::string& message) {
+  std::cerr << "rne_logits: " << message << "\n";
+  std::exit(1);
+}
+
+std::vector<int64_t> parse_ids(const std::string& text, const char* what) {
+  std::vector<int64_t> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    try {
+      out.push_back(std::stoll(item));
+    } catch (const std::exception&) {
+      fail(std::string(what) + " must be comma-separated integers, got '" + item + "'");
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string model, tokens_arg, chunks_arg, out_path;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string arg = argv[i], value = argv[i + 1];
+    if (arg == "--model") model = value;
+    else if (arg == "--tokens") tokens_arg = value;
+    else if (arg == "--chunks") chunks_arg = value;
+    else if (arg == "--out") out_path = value;
+    else fail("unknown option " + arg + " (options: --model --tokens --chunks --out)");
+  }
+  if (model.empty() || tokens_arg.empty() || chunks_arg.empty() || out_path.empty()) {
+    fail("--model, --tokens, --chunks and --out are all required");
+  }
+  const auto tokens = parse_ids(tokens_arg, "--tokens");
+  const auto chunks = parse_ids(chunks_arg, "--chunks");
+  int64_t total = 0;
+  for (int64_t c : chunks) total += c;
+  if (total != static_cast<int64_t>(tokens.size())) {
+    fail("--chunks sum to " + std::to_string(total) + " but --tokens has " +
+         std::to_string(tokens.size()) + " ids");
+  }
+
+  auto session = rne::runner::ModelSession::load(model);
+  if (!session.ok()) fail(session.error().message);
+  std::ofstream out(out_path, std::ios::binary);
+  if (!out) fail("cannot write " + out_path);
+  int64_t pos = 0;
+  for (int64_t count : chunks) {
+    auto logits = (*session)->forward(tokens.data() + pos, count, pos);
+    if (!logits.ok()) fail("forward at position " + std::to_string(pos) + ": " + logits.error().message);
+    out.write(reinterpret_cast<const char*>(logits->data),
+              static_cast<std::streamsize>(logits->size * sizeof(float)));
+    pos += count;
+  }
+  out.close();
+  if (!out) fail("writing " + out_path + " failed");
+  std::cout << "vocab_size " << (*session)->contract().vocab_size << " forwards " << chunks.size()
+            << "\n";
+  return 0;
+}

@@ -1,0 +1,51 @@
+"""Run a ``.pte`` through our C++ runner on the ExecuTorch runtime built from source.
+
+``tools/build_binaries.py --platform linux`` builds ``build/linux/host/rne_logits``, which feeds
+tokens through ``rne::runner::ModelSession`` (the runner's own forward path) in given chunk sizes
+and writes the last-position logits of every forward call. That runtime has the MLX (CPU) and
+Vulkan (lavapipe) delegates the pip wheel lacks, so this is how GPU exports are executed here.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from rne_tools.errors import RneError
+from rne_tools.paths import REPO_ROOT
+
+RNE_LOGITS = REPO_ROOT / "build" / "linux" / "host" / "rne_logits"
+
+
+class CppRuntimeError(RneError):
+    """The source-built runner could not run a program (the message has its stderr)."""
+
+
+def available() -> bool:
+    """Whether the source-built runner exists (``build_binaries.py --platform linux`` ran)."""
+    return RNE_LOGITS.is_file()
+
+
+def forward_logits(pte: Path, tokens: Sequence[int], chunks: Sequence[int],
+                   timeout_s: float = 600) -> np.ndarray:
+    """Logits ``[len(chunks), vocab]`` of each forward call, feeding ``tokens`` in ``chunks``."""
+    if sum(chunks) != len(tokens):
+        raise ValueError(f"chunks sum to {sum(chunks)}, tokens has {len(tokens)}")
+    if not available():
+        raise CppRuntimeError(f"{RNE_LOGITS} is missing: run "
+                              "`.venv/bin/python tools/build_binaries.py --platform linux`")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "logits.f32"
+        proc = subprocess.run(
+            [str(RNE_LOGITS), "--model", str(pte), "--tokens", ",".join(map(str, tokens)),
+             "--chunks", ",".join(map(str, chunks)), "--out", str(out)],
+            capture_output=True, text=True, timeout=timeout_s,
+        )
+        if proc.returncode != 0:
+            raise CppRuntimeError(f"rne_logits failed on {pte.name}: "
+                                  f"{(proc.stderr or proc.stdout).strip()[-2000:]}")
+        return np.fromfile(out, dtype=np.float32).reshape(len(chunks), -1)
