@@ -8,9 +8,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "rne/runner/llm_runner.h"
 #include "rne/runner/model_session.h"
 #include "rne/runner/text_generator.h"
 
@@ -278,7 +281,38 @@ TEST_F(RunnerModelTest, BadInputsAreErrorsWithContext) {
   auto invalid = chunked_->generate({1, 2}, bad, [](int64_t) { return true; });
   ASSERT_FALSE(invalid.ok());
   EXPECT_NE(invalid.error().message.find("top_p"), std::string::npos);
+
+  // Negative max_new_tokens used to mean "unlimited"; 0 is the documented way to ask for that.
+  auto negative = chunked_->generate({1, 2}, greedy(-1), [](int64_t) { return true; });
+  ASSERT_FALSE(negative.ok());
+  EXPECT_EQ(negative.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(negative.error().message.find("max_new_tokens must be >= 0"), std::string::npos);
   EXPECT_EQ(chunked_->position(), 0);
+}
+
+TEST(TextInputTest, InvalidUtf8IsAnErrorNamingTheByte) {
+  EXPECT_TRUE(check_utf8("zażółć 漢字", "prompt").ok());
+  auto bad = check_utf8(std::string("ab\xff", 3), "prompt");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(bad.error().message.find("prompt is not valid UTF-8 (byte 0xFF at offset 2)"),
+            std::string::npos);
+  EXPECT_FALSE(check_utf8(std::string("\xc3", 1), "prompt").ok());  // a cut character
+}
+
+TEST(ModelSessionTest, DamagedProgramIsACorruptFileErrorWithThePath) {
+  const char* source = std::getenv("RNE_TEST_PTE_CHUNKED");
+  ASSERT_NE(source, nullptr);
+  std::ifstream in(source, std::ios::binary);
+  const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GT(data.size(), 1000u);
+  const std::string truncated = ::testing::TempDir() + "truncated.pte";
+  std::ofstream(truncated, std::ios::binary) << data.substr(0, data.size() / 2);
+  auto loaded = ModelSession::load(truncated);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.error().code, ErrorCode::kInvalidModel);
+  EXPECT_NE(loaded.error().message.find(truncated), std::string::npos);
+  EXPECT_NE(loaded.error().message.find("corrupt file"), std::string::npos);
 }
 
 TEST(ModelSessionTest, MissingFileAndNonPteFileAreNamedErrors) {
