@@ -7,7 +7,8 @@ Three sources flood an export or a verification run:
   and its log hook is a C function, so native stderr goes through a filter process that drops
   only the lines ``native_stderr.NATIVE_NOISE`` names (see that module).
 - library loggers: torchao warns that its CUDA extensions cannot load on a CPU-only machine.
-- Python warnings: deprecation notices from torch/torchao/executorch internals.
+- Python warnings: deprecation notices from torch/torchao/executorch internals, and the
+  emitter's note that a mutated buffer (our KV cache) is serialized without contents.
 
 Entry points call ``configure_python_noise()`` once, before importing the libraries, and run
 their work inside ``filtered_native_stderr()``. Python code keeps writing to the terminal
@@ -44,6 +45,10 @@ def configure_python_noise() -> None:
         logging.getLogger(name).setLevel(level)
     for category in (DeprecationWarning, FutureWarning):
         warnings.filterwarnings("ignore", category=category, module=_LIBRARY_MODULES)
+    # The KV cache is a mutated buffer on purpose: its initial contents are never read.
+    warnings.filterwarnings(
+        "ignore", message=r"Mutation on a buffer in the model is detected", category=UserWarning
+    )
     # torch's own pytree deprecation, attributed to copyreg (which unpickles the spec).
     warnings.filterwarnings(
         "ignore",
