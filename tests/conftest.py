@@ -1,15 +1,17 @@
-"""Shared, cached export fixtures.
+"""Shared fixtures: cached exports, the host CLI build and a byte-level tokenizer.
 
 Exports are cached under ``.cache/exports`` keyed by their inputs (``rne_tools.export.cached_export``),
 so they are made once per machine and shared by pytest sessions, the C++ runner's tests and the
 demo (``tools/export_model.py ... --cached`` prints the same cached path).
 """
 
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from rne_tools.export import ExportResult, cached_export
+from rne_tools.paths import CACHE_DIR, PACKAGE_DIR, REPO_ROOT
 
 # Tiny random Llama: chunk 16 over a 64-token cache.
 TINY = dict(random_config="tiny", max_context=64, max_chunk=16)
@@ -82,3 +84,41 @@ def pytest_terminal_summary(terminalreporter, config):
 @pytest.fixture(scope="session")
 def executorch_source_dir() -> Path:
     return _executorch_source().executorch
+
+
+# The C++ host CLI and a tokenizer for the tiny models (tests/test_cpp_runner.py,
+# tests/test_faults_inputs.py).
+BUILD_DIR = REPO_ROOT / "build" / "host"
+RNE_LLM = BUILD_DIR / "host" / "rne_llm"
+
+
+@pytest.fixture(scope="session")
+def rne_llm() -> Path:
+    """rne_llm from the canonical host build: configured if absent, always brought up to date
+    (a no-op when nothing changed) so a stale binary is never tested."""
+    cmake = REPO_ROOT / ".venv" / "bin" / "cmake"
+    if not (BUILD_DIR / "CMakeCache.txt").is_file():
+        subprocess.run([cmake, "-S", PACKAGE_DIR / "cpp", "-B", BUILD_DIR, "-G", "Ninja",
+                        "-DCMAKE_BUILD_TYPE=Release"], check=True, capture_output=True)
+    subprocess.run([cmake, "--build", BUILD_DIR, "-j", "2", "--target", "rne_llm"],
+                   check=True, capture_output=True)
+    return RNE_LLM
+
+
+@pytest.fixture(scope="session")
+def byte_tokenizer() -> Path:
+    """A byte-level tokenizer.json with exactly 256 tokens, for the tiny random models (their
+    vocabulary is 256): the runner refuses a tokenizer larger than the model's vocabulary."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    path = CACHE_DIR / "tokenizers" / "bytes256" / "tokenizer.json"
+    if not path.is_file():
+        alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+        tok = Tokenizer(models.BPE(vocab={ch: i for i, ch in enumerate(alphabet)}, merges=[]))
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+        tok.decoder = decoders.ByteLevel()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tok.save(str(tmp))
+        tmp.replace(path)
+    return path

@@ -32,7 +32,6 @@ import yaml
 from rne_tools import cpp_tokenizer, registry
 from rne_tools.errors import RegistryError, RneError, UnsafePathError
 from rne_tools.paths import REGISTRY_DIR, REPO_ROOT, contained_path
-from test_cpp_runner import byte_tokenizer, rne_llm  # noqa: F401 (fixtures)
 
 CLEAN, HANDLED, CRASH, SILENT, UNCLEAR = "clean error", "handled", "crash", "silent", "unclear"
 
@@ -366,7 +365,7 @@ def test_tokenize_decode_jsonl_reports_bad_lines_and_continues(byte_tokenizer: P
     rows = [json.loads(line) for line in done.stdout.decode().split("\n") if line]
     assert len(rows) == len(lines) and done.returncode == 1
     assert "decoded" in rows[0] and "decoded" in rows[-1]
-    for line, row in zip(lines[1:-1], rows[1:-1]):
+    for line, row in zip(lines[1:-1], rows[1:-1], strict=True):
         name = f"rne_tokenize --decode-jsonl line {line!r}"
         ok = "error" in row and ("token id" in row["error"] or "expected a JSON array" in row["error"])
         LEDGER.record(name, CLEAN if ok else (UNCLEAR if "error" in row else SILENT), str(row))

@@ -38,11 +38,9 @@ std::optional<std::string> file_identity(const std::string& path) {
   return out.str();
 }
 
+// The project's cache root, as the tooling resolves it: $RNE_CACHE_DIR, else ~/.cache/rne.
 std::optional<fs::path> memo_dir() {
   if (const char* dir = std::getenv("RNE_CACHE_DIR"); dir && *dir) return fs::path(dir) / "verified";
-  if (const char* dir = std::getenv("XDG_CACHE_HOME"); dir && *dir) {
-    return fs::path(dir) / "rne" / "verified";
-  }
   if (const char* home = std::getenv("HOME"); home && *home) {
     return fs::path(home) / ".cache" / "rne" / "verified";
   }

@@ -21,8 +21,8 @@ bool is_sha256_hex(const std::string& text);
 
 // Checks `path` against `expected_sha256` (64 hex digits). A mismatch is kInvalidModel with a
 // message that says "corrupt file" and both checksums; an unreadable file is kNotFound.
-// Successes are remembered under $RNE_CACHE_DIR, else $XDG_CACHE_HOME/rne, else ~/.cache/rne
-// (in verified/); when that is not writable the file is simply hashed every time.
+// Successes are remembered in verified/ under $RNE_CACHE_DIR, else ~/.cache/rne; when that is
+// not writable the file is simply hashed every time.
 runner::Result<IntegrityCheck> verify_model_file(const std::string& path,
                                                  const std::string& expected_sha256);
 
