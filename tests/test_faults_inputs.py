@@ -32,6 +32,8 @@ import yaml
 from rne_tools import cpp_tokenizer, registry
 from rne_tools.errors import RegistryError, RneError, UnsafePathError
 from rne_tools.paths import REGISTRY_DIR, REPO_ROOT, contained_path
+from rne_tools.publish import plan_publish
+from rne_tools.publish.errors import PublishError
 
 CLEAN, HANDLED, CRASH, SILENT, UNCLEAR = "clean error", "handled", "crash", "silent", "unclear"
 
@@ -588,3 +590,25 @@ def test_contained_path_refuses_a_symlink_out_and_allows_plain_files(tmp_path: P
         UnsafePathError, "through a symlink",
     )
     assert outcome == CLEAN
+
+
+BAD_RELEASE_TAGS = ["main", "v1", "v1.0", "../v1.0.0", "v1.0.0/../x", "refs/tags/v1.0.0",
+                    "v1.0.0-", "v1.0.0-rc..1", "a" * 40, "V1.0.0"]
+
+
+@pytest.mark.parametrize("revision", BAD_RELEASE_TAGS)
+def test_publish_refuses_a_revision_that_is_not_a_release_tag(tmp_path: Path, revision: str) -> None:
+    """The tag the publisher creates is written into the registry, so it must be one the
+    registry accepts as pinned (and a tag, not a bare commit): checked before anything else."""
+    outcome = python_outcome(
+        f"publish --revision {revision!r}",
+        lambda: plan_publish("smollm2_135m", revision, tmp_path, tmp_path),
+        PublishError, "must be a release tag",
+    )
+    assert outcome == CLEAN
+
+
+def test_publish_accepts_a_pre_release_tag(tmp_path: Path) -> None:
+    """A valid tag passes the revision check and fails later, on the missing export."""
+    with pytest.raises(PublishError, match="not found: export the xnnpack variant first"):
+        plan_publish("smollm2_135m", "v1.2.3-rc.1", tmp_path, tmp_path)
