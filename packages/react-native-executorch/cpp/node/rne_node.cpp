@@ -72,8 +72,7 @@ class JsThread {
 // methods is garbage-collected; the core first, so its worker drains while the queue exists.
 struct Host {
   std::shared_ptr<JsThread> js;
-  std::shared_ptr<seam::SeamCore> core;
-  ~Host() { core.reset(); }
+  std::shared_ptr<seam::SeamCore> core;  // declared last: destroyed first
 };
 
 napi_value undefined(napi_env env) {
@@ -224,14 +223,6 @@ struct Pending {
   }
 };
 
-napi_value rejectedPromise(napi_env env, const Error& error) {
-  napi_deferred deferred;
-  napi_value promise;
-  napi_create_promise(env, &deferred, &promise);
-  napi_reject_deferred(env, deferred, makeError(env, error));
-  return promise;
-}
-
 napi_value AvailableBackends(napi_env env, napi_callback_info info) {
   Call call(env, info);
   const std::vector<std::string> names = call.host->core->availableBackends();
@@ -272,7 +263,10 @@ napi_value LoadLLM(napi_env env, napi_callback_info info) {
                                   : makeError(env, loaded.error()));
     });
   });
-  if (!started.ok()) return rejectedPromise(env, started.error());
+  if (!started.ok()) {
+    napi_reject_deferred(env, pending->deferred, makeError(env, started.error()));
+    return promise;
+  }
   js->hold(env);
   return promise;
 }
