@@ -197,7 +197,9 @@ def test_export_is_fully_delegated_and_fused(mlx_export):
     assert ops["QuantizedMatmulNode"] > 0
     assert all(name.endswith("ple_proj") for name in checks["left_unquantized"])
     assert checks["transform_check"]["greedy_tokens_match"]
-    assert report["verification"]["status"] == "unavailable"
+    # Executed where a source-built runtime with the backend existed at export time
+    # (tools/build_binaries.py --platform linux); never a mismatch.
+    assert report["verification"]["status"] in ("unavailable", "executed")
 
 
 def test_tied_embedding_is_quantized_and_stored_once(mlx_export):

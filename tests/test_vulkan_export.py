@@ -61,7 +61,9 @@ def test_export_delegates_norms_attention_and_caches(config, quantization):
     assert fused["et_vk_sdpa_default"] == {"delegated": args.n_layers, "cpu": 0}
     assert fused["auto_functionalized_v2"] == {"delegated": 2 * own_kv, "cpu": 0}
     assert checks["transform_check"]["greedy_tokens_match"]
-    assert report["verification"]["status"] == "unavailable"
+    # Executed where a source-built runtime with the backend existed at export time
+    # (tools/build_binaries.py --platform linux); never a mismatch.
+    assert report["verification"]["status"] in ("unavailable", "executed")
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ Vulkan (lavapipe) delegates the pip wheel lacks, so this is how GPU exports are 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import tempfile
 from collections.abc import Sequence
@@ -19,6 +20,10 @@ from rne_tools.errors import RneError
 from rne_tools.paths import REPO_ROOT
 
 RNE_LOGITS = REPO_ROOT / "build" / "linux" / "host" / "rne_logits"
+MANIFEST = REPO_ROOT / "build" / "linux" / "manifest.json"
+# Our backend names -> the ExecuTorch CMake switch that builds each delegate.
+_BACKEND_FLAGS = {"xnnpack": "EXECUTORCH_BUILD_XNNPACK", "vulkan": "EXECUTORCH_BUILD_VULKAN",
+                  "mlx": "EXECUTORCH_BUILD_MLX"}
 
 
 class CppRuntimeError(RneError):
@@ -28,6 +33,17 @@ class CppRuntimeError(RneError):
 def available() -> bool:
     """Whether the source-built runner exists (``build_binaries.py --platform linux`` ran)."""
     return RNE_LOGITS.is_file()
+
+
+def has_backend(backend: str) -> bool:
+    """Whether the source-built runner exists and its build has ``backend``'s delegate (read from
+    the flags build/linux/manifest.json records)."""
+    if not available() or not MANIFEST.is_file() or backend not in _BACKEND_FLAGS:
+        return False
+    manifest = json.loads(MANIFEST.read_text())
+    flags = [f for build in manifest.get("builds", {}).values()
+             for f in build.get("cmake_flags", {}).get("executorch", [])]
+    return f"-D{_BACKEND_FLAGS[backend]}=ON" in flags
 
 
 def forward_logits(pte: Path, tokens: Sequence[int], chunks: Sequence[int],

@@ -94,31 +94,40 @@ def verify_program(
     """Compare the greedy tokens of the program at ``pte_path`` with the eager ``model``'s.
 
     Eager generates greedily; the program is fed the same prompt and tokens (teacher forcing),
-    and at each step its top-1 token is compared with eager's. Returns the report's
-    ``verification`` section; ``status`` is "passed", "mismatch" or "unavailable" (the runtime
-    here cannot run this backend).
+    and at each step its top-1 token is compared with eager's. The program runs in the Python
+    runtime (the wheel) where it has the backend, else in our C++ runner on the source-built
+    runtime (``cpp_runtime``, ``build/linux``) where that build has it. Returns the report's
+    ``verification`` section; ``status`` is "passed" (Python runtime), "executed" (C++ runner,
+    agreeing), "mismatch", or "unavailable" (no runtime here has this backend).
     """
-    if not runtime_available(backend):
+    from rne_tools.export import cpp_runtime
+
+    in_python = runtime_available(backend)
+    if not in_python and not cpp_runtime.has_backend(options.backend):
         return {
             "passed": False,
             "status": "unavailable",
-            "reason": f"the ExecuTorch Python runtime here has no {backend.runtime_name}",
+            "reason": f"the ExecuTorch Python runtime here has no {backend.runtime_name}, and no "
+                      "source-built runtime with it exists (tools/build_binaries.py --platform linux)",
         }
-    from rne_tools.runtime import PteRunner
-
-    runner = PteRunner(pte_path)
-    info = runner.info
     new_tokens = max(1, min(new_tokens, options.max_context // 2))
-    prompt, prompt_kind = verification_prompt(options, info.vocab_size, new_tokens, checkpoint_dir)
+    vocab_size = int(model(torch.zeros(1, 1, dtype=torch.long), torch.tensor([0])).shape[-1])
+    prompt, prompt_kind = verification_prompt(options, vocab_size, new_tokens, checkpoint_dir)
 
     def eager_step(tokens: Sequence[int], pos: int) -> torch.Tensor:
         with torch.no_grad():
             return model(torch.tensor([list(tokens)]), torch.tensor([pos]))
 
-    expected, eager_logits = greedy(eager_step, prompt, info.max_chunk, new_tokens)
-    runtime_logits = [runner.prefill(prompt)]
-    for i, token in enumerate(expected[:-1]):
-        runtime_logits.append(runner.forward([token], len(prompt) + i))
+    expected, eager_logits = greedy(eager_step, prompt, options.max_chunk, new_tokens)
+    if in_python:
+        from rne_tools.runtime import PteRunner
+
+        runner = PteRunner(pte_path)
+        runtime_logits = [runner.prefill(prompt)]
+        for i, token in enumerate(expected[:-1]):
+            runtime_logits.append(runner.forward([token], len(prompt) + i))
+    else:
+        runtime_logits = _cpp_teacher_forced(pte_path, prompt, expected, options.max_chunk)
     got = [int(logits.argmax(-1)[0]) for logits in runtime_logits]
     matching = sum(a == b for a, b in zip(expected, got, strict=True))
     required = AGREEMENT_REQUIRED.get(options.quantization, QUANTIZED_AGREEMENT_REQUIRED)
@@ -126,10 +135,11 @@ def verify_program(
     passed = agreement >= required
     result: dict[str, Any] = {
         "passed": passed,
-        "status": "passed" if passed else "mismatch",
+        "status": ("passed" if in_python else "executed") if passed else "mismatch",
+        "runtime": "python" if in_python else "cpp (source-built)",
         "prompt": prompt_kind,
         "prompt_tokens": len(prompt),
-        "chunk": info.max_chunk,
+        "chunk": options.max_chunk,
         "generated_tokens": len(expected),
         "matching_tokens": matching,
         "agreement": agreement,
@@ -150,3 +160,14 @@ def verify_program(
             f"{result['max_abs_logit_diff']:.4g}"
         )
     return result
+
+
+def _cpp_teacher_forced(pte_path: Path, prompt: list[int], expected: list[int],
+                        chunk: int) -> list[torch.Tensor]:
+    """The last-position logits after the prompt and after each fed token, from the C++ runner."""
+    from rne_tools.export import cpp_runtime
+
+    chunks = [min(chunk, len(prompt) - b) for b in range(0, len(prompt), chunk)]
+    tokens = list(prompt) + list(expected[:-1])
+    rows = cpp_runtime.forward_logits(pte_path, tokens, chunks + [1] * (len(expected) - 1))
+    return [torch.from_numpy(r).unsqueeze(0) for r in rows[len(chunks) - 1:]]
