@@ -1,0 +1,68 @@
+"""The linux build's source cache: locked trees written out of local git mirrors, once."""
+
+import json
+import subprocess
+
+import pytest
+
+from rne_tools.binaries.errors import BuildError
+from rne_tools.binaries.lock import PinnedSource, SourceLock
+from rne_tools.binaries.source_cache import SourceLayout, cache_root, populate
+
+
+def _repo(path, files):
+    """A bare mirror at ``path/repo`` holding one commit with ``files``; returns its sha."""
+    work = path.with_suffix(".work")
+    work.mkdir(parents=True)
+    for name, text in files.items():
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / name).write_text(text)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(work)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "c"], check=True)
+    sha = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    subprocess.run(["git", "clone", "-q", "--mirror", str(work), str(path / "repo")], check=True)
+    return sha
+
+
+def test_populate_writes_the_locked_trees_once(tmp_path):
+    mirrors = tmp_path / "mirrors"
+    et = _repo(mirrors / "pytorch+executorch", {"CMakeLists.txt": "project(et)\n", "run.sh": "x"})
+    sub = _repo(mirrors / "acme+dep", {"dep.h": "// dep\n"})
+    fmt = _repo(mirrors / "fmtlib+fmt", {"fmt.h": "// fmt\n"})
+    lock = SourceLock(
+        "https://github.com/pytorch/executorch.git", "t", et, "executorch==1.5.1", "",
+        (PinnedSource("third-party/dep", "https://github.com/acme/dep.git", sub),),
+        (PinnedSource("fmt", "https://github.com/fmtlib/fmt.git", fmt),),
+    )
+    layout = SourceLayout(tmp_path / "cache", lock)
+    assert not layout.is_complete()
+    assert "--source-mirror" in layout.missing_message()
+
+    assert populate(layout, [mirrors]) == []
+    assert layout.is_complete()
+    assert layout.executorch.name == "executorch"  # CMake insists on the name
+    assert (layout.executorch / "CMakeLists.txt").read_text() == "project(et)\n"
+    assert (layout.executorch / "third-party/dep/dep.h").is_file()
+    assert (layout.extra("fmt") / "fmt.h").is_file()
+    stamp = json.loads((layout.executorch.parent / "source.json").read_text())
+    assert {s["path"]: s["commit"] for s in stamp["sources"]} == {".": et, "third-party/dep": sub}
+
+    (layout.executorch / "CMakeLists.txt").write_text("patched\n")  # e.g. the patch series
+    populate(layout, [mirrors])  # cached: not rewritten
+    assert (layout.executorch / "CMakeLists.txt").read_text() == "patched\n"
+
+
+def test_a_commit_no_mirror_holds_is_a_clear_error(tmp_path):
+    mirrors = tmp_path / "mirrors"
+    _repo(mirrors / "pytorch+executorch", {"a": "b"})
+    lock = SourceLock("https://github.com/pytorch/executorch.git", "t", "0" * 40, "w")
+    with pytest.raises(BuildError, match=r"no mirror holds .*executorch.* at 0{40}.*--source-mirror"):
+        populate(SourceLayout(tmp_path / "cache", lock), [mirrors])
+
+
+def test_cache_root_honours_rne_cache_dir(tmp_path):
+    assert cache_root({"RNE_CACHE_DIR": str(tmp_path)}) == tmp_path
+    assert cache_root({}).parts[-2:] == (".cache", "rne")
