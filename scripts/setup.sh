@@ -5,7 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(libgtest-dev libgmock-dev)
+# GoogleTest for the C++ suites; the rest is what `build_binaries.py --platform linux` needs
+# (ExecuTorch from source: MLX's CPU backend on OpenBLAS/LAPACKE, Vulkan on lavapipe, ccache).
+APT_PACKAGES=(libgtest-dev libgmock-dev libopenblas-dev liblapacke-dev ccache
+              libvulkan-dev mesa-vulkan-drivers vulkan-tools)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
