@@ -55,6 +55,28 @@ def test_populate_writes_the_locked_trees_once(tmp_path):
     assert (layout.executorch / "CMakeLists.txt").read_text() == "patched\n"
 
 
+def test_a_tree_written_for_an_earlier_lock_is_incomplete_and_rewritten(tmp_path):
+    mirrors = tmp_path / "mirrors"
+    et = _repo(mirrors / "pytorch+executorch", {"CMakeLists.txt": "project(et)\n"})
+    sub = _repo(mirrors / "acme+dep", {"dep.h": "// dep\n"})
+    fft = _repo(mirrors / "acme+fft", {"fft.h": "// fft\n"})
+    dep = PinnedSource("third-party/dep", "https://github.com/acme/dep.git", sub)
+    old = SourceLock("https://github.com/pytorch/executorch.git", "t", et, "w", "", (dep,))
+    populate(SourceLayout(tmp_path / "cache", old), [mirrors])
+    (SourceLayout(tmp_path / "cache", old).executorch / "stale.txt").write_text("x")
+
+    # The lock gains a submodule: the cached tree no longer counts, and populate rewrites it.
+    new = SourceLock("https://github.com/pytorch/executorch.git", "t", et, "w", "",
+                     (dep, PinnedSource("third-party/fft", "https://github.com/acme/fft.git", fft)))
+    layout = SourceLayout(tmp_path / "cache", new)
+    assert SourceLayout(tmp_path / "cache", old).is_complete()
+    assert not layout.is_complete()
+    populate(layout, [mirrors])
+    assert layout.is_complete()
+    assert (layout.executorch / "third-party/fft/fft.h").is_file()
+    assert not (layout.executorch / "stale.txt").exists()
+
+
 def test_a_commit_no_mirror_holds_is_a_clear_error(tmp_path):
     mirrors = tmp_path / "mirrors"
     _repo(mirrors / "pytorch+executorch", {"a": "b"})

@@ -48,11 +48,22 @@ class SourceLayout:
         source = next(s for s in self.lock.extra_sources if s.name == top)
         return self.root / "sources" / f"{top}-{source.commit[:12]}"
 
+    def trees(self) -> list[tuple[Path, Path, list[tuple[str, PinnedSource]]]]:
+        """Each cached tree as (where it is written, where its stamp lives, what it holds)."""
+        lock = self.lock
+        et_sources = [("", PinnedSource("executorch", lock.repository, lock.commit))]
+        et_sources += [(s.name, s) for s in lock.submodules]
+        trees = [(self.executorch, self.executorch.parent, et_sources)]
+        for top in (s for s in lock.extra_sources if "/" not in s.name):
+            nested = [(s.name.split("/", 1)[1], s) for s in lock.extra_sources
+                      if s.name.startswith(top.name + "/")]
+            trees.append((self.extra(top.name), self.extra(top.name), [("", top), *nested]))
+        return trees
+
     def is_complete(self) -> bool:
-        return (self.executorch.parent / STAMP).is_file() and all(
-            (self.extra(s.name) / STAMP).is_file()
-            for s in self.lock.extra_sources if "/" not in s.name
-        )
+        """Every tree is written and its stamp names exactly the locked sources (a tree written
+        for an earlier lock, e.g. before a submodule was added to it, is not complete)."""
+        return all(_stamp_matches(stamp_dir, sources) for _, stamp_dir, sources in self.trees())
 
     def missing_message(self) -> str:
         return (f"the ExecuTorch source for {self.lock.short} is not in {self.root / 'sources'}; "
@@ -96,11 +107,20 @@ def _write(mirrors: Sequence[Path], sources: Sequence[tuple[str, PinnedSource]],
     return record
 
 
+def _stamp_matches(stamp_dir: Path, sources: Sequence[tuple[str, PinnedSource]]) -> bool:
+    try:
+        record = json.loads((stamp_dir / STAMP).read_text())
+    except (OSError, ValueError):
+        return False
+    written = {(s["path"], s["commit"]) for s in record.get("sources", [])}
+    return written == {(rel or ".", source.commit) for rel, source in sources}
+
+
 def _populate(dest: Path, stamp_dir: Path, mirrors: Sequence[Path],
               sources: Sequence[tuple[str, PinnedSource]]) -> None:
-    if (stamp_dir / STAMP).is_file():
+    if _stamp_matches(stamp_dir, sources):
         return
-    if stamp_dir.exists():  # an interrupted earlier attempt
+    if stamp_dir.exists():  # an interrupted attempt, or a tree written for another lock
         shutil.rmtree(stamp_dir)
     record = _write(mirrors, sources, dest)
     (stamp_dir / STAMP).write_text(json.dumps(record, indent=2) + "\n")
@@ -108,17 +128,11 @@ def _populate(dest: Path, stamp_dir: Path, mirrors: Sequence[Path],
 
 def populate(layout: SourceLayout, mirrors: Sequence[Path]) -> list[str]:
     """Write every locked source that is not cached yet; return notes on missing blobs."""
-    lock = layout.lock
-    et_sources = [("", PinnedSource("executorch", lock.repository, lock.commit))]
-    et_sources += [(s.name, s) for s in lock.submodules]
-    _populate(layout.executorch, layout.executorch.parent, mirrors, et_sources)
-    for top in (s for s in lock.extra_sources if "/" not in s.name):
-        nested = [(s.name.split("/", 1)[1], s) for s in lock.extra_sources
-                  if s.name.startswith(top.name + "/")]
-        _populate(layout.extra(top.name), layout.extra(top.name), mirrors, [("", top), *nested])
+    trees = layout.trees()
+    for dest, stamp_dir, sources in trees:
+        _populate(dest, stamp_dir, mirrors, sources)
     notes = []
-    for stamp in [layout.executorch.parent / STAMP,
-                  *(layout.extra(s.name) / STAMP for s in lock.extra_sources if "/" not in s.name)]:
+    for stamp in (stamp_dir / STAMP for _, stamp_dir, _ in trees):
         for rel, paths in json.loads(stamp.read_text())["missing_blobs"].items():
             notes.append(f"{stamp.parent.name}/{rel}: {len(paths)} blob(s) absent from the mirror "
                          f"and not written ({', '.join(paths[:3])}{', ...' if len(paths) > 3 else ''})")
