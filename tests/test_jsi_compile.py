@@ -77,14 +77,20 @@ def _seam_methods() -> set[str]:
     return set(re.findall(r"^\s{2}(\w+)\(", body.group(1), re.M))
 
 
-def _binding_methods() -> set[str]:
-    source = (JSI_DIR / "executorch_host_object.cpp").read_text()
-    names = re.search(r"for \(const char\* name : \{(.*?)\}\)", source, re.S)
-    assert names, "getPropertyNames' name list not found"
-    return set(re.findall(r'"(\w+)"', names.group(1)))
+def _names_in(path: Path, pattern: str) -> set[str]:
+    block = re.search(pattern, path.read_text(), re.S)
+    assert block, f"{pattern!r} not found in {path.name}"
+    return set(re.findall(r'"(\w+)"', block.group(1)))
 
 
 def test_binding_exposes_exactly_the_typescript_seam() -> None:
+    """seam_core's method list (what both hosts enumerate) and each host's dispatch are the
+    TypeScript NativeExecutorch interface, name for name."""
     seam = _seam_methods()
     assert len(seam) == 8, seam
-    assert _binding_methods() == seam
+    assert _names_in(JSI_DIR / "seam_core.h", r"kMethodNames\{(.*?)\};") == seam
+    assert _names_in(JSI_DIR / "executorch_host_object.cpp", r"kMethods\[\] = \{(.*?)\};") == seam
+    # The addon's dispatch names every method but the last, which is its fall-through.
+    node = _names_in(PACKAGE_DIR / "cpp" / "node" / "rne_node.cpp",
+                     r"napi_callback methodFor\(std::string_view name\) \{(.*?)\n\}")
+    assert node | {"release"} == seam
