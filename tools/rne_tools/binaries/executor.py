@@ -159,30 +159,28 @@ def _source_record(ctx: BuildContext) -> dict:
     if ctx.source is None:  # host: the C++ SDK of the pip wheel
         return {"executorch_wheel": ctx.tool_versions.get("executorch (wheel)", ctx.lock.wheel)}
     stamp = ctx.source.parent / "source.json"
+    extra: dict = {}
     if stamp.is_file():  # a tree written from mirrors by source_cache (no .git)
         record = json.loads(stamp.read_text())
         commit = next(s["commit"] for s in record["sources"] if s["path"] == ".")
-        return {
-            "repository": ctx.lock.repository,
-            "tag": ctx.lock.tag,
-            "requested": ctx.ref,
-            "commit": commit,
-            "matches_lock": commit == ctx.lock.commit,
+        extra = {
             "submodules": {s["path"]: s["commit"] for s in record["sources"] if s["path"] != "."},
             "missing_blobs": record["missing_blobs"],
         }
-    head = subprocess.run(
-        ["git", "-C", str(ctx.source), "rev-parse", "HEAD"], capture_output=True, text=True
-    )
-    if head.returncode != 0:
-        raise BuildError(f"cannot read the commit of {ctx.source}: {head.stderr.strip()}")
-    commit = head.stdout.strip()
+    else:
+        head = subprocess.run(
+            ["git", "-C", str(ctx.source), "rev-parse", "HEAD"], capture_output=True, text=True
+        )
+        if head.returncode != 0:
+            raise BuildError(f"cannot read the commit of {ctx.source}: {head.stderr.strip()}")
+        commit = head.stdout.strip()
     return {
         "repository": ctx.lock.repository,
         "tag": ctx.lock.tag,
         "requested": ctx.ref,
         "commit": commit,
         "matches_lock": commit == ctx.lock.commit,
+        **extra,
     }
 
 
