@@ -6,7 +6,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-import { ExecutorchError, LLMModule, ResourceFetcher } from '../src';
+import { LLMModule, ResourceFetcher } from '../src';
+import { codeOf } from './support/errorCode';
 import { FakeNative } from './support/fakeNative';
 import { HfServer } from './support/hfServer';
 import { nodeAdapters } from './support/nodeAdapters';
@@ -28,16 +29,6 @@ afterEach(async () => {
 
 function fetcher() {
   return new ResourceFetcher({ ...nodeAdapters(docs), baseUrl: server.baseUrl });
-}
-
-async function codeOf(promise: Promise<unknown> | (() => unknown)): Promise<string> {
-  try {
-    await (typeof promise === 'function' ? promise() : promise);
-  } catch (error) {
-    expect(error).toBeInstanceOf(ExecutorchError);
-    return (error as ExecutorchError).code;
-  }
-  throw new Error('expected an ExecutorchError');
 }
 
 describe('LLMModule', () => {

@@ -20,6 +20,7 @@ import {
   models,
 } from '../../src';
 import { HfServer } from '../support/hfServer';
+import { codeOf } from '../support/errorCode';
 import { nodeAdapters } from '../support/nodeAdapters';
 import { publishSmollm2, smollm2Files, SMOLLM2_MAX_CONTEXT, TARGETS, type SeamTarget } from './support/targets';
 
@@ -46,16 +47,6 @@ afterAll(async () => {
 
 function fetcher(): ResourceFetcher {
   return new ResourceFetcher({ ...nodeAdapters(docs), baseUrl: server.baseUrl });
-}
-
-async function codeOf(promise: Promise<unknown> | (() => unknown)): Promise<string> {
-  try {
-    await (typeof promise === 'function' ? promise() : promise);
-  } catch (error) {
-    expect(error).toBeInstanceOf(ExecutorchError);
-    return (error as ExecutorchError).code;
-  }
-  throw new Error('expected an ExecutorchError');
 }
 
 /** sendMessage, keeping the streamed pieces. */
