@@ -1,6 +1,6 @@
 """Shared fixtures: cached exports, the host CLI build and a byte-level tokenizer.
 
-Exports are cached under ``.cache/exports`` keyed by their inputs (``rne_tools.export.cached_export``),
+Exports are cached under ``~/.cache/rne/exports`` (``$RNE_CACHE_DIR``) keyed by their inputs (``rne_tools.export.cached_export``),
 so they are made once per machine and shared by pytest sessions, the C++ runner's tests and the
 demo (``tools/export_model.py ... --cached`` prints the same cached path).
 """
@@ -57,7 +57,8 @@ def smollm2_8da4w() -> ExportResult:
 # line says which did not run and how to get the source: they never count as passed.
 def _executorch_source():
     from rne_tools.binaries.lock import load_lock
-    from rne_tools.binaries.source_cache import SourceLayout, cache_root
+    from rne_tools.binaries.source_cache import SourceLayout
+    from rne_tools.paths import cache_root
 
     return SourceLayout(cache_root(), load_lock())
 

@@ -7,7 +7,8 @@ import pytest
 
 from rne_tools.binaries.errors import BuildError
 from rne_tools.binaries.lock import PinnedSource, SourceLock
-from rne_tools.binaries.source_cache import SourceLayout, cache_root, populate
+from rne_tools.binaries.source_cache import SourceLayout, populate
+from rne_tools.paths import cache_root
 
 
 def _repo(path, files):

@@ -33,8 +33,8 @@ from rne_tools.binaries import (
 from rne_tools.binaries.executor import build_env
 from rne_tools.binaries.plan import expand
 from rne_tools.binaries.platforms import LINUX_BUILD, LINUX_COMPONENTS, manifest_path
-from rne_tools.binaries.source_cache import SourceLayout, cache_root, populate
-from rne_tools.paths import CACHE_DIR, REPO_ROOT
+from rne_tools.binaries.source_cache import SourceLayout, populate
+from rne_tools.paths import CACHE_DIR, REPO_ROOT, cache_root
 
 
 def _source_dir(source: Path | None) -> Path:

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from rne_tools.errors import CheckpointError
-from rne_tools.paths import CACHE_DIR
+from rne_tools.paths import cache_root
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -105,8 +105,10 @@ def _fold_chat_template(checkpoint_dir: Path) -> None:
     config_path.write_text(json.dumps(config, indent=2, sort_keys=True))
 
 
-def smollm2_checkpoint(cache_dir: Path = CACHE_DIR) -> Path:
-    """Checkpoint directory of SmolLM2-135M-Instruct, imported from the GGUF once and cached."""
+def smollm2_checkpoint(cache_dir: Path | None = None) -> Path:
+    """Checkpoint directory of SmolLM2-135M-Instruct, imported from the GGUF once and cached
+    (in the machine-wide cache unless ``cache_dir`` is given, so every checkout shares it)."""
+    cache_dir = cache_root() if cache_dir is None else cache_dir
     gguf_path = smollm2_gguf_path()
     out = Path(cache_dir) / "checkpoints" / f"smollm2_135m-{_sha256(gguf_path)[:16]}"
     if not (out / "model.safetensors").is_file():

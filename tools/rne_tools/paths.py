@@ -1,5 +1,7 @@
 """Well-known locations inside the repository, and joining untrusted relative paths safely."""
 
+import os
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
 from rne_tools.errors import UnsafePathError
@@ -8,6 +10,17 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 REGISTRY_DIR = REPO_ROOT / "model-registry"
 PACKAGE_DIR = REPO_ROOT / "packages" / "react-native-executorch"
 CACHE_DIR = REPO_ROOT / ".cache"
+
+
+def cache_root(env: Mapping[str, str] | None = None) -> Path:
+    """``$RNE_CACHE_DIR`` or ``~/.cache/rne``: the machine-wide cache, outside every checkout.
+
+    Holds what is keyed by content and so can be shared by every clone on the machine (the
+    ExecuTorch source and build, imported checkpoints, verified exports); resolved at run time,
+    never stored in the repo. Per-checkout build trees stay under ``CACHE_DIR``.
+    """
+    env = os.environ if env is None else env
+    return Path(env["RNE_CACHE_DIR"]) if env.get("RNE_CACHE_DIR") else Path.home() / ".cache" / "rne"
 
 
 def contained_path(root: Path, relative: str, *, what: str) -> Path:

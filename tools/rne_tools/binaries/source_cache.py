@@ -11,9 +11,8 @@ mirror lacked.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,12 +21,6 @@ from rne_tools.binaries.lock import PinnedSource, SourceLock
 from rne_tools.binaries.source_tree import has_commit, write_tree
 
 STAMP = "source.json"
-
-
-def cache_root(env: Mapping[str, str] | None = None) -> Path:
-    """``$RNE_CACHE_DIR`` or ``~/.cache/rne``, resolved at run time (never stored in the repo)."""
-    env = os.environ if env is None else env
-    return Path(env["RNE_CACHE_DIR"]) if env.get("RNE_CACHE_DIR") else Path.home() / ".cache" / "rne"
 
 
 @dataclass(frozen=True)

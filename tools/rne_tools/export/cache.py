@@ -24,7 +24,7 @@ from rne_tools.export.pipeline import (
     resolve_options,
     resolve_source,
 )
-from rne_tools.paths import CACHE_DIR
+from rne_tools.paths import cache_root
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 _CODE = ("models", "export", "checkpoints.py", "gguf_import.py", "runtime")
@@ -105,10 +105,14 @@ def cached_export(
     max_chunk: int | None = None,
     embedding_quantization: str = "8w",
     group_size: int = 32,
-    cache_dir: Path = CACHE_DIR,
+    cache_dir: Path | None = None,
     progress: bool = True,
 ) -> ExportResult:
-    """``export_llm`` into ``<cache_dir>/exports/<key>/``, or the verified export already there."""
+    """``export_llm`` into ``<cache_dir>/exports/<key>/``, or the verified export already there.
+
+    ``cache_dir`` defaults to the machine-wide cache: the key is content-based, so every
+    checkout on the machine (a fresh CI clone included) reuses the same verified exports."""
+    cache_dir = cache_root() if cache_dir is None else cache_dir
     inputs = {
         "model_id": model_id,
         "backend": backend,
