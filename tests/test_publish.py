@@ -2,7 +2,7 @@
 
 The Hub is ``tests/hub_server.py`` on 127.0.0.1. The variant is a real export by
 ``rne_tools.export`` of SmolLM2's architecture with the tiny random config (cached under
-``.cache/exports``, shared with the export tests), with SmolLM2's real tokenizer files. Every
+``~/.cache/rne/exports``, shared with the export tests), with SmolLM2's real tokenizer files. Every
 test works on a copy of the registry and its own generated TypeScript file; the repository's
 registry is never touched.
 """

@@ -72,7 +72,7 @@ from rne_tools.export.backends import EMBEDDING_QUANTIZATIONS  # noqa: E402
 @click.option(
     "--cached",
     is_flag=True,
-    help="Reuse an identical verified export from .cache/exports (exporting it if "
+    help="Reuse an identical verified export from ~/.cache/rne/exports (exporting it if "
     "absent); prints the .pte path. With --output-dir the files are also copied.",
 )
 @click.option("--no-verify", is_flag=True, help="Skip verification (the report says so).")

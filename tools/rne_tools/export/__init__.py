@@ -1,7 +1,7 @@
 """Export LLMs to ExecuTorch ``.pte`` files that follow the contract in ``shared/DESIGN.md``.
 
 - ``export_llm``: export + verify one variant into a directory (``tools/export_model.py``).
-- ``cached_export``: the same, reusing an identical earlier export under ``.cache/exports``.
+- ``cached_export``: the same, reusing an identical earlier export under ``~/.cache/rne/exports``.
 - ``backends``: the pluggable backends (``xnnpack`` here).
 """
 
