@@ -21,7 +21,19 @@ export {
 export { ChatTemplate, type Message, type Role } from './chat/template';
 export { LLMModule, type GenerateOptions, type LoadOptions } from './llm/LLMModule';
 export { useLLM, type LLMController, type UseLLMOptions } from './llm/useLLM';
-export type { ChatConfig, GenerationConfig, LLMOptions } from './llm/types';
+export type {
+  ChatConfig,
+  ContextBudget,
+  ContextStrategy,
+  ContextStrategyFunction,
+  GenerationConfig,
+  LLMConfig,
+  LLMOptions,
+  ToolCall,
+  ToolDefinition,
+  ToolsConfig,
+} from './llm/types';
+export { slidingWindow } from './llm/context';
 export {
   ResourceFetcher,
   type CachedModel,

@@ -5,7 +5,8 @@
  * a busy handle rejects with `busy`, released handles are invalid, errors are `Error` objects
  * with a native `code`, and the conversation is kept "in the KV cache": only the part of the
  * prompt that extends the previous prompt + everything the model generated (a cut-off stop
- * string included, as the binding's token-prefix check sees it) counts as prefilled.
+ * string included) counts as in the cache: like the runner, it reuses the longest common
+ * (fake-)token prefix of that and the next prompt and prefills only the rest.
  * With `checkFiles` it reads the files as the runner does (missing, not a `.pte`, a tokenizer
  * with more tokens than the model). __tests__/e2e/ runs the same suite against this fake and
  * the real runner, so each of these claims is checked against the real thing.
@@ -35,7 +36,7 @@ export interface FakeNativeOptions {
   loadDelayMs?: number;
   /** Read the files at load like the runner (default: only the `.pte` extension is checked). */
   checkFiles?: { readonly modelVocabSize: number };
-  /** KV-cache capacity in (fake) tokens: a longer prompt rejects with `context_full`. */
+  /** KV-cache capacity in (fake) tokens, default 4096: a longer prompt rejects with `context_full`. */
   maxContext?: number;
 }
 
@@ -55,8 +56,16 @@ export function nativeError(code: string, message: string): Error {
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-/** The fake's "tokenizer": about four characters per token. */
-const countTokens = (text: string) => Math.ceil(text.length / 4);
+/** The fake's "tokenizer": every four characters are one token. */
+const CHARS_PER_TOKEN = 4;
+const countTokens = (text: string) => Math.ceil(text.length / CHARS_PER_TOKEN);
+
+/** Whole fake tokens `a` and `b` share at their start. */
+function commonTokens(a: string, b: string): number {
+  let n = 0;
+  while (n < a.length && n < b.length && a[n] === b[n]) n += 1;
+  return Math.floor(n / CHARS_PER_TOKEN);
+}
 
 /** What LlmRunner::load refuses, checked the same way (and with the same codes). */
 function checkModelFiles({ modelPath, tokenizerPath }: NativeLoadOptions, modelVocabSize: number): void {
@@ -145,7 +154,7 @@ export class FakeNative implements NativeExecutorch {
     handle: NativeModelHandle,
     prompt: string,
     config: NativeGenerationConfig,
-    onToken: (piece: string) => void,
+    onToken: (piece: string, generatedTokens: number) => void,
   ): Promise<GenerationStats> {
     this.calls.push('generate');
     const session = this.session(handle);
@@ -156,18 +165,17 @@ export class FakeNative implements NativeExecutorch {
     this.prompts.push(prompt);
     this.configs.push(config);
     session.interrupted = false;
-    // Like the binding: reuse only a cache that the prompt strictly extends, else start over.
-    const reuses = session.conversation !== '' && prompt.length > session.conversation.length &&
-      prompt.startsWith(session.conversation);
-    const reusedTokens = reuses ? session.cacheTokens : 0;
-    const promptTokens = countTokens(prompt.slice(reuses ? session.conversation.length : 0));
-    const maxContext = this.options.maxContext ?? Infinity;
-    if (reusedTokens + promptTokens >= maxContext) {
+    // Like the runner: keep the longest common token prefix (at least one token is prefilled).
+    const total = countTokens(prompt);
+    const reusedTokens = Math.min(commonTokens(session.conversation, prompt), session.cacheTokens, total - 1);
+    const promptTokens = total - reusedTokens;
+    const maxContext = this.maxContext();
+    if (total > maxContext) {
       session.conversation = '';
       session.cacheTokens = 0;
       throw nativeError(
         'context_full',
-        `The prompt needs ${reusedTokens + promptTokens} positions but the KV cache holds ${maxContext}`,
+        `The prompt needs ${total} positions but the KV cache holds ${maxContext}`,
       );
     }
     session.running = true;
@@ -186,6 +194,10 @@ export class FakeNative implements NativeExecutorch {
         stopReason = 'interrupted';
         break;
       }
+      if (total + generated >= maxContext) {
+        stopReason = 'context_full';
+        break;
+      }
       if (generated >= config.maxNewTokens) {
         stopReason = 'max_new_tokens';
         break;
@@ -193,9 +205,9 @@ export class FakeNative implements NativeExecutorch {
       const stop = config.stopStrings.find((s) => (text + piece).includes(s));
       if (stop !== undefined) {
         const cut = (text + piece).indexOf(stop);
-        if (cut > text.length) onToken((text + piece).slice(text.length, cut));
         produced += piece;
         generated += 1;
+        if (cut > text.length) onToken((text + piece).slice(text.length, cut), generated);
         stopReason = 'stop_string';
         break;
       }
@@ -203,7 +215,7 @@ export class FakeNative implements NativeExecutorch {
       produced += piece;
       generated += 1;
       if (generated === 1) firstTokenAt = Date.now();
-      onToken(piece);
+      onToken(piece, generated);
       await sleep(this.options.tokenIntervalMs ?? 2);
     }
     session.running = false;
@@ -214,6 +226,7 @@ export class FakeNative implements NativeExecutorch {
     const decodeMs = generated ? end - firstTokenAt : 0;
     session.stats = {
       promptTokens,
+      reusedTokens,
       generatedTokens: generated,
       cacheTokens: session.cacheTokens,
       timeToFirstTokenMs: generated ? firstTokenAt - start : end - start,
@@ -223,7 +236,7 @@ export class FakeNative implements NativeExecutorch {
       tokensPerSecond: decodeMs > 0 ? ((generated - 1) * 1000) / decodeMs : 0,
       stopReason,
     };
-    return session.stats;
+    return session.stats as GenerationStats;
   }
 
   interrupt(handle: NativeModelHandle): void {
@@ -237,6 +250,20 @@ export class FakeNative implements NativeExecutorch {
     if (session.running) throw nativeError('busy', 'reset() while generating; interrupt() first');
     session.conversation = '';
     session.cacheTokens = 0;
+  }
+
+  countTokens(handle: NativeModelHandle, text: string): number {
+    this.session(handle);
+    return countTokens(text);
+  }
+
+  maxContextLength(handle: NativeModelHandle): number {
+    this.session(handle);
+    return this.maxContext();
+  }
+
+  private maxContext(): number {
+    return this.options.maxContext ?? 4096;
   }
 
   stats(handle: NativeModelHandle): GenerationStats | null {

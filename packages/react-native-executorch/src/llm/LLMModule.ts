@@ -11,7 +11,8 @@ import type {
 } from '../native/seam';
 import { resolveResourceFetcher } from '../resources/defaultFetcher';
 import type { ModelFiles, ResourceFetcher } from '../resources/fetcher';
-import type { ChatConfig, GenerationConfig, LLMOptions } from './types';
+import { fitContext, resolveContextSettings, type ContextSettings } from './context';
+import type { ChatConfig, GenerationConfig, LLMConfig, LLMOptions, ToolsConfig } from './types';
 
 /** Options of {@link LLMModule.load}. */
 export interface LoadOptions {
@@ -27,9 +28,51 @@ export interface GenerateOptions {
   readonly onToken?: (piece: string) => void;
 }
 
+/** The settings {@link LLMModule.configure} accumulated, in one normalised form. */
+export interface ResolvedConfig {
+  readonly chat: Omit<ChatConfig, 'generation' | 'initialMessageHistory'>;
+  readonly generation: GenerationConfig;
+  readonly tools: ToolsConfig | null;
+}
+
+const EMPTY_CONFIG: ResolvedConfig = { chat: {}, generation: {}, tools: null };
+
+/**
+ * Merges `config` (the `{ chatConfig, toolsConfig, generationConfig }` form, or the older flat
+ * `{ systemPrompt, generation }` one, or both) into `base`. Throws `invalid_argument` when a
+ * setting is out of range.
+ */
+export function mergeConfig(base: ResolvedConfig, config: LLMConfig): ResolvedConfig {
+  const { chatConfig, toolsConfig, generationConfig, generation, initialMessageHistory, ...flatChat } = config;
+  const { generation: chatGeneration, initialMessageHistory: _history, ...chat } = chatConfig ?? {};
+  const merged: ResolvedConfig = {
+    chat: { ...base.chat, ...flatChat, ...chat },
+    generation: { ...base.generation, ...generation, ...chatGeneration, ...generationConfig },
+    tools: toolsConfig ?? base.tools,
+  };
+  checkGenerationConfig(merged.generation);
+  resolveContextSettings(merged.chat, merged.generation.maxNewTokens ?? 1);
+  if (toolsConfig) checkToolsConfig(toolsConfig);
+  return merged;
+}
+
+/** The message history `config` sets, if it sets one. */
+export function initialHistoryOf(config: LLMConfig): readonly Message[] | undefined {
+  return config.chatConfig?.initialMessageHistory ?? config.initialMessageHistory;
+}
+
 /** Throws `invalid_argument` when a setting is out of range. */
-export function validateChatConfig(config: ChatConfig): void {
-  if (config.generation) checkGenerationConfig(config.generation);
+export function validateChatConfig(config: LLMConfig): void {
+  mergeConfig(EMPTY_CONFIG, config);
+}
+
+function checkToolsConfig(config: ToolsConfig): void {
+  if (!Array.isArray(config.tools) || typeof config.executeToolCallback !== 'function') {
+    throw new ExecutorchError(
+      'invalid_argument',
+      'Invalid toolsConfig: `tools` must be an array and `executeToolCallback` a function.',
+    );
+  }
 }
 
 function checkGenerationConfig(config: GenerationConfig): void {
@@ -67,8 +110,11 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
   private handle: NativeModelHandle | null = null;
   private template: ChatTemplate | null = null;
   private chosenBackend: BackendOf<M> | null = null;
-  private config: ChatConfig = {};
+  private config: ResolvedConfig = EMPTY_CONFIG;
   private history: Message[] = [];
+  /** Token counts of the running generation, or of the last one (see getPromptTokenCount). */
+  private promptTokenCount = 0;
+  private generatedTokenCount = 0;
   private generating = false;
   private released = false;
   private loading: Promise<void> | null = null;
@@ -179,14 +225,75 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
     return resolveResourceFetcher(this.options.resources);
   }
 
-  /** Sets the system prompt and generation settings for the following generations. */
-  configure(config: ChatConfig): void {
-    validateChatConfig(config);
-    this.config = {
-      ...this.config,
-      ...config,
-      generation: { ...this.config.generation, ...config.generation },
-    };
+  /**
+   * Settings for the following generations: `chatConfig` (system prompt, initial message
+   * history, context strategy), `toolsConfig`, `generationConfig` (sampling, maxNewTokens).
+   * Each merges into what was configured before; `initialMessageHistory` replaces the history.
+   * The older flat form `configure({ systemPrompt, generation })` still works.
+   */
+  configure(config: LLMConfig): void {
+    this.config = mergeConfig(this.config, config);
+    const history = initialHistoryOf(config);
+    if (history !== undefined) {
+      if (this.generating) {
+        throw new ExecutorchError('busy', 'Cannot replace the message history while generating.');
+      }
+      this.history = [...history];
+    }
+  }
+
+  /** The tools configuration (`configure({ toolsConfig })`), or null. */
+  get toolsConfig(): ToolsConfig | null {
+    return this.config.tools;
+  }
+
+  /**
+   * Deletes the message at `index` of the history and every message after it (as upstream
+   * react-native-executorch does: the later turns answered the deleted one). The native KV
+   * cache keeps what the shorter conversation still shares with it.
+   */
+  deleteMessage(index: number): void {
+    this.assertCanGenerate();
+    if (!Number.isInteger(index) || index < 0 || index >= this.history.length) {
+      throw new ExecutorchError(
+        'invalid_argument',
+        `deleteMessage(${index}): no such message; the history has ${this.history.length} ` +
+          `(indices 0..${this.history.length - 1}).`,
+      );
+    }
+    this.history = this.history.slice(0, index);
+  }
+
+  /**
+   * Tokens of `input`: a text as is, or messages rendered as a prompt the way `generate` would
+   * send them (the configured system prompt, unless the messages start with one, and the
+   * assistant header included).
+   */
+  countTokens(input: string | readonly Message[]): number {
+    const { native, handle } = this.loaded();
+    const text = typeof input === 'string' ? input : this.renderPrompt(this.withSystemPrompt(input));
+    return native.countTokens(handle, text);
+  }
+
+  /** The model's context length in tokens (the prompt and the answer must fit in it). */
+  getMaxContextLength(): number {
+    const { native, handle } = this.loaded();
+    return native.maxContextLength(handle);
+  }
+
+  /** Tokens generated so far by the running generation, else by the last one. */
+  getGeneratedTokenCount(): number {
+    return this.generatedTokenCount;
+  }
+
+  /** Tokens of the prompt of the running generation (after the context strategy), else the last one's. */
+  getPromptTokenCount(): number {
+    return this.promptTokenCount;
+  }
+
+  /** Prompt + generated tokens of the running generation, else of the last one. */
+  getTotalTokenCount(): number {
+    return this.promptTokenCount + this.generatedTokenCount;
   }
 
   /**
@@ -241,11 +348,16 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
     if (this.released) throw this.releasedError();
   }
 
-  private assertCanGenerate(): void {
+  private loaded(): { native: NativeExecutorch; handle: NativeModelHandle } {
     this.assertLive();
-    if (this.handle === null) {
+    if (this.handle === null || this.native === null) {
       throw new ExecutorchError('model_not_loaded', 'The model is not loaded yet; await load().');
     }
+    return { native: this.native, handle: this.handle };
+  }
+
+  private assertCanGenerate(): void {
+    this.loaded();
     if (this.generating) {
       throw new ExecutorchError(
         'busy',
@@ -256,7 +368,7 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
 
   private nativeConfig(): NativeGenerationConfig {
     const defaults = this.model.generation;
-    const g = this.config.generation ?? {};
+    const g = this.config.generation;
     return {
       maxNewTokens: g.maxNewTokens ?? defaults.maxNewTokens,
       temperature: g.temperature ?? defaults.temperature,
@@ -269,24 +381,52 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
     };
   }
 
+  private withSystemPrompt(messages: readonly Message[]): Message[] {
+    const system = this.config.chat.systemPrompt;
+    return system && messages[0]?.role !== 'system'
+      ? [{ role: 'system', content: system }, ...messages]
+      : [...messages];
+  }
+
+  private renderPrompt(messages: readonly Message[]): string {
+    // Tool calling (engineer C, issue 14.3) renders `this.config.tools` through the template here.
+    return (this.template as ChatTemplate).render(messages);
+  }
+
+  /** The messages to send: the whole conversation, fitted into the context by the strategy. */
+  private fittedMessages(messages: readonly Message[], maxNewTokens: number): readonly Message[] {
+    const { native, handle } = this.loaded();
+    const settings: ContextSettings = resolveContextSettings(this.config.chat, maxNewTokens);
+    return fitContext(this.withSystemPrompt(messages), settings, {
+      maxContextLength: native.maxContextLength(handle),
+      countTokens: (list) => native.countTokens(handle, this.renderPrompt(list)),
+    });
+  }
+
   private async run(messages: readonly Message[], { onToken }: GenerateOptions): Promise<string> {
-    const system = this.config.systemPrompt;
-    const all: Message[] = system ? [{ role: 'system', content: system }, ...messages] : [...messages];
-    const prompt = (this.template as ChatTemplate).render(all);
+    const config = this.nativeConfig();
+    const prompt = this.renderPrompt(this.fittedMessages(messages, config.maxNewTokens));
     const native = this.native as NativeExecutorch;
     const handle = this.handle as NativeModelHandle;
+    this.promptTokenCount = native.countTokens(handle, prompt);
+    this.generatedTokenCount = 0;
     this.generating = true;
     let answer = '';
     try {
-      this.lastStats = await native.generate(handle, prompt, this.nativeConfig(), (piece) => {
+      this.lastStats = await native.generate(handle, prompt, config, (piece, generatedTokens) => {
         answer += piece;
+        this.generatedTokenCount = generatedTokens;
         onToken?.(piece);
       });
+      this.generatedTokenCount = this.lastStats.generatedTokens;
+      this.promptTokenCount = this.lastStats.reusedTokens + this.lastStats.promptTokens;
     } catch (error) {
       throw fromNativeError(error);
     } finally {
       this.generating = false;
     }
+    // Tool calling (engineer C, issue 14.3): parse tool calls out of `answer`, run
+    // `this.config.tools.executeToolCallback`, feed the results back and continue here.
     return answer;
   }
 }

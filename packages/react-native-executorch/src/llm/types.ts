@@ -1,4 +1,5 @@
 import type { BackendOf } from '../backend';
+import type { Message } from '../chat/template';
 import type { AnyLLMDescriptor } from '../models';
 import type { NativeExecutorch } from '../native/seam';
 import type { ResourceAdapters } from '../resources/adapters';
@@ -23,11 +24,86 @@ export interface GenerationConfig {
   readonly stopStrings?: readonly string[];
 }
 
-/** What {@link LLMModule.configure} / `useLLM().configure` accept. */
+/** The token budget a {@link ContextStrategyFunction} must fit the conversation into. */
+export interface ContextBudget {
+  /**
+   * Tokens the rendered prompt may use: the model's context length minus the room kept for
+   * the answer (`contextReserveTokens`, else the generation's `maxNewTokens`).
+   */
+  readonly maxPromptTokens: number;
+  /** The model's KV-cache capacity in tokens. */
+  readonly maxContextLength: number;
+  /** Tokens of the prompt `messages` render into (chat template + assistant header included). */
+  countTokens(messages: readonly Message[]): number;
+}
+
+/**
+ * Chooses the messages to send from the whole conversation (the system prompt, if any, first).
+ * Must return a list the chat template accepts; it may drop, shorten or summarise messages.
+ */
+export type ContextStrategyFunction = (
+  messages: readonly Message[],
+  budget: ContextBudget,
+) => readonly Message[];
+
+/**
+ * What happens when the conversation no longer fits in the model's context:
+ * - `'slidingWindow'` (default): keep the system prompt and the newest messages that fit,
+ *   leaving room for the answer. The first message kept stays the same from turn to turn
+ *   until it has to move, so the native KV cache keeps being reused.
+ * - `'error'`: send everything; a prompt that does not fit rejects with `context_full`.
+ * - a {@link ContextStrategyFunction}.
+ */
+export type ContextStrategy = 'slidingWindow' | 'error' | ContextStrategyFunction;
+
+/** The conversation part of {@link LLMConfig}. */
 export interface ChatConfig {
   /** Prepended as a `system` message to every conversation the module renders. */
   readonly systemPrompt?: string;
+  /** Replaces the message history (e.g. a saved conversation, few-shot examples). */
+  readonly initialMessageHistory?: readonly Message[];
+  /** Default `'slidingWindow'`. */
+  readonly contextStrategy?: ContextStrategy;
+  /**
+   * Tokens kept free for the answer when fitting the conversation into the context.
+   * Default: the generation's `maxNewTokens`.
+   */
+  readonly contextReserveTokens?: number;
+  /** @deprecated Use `generationConfig` of {@link LLMConfig}; still applied. */
   readonly generation?: GenerationConfig;
+}
+
+/** A tool the model may call: a name, what it does and its parameters as a JSON Schema. */
+export interface ToolDefinition {
+  readonly name: string;
+  readonly description: string;
+  /** JSON Schema of the arguments object. */
+  readonly parameters: Readonly<Record<string, unknown>>;
+}
+
+/** A tool call the model made. */
+export interface ToolCall {
+  readonly toolName: string;
+  readonly arguments: Readonly<Record<string, unknown>>;
+}
+
+/** Tool calling settings. */
+export interface ToolsConfig {
+  readonly tools: readonly ToolDefinition[];
+  /** Runs a call; its result (null: no result) is fed back to the model. */
+  readonly executeToolCallback: (call: ToolCall) => Promise<string | null>;
+  /** Keep the tool-call messages in `messageHistory` (default false). */
+  readonly displayToolCalls?: boolean;
+}
+
+/**
+ * What {@link LLMModule.configure} / `useLLM().configure` accept. Each part merges into what
+ * was configured before. The older flat form `{ systemPrompt, generation }` still works.
+ */
+export interface LLMConfig extends ChatConfig {
+  readonly chatConfig?: ChatConfig;
+  readonly toolsConfig?: ToolsConfig;
+  readonly generationConfig?: GenerationConfig;
 }
 
 /** Options shared by {@link LLMModule} and `useLLM`. */

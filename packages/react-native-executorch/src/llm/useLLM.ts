@@ -5,9 +5,9 @@ import type { Message } from '../chat/template';
 import { ExecutorchError } from '../errors';
 import type { AnyLLMDescriptor } from '../models';
 import type { GenerationStats } from '../native/seam';
-import { LLMModule, validateChatConfig } from './LLMModule';
+import { initialHistoryOf, LLMModule, mergeConfig, type ResolvedConfig } from './LLMModule';
 import { TokenBatcher } from './tokenBatcher';
-import type { ChatConfig, LLMOptions } from './types';
+import type { LLMConfig, LLMOptions } from './types';
 
 /** Options of {@link useLLM}. */
 export interface UseLLMOptions<M extends AnyLLMDescriptor = AnyLLMDescriptor> extends LLMOptions<M> {
@@ -28,6 +28,8 @@ export interface LLMController<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
   readonly error: ExecutorchError | null;
   /** The answer being generated (streamed), or the last one. */
   readonly response: string;
+  /** The last text piece the model produced (streamed, batched like `response`). */
+  readonly token: string;
   /** The conversation `sendMessage` builds (the pending user message included while it runs). */
   readonly messageHistory: readonly Message[];
   /** Time to first token, tok/s, ... of the last generation. */
@@ -40,10 +42,26 @@ export interface LLMController<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
   generate(messages: readonly Message[]): Promise<string>;
   /** Stops the running generation (its promise resolves with the text so far). */
   interrupt(): void;
-  /** System prompt and generation settings for the following generations. */
-  configure(config: ChatConfig): void;
+  /**
+   * Settings for the following generations: `{ chatConfig, toolsConfig, generationConfig }`
+   * (or the older flat `{ systemPrompt, generation }`); `chatConfig.initialMessageHistory`
+   * replaces `messageHistory`.
+   */
+  configure(config: LLMConfig): void;
   /** Clears `messageHistory` and the native conversation. */
   clearHistory(): void;
+  /** Deletes the message at `index` and every later one from `messageHistory`. */
+  deleteMessage(index: number): void;
+  /** Tokens of a text, or of the prompt messages render into (system prompt included). */
+  countTokens(input: string | readonly Message[]): number;
+  /** The model's context length in tokens. */
+  getMaxContextLength(): number;
+  /** Tokens generated so far by the running generation, else by the last one. */
+  getGeneratedTokenCount(): number;
+  /** Prompt tokens of the running (else the last) generation, after the context strategy. */
+  getPromptTokenCount(): number;
+  /** Prompt + generated tokens of the running (else the last) generation. */
+  getTotalTokenCount(): number;
 }
 
 interface HookState<M extends AnyLLMDescriptor> {
@@ -52,6 +70,7 @@ interface HookState<M extends AnyLLMDescriptor> {
   downloadProgress: number;
   error: ExecutorchError | null;
   response: string;
+  token: string;
   messageHistory: readonly Message[];
   stats: GenerationStats | null;
   backend: BackendOf<M> | null;
@@ -64,6 +83,7 @@ function initialState<M extends AnyLLMDescriptor>(): HookState<M> {
     downloadProgress: 0,
     error: null,
     response: '',
+    token: '',
     messageHistory: [],
     stats: null,
     backend: null,
@@ -94,7 +114,9 @@ export function useLLM<M extends AnyLLMDescriptor>(options: UseLLMOptions<M>): L
   const { model, backend, preventLoad = false, tokenBatchMs = 50, localFiles } = options;
   const [state, setState] = useState<HookState<M>>(initialState);
   const moduleRef = useRef<LLMModule<M> | null>(null);
-  const configRef = useRef<ChatConfig>({});
+  const configRef = useRef<ResolvedConfig>({ chat: {}, generation: {}, tools: null });
+  // The history set by configure() before the model was created.
+  const initialHistoryRef = useRef<readonly Message[] | undefined>(undefined);
   // Adapters and native doubles are read when loading starts; they are not reload triggers.
   const optionsRef = useRef(options);
   optionsRef.current = options;
@@ -108,8 +130,14 @@ export function useLLM<M extends AnyLLMDescriptor>(options: UseLLMOptions<M>): L
     setState(initialState<M>());
     if (preventLoad) return undefined;
     const module = new LLMModule<M>(optionsRef.current);
-    module.configure(configRef.current);
+    const { chat, generation, tools } = configRef.current;
+    module.configure({
+      chatConfig: { ...chat, initialMessageHistory: initialHistoryRef.current },
+      generationConfig: generation,
+      ...(tools ? { toolsConfig: tools } : {}),
+    });
     moduleRef.current = module;
+    if (module.messageHistory.length > 0) update({ messageHistory: module.messageHistory });
     const controller = new AbortController();
     let live = true;
     module
@@ -150,11 +178,15 @@ export function useLLM<M extends AnyLLMDescriptor>(options: UseLLMOptions<M>): L
           preventLoad ? 'Loading is prevented (preventLoad).' : 'The model is not loaded yet.',
         );
       }
+      let token = '';
       const batcher = new TokenBatcher(tokenBatchMs, (response) => {
-        if (moduleRef.current === module) update({ response });
+        if (moduleRef.current === module) update({ response, token });
       });
       const wasGenerating = module.isGenerating;
-      const promise = start(module, (piece) => batcher.push(piece));
+      const promise = start(module, (piece) => {
+        token = piece;
+        batcher.push(piece);
+      });
       // Refused (busy, not loaded yet): the promise rejects with the typed error; the running
       // generation's state stays as it is.
       if (wasGenerating || !module.isGenerating) return promise;
@@ -163,6 +195,7 @@ export function useLLM<M extends AnyLLMDescriptor>(options: UseLLMOptions<M>): L
       update({
         isGenerating: true,
         response: '',
+        token: '',
         error: null,
         messageHistory: pendingHistory(module),
       });
@@ -205,23 +238,65 @@ export function useLLM<M extends AnyLLMDescriptor>(options: UseLLMOptions<M>): L
 
   const interrupt = useCallback(() => moduleRef.current?.interrupt(), []);
 
-  const configure = useCallback((config: ChatConfig) => {
-    // Validate now, and keep it for modules created later (model changes).
-    validateChatConfig(config);
-    configRef.current = {
-      ...configRef.current,
-      ...config,
-      generation: { ...configRef.current.generation, ...config.generation },
-    };
-    moduleRef.current?.configure(config);
-  }, []);
+  const configure = useCallback(
+    (config: LLMConfig) => {
+      // Validate now, and keep it for modules created later (model changes).
+      configRef.current = mergeConfig(configRef.current, config);
+      const history = initialHistoryOf(config);
+      if (history !== undefined) initialHistoryRef.current = history;
+      const module = moduleRef.current;
+      if (!module) {
+        if (history !== undefined) update({ messageHistory: history });
+        return;
+      }
+      module.configure(config);
+      if (history !== undefined) update({ messageHistory: module.messageHistory });
+    },
+    [update],
+  );
 
   const clearHistory = useCallback(() => {
     const module = moduleRef.current;
     if (!module) return;
     module.clearHistory();
-    update({ messageHistory: [], response: '' });
+    update({ messageHistory: [], response: '', token: '' });
   }, [update]);
 
-  return { ...state, sendMessage, generate, interrupt, configure, clearHistory };
+  const deleteMessage = useCallback(
+    (index: number) => {
+      const module = requireModule(moduleRef.current);
+      module.deleteMessage(index);
+      update({ messageHistory: module.messageHistory });
+    },
+    [update],
+  );
+
+  const countTokens = useCallback(
+    (input: string | readonly Message[]) => requireModule(moduleRef.current).countTokens(input),
+    [],
+  );
+  const getMaxContextLength = useCallback(() => requireModule(moduleRef.current).getMaxContextLength(), []);
+  const getGeneratedTokenCount = useCallback(() => moduleRef.current?.getGeneratedTokenCount() ?? 0, []);
+  const getPromptTokenCount = useCallback(() => moduleRef.current?.getPromptTokenCount() ?? 0, []);
+  const getTotalTokenCount = useCallback(() => moduleRef.current?.getTotalTokenCount() ?? 0, []);
+
+  return {
+    ...state,
+    sendMessage,
+    generate,
+    interrupt,
+    configure,
+    clearHistory,
+    deleteMessage,
+    countTokens,
+    getMaxContextLength,
+    getGeneratedTokenCount,
+    getPromptTokenCount,
+    getTotalTokenCount,
+  };
+}
+
+function requireModule<M extends AnyLLMDescriptor>(module: LLMModule<M> | null): LLMModule<M> {
+  if (!module) throw new ExecutorchError('model_not_loaded', 'The model is not loaded yet.');
+  return module;
 }

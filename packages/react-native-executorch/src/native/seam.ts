@@ -32,6 +32,8 @@ export interface NativeGenerationConfig {
   readonly seed: number;
   /** Generation stops once the text contains one of these (the string itself is not emitted). */
   readonly stopStrings: readonly string[];
+  // Extensible: later options (e.g. `responseFormat`) are optional fields the native side reads
+  // when present; an absent field keeps today's behaviour.
 }
 
 /** Why a generation ended. */
@@ -41,6 +43,12 @@ export type StopReason = 'eos' | 'stop_string' | 'max_new_tokens' | 'context_ful
 export interface GenerationStats {
   /** Tokens prefilled by this call (only the ones not already in the KV cache). */
   readonly promptTokens: number;
+  /**
+   * Prompt tokens that were already in the KV cache (the longest common token prefix of the
+   * cached conversation and this prompt) and so were not prefilled again. The whole prompt is
+   * `reusedTokens + promptTokens` tokens long.
+   */
+  readonly reusedTokens: number;
   readonly generatedTokens: number;
   /** Positions in use in the KV cache after the call (the last generated token enters it with the next call). */
   readonly cacheTokens: number;
@@ -69,9 +77,10 @@ export type NativeModelHandle = number;
  * `code` is one of `NATIVE_ERROR_CODES` (see errors.ts).
  *
  * Conversation state lives in native memory: `generate` receives the whole rendered
- * conversation and the native side prefills only the part its KV cache does not hold yet
- * (it resets the cache when the prompt no longer extends it). The prompt is used verbatim,
- * special tokens included: nothing (no BOS) is added.
+ * conversation; the native side keeps the longest common token prefix of what its KV cache
+ * holds and the new prompt (rewinding the cache to it) and prefills only the rest. Where a
+ * model's sliding-window ring buffer no longer holds what a rewind needs, it prefills from 0.
+ * The prompt is used verbatim, special tokens included: nothing (no BOS) is added.
  */
 export interface NativeExecutorch {
   /** Backends the linked binary can run on this device. */
@@ -81,7 +90,8 @@ export interface NativeExecutorch {
   loadLLM(options: NativeLoadOptions): Promise<NativeModelHandle>;
   /**
    * Generates from `prompt`, calling `onToken` with each decoded text piece on the JS thread, in
-   * order, before the promise resolves. Rejects with `busy` while another generate runs on the
+   * order, before the promise resolves; `generatedTokens` is the number of tokens generated so
+   * far (a piece can span several tokens, and special tokens produce no piece). Rejects with `busy` while another generate runs on the
    * same handle, `context_full` when the prompt does not fit, `invalid_argument` for a released
    * handle; throws `invalid_argument` for malformed arguments.
    */
@@ -89,8 +99,15 @@ export interface NativeExecutorch {
     handle: NativeModelHandle,
     prompt: string,
     config: NativeGenerationConfig,
-    onToken: (piece: string) => void,
+    onToken: (piece: string, generatedTokens: number) => void,
   ): Promise<GenerationStats>;
+  /**
+   * Tokens `text` is encoded into, exactly as `generate` encodes a prompt (verbatim, nothing
+   * added). Synchronous: tokenizing never waits for a running generation.
+   */
+  countTokens(handle: NativeModelHandle, text: string): number;
+  /** The model's KV-cache capacity in tokens (prompt + answer must fit in it). */
+  maxContextLength(handle: NativeModelHandle): number;
   /** Stops a running generate after the current step (it resolves with `interrupted`). */
   interrupt(handle: NativeModelHandle): void;
   /** Forgets the conversation held in the KV cache. */

@@ -25,8 +25,7 @@ import { Platform } from 'react-native';
 import type { BackendOf } from '../backend';
 import type { Message } from '../chat/template';
 import { ExecutorchError } from '../errors';
-import { validateChatConfig } from '../llm/LLMModule';
-import type { ChatConfig } from '../llm/types';
+import { initialHistoryOf, mergeConfig, type ResolvedConfig } from '../llm/LLMModule';
 import type { LLMController, UseLLMOptions } from '../llm/useLLM';
 import type { AnyLLMDescriptor, Backend, Platform as OS } from '../models';
 import type { GenerationStats } from '../native/seam';
@@ -39,9 +38,17 @@ export type MockReply =
   | ((messages: readonly Message[]) => string | readonly string[]);
 
 /** The observable state of the mocked hook (the data fields of {@link LLMController}). */
-export type MockLLMState = Omit<
+export type MockLLMState = Pick<
   LLMController,
-  'sendMessage' | 'generate' | 'interrupt' | 'configure' | 'clearHistory'
+  | 'isReady'
+  | 'isGenerating'
+  | 'downloadProgress'
+  | 'error'
+  | 'response'
+  | 'token'
+  | 'messageHistory'
+  | 'stats'
+  | 'backend'
 >;
 
 /** What the mock keeps of the mounted `useLLM`'s options. */
@@ -69,10 +76,17 @@ const INITIAL: MockLLMState = {
   downloadProgress: 0,
   error: null,
   response: '',
+  token: '',
   messageHistory: [],
   stats: null,
   backend: null,
 };
+
+/** The mock's "tokenizer": every four characters are one token (like the package's own test double). */
+function mockTokenCount(input: string | readonly Message[]): number {
+  const text = typeof input === 'string' ? input : input.map((m) => `${m.role}\n${m.content}\n`).join('');
+  return Math.ceil(text.length / 4);
+}
 
 /** Resolves after the current macrotask (a fake-timers test advances it). */
 function nextMacrotask(): Promise<void> {
@@ -83,6 +97,7 @@ function nextMacrotask(): Promise<void> {
 function mockStats(generatedTokens: number, overrides: Partial<GenerationStats>): GenerationStats {
   return {
     promptTokens: 0,
+    reusedTokens: 0,
     generatedTokens,
     cacheTokens: 0,
     timeToFirstTokenMs: 0,
@@ -100,8 +115,10 @@ export class LLMMock {
   private snapshot: MockLLMState = INITIAL;
   private readonly listeners = new Set<() => void>();
   private mounted: MockedOptions | null = null;
-  private config: ChatConfig = {};
+  private config: ResolvedConfig = { chat: {}, generation: {}, tools: null };
   private reply: MockReply | null = null;
+  /** Mock tokens of the running (else the last) generation's conversation. */
+  private promptTokens = 0;
   private generation: Generation | null = null;
 
   /** The current state, as the hook returns it. */
@@ -114,15 +131,15 @@ export class LLMMock {
     return this.mounted;
   }
 
-  /** The configuration `configure` accumulated (system prompt, generation settings). */
-  get chatConfig(): ChatConfig {
+  /** The configuration `configure` accumulated (chat, generation and tools settings). */
+  get chatConfig(): ResolvedConfig {
     return this.config;
   }
 
   /** Back to nothing mounted, no reply, no configuration. Call it in `beforeEach`. */
   reset(): void {
     this.mounted = null;
-    this.config = {};
+    this.config = { chat: {}, generation: {}, tools: null };
     this.reply = null;
     this.generation = null;
     this.set(INITIAL);
@@ -170,7 +187,7 @@ export class LLMMock {
     const generation = this.requireGeneration('streamToken');
     generation.text += piece;
     generation.pieces += 1;
-    this.set({ response: generation.text });
+    this.set({ response: generation.text, token: piece });
   }
 
   /** Ends the running generation with its text so far; its promise resolves with it. */
@@ -233,17 +250,28 @@ export class LLMMock {
         if (this.generation) this.finishGeneration({ stopReason: 'interrupted' });
       },
       configure: (config) => {
-        validateChatConfig(config);
-        this.config = {
-          ...this.config,
-          ...config,
-          generation: { ...this.config.generation, ...config.generation },
-        };
+        this.config = mergeConfig(this.config, config);
+        const history = initialHistoryOf(config);
+        if (history !== undefined) this.set({ messageHistory: history });
       },
       clearHistory: () => {
         this.assertCanGenerate();
-        this.set({ messageHistory: [], response: '' });
+        this.set({ messageHistory: [], response: '', token: '' });
       },
+      deleteMessage: (index) => {
+        this.assertCanGenerate();
+        const history = this.snapshot.messageHistory;
+        if (!Number.isInteger(index) || index < 0 || index >= history.length) {
+          throw new ExecutorchError('invalid_argument', `deleteMessage(${index}): no such message.`);
+        }
+        this.set({ messageHistory: history.slice(0, index) });
+      },
+      countTokens: (input) => mockTokenCount(input),
+      getMaxContextLength: () => this.maxContextLength(),
+      getGeneratedTokenCount: () => this.generation?.pieces ?? this.snapshot.stats?.generatedTokens ?? 0,
+      getPromptTokenCount: () => this.promptTokens,
+      getTotalTokenCount: () =>
+        this.promptTokens + (this.generation?.pieces ?? this.snapshot.stats?.generatedTokens ?? 0),
     };
   }
 
@@ -267,14 +295,15 @@ export class LLMMock {
       generation = { resolve, reject, historyBefore, historyAfter, text: '', pieces: 0 };
     });
     this.generation = generation;
-    this.set({ isGenerating: true, response: '', error: null, messageHistory: pending });
+    this.promptTokens = mockTokenCount(conversation);
+    this.set({ isGenerating: true, response: '', token: '', error: null, messageHistory: pending });
     if (this.reply !== null) void this.play(this.reply, generation, conversation);
     return promise;
   }
 
   /** Streams the reply's pieces one per macrotask, as long as this generation runs. */
   private async play(reply: MockReply, generation: Generation, conversation: readonly Message[]): Promise<void> {
-    const system = this.config.systemPrompt;
+    const system = this.config.chat.systemPrompt;
     const rendered: Message[] = system ? [{ role: 'system', content: system }, ...conversation] : [...conversation];
     const answer = typeof reply === 'function' ? reply(rendered) : reply;
     for (const piece of typeof answer === 'string' ? [answer] : answer) {
@@ -284,6 +313,16 @@ export class LLMMock {
     }
     await nextMacrotask();
     if (this.generation === generation) this.finishGeneration();
+  }
+
+  /** The mounted model's context length on its backend (its first variant's without one). */
+  private maxContextLength(): number {
+    if (!this.mounted || !this.snapshot.isReady) {
+      throw new ExecutorchError('model_not_loaded', 'The model is not loaded yet.');
+    }
+    const model = this.mounted.model;
+    const backend = (this.snapshot.backend ?? Object.keys(model.variants)[0]) as keyof typeof model.variants;
+    return (model.variants[backend] as { maxContext: number }).maxContext;
   }
 
   private assertCanGenerate(): void {
