@@ -1,0 +1,87 @@
+// A byte-level pushdown automaton that accepts exactly the JSON texts a compiled JsonSchema
+// generates (see json_schema.h for the shape of that JSON). The state is a stack of small
+// frames, one per open value; feeding a byte changes the top frame, pushes a child value or
+// pops finished ones. It is deterministic: at most one way to read each byte.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "rne/runner/json_schema.h"
+
+namespace rne::runner {
+
+// One open value. Plain data, compared and hashed field by field (the mask cache's key).
+struct JsonFrame {
+  uint32_t node = 0;   // schema node (0 for strings and numbers: they do not depend on it)
+  uint8_t kind = 0;    // JsonGrammar::Kind
+  uint8_t sub = 0;     // position inside the value, per kind
+  uint16_t pos = 0;    // bytes matched of a literal/key, digits of a number part, hex digits
+  uint32_t count = 0;  // object: next property that may come; array: items so far; number: 1 =
+                       // integer; string: the byte range the next UTF-8 continuation needs
+  uint32_t current = 0;  // object: the property whose value is open
+  uint64_t candidates = 0;  // literal values or object keys still matching
+
+  bool operator==(const JsonFrame& o) const {
+    return node == o.node && kind == o.kind && sub == o.sub && pos == o.pos &&
+           count == o.count && current == o.current && candidates == o.candidates;
+  }
+};
+
+using JsonStack = std::vector<JsonFrame>;
+
+class JsonGrammar {
+ public:
+  enum Kind : uint8_t { kValue, kString, kNumber, kLiteral, kObject, kArray };
+
+  // What feeding one byte did.
+  enum class Feed : uint8_t {
+    kRejected,  // the byte cannot come here
+    kAccepted,  // consumed
+    kLeft,      // (open_bottom only) the bottom frame finished: what follows depends on the
+                // frames below it, which this stack does not hold
+  };
+
+  explicit JsonGrammar(const JsonSchema& schema) : schema_(schema) {}
+
+  // The stack before the first byte: one value of the root schema.
+  JsonStack start() const;
+  // A stack holding only `frame`, for walks that stop where the frame finishes (open_bottom).
+  static JsonStack only(const JsonFrame& frame) { return {frame}; }
+
+  // Feeds one byte. With open_bottom, finishing the bottom frame returns kLeft instead of
+  // completing the document. Nothing changes on kRejected only if the caller keeps a copy (the
+  // stack may be partly updated).
+  Feed feed(JsonStack& stack, uint8_t byte, bool open_bottom = false) const;
+  // True when the bytes fed so far are a complete document (nothing more is needed).
+  bool complete(const JsonStack& stack) const;
+  // True when no byte can follow (the document is complete and closed).
+  static bool closed(const JsonStack& stack) { return stack.empty(); }
+
+  // Convenience for tests and tools: feeds all of `text` to a copy of `stack`.
+  bool accepts_prefix(JsonStack& stack, std::string_view text) const;
+  bool matches(std::string_view text) const;  // a whole document
+
+  static constexpr size_t kMaxDepth = 64;  // nesting beyond this is refused
+  static constexpr uint16_t kMaxIntegerDigits = 15;
+  static constexpr uint16_t kMaxFractionDigits = 15;
+  static constexpr uint16_t kMaxExponentDigits = 3;
+
+ private:
+  Feed feed_value(JsonStack& stack, uint8_t c) const;
+  Feed feed_string(JsonStack& stack, uint8_t c, bool open_bottom) const;
+  Feed feed_number(JsonStack& stack, uint8_t c, bool open_bottom, bool& reprocess) const;
+  Feed feed_literal(JsonStack& stack, uint8_t c, bool open_bottom, bool& reprocess) const;
+  Feed feed_object(JsonStack& stack, uint8_t c, bool open_bottom) const;
+  Feed feed_array(JsonStack& stack, uint8_t c, bool open_bottom) const;
+  // Pops the finished top frame and tells its parent; kLeft when it was the open bottom.
+  Feed finish(JsonStack& stack, bool open_bottom) const;
+  bool push_value(JsonStack& stack, uint32_t node) const;
+  uint64_t eligible_keys(const SchemaNode& node, uint32_t from) const;
+  bool literal_complete(const JsonFrame& frame) const;
+
+  const JsonSchema& schema_;
+};
+
+}  // namespace rne::runner

@@ -1,0 +1,125 @@
+#include "rne/runner/json_constraint.h"
+
+#include <algorithm>
+
+namespace rne::runner {
+
+size_t JsonSchemaConstraint::FrameHash::operator()(const JsonFrame& f) const {
+  uint64_t h = f.node;
+  for (uint64_t part : {uint64_t{f.kind}, uint64_t{f.sub}, uint64_t{f.pos}, uint64_t{f.count},
+                        uint64_t{f.current}, f.candidates}) {
+    h = (h ^ part) * 0x100000001B3ull + (h >> 29);
+  }
+  return static_cast<size_t>(h);
+}
+
+JsonSchemaConstraint::JsonSchemaConstraint(std::shared_ptr<const JsonSchema> schema,
+                                           std::shared_ptr<const TokenTrie> trie,
+                                           std::vector<int64_t> eos_ids)
+    : schema_(std::move(schema)),
+      trie_(std::move(trie)),
+      grammar_(*schema_),
+      eos_ids_(std::move(eos_ids)),
+      stack_(grammar_.start()) {
+  eos_ids_.erase(std::remove_if(eos_ids_.begin(), eos_ids_.end(),
+                                [&](int64_t id) { return id < 0 || id >= trie_->vocab_size(); }),
+                 eos_ids_.end());
+  states_.resize(static_cast<size_t>(trie_->max_depth()) + 1);
+  path_.resize(static_cast<size_t>(trie_->max_depth()) + 1);
+}
+
+void JsonSchemaConstraint::reset() {
+  stack_ = grammar_.start();
+  finished_ = false;
+}
+
+void JsonSchemaConstraint::walk(const JsonStack& start, uint32_t root, TokenMask& out,
+                                std::vector<Dependent>* dependents) {
+  const auto& nodes = trie_->nodes();
+  const uint16_t base = nodes[root].depth;
+  states_[0] = start;
+  for (uint32_t i = root + 1; i < nodes[root].end;) {
+    const auto& node = nodes[i];
+    const size_t d = node.depth - base;
+    JsonStack& state = states_[d];
+    state = states_[d - 1];
+    path_[d] = static_cast<char>(node.byte);
+    const auto fed = grammar_.feed(state, node.byte, dependents != nullptr);
+    if (fed == JsonGrammar::Feed::kRejected) {
+      i = node.end;  // no token below this prefix can come here
+      continue;
+    }
+    if (fed == JsonGrammar::Feed::kLeft) {
+      dependents->push_back({i, path_.substr(1, d)});
+      i = node.end;
+      continue;
+    }
+    for (const int32_t* id = trie_->token_ids_begin(i); id != trie_->token_ids_end(i); ++id) {
+      out.allow(*id);
+    }
+    ++i;
+  }
+}
+
+const JsonSchemaConstraint::Walk& JsonSchemaConstraint::walk_for(const JsonFrame& top) {
+  auto found = cache_.find(top);
+  if (found != cache_.end()) return found->second;
+  if (cache_.size() >= kMaxCachedWalks) cache_.clear();
+  Walk entry;
+  entry.allowed.resize(trie_->vocab_size());
+  walk(JsonGrammar::only(top), 0, entry.allowed, &entry.dependents);
+  return cache_.emplace(top, std::move(entry)).first->second;
+}
+
+Result<const TokenMask*> JsonSchemaConstraint::allowed() {
+  mask_.resize(trie_->vocab_size());
+  if (!finished_ && !JsonGrammar::closed(stack_)) {
+    const Walk& cached = walk_for(stack_.back());
+    mask_.words = cached.allowed.words;
+    const auto& nodes = trie_->nodes();
+    for (const Dependent& dependent : cached.dependents) {
+      // Replay the prefix on the whole stack, then walk what lies below it.
+      JsonStack state = stack_;
+      if (!grammar_.accepts_prefix(state, dependent.prefix)) continue;
+      for (const int32_t* id = trie_->token_ids_begin(dependent.node);
+           id != trie_->token_ids_end(dependent.node); ++id) {
+        mask_.allow(*id);
+      }
+      if (nodes[dependent.node].end > dependent.node + 1) walk(state, dependent.node, mask_, nullptr);
+    }
+  }
+  if (!finished_ && complete()) {
+    for (int64_t id : eos_ids_) mask_.allow(id);
+  }
+  if (mask_.empty()) {
+    return Error{ErrorCode::kInvalidArgument,
+                 finished_ ? "the JSON document is finished (EOS was generated); nothing may follow"
+                           : "no token of the vocabulary can continue the JSON document here; "
+                             "the model's vocabulary cannot write what the schema requires"};
+  }
+  return &mask_;
+}
+
+Result<void> JsonSchemaConstraint::accept(int64_t token) {
+  if (std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end()) {
+    if (!complete()) {
+      return Error{ErrorCode::kInvalidArgument,
+                   "EOS token " + std::to_string(token) +
+                       " came before the JSON document was complete"};
+    }
+    finished_ = true;
+    return {};
+  }
+  const bool known = token >= 0 && token < trie_->vocab_size();
+  JsonStack next = stack_;
+  if (finished_ || !known || trie_->bytes(token).empty() ||
+      !grammar_.accepts_prefix(next, trie_->bytes(token))) {
+    return Error{ErrorCode::kInvalidArgument,
+                 "token " + std::to_string(token) + " does not continue the JSON document " +
+                     "the schema allows (it was not in the allowed mask)"};
+  }
+  stack_ = std::move(next);
+  return {};
+}
+
+}  // namespace rne::runner

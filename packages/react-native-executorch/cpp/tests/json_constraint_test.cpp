@@ -1,0 +1,176 @@
+// JsonSchemaConstraint: the token mask of every visited state equals a brute-force check of
+// each vocabulary token against the automaton, and the documents it lets through are complete.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "rne/runner/json_constraint.h"
+
+namespace rne::runner {
+namespace {
+
+constexpr int64_t kEos = 0;
+constexpr int64_t kSpecial = 1;  // a special token: no bytes, never allowed
+
+// A vocabulary with what makes masks hard: every single byte (as byte-fallback tokens have),
+// JSON punctuation runs that close and open values in one token, multi-byte UTF-8 pieces cut in
+// half, keywords and their prefixes, digits, and random strings over JSON's characters.
+std::vector<std::string> test_vocabulary() {
+  std::vector<std::string> v = {"", ""};  // kEos, kSpecial
+  for (int b = 1; b < 256; ++b) v.push_back(std::string(1, static_cast<char>(b)));
+  for (const char* t :
+       {"{\"", "\":", "\": ", "\", \"", "\",\"", "\"}", "},", "\"},{\"", "[{\"", "]}", " \"",
+        "name", "age", "tags", "id", "email", "true", "false", "null", "nul", "tr", "12", "3.5",
+        "-1", "e+", "E-", "0.", "\\u00", "\\\"", "\\n", "\xC3\xA9", "\xE2\x82", "\xAC",
+        "\xF0\x9F", "\x98\x80", "hello world", " the", "\":\"", "\":[", ",\"", "\":{\"",
+        "1,", "2]", "3}", "4},", "\"]", "\"],", "[]", "{}", "[[", "]]", "red", "\"red\"", "green",
+        "\"gr", "een\"", "  ", "\n", "\t", ", ", ": ", "\":1", "\":true}", "}}", "}]"}) {
+    v.push_back(t);
+  }
+  std::mt19937 rng(7);
+  const std::string alphabet = "{}[]\":, -.0123456789eEtrufalsnm\\ab\xC3\xA9";
+  for (int i = 0; i < 3000; ++i) {
+    std::string token;
+    const int length = 1 + static_cast<int>(rng() % 6);
+    for (int j = 0; j < length; ++j) token += alphabet[rng() % alphabet.size()];
+    v.push_back(token);
+  }
+  return v;
+}
+
+// The mask a brute force gives: each token's bytes fed to a copy of the state.
+std::vector<bool> brute_force(const JsonGrammar& grammar, const JsonStack& stack, bool finished,
+                              const std::vector<std::string>& vocabulary) {
+  std::vector<bool> allowed(vocabulary.size(), false);
+  if (finished) return allowed;
+  for (size_t id = 0; id < vocabulary.size(); ++id) {
+    if (vocabulary[id].empty()) continue;
+    JsonStack copy = stack;
+    allowed[id] = grammar.accepts_prefix(copy, vocabulary[id]);
+  }
+  allowed[kEos] = grammar.complete(stack);
+  return allowed;
+}
+
+// Follows random allowed tokens through documents of `schema_text` and compares every mask with
+// the brute force. Returns the number of complete documents produced.
+int check_masks(const std::string& schema_text, int documents, uint32_t seed) {
+  auto schema = compile_json_schema(schema_text);
+  EXPECT_TRUE(schema.ok()) << (schema.ok() ? "" : schema.error().message);
+  if (!schema.ok()) return 0;
+  const auto vocabulary = test_vocabulary();
+  auto trie = TokenTrie::build(vocabulary);
+  JsonSchemaConstraint constraint(*schema, trie, {kEos});
+  JsonGrammar grammar(**schema);
+  std::mt19937 rng(seed);
+  int complete = 0;
+  for (int doc = 0; doc < documents; ++doc) {
+    constraint.reset();
+    JsonStack stack = grammar.start();
+    std::string text;
+    bool finished = false;
+    for (int step = 0; step < 200 && !finished; ++step) {
+      auto mask = constraint.allowed();
+      if (!mask.ok()) {
+        ADD_FAILURE() << schema_text << " after '" << text << "': " << mask.error().message;
+        return complete;
+      }
+      const auto expected = brute_force(grammar, stack, false, vocabulary);
+      std::vector<int64_t> allowed_ids;
+      for (size_t id = 0; id < vocabulary.size(); ++id) {
+        if ((*mask)->allows(static_cast<int64_t>(id)) != expected[id]) {
+          ADD_FAILURE() << schema_text << " after '" << text << "': token " << id << " ('"
+                        << vocabulary[id] << "') mask " << (*mask)->allows(id) << " brute force "
+                        << expected[id];
+          return complete;
+        }
+        if (expected[id]) allowed_ids.push_back(static_cast<int64_t>(id));
+      }
+      EXPECT_FALSE((*mask)->allows(kSpecial));
+      // Prefer ending once possible half of the time, so documents finish.
+      int64_t token = allowed_ids[rng() % allowed_ids.size()];
+      if (expected[kEos] && rng() % 2 == 0) token = kEos;
+      EXPECT_TRUE(constraint.accept(token).ok());
+      if (token == kEos) {
+        finished = true;
+        EXPECT_TRUE(grammar.matches(text)) << text;
+        ++complete;
+      } else {
+        EXPECT_TRUE(grammar.accepts_prefix(stack, vocabulary[token]));
+        text += vocabulary[token];
+      }
+    }
+    if (finished) {
+      auto after = constraint.allowed();
+      EXPECT_FALSE(after.ok()) << "nothing may follow EOS";
+    }
+  }
+  return complete;
+}
+
+TEST(JsonSchemaConstraint, MasksEqualBruteForce) {
+  const char* schemas[] = {
+      R"({"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"},
+          "tags":{"type":"array","items":{"type":"string"},"maxItems":3}},"required":["name"]})",
+      R"({"type":"array","items":{"type":"number"},"maxItems":4})",
+      R"({"enum":["red","green",1,12,null]})",
+      R"({"type":"object","properties":{"id":{"type":"integer"},"email":{"type":["string","null"]},
+          "ok":{"type":"boolean"},"nested":{"type":"object","properties":{"a":{"type":"null"}},
+          "required":["a"]}},"required":["id","email","ok","nested"]})",
+      R"({"type":"string"})",
+      "true",
+  };
+  int complete = 0;
+  for (const char* schema : schemas) complete += check_masks(schema, 12, 1234);
+  EXPECT_GT(complete, 30);  // most random walks reach EOS: the check saw whole documents
+}
+
+TEST(JsonSchemaConstraint, RejectsTokensOutsideTheMask) {
+  auto schema = compile_json_schema(R"({"type":"boolean"})");
+  ASSERT_TRUE(schema.ok());
+  auto trie = TokenTrie::build({"", "tr", "ue", "x", "false"});
+  JsonSchemaConstraint constraint(*schema, trie, {0});
+  auto mask = constraint.allowed();
+  ASSERT_TRUE(mask.ok());
+  EXPECT_TRUE((*mask)->allows(1));
+  EXPECT_TRUE((*mask)->allows(4));
+  EXPECT_FALSE((*mask)->allows(0));  // EOS before the value is complete
+  EXPECT_FALSE((*mask)->allows(3));
+  EXPECT_FALSE(constraint.accept(3).ok());
+  EXPECT_FALSE(constraint.accept(0).ok());
+  ASSERT_TRUE(constraint.accept(1).ok());
+  ASSERT_TRUE(constraint.accept(2).ok());
+  EXPECT_TRUE(constraint.complete());
+  mask = constraint.allowed();
+  ASSERT_TRUE(mask.ok());
+  EXPECT_TRUE((*mask)->allows(0));  // only EOS is left
+  EXPECT_FALSE((*mask)->allows(4));
+}
+
+TEST(JsonSchemaConstraint, VocabularyThatCannotWriteTheSchemaIsAnError) {
+  auto schema = compile_json_schema(R"({"type":"null"})");
+  ASSERT_TRUE(schema.ok());
+  JsonSchemaConstraint constraint(*schema, TokenTrie::build({"", "a", "b"}), {0});
+  auto mask = constraint.allowed();
+  ASSERT_FALSE(mask.ok());
+  EXPECT_NE(mask.error().message.find("no token of the vocabulary"), std::string::npos);
+}
+
+TEST(TokenTrie, PreorderSubtreesAndDuplicates) {
+  auto trie = TokenTrie::build({"ab", "", "a", "abc", "b", "ab"});
+  const auto& nodes = trie->nodes();
+  ASSERT_EQ(nodes.size(), 5u);  // root, a, ab, abc, b
+  EXPECT_EQ(nodes[0].end, 5u);
+  EXPECT_EQ(nodes[1].byte, 'a');
+  EXPECT_EQ(nodes[1].end, 4u);
+  EXPECT_EQ(std::vector<int32_t>(trie->token_ids_begin(2), trie->token_ids_end(2)),
+            (std::vector<int32_t>{0, 5}));
+  EXPECT_EQ(std::vector<int32_t>(trie->token_ids_begin(4), trie->token_ids_end(4)),
+            (std::vector<int32_t>{4}));
+  EXPECT_EQ(trie->token_ids_begin(0), trie->token_ids_end(0));  // the empty token is left out
+}
+
+}  // namespace
+}  // namespace rne::runner
