@@ -142,6 +142,8 @@ j::Value ExecutorchHostObject::get(j::Runtime& rt, const j::PropNameID& prop) {
       {"interrupt", &ExecutorchHostObject::interrupt},
       {"reset", &ExecutorchHostObject::reset},
       {"stats", &ExecutorchHostObject::stats},
+      {"countTokens", &ExecutorchHostObject::countTokens},
+      {"maxContextLength", &ExecutorchHostObject::maxContextLength},
       {"release", &ExecutorchHostObject::release},
   };
   const std::string name = prop.utf8(rt);
@@ -206,11 +208,14 @@ j::Value ExecutorchHostObject::generate(j::Runtime& rt, const j::Value* args, si
   return makePromise(rt, [&](j::Runtime& rt, PendingPtr pending) {
     pending->on_token = std::move(*on_token);
     std::weak_ptr<seam::SeamCore> core = core_;
-    auto on_piece = [invoker = js_invoker_, pending, core, handle](std::string piece) {
-      invoker->invokeAsync([pending, core, handle, piece = std::move(piece)](j::Runtime& rt) {
+    auto on_piece = [invoker = js_invoker_, pending, core, handle](std::string piece,
+                                                                   int64_t generated) {
+      invoker->invokeAsync([pending, core, handle, generated,
+                            piece = std::move(piece)](j::Runtime& rt) {
         if (!pending->on_token) return;
         try {
-          pending->on_token->call(rt, j::String::createFromUtf8(rt, piece));
+          pending->on_token->call(rt, j::String::createFromUtf8(rt, piece),
+                                  static_cast<double>(generated));
         } catch (const j::JSError&) {
           // A throwing callback stops the generation instead of tearing the app down.
           pending->on_token.reset();
@@ -246,6 +251,20 @@ j::Value ExecutorchHostObject::reset(j::Runtime& rt, const j::Value* args, size_
 j::Value ExecutorchHostObject::stats(j::Runtime& rt, const j::Value* args, size_t count) {
   auto stats = valueOrThrow(rt, core_->stats(handleArg(rt, args, count)));
   return stats ? statsToJs(rt, *stats) : j::Value::null();
+}
+
+j::Value ExecutorchHostObject::countTokens(j::Runtime& rt, const j::Value* args, size_t count) {
+  const Handle handle = handleArg(rt, args, count);
+  if (count < 2 || !args[1].isString()) {
+    throwError(rt, seam::invalidArgument("countTokens(handle, text: string)"));
+  }
+  return static_cast<double>(
+      valueOrThrow(rt, core_->countTokens(handle, args[1].asString(rt).utf8(rt))));
+}
+
+j::Value ExecutorchHostObject::maxContextLength(j::Runtime& rt, const j::Value* args,
+                                                size_t count) {
+  return static_cast<double>(valueOrThrow(rt, core_->maxContextLength(handleArg(rt, args, count))));
 }
 
 j::Value ExecutorchHostObject::release(j::Runtime& rt, const j::Value* args, size_t count) {

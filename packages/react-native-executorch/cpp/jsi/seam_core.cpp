@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "rne/runner/backends.h"
+#include "rne/tokenizer/tokenizer.h"
 
 namespace rne::seam {
 namespace {
@@ -65,6 +66,7 @@ Result<runner::GenerationConfig> parseGenerationConfig(const ObjectReader& objec
 StatsFields statsFields(const runner::Stats& stats) {
   return StatsFields{
       {{"promptTokens", static_cast<double>(stats.prompt_tokens)},
+       {"reusedTokens", static_cast<double>(stats.reused_tokens)},
        {"generatedTokens", static_cast<double>(stats.generated_tokens)},
        {"cacheTokens", static_cast<double>(stats.cache_tokens)},
        {"timeToFirstTokenMs", stats.ttft_ms},
@@ -75,29 +77,18 @@ StatsFields statsFields(const runner::Stats& stats) {
       runner::stop_reason_name(stats.stop_reason)};
 }
 
-// One loaded model. `runner` and `conversation` are used on the worker thread only.
+// One loaded model. `runner` is used on the worker thread only; `tokenizer` and `max_context`
+// are immutable and read from any thread.
 struct SeamCore::Model {
   std::unique_ptr<runner::LlmRunner> runner;
-  // Token ids in the KV cache (+ the last generated one, which the runner feeds next time):
-  // lets generate() prefill only what extends the previous conversation.
-  std::vector<int64_t> conversation;
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
+  int64_t max_context = 0;
   std::atomic<bool> running{false};
   // Set by interrupt(), cleared by generate() on the JS thread: an interrupt that arrives
   // before the queued generation starts (when the runner would clear its own flag) still stops it.
   std::atomic<bool> stop_requested{false};
   std::mutex stats_mutex;
   std::optional<runner::Stats> last_stats;  // guarded by stats_mutex
-
-  // Runs on the worker: the ids to feed for `prompt`, resetting the runner when the prompt
-  // does not extend the conversation it holds.
-  std::vector<int64_t> tokensToFeed(const std::vector<int64_t>& prompt) {
-    if (!conversation.empty() && prompt.size() > conversation.size() &&
-        std::equal(conversation.begin(), conversation.end(), prompt.begin())) {
-      return {prompt.begin() + static_cast<std::ptrdiff_t>(conversation.size()), prompt.end()};
-    }
-    runner->reset();
-    return prompt;
-  }
 };
 
 SeamCore::SeamCore(PlatformInfo platform)
@@ -141,6 +132,8 @@ Result<void> SeamCore::loadLLM(LoadOptions options, LoadDone done) {
     if (!loaded.ok()) return done(loaded.error());
     auto model = std::make_shared<Model>();
     model->runner = std::move(loaded).value();
+    model->tokenizer = std::make_shared<const tokenizer::Tokenizer>(model->runner->tokenizer());
+    model->max_context = model->runner->contract().max_context;
     Handle handle;
     {
       std::lock_guard<std::mutex> lock(models_mutex_);
@@ -184,20 +177,15 @@ void SeamCore::runGeneration(Model& model, const std::string& prompt,
                              const runner::GenerationConfig& config, const OnPiece& on_piece,
                              const GenerateDone& done) {
   const std::vector<int64_t> tokens = model.runner->encode(prompt, false);
-  auto result = model.runner->generate(model.tokensToFeed(tokens), config,
-                                       [&](std::string_view text) {
-                                         if (model.stop_requested.load()) model.runner->interrupt();
-                                         on_piece(std::string(text));
-                                       });
+  auto result = model.runner->generate_prompt(tokens, config, [&](std::string_view text) {
+    if (model.stop_requested.load()) model.runner->interrupt();
+    on_piece(std::string(text), static_cast<int64_t>(model.runner->last_tokens().size()));
+  });
   if (result.ok()) {
-    model.conversation = tokens;
-    const auto& generated = model.runner->last_tokens();
-    model.conversation.insert(model.conversation.end(), generated.begin(), generated.end());
     std::lock_guard<std::mutex> lock(model.stats_mutex);
     model.last_stats = result.value();
   } else {
-    // The cache may hold a partial prefill: start the next call from scratch.
-    model.conversation.clear();
+    // A failed runtime call may leave the cache half-written: start the next call from scratch.
     model.runner->reset();
   }
   model.running.store(false);
@@ -220,10 +208,7 @@ Result<void> SeamCore::reset(Handle handle) {
     return Error{runner::ErrorCode::kBusy, "reset() while generating; interrupt() first"};
   }
   // Queued behind any work on this model, on the thread that owns the runner.
-  worker_->post([model] {
-    model->conversation.clear();
-    model->runner->reset();
-  });
+  worker_->post([model] { model->runner->reset(); });
   return {};
 }
 
@@ -232,6 +217,18 @@ Result<std::optional<runner::Stats>> SeamCore::stats(Handle handle) {
   if (!model.ok()) return model.error();
   std::lock_guard<std::mutex> lock((*model)->stats_mutex);
   return (*model)->last_stats;
+}
+
+Result<int64_t> SeamCore::countTokens(Handle handle, const std::string& text) {
+  auto model = find(handle);
+  if (!model.ok()) return model.error();
+  return static_cast<int64_t>((*model)->tokenizer->encode(text, false).size());
+}
+
+Result<int64_t> SeamCore::maxContextLength(Handle handle) {
+  auto model = find(handle);
+  if (!model.ok()) return model.error();
+  return (*model)->max_context;
 }
 
 Result<void> SeamCore::release(Handle handle) {

@@ -32,9 +32,9 @@ using runner::Result;
 using Handle = int64_t;
 
 // The seam's method names, as the hosts expose them.
-inline constexpr std::array<const char*, 8> kMethodNames{
-    "availableBackends", "platformInfo", "loadLLM", "generate",
-    "interrupt",         "reset",        "stats",   "release"};
+inline constexpr std::array<const char*, 10> kMethodNames{
+    "availableBackends", "platformInfo", "loadLLM",     "generate",         "interrupt",
+    "reset",             "stats",        "countTokens", "maxContextLength", "release"};
 
 // Reads the properties of one JS object; each host implements it over its own values.
 class ObjectReader {
@@ -70,7 +70,8 @@ Error invalidArgument(std::string message);
 class SeamCore : public std::enable_shared_from_this<SeamCore> {
  public:
   using LoadDone = std::function<void(Result<Handle>)>;
-  using OnPiece = std::function<void(std::string piece)>;
+  // A decoded text piece and the number of tokens generated so far.
+  using OnPiece = std::function<void(std::string piece, int64_t generated_tokens)>;
   using GenerateDone = std::function<void(Result<runner::Stats>)>;
 
   explicit SeamCore(PlatformInfo platform);
@@ -85,14 +86,19 @@ class SeamCore : public std::enable_shared_from_this<SeamCore> {
   // An error means "reject now"; otherwise `done` is called on the worker once loaded.
   Result<void> loadLLM(LoadOptions options, LoadDone done);
   // Errors: invalid_argument (unknown handle), busy. Otherwise pieces then `done`, on the worker.
-  // The prompt is used verbatim (special tokens included); only the token ids that extend the
-  // conversation held in the KV cache are prefilled, otherwise the cache starts over.
+  // The prompt is used verbatim (special tokens included); the KV cache keeps its longest common
+  // token prefix with the prompt and only the rest is prefilled (LlmRunner::generate_prompt).
   Result<void> generate(Handle handle, std::string prompt, runner::GenerationConfig config,
                         OnPiece on_piece, GenerateDone done);
   // Synchronous calls; invalid_argument for an unknown (released) handle.
   Result<void> interrupt(Handle handle);
   Result<void> reset(Handle handle);  // busy while generating
   Result<std::optional<runner::Stats>> stats(Handle handle);
+  // Tokens `text` encodes into as a prompt (verbatim, nothing added). Runs on the calling thread
+  // with the model's tokenizer, so it never waits for a generation.
+  Result<int64_t> countTokens(Handle handle, const std::string& text);
+  // The model's KV-cache capacity (get_max_context_len).
+  Result<int64_t> maxContextLength(Handle handle);
   Result<void> release(Handle handle);
 
  private:

@@ -293,14 +293,14 @@ napi_value Generate(napi_env env, napi_callback_info info) {
   std::shared_ptr<JsThread> js = call.host->js;
   std::weak_ptr<seam::SeamCore> core = call.host->core;
   const Handle id = *handle;
-  auto on_piece = [js, pending, core, id](std::string piece) {
-    js->post([pending, core, id, piece = std::move(piece)](napi_env env) {
+  auto on_piece = [js, pending, core, id](std::string piece, int64_t generated) {
+    js->post([pending, core, id, generated, piece = std::move(piece)](napi_env env) {
       if (pending->on_token == nullptr) return;
       napi_value callback, global;
       napi_get_reference_value(env, pending->on_token, &callback);
       napi_get_global(env, &global);
-      napi_value argv[1] = {jsString(env, piece)};
-      if (napi_call_function(env, global, callback, 1, argv, nullptr) != napi_ok) {
+      napi_value argv[2] = {jsString(env, piece), jsNumber(env, static_cast<double>(generated))};
+      if (napi_call_function(env, global, callback, 2, argv, nullptr) != napi_ok) {
         // A throwing callback stops the generation instead of crashing the process.
         napi_value ignored;
         napi_get_and_clear_last_exception(env, &ignored);
@@ -352,6 +352,27 @@ napi_value Stats(napi_env env, napi_callback_info info) {
   return statsToJs(env, *stats.value());
 }
 
+napi_value CountTokens(napi_env env, napi_callback_info info) {
+  Call call(env, info);
+  auto handle = handleArg(env, call);
+  auto text = stringOf(env, call.arg(env, 1));
+  if (!handle || !text) {
+    return throwError(env, seam::invalidArgument("countTokens(handle, text: string)"));
+  }
+  auto count = call.host->core->countTokens(*handle, *text);
+  if (!count.ok()) return throwError(env, count.error());
+  return jsNumber(env, static_cast<double>(count.value()));
+}
+
+napi_value MaxContextLength(napi_env env, napi_callback_info info) {
+  Call call(env, info);
+  auto handle = handleArg(env, call);
+  if (!handle) return throwError(env, seam::invalidArgument("The first argument must be a handle"));
+  auto length = call.host->core->maxContextLength(*handle);
+  if (!length.ok()) return throwError(env, length.error());
+  return jsNumber(env, static_cast<double>(length.value()));
+}
+
 napi_callback methodFor(std::string_view name) {
   if (name == "availableBackends") return AvailableBackends;
   if (name == "platformInfo") return PlatformInfo;
@@ -360,6 +381,8 @@ napi_callback methodFor(std::string_view name) {
   if (name == "interrupt") return HandleCall<&seam::SeamCore::interrupt>;
   if (name == "reset") return HandleCall<&seam::SeamCore::reset>;
   if (name == "stats") return Stats;
+  if (name == "countTokens") return CountTokens;
+  if (name == "maxContextLength") return MaxContextLength;
   return HandleCall<&seam::SeamCore::release>;
 }
 

@@ -242,6 +242,116 @@ TEST_F(RunnerModelTest, KvReuseOverThreeTurnsEqualsAFullRePrefill) {
   }
 }
 
+// generate_prompt() through the whole conversation equals a fresh prefill of the same prompt.
+Generated fresh(TextGenerator& g, const std::vector<int64_t>& prompt, const GenerationConfig& config) {
+  g.reset();
+  return generate(g, prompt, config);
+}
+
+Generated from_prompt(TextGenerator& g, const std::vector<int64_t>& prompt, const GenerationConfig& config) {
+  Generated run;
+  auto stats = g.generate_prompt(prompt, config, [&](int64_t t) {
+    run.tokens.push_back(t);
+    return true;
+  });
+  EXPECT_TRUE(stats.ok()) << (stats.ok() ? "" : stats.error().message);
+  if (stats.ok()) run.stats = *stats;
+  return run;
+}
+
+std::vector<int64_t> concat(std::vector<int64_t> a, const std::vector<int64_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+TEST_F(RunnerModelTest, PromptThatExtendsTheCachePrefillsOnlyTheNewTokens) {
+  TextGenerator& g = *oneshot_;
+  const auto& c = g.contract();
+  const auto first = prompt(12, c, 1);
+  const auto turn1 = from_prompt(g, first, greedy(5, false));
+  EXPECT_EQ(turn1.stats.reused_tokens, 0);
+  EXPECT_EQ(turn1.stats.prompt_tokens, 12);
+  // The next prompt: the whole conversation (answer included) plus a new turn.
+  const auto second = concat(concat(first, turn1.tokens), prompt(7, c, 2));
+  const auto turn2 = from_prompt(g, second, greedy(5, false));
+  EXPECT_EQ(turn2.stats.reused_tokens, 12 + 5 - 1) << "everything in the cache is reused";
+  EXPECT_EQ(turn2.stats.prompt_tokens, 1 + 7) << "the pending last answer token + the new turn";
+  EXPECT_EQ(turn2.tokens, fresh(g, second, greedy(5, false)).tokens);
+}
+
+TEST_F(RunnerModelTest, DivergingPromptRewindsToTheCommonPrefix) {
+  TextGenerator& g = *oneshot_;  // max_chunk == max_context: a rewind is always exact
+  const auto& c = g.contract();
+  const auto shared = prompt(10, c, 3);
+  const auto a = concat(shared, prompt(15, c, 4));
+  const auto b = concat(shared, prompt(9, c, 5));
+  ASSERT_NE(a[10], b[10]);
+  from_prompt(g, a, greedy(6, false));
+  const auto rewound = from_prompt(g, b, greedy(6, false));
+  EXPECT_EQ(rewound.stats.reused_tokens, 10);
+  EXPECT_EQ(rewound.stats.prompt_tokens, 9);
+  EXPECT_EQ(g.position(), 10 + 9 + 6 - 1);
+  const auto reference = fresh(g, b, greedy(6, false));
+  EXPECT_EQ(rewound.tokens, reference.tokens) << "stale keys past the rewind point are invisible";
+  // Next-token logits after the rewind equal a fresh prefill's.
+  from_prompt(g, a, greedy(1, false));
+  ASSERT_TRUE(g.generate_prompt(b, greedy(0), nullptr).ok());
+  const LogitsView view = g.last_logits();
+  const std::vector<float> after_rewind(view.data, view.data + view.size);
+  EXPECT_LT(max_abs_diff(after_rewind, prefill_logits(g, b)), 1e-4f);
+}
+
+TEST_F(RunnerModelTest, SamePromptAgainRegeneratesFromItsLastToken) {
+  TextGenerator& g = *oneshot_;
+  const auto p = prompt(14, g.contract(), 6);
+  const auto first = from_prompt(g, p, greedy(5, false));
+  const auto again = from_prompt(g, p, greedy(5, false));
+  EXPECT_EQ(again.stats.reused_tokens, 13);
+  EXPECT_EQ(again.stats.prompt_tokens, 1);
+  EXPECT_EQ(again.tokens, first.tokens);
+}
+
+TEST_F(RunnerModelTest, RewindStartsOverOnceARingCacheMayHaveWrapped) {
+  // The file does not declare its ring size: max_chunk (16), the smallest ring a chunked prefill
+  // allows, is assumed. Within it a rewind is exact; past it the prompt is prefilled from 0.
+  TextGenerator& g = *chunked_;
+  const auto& c = g.contract();
+  ASSERT_EQ(c.kv_ring_size, -1);
+  const auto shared = prompt(6, c, 7);
+  from_prompt(g, concat(shared, prompt(4, c, 8)), greedy(3, false));  // 12 positions written
+  const auto b = concat(shared, prompt(5, c, 9));
+  const auto within = from_prompt(g, b, greedy(3, false));
+  EXPECT_EQ(within.stats.reused_tokens, 6);
+  EXPECT_EQ(within.tokens, fresh(g, b, greedy(3, false)).tokens);
+
+  const auto long_a = concat(shared, prompt(20, c, 10));
+  from_prompt(g, long_a, greedy(3, false));  // 28 positions: past any 16-slot ring
+  const auto over = from_prompt(g, b, greedy(3, false));
+  EXPECT_EQ(over.stats.reused_tokens, 0) << "rewinding could read overwritten ring slots";
+  EXPECT_EQ(over.stats.prompt_tokens, static_cast<int64_t>(b.size()));
+  EXPECT_EQ(over.tokens, fresh(g, b, greedy(3, false)).tokens);
+}
+
+TEST_F(RunnerModelTest, PromptBudgetIsTheWholeContextAndAnEmptyPromptKeepsTheCache) {
+  TextGenerator& g = *oneshot_;
+  const auto& c = g.contract();
+  const auto fits = prompt(c.max_context - 4, c, 11);
+  const auto run = from_prompt(g, fits, greedy(100, false));
+  EXPECT_EQ(run.stats.generated_tokens, 4);
+  EXPECT_EQ(run.stats.stop_reason, StopReason::kContextFull);
+  auto too_long = g.generate_prompt(prompt(c.max_context + 1, c, 11), greedy(1), [](int64_t) { return true; });
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_EQ(too_long.error().code, ErrorCode::kContextFull);
+
+  const auto p = prompt(8, c, 12);
+  from_prompt(g, p, greedy(2, false));
+  const int64_t before = g.position();
+  auto empty = g.generate_prompt({}, greedy(1), [](int64_t) { return true; });
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(g.position(), before);
+}
+
 TEST_F(RunnerModelTest, ResetStartsTheConversationOver) {
   const auto ids = prompt(9, chunked_->contract());
   const auto first = generate(*chunked_, ids, greedy(5, false));

@@ -81,6 +81,21 @@ Result<Stats> LlmRunner::generate(const std::string& prompt, const GenerationCon
 
 Result<Stats> LlmRunner::generate(const std::vector<int64_t>& tokens,
                                   const GenerationConfig& config, const TextCallback& on_text) {
+  return generate_text([&](const TokenSink& sink) { return generator_->generate(tokens, config, sink); },
+                       config, on_text);
+}
+
+Result<Stats> LlmRunner::generate_prompt(const std::vector<int64_t>& prompt,
+                                         const GenerationConfig& config,
+                                         const TextCallback& on_text) {
+  return generate_text(
+      [&](const TokenSink& sink) { return generator_->generate_prompt(prompt, config, sink); },
+      config, on_text);
+}
+
+Result<Stats> LlmRunner::generate_text(const std::function<Result<Stats>(const TokenSink&)>& run,
+                                       const GenerationConfig& config,
+                                       const TextCallback& on_text) {
   // Text pipeline per token: decoder bytes -> whole characters -> stop-string filter -> caller.
   auto decoder = tokenizer_->stream_decoder(/*skip_special_tokens=*/true);
   Utf8Stream utf8;
@@ -94,7 +109,7 @@ Result<Stats> LlmRunner::generate(const std::vector<int64_t>& tokens,
     emit(stop.push(utf8.push(decoder.next(static_cast<tokenizer::TokenId>(token)))));
     return !stop.stopped();
   };
-  auto stats = generator_->generate(tokens, config, sink);
+  auto stats = run(sink);
   if (!stats.ok()) return stats;
   emit(stop.push(utf8.flush()));
   emit(stop.flush());

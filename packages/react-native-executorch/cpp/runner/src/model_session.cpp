@@ -218,6 +218,11 @@ Result<std::unique_ptr<ModelSession>> ModelSession::load_unguarded(const std::st
     if (!backend.ok()) return backend.error();
     c.backend_code = *backend;
   }
+  if (names->count("get_kv_ring_size")) {
+    auto ring = read_int(module, path, "get_kv_ring_size");
+    if (!ring.ok()) return ring.error();
+    c.kv_ring_size = *ring;
+  }
   if (c.max_chunk < 1 || c.max_context < 1 || c.vocab_size < 1 || c.max_chunk > c.max_context) {
     return contract_error(path, "inconsistent metadata: max_chunk=" + std::to_string(c.max_chunk) +
                                     " max_context=" + std::to_string(c.max_context) +

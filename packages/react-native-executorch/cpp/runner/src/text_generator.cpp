@@ -52,7 +52,59 @@ TextGenerator::TextGenerator(std::unique_ptr<ModelSession> session)
 void TextGenerator::reset() {
   cached_.clear();
   pending_.clear();
+  high_water_ = 0;
   logits_ = {};
+}
+
+bool TextGenerator::rewind(int64_t position) {
+  if (position >= this->position()) {
+    pending_.clear();
+    return position == this->position();
+  }
+  const ModelContract& c = contract();
+  const int64_t ring = c.kv_ring_size >= 0 ? c.kv_ring_size : c.max_chunk;
+  // A ring that never wrapped holds every key it was given; the stale slots past `position`
+  // read as never written (negative positions) and are masked. Flat caches mask by input_pos.
+  if (ring > 0 && high_water_ > ring) {
+    reset();
+    return false;
+  }
+  cached_.resize(static_cast<size_t>(std::max<int64_t>(position, 0)));
+  pending_.clear();
+  logits_ = {};
+  return true;
+}
+
+Result<Stats> TextGenerator::generate_prompt(const std::vector<int64_t>& prompt,
+                                             const GenerationConfig& config,
+                                             const TokenSink& sink) {
+  if (running_.load()) {
+    return Error{ErrorCode::kBusy, "generate() is already running on this runner; wait for it "
+                                   "or call interrupt()"};
+  }
+  if (prompt.empty()) {
+    return Error{ErrorCode::kInvalidArgument, "nothing to generate from: the prompt is empty"};
+  }
+  // The conversation as the model has seen it: the cache, then the not yet fed last token.
+  size_t common = 0;
+  const size_t known = cached_.size() + pending_.size();
+  while (common < known && common < prompt.size()) {
+    const int64_t token = common < cached_.size() ? cached_[common] : pending_[common - cached_.size()];
+    if (token != prompt[common]) break;
+    ++common;
+  }
+  // Keep at least one prompt token to feed: its logits give the first answer token.
+  if (common >= prompt.size()) common = prompt.size() - 1;
+  if (common < cached_.size()) {
+    rewind(static_cast<int64_t>(common));  // resets where a rewind cannot be exact
+  }
+  pending_.clear();  // a matching pending token is fed again below, as part of the prompt
+  const size_t reused = cached_.size();
+  auto stats = generate(std::vector<int64_t>(prompt.begin() + static_cast<std::ptrdiff_t>(reused),
+                                             prompt.end()),
+                        config, sink);
+  if (stats.ok()) stats->reused_tokens = static_cast<int64_t>(reused);
+  return stats;
 }
 
 Result<Stats> TextGenerator::prefill(const std::vector<int64_t>& new_tokens) {
@@ -122,6 +174,7 @@ Result<Stats> TextGenerator::generate(const std::vector<int64_t>& new_tokens,
     if (!out.ok()) return out.error();
     logits = *out;
     cached_.insert(cached_.end(), to_feed.begin() + offset, to_feed.begin() + offset + count);
+    high_water_ = std::max(high_water_, position());
     offset += count;
   }
   pending_.clear();
@@ -172,6 +225,7 @@ Result<Stats> TextGenerator::generate(const std::vector<int64_t>& new_tokens,
     if (!out.ok()) return out.error();
     logits = *out;
     cached_.push_back(token);
+    high_water_ = std::max(high_water_, position());
     pending_.clear();
   }
   stats.decode_ms = stats.generated_tokens > 0 ? ms_since(first_token_at) : 0.0;

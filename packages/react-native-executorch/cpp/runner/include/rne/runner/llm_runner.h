@@ -52,11 +52,17 @@ class LlmRunner {
   // Same, from token ids (e.g. the JS side tokenized, or a test needs exact ids).
   Result<Stats> generate(const std::vector<int64_t>& tokens, const GenerationConfig& config,
                          const TextCallback& on_text);
+  // Generates from the whole conversation `prompt`, prefilling only what the KV cache does not
+  // share with it (TextGenerator::generate_prompt: longest common prefix, rewind).
+  Result<Stats> generate_prompt(const std::vector<int64_t>& prompt, const GenerationConfig& config,
+                                const TextCallback& on_text);
 
   // Tokenizes with the model's tokenizer; add_special_tokens applies its post-processor.
   // Invalid UTF-8 is replaced, not reported: check_utf8() text from users first.
   std::vector<int64_t> encode(std::string_view text, bool add_special_tokens) const;
   std::string decode(const std::vector<int64_t>& tokens) const;
+  // The tokenizer, e.g. to copy (cheap, thread-safe) for counting tokens on another thread.
+  const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
 
   void interrupt() { generator_->interrupt(); }  // any thread; generate() returns kInterrupted
   void reset() { generator_->reset(); }
@@ -70,6 +76,10 @@ class LlmRunner {
 
  private:
   LlmRunner() = default;
+  // The text pipeline (decoder -> whole characters -> stop strings -> on_text) around one
+  // token-level generation `run`.
+  Result<Stats> generate_text(const std::function<Result<Stats>(const TokenSink&)>& run,
+                              const GenerationConfig& config, const TextCallback& on_text);
   std::unique_ptr<TextGenerator> generator_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   double load_ms_ = 0;

@@ -23,6 +23,10 @@ struct ModelContract {
   int64_t bos_id = -1;          // get_bos_id; -1 when the model declares none
   std::vector<int64_t> eos_ids; // get_eos_ids
   int64_t backend_code = -1;    // get_backend, when the exporter wrote it
+  // get_kv_ring_size: slots of the smallest ring-buffer KV cache (sliding-window layers write
+  // position p at p % size), 0 when every cache is flat, -1 when the file does not say. Decides
+  // whether the cache can be rewound (TextGenerator::rewind).
+  int64_t kv_ring_size = -1;
 };
 
 // Logits of the last position of the latest forward call. Points into the runtime's output

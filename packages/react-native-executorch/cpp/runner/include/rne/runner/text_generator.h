@@ -43,6 +43,7 @@ struct Stats {
   double decode_ms = 0;        // first generated token to the end of generate()
   double sampling_ms = 0;      // time inside the sampler, summed
   int64_t prompt_tokens = 0;   // tokens prefilled by this call (only the new ones)
+  int64_t reused_tokens = 0;   // prompt tokens already in the cache (generate_prompt only)
   int64_t generated_tokens = 0;
   int64_t cache_tokens = 0;    // positions in use in the KV cache after the call
   StopReason stop_reason = StopReason::kMaxNewTokens;
@@ -69,8 +70,24 @@ class TextGenerator {
   Result<Stats> generate(const std::vector<int64_t>& new_tokens, const GenerationConfig& config,
                          const TokenSink& sink);
 
+  // Generates from the whole `prompt` (the conversation so far), reusing the cache: keeps the
+  // longest common prefix of the cached conversation (cache + the pending last token) and
+  // `prompt`, rewinds the cache to it (or starts over where rewind() cannot be exact) and
+  // prefills only the rest. At least one prompt token is always prefilled (its logits give the
+  // first answer token). Stats::reused_tokens counts the tokens kept.
+  Result<Stats> generate_prompt(const std::vector<int64_t>& prompt, const GenerationConfig& config,
+                                const TokenSink& sink);
+
   // Prefills without generating (e.g. a system prompt), so the next generate() starts from it.
   Result<Stats> prefill(const std::vector<int64_t>& new_tokens);
+
+  // Forgets the cached positions from `position` on (and the pending token), so the next
+  // generate() continues at `position`; the model's input_pos makes the stale keys beyond
+  // invisible. Returns false and reset()s instead when a ring-buffer cache may no longer hold
+  // keys that positions before `position` need: once any position >= the ring's size was
+  // written (when the file does not declare its ring size, max_chunk, the smallest ring a
+  // chunked prefill allows, is assumed). Not while a generate() runs.
+  bool rewind(int64_t position);
 
   // Asks a running generate() to stop after the current forward call. Safe from any thread.
   // During decode the tokens so far are kept; during prefill the chunks already fed stay in the
@@ -92,6 +109,7 @@ class TextGenerator {
   std::unique_ptr<ModelSession> session_;
   std::vector<int64_t> cached_;   // tokens in the KV cache
   std::vector<int64_t> pending_;  // generated but not yet fed (the last token of a turn)
+  int64_t high_water_ = 0;        // most positions written since the last reset()
   LogitsView logits_;
   std::atomic<bool> interrupted_{false};
   std::atomic<bool> running_{false};
