@@ -287,6 +287,35 @@ TEST(SamplerTest, LargeVocabularyTemperatureDrawsMatchTheSoftmax) {
   EXPECT_NEAR(first_half / static_cast<double>(draws), 0.3, 0.02);  // half of the tail's 0.6
 }
 
+// A grammar mask: only allowed ids are ever drawn, in every configuration, and they follow the
+// softmax renormalised over the allowed set (here {1, 3}: 0.3 and 0.05 -> 6/7 and 1/7).
+TEST(SamplerTest, MaskedSamplingDrawsOnlyAllowedTokensWithRenormalisedProbabilities) {
+  const std::vector<double> probs = {0.5, 0.3, 0.15, 0.05};
+  TokenMask allowed;
+  allowed.resize(4);
+  allowed.allow(1);
+  allowed.allow(3);
+  for (int config = 0; config < 5; ++config) {
+    SamplerConfig c = sampling(config == 0 ? 0.0f : 1.0f);
+    if (config == 2) c.top_k = 3;
+    if (config == 3) c.top_p = 0.99f;
+    if (config == 4) c.min_p = 0.01f;
+    Sampler sampler(c, 4);
+    std::map<int64_t, int> counts;
+    const int draws = config == 0 ? 10 : 20000;
+    for (int i = 0; i < draws; ++i) {
+      auto logits = logits_for(probs);
+      ++counts[sampler.sample(logits.data(), {}, &allowed)];
+    }
+    EXPECT_EQ(counts[0] + counts[2], 0) << "config " << config;
+    if (config == 0) {
+      EXPECT_EQ(counts[1], draws);  // greedy: the best allowed token
+    } else {
+      EXPECT_NEAR(counts[1] / double(draws), 6.0 / 7.0, 0.015) << "config " << config;
+    }
+  }
+}
+
 TEST(SamplerTest, ValidateNamesTheBadOption) {
   SamplerConfig c;
   c.top_p = 0.0f;

@@ -319,8 +319,27 @@ int64_t Sampler::draw_from_candidates(size_t count) {
       ->id;
 }
 
-int64_t Sampler::sample(float* logits, const std::vector<int64_t>& context) {
+// Disallowed logits become -inf; a branch-free select per id so the loop vectorises.
+static void mask_logits(float* __restrict logits, const TokenMask& allowed, int64_t size) {
+  constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < size; ++i) {
+    const bool keep = (allowed.words[static_cast<size_t>(i >> 6)] >> (i & 63)) & 1;
+    logits[i] = keep ? logits[i] : kMinusInf;
+  }
+}
+
+int64_t Sampler::sample(float* logits, const std::vector<int64_t>& context,
+                        const TokenMask* allowed) {
+  if (allowed != nullptr) mask_logits(logits, *allowed, vocab_size_);
   apply_repetition_penalty(logits, context);
+  const int64_t id = sample_unmasked(logits);
+  // A masked token weighs exp(-87) at most (the fast exp clamps there), so a draw cannot
+  // realistically pick one; if rounding ever did, the most likely allowed token is taken.
+  if (allowed != nullptr && !allowed->allows(id)) return argmax(logits, vocab_size_);
+  return id;
+}
+
+int64_t Sampler::sample_unmasked(float* logits) {
   if (config_.temperature <= 0.0f) return argmax(logits, vocab_size_);
 
   const float inv_t = 1.0f / config_.temperature;

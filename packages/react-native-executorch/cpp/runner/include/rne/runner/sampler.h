@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "rne/runner/result.h"
+#include "rne/runner/token_constraint.h"
 
 namespace rne::runner {
 
@@ -29,7 +30,10 @@ class Sampler {
 
   // Returns the chosen token id. `logits` (length vocab_size) is modified in place by the
   // repetition penalty. `context` holds the ids the penalty applies to (prompt + generated).
-  int64_t sample(float* logits, const std::vector<int64_t>& context);
+  // With `allowed` (a grammar's mask, which must allow at least one id) every other token's
+  // logit becomes -inf first, so the filters and the draw only ever see allowed tokens.
+  int64_t sample(float* logits, const std::vector<int64_t>& context,
+                 const TokenMask* allowed = nullptr);
 
  private:
   struct Candidate {
@@ -37,6 +41,7 @@ class Sampler {
     int32_t id;
   };
   void apply_repetition_penalty(float* logits, const std::vector<int64_t>& context);
+  int64_t sample_unmasked(float* logits);
   // Top-k path: candidates_ = the k largest logits turned into weights, descending.
   float weigh_top_k(const float* logits, float inv_t);
   // Full-vocabulary path: weights_ (and block_sums_) for every token; returns their total.
