@@ -199,7 +199,23 @@ Result<Stats> TextGenerator::generate(const std::vector<int64_t>& new_tokens,
                           : StopReason::kContextFull;
   for (int64_t n = 0; n < budget; ++n) {
     const auto sample_start = Clock::now();
-    const int64_t token = sampler.sample(logits.data, cached_);
+    const TokenMask* allowed = nullptr;
+    if (config.constraint != nullptr) {
+      auto mask = config.constraint->allowed();
+      if (!mask.ok()) return mask.error();
+      if (static_cast<int64_t>((*mask)->words.size()) * 64 < contract.vocab_size) {
+        return Error{ErrorCode::kInvalidArgument,
+                     "the token constraint covers fewer ids than the model's vocabulary (" +
+                         std::to_string(contract.vocab_size) + ")"};
+      }
+      allowed = *mask;
+    }
+    const int64_t token = sampler.sample(logits.data, cached_, allowed);
+    if (config.constraint != nullptr) {
+      if (auto accepted = config.constraint->accept(token); !accepted.ok()) {
+        return accepted.error();
+      }
+    }
     stats.sampling_ms += ms_since(sample_start);
     ++stats.generated_tokens;
     if (n == 0) {

@@ -33,6 +33,9 @@ struct GenerationConfig {
   SamplerConfig sampling;
   bool stop_on_eos = true;                 // false keeps generating past EOS (benchmarks)
   std::vector<std::string> stop_strings;   // applied by LlmRunner to the decoded text
+  // Restricts sampling to the tokens it allows and is advanced with each generated token (a
+  // grammar, e.g. JsonSchemaConstraint). Not owned; must outlive the generate() call.
+  TokenConstraint* constraint = nullptr;
 };
 
 struct Stats {
