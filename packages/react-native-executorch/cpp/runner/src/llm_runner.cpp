@@ -54,6 +54,21 @@ Result<std::unique_ptr<LlmRunner>> LlmRunner::load(const std::string& model_path
   return runner;
 }
 
+Result<TokenConstraint*> LlmRunner::json_schema_constraint(const std::string& schema_json) {
+  if (json_constraint_ && schema_json == json_schema_) {
+    json_constraint_->reset();
+    return json_constraint_.get();
+  }
+  auto schema = compile_json_schema(schema_json);
+  if (!schema.ok()) return schema.error();
+  if (!token_trie_) {
+    token_trie_ = TokenTrie::build(token_byte_strings(*tokenizer_, contract().vocab_size));
+  }
+  json_constraint_ = std::make_unique<JsonSchemaConstraint>(*schema, token_trie_, contract().eos_ids);
+  json_schema_ = schema_json;
+  return json_constraint_.get();
+}
+
 std::vector<int64_t> LlmRunner::encode(std::string_view text, bool add_special_tokens) const {
   auto ids = tokenizer_->encode(text, add_special_tokens);
   return {ids.begin(), ids.end()};

@@ -2,7 +2,26 @@
 
 #include <algorithm>
 
+#include "rne/tokenizer/tokenizer.h"
+
 namespace rne::runner {
+
+std::vector<std::string> token_byte_strings(const tokenizer::Tokenizer& tokenizer,
+                                            int64_t vocab_size) {
+  // A decoder past the start of the text: some decoders treat the first piece differently
+  // (Metaspace drops its leading space), and generated JSON is never at the start of a text.
+  auto primed = tokenizer.stream_decoder(/*skip_special_tokens=*/true);
+  for (tokenizer::TokenId id : tokenizer.encode("a", /*add_special_tokens=*/false)) {
+    primed.next(id);
+  }
+  std::vector<std::string> bytes(static_cast<size_t>(vocab_size));
+  const auto known = static_cast<int64_t>(tokenizer.vocab_size());
+  for (int64_t id = 0; id < std::min(vocab_size, known); ++id) {
+    auto decoder = primed;
+    bytes[static_cast<size_t>(id)] = decoder.next(static_cast<tokenizer::TokenId>(id));
+  }
+  return bytes;
+}
 
 std::shared_ptr<const TokenTrie> TokenTrie::build(std::vector<std::string> token_bytes) {
   auto trie = std::make_shared<TokenTrie>();

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "rne/runner/backends.h"
+#include "rne/runner/json_constraint.h"
 #include "rne/runner/model_session.h"
 #include "rne/runner/result.h"
 #include "rne/runner/sampler.h"
@@ -64,6 +65,12 @@ class LlmRunner {
   // The tokenizer, e.g. to copy (cheap, thread-safe) for counting tokens on another thread.
   const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
 
+  // Structured output: a constraint that makes generate() write one JSON document valid against
+  // `schema_json` (a JSON Schema; what is supported: json_schema.h). Set config.constraint to
+  // it. Owned by the runner, valid until the next call; asking again for the same schema reuses
+  // its cached masks. Errors: an invalid or unsupported schema (kInvalidArgument).
+  Result<TokenConstraint*> json_schema_constraint(const std::string& schema_json);
+
   void interrupt() { generator_->interrupt(); }  // any thread; generate() returns kInterrupted
   void reset() { generator_->reset(); }
 
@@ -85,6 +92,9 @@ class LlmRunner {
   double load_ms_ = 0;
   Stats last_stats_;
   std::vector<int64_t> last_tokens_;
+  std::shared_ptr<const TokenTrie> token_trie_;  // built on the first json_schema_constraint()
+  std::string json_schema_;                       // the schema json_constraint_ was built for
+  std::unique_ptr<JsonSchemaConstraint> json_constraint_;
 };
 
 }  // namespace rne::runner

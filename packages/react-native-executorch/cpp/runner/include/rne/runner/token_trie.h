@@ -11,7 +11,17 @@
 #include <string>
 #include <vector>
 
+namespace rne::tokenizer {
+class Tokenizer;
+}
+
 namespace rne::runner {
+
+// The bytes each id in [0, vocab_size) adds to generated text, as the runner's streaming
+// decoder writes them in the middle of a text (special tokens and ids the tokenizer does not
+// know: empty). The input of TokenTrie::build for a model.
+std::vector<std::string> token_byte_strings(const tokenizer::Tokenizer& tokenizer,
+                                            int64_t vocab_size);
 
 class TokenTrie {
  public:
