@@ -421,3 +421,51 @@ describe('useLLM errors', () => {
     expect(result.current.error!.code).toBe('native_module_missing');
   });
 });
+
+describe('useLLM conversation API', () => {
+  it('exposes the last piece as token and the token counts of the generation', async () => {
+    const native = new FakeNative({ answer: () => ['Par', 'is', '.'], tokenIntervalMs: 20 });
+    const { result } = setup(native, { tokenBatchMs: 1 });
+    await ready(result);
+    const tokens = new Set<string>();
+    let answer: Promise<string> = Promise.resolve('');
+    act(() => {
+      answer = result.current.sendMessage('Capital of France?');
+    });
+    await waitFor(() => {
+      tokens.add(result.current.token);
+      expect(result.current.isGenerating).toBe(false);
+    }, { interval: 5 });
+    await act(async () => {
+      await answer;
+    });
+    expect([...tokens].filter((t) => t !== '')).toEqual(expect.arrayContaining(['Par', 'is']));
+    expect(result.current.token).toBe('.');
+    expect(result.current.getGeneratedTokenCount()).toBe(3);
+    const prompt = native.prompts[0]!;
+    expect(result.current.getPromptTokenCount()).toBe(result.current.countTokens(prompt));
+    expect(result.current.getTotalTokenCount()).toBe(result.current.countTokens(prompt) + 3);
+    expect(result.current.getMaxContextLength()).toBe(4096);
+  });
+
+  it('configure({ chatConfig: { initialMessageHistory } }) before loading seeds messageHistory; deleteMessage trims it', async () => {
+    const native = new FakeNative({ answer: () => ['ok'] });
+    const { result } = setup(native);
+    const saved = [
+      { role: 'user', content: 'Hi' },
+      { role: 'assistant', content: 'Hello!' },
+    ] as const;
+    act(() => result.current.configure({ chatConfig: { initialMessageHistory: saved, systemPrompt: 'Be brief.' } }));
+    expect(result.current.messageHistory).toEqual(saved);
+    await ready(result);
+    expect(result.current.messageHistory).toEqual(saved);
+    await act(async () => {
+      await result.current.sendMessage('Bye');
+    });
+    expect(native.prompts[0]).toContain('<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>');
+    expect(result.current.messageHistory).toHaveLength(4);
+    act(() => result.current.deleteMessage(1));
+    expect(result.current.messageHistory).toEqual([saved[0]]);
+    expect(() => result.current.deleteMessage(5)).toThrow(expect.objectContaining({ code: 'invalid_argument' }));
+  });
+});
