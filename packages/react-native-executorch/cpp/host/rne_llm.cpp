@@ -48,6 +48,9 @@ options:
   --temperature T           default 0 (greedy)
   --top-k K --top-p P --min-p P --repetition-penalty R --seed S
   --stop TEXT               stop when TEXT appears (repeatable)
+  --json-schema FILE        answer with one JSON document valid against this JSON Schema
+                            (grammar-constrained sampling; supported keywords: see
+                            runner/include/rne/runner/json_schema.h)
   --ignore-eos              keep generating past EOS (benchmarks)
   --json                    print one JSON object (text, token ids, stats) instead of streaming
   --list-backends           print the ExecuTorch backends compiled in, then exit
@@ -77,6 +80,7 @@ void on_sigint(int) {
 
 struct Options {
   std::string model, tokenizer, tokenizer_config, system, prompt, prompt_ids, sha256;
+  std::string json_schema;  // the schema's text (--json-schema FILE)
   bool raw = false, interactive = false, json = false, list_backends = false;
   GenerationConfig generation;
 };
@@ -162,6 +166,12 @@ Options parse_args(int argc, char** argv) {
       o.generation.sampling.seed = parse_number<uint64_t>(arg, value());
     } else if (arg == "--stop") {
       o.generation.stop_strings.push_back(value());
+    } else if (arg == "--json-schema") {
+      const std::string path = value();
+      std::ifstream in(path, std::ios::binary);
+      std::ostringstream text;
+      if (!(in && text << in.rdbuf())) fail("--json-schema: cannot read " + path);
+      o.json_schema = text.str();
     } else if (arg.rfind("--", 0) == 0) {
       fail("unknown option " + arg + " (see --help)");
     } else {
@@ -273,6 +283,14 @@ int main(int argc, char** argv) {
   if (!loaded.ok()) fail(loaded.error().message);
   LlmRunner& runner = **loaded;
   g_runner.store(&runner);
+  // Each answer is one JSON document: the constraint starts over for every generate().
+  auto constrain = [&]() {
+    if (o.json_schema.empty()) return;
+    auto constraint = runner.json_schema_constraint(o.json_schema);
+    if (!constraint.ok()) fail("--json-schema: " + constraint.error().message);
+    o.generation.constraint = *constraint;
+  };
+  constrain();
   std::signal(SIGINT, on_sigint);
 
   std::vector<int64_t> prompt_ids;
@@ -324,6 +342,7 @@ int main(int argc, char** argv) {
     const auto& last = runner.last_tokens();
     const bool closed = !last.empty() &&
                         std::find(eos.begin(), eos.end(), last.back()) != eos.end();
+    constrain();
     auto turn = runner.generate(chat->next_turn(line, closed), o.generation, on_text);
     if (!turn.ok()) {
       std::cerr << "rne_llm: " << turn.error().message << "\n";

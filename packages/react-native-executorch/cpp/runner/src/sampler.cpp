@@ -319,12 +319,22 @@ int64_t Sampler::draw_from_candidates(size_t count) {
       ->id;
 }
 
-// Disallowed logits become -inf; a branch-free select per id so the loop vectorises.
-static void mask_logits(float* __restrict logits, const TokenMask& allowed, int64_t size) {
+// Disallowed logits become -inf. Per 64-id word: masks are mostly all-allowed (inside a string)
+// or all-disallowed (between values), and both are a skip or a fill.
+static void mask_logits(float* logits, const TokenMask& allowed, int64_t size) {
   constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
-  for (int64_t i = 0; i < size; ++i) {
-    const bool keep = (allowed.words[static_cast<size_t>(i >> 6)] >> (i & 63)) & 1;
-    logits[i] = keep ? logits[i] : kMinusInf;
+  for (int64_t begin = 0; begin < size; begin += 64) {
+    const uint64_t word = allowed.words[static_cast<size_t>(begin >> 6)];
+    const int64_t count = std::min<int64_t>(64, size - begin);
+    float* block = logits + begin;
+    if (word == ~uint64_t{0}) continue;
+    if (word == 0) {
+      std::fill(block, block + count, kMinusInf);
+      continue;
+    }
+    for (int64_t j = 0; j < count; ++j) {
+      if (!((word >> j) & 1)) block[j] = kMinusInf;
+    }
   }
 }
 

@@ -1,0 +1,139 @@
+// Measures what JSON-schema-constrained sampling costs per token on a real vocabulary (driven by
+// tools/benchmarks/json_schema_benchmark.py, which prints the summary).
+//
+//   rne_json_mask_bench --tokenizer tokenizer.json --cases cases.jsonl
+//
+// cases.jsonl: one {"schema": "<the schema's JSON text>", "document": "..."} per line. Each document is tokenized and
+// replayed as if the model had generated it: per token, the time of the constraint's mask
+// (JsonSchemaConstraint::allowed), then of a greedy sample over random logits with and without
+// the mask; every token of the document must be allowed. Each case runs twice: "cold" (a new
+// constraint, nothing cached) and "warm" (reset(): the next generation with the same schema).
+// Prints one JSON object per case and pass, with the per-token times in microseconds.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "json.h"
+#include "rne/runner/json_constraint.h"
+#include "rne/runner/sampler.h"
+#include "rne/tokenizer/tokenizer.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace json = rne::tokenizer::json;
+
+double us_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+}
+
+[[noreturn]] void fail(const std::string& message) {
+  std::cerr << "rne_json_mask_bench: " << message << "\n";
+  std::exit(1);
+}
+
+std::string list(const std::vector<double>& values) {
+  std::string out = "[";
+  char number[32];
+  for (size_t i = 0; i < values.size(); ++i) {
+    std::snprintf(number, sizeof(number), "%s%.1f", i ? "," : "", values[i]);
+    out += number;
+  }
+  return out + "]";
+}
+
+// Replays `tokens` through `constraint`; prints the timings as one JSON line.
+void replay(rne::runner::JsonSchemaConstraint& constraint, const std::vector<int64_t>& tokens,
+            int64_t eos, int64_t vocab_size, size_t case_index, const char* pass) {
+  rne::runner::Sampler sampler(rne::runner::SamplerConfig{}, vocab_size);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> logits(static_cast<size_t>(vocab_size));
+  for (float& l : logits) l = normal(rng);
+  std::vector<float> scratch;
+  std::vector<double> mask_us, masked_sample_us, plain_sample_us;
+  std::vector<int64_t> sequence = tokens;
+  sequence.push_back(eos);
+  for (int64_t token : sequence) {
+    auto start = Clock::now();
+    auto mask = constraint.allowed();
+    mask_us.push_back(us_since(start));
+    if (!mask.ok()) fail("case " + std::to_string(case_index) + ": " + mask.error().message);
+    if (!(*mask)->allows(token)) {
+      fail("case " + std::to_string(case_index) + ": token " + std::to_string(token) +
+           " of the document is not allowed (is the document in the schema's compact form?)");
+    }
+    scratch = logits;
+    start = Clock::now();
+    sampler.sample(scratch.data(), {}, *mask);
+    masked_sample_us.push_back(us_since(start));
+    scratch = logits;
+    start = Clock::now();
+    sampler.sample(scratch.data(), {});
+    plain_sample_us.push_back(us_since(start));
+    if (auto accepted = constraint.accept(token); !accepted.ok()) fail(accepted.error().message);
+  }
+  std::cout << "{\"case\":" << case_index << ",\"pass\":\"" << pass
+            << "\",\"tokens\":" << sequence.size() << ",\"mask_us\":" << list(mask_us)
+            << ",\"masked_sample_us\":" << list(masked_sample_us)
+            << ",\"plain_sample_us\":" << list(plain_sample_us)
+            << ",\"cached_walks\":" << constraint.cached_walks() << "}" << std::endl;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string tokenizer_path, cases_path;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--tokenizer") {
+      tokenizer_path = argv[i + 1];
+    } else if (flag == "--cases") {
+      cases_path = argv[i + 1];
+    } else {
+      fail("unknown option " + flag);
+    }
+  }
+  if (tokenizer_path.empty() || cases_path.empty()) {
+    fail("usage: rne_json_mask_bench --tokenizer tokenizer.json --cases cases.jsonl");
+  }
+  auto tokenizer = rne::tokenizer::Tokenizer::from_file(tokenizer_path);
+  if (!tokenizer.ok()) fail(tokenizer.error().message);
+  const auto vocab_size = static_cast<int64_t>(tokenizer.value().vocab_size());
+  const int64_t eos = vocab_size;  // an id past the tokenizer: EOS for the replay
+  auto start = Clock::now();
+  auto bytes = rne::runner::token_byte_strings(tokenizer.value(), vocab_size + 1);
+  const double bytes_ms = us_since(start) / 1000;
+  start = Clock::now();
+  auto trie = rne::runner::TokenTrie::build(std::move(bytes));
+  std::cout << "{\"vocab_size\":" << vocab_size + 1 << ",\"token_bytes_ms\":" << bytes_ms
+            << ",\"trie_build_ms\":" << us_since(start) / 1000
+            << ",\"trie_nodes\":" << trie->nodes().size() << "}" << std::endl;
+
+  std::ifstream cases(cases_path);
+  if (!cases) fail("cannot read " + cases_path);
+  std::string line;
+  for (size_t index = 0; std::getline(cases, line); ++index) {
+    json::Value row;
+    json::ParseError error;
+    if (!json::parse(line, row, error) || !row.find("schema") || !row.find("document") ||
+        !row.find("schema")->is_string() || !row.find("document")->is_string()) {
+      fail(cases_path + " line " + std::to_string(index + 1) +
+           ": expected {\"schema\": \"<schema JSON text>\", \"document\": \"...\"}");
+    }
+    auto schema = rne::runner::compile_json_schema(row.find("schema")->as_string());
+    if (!schema.ok()) fail("case " + std::to_string(index) + ": " + schema.error().message);
+    const std::string& document = row.find("document")->as_string();
+    auto ids = tokenizer.value().encode(document, /*add_special_tokens=*/false);
+    std::vector<int64_t> tokens(ids.begin(), ids.end());
+    rne::runner::JsonSchemaConstraint constraint(*schema, trie, {eos});
+    replay(constraint, tokens, eos, vocab_size + 1, index, "cold");
+    constraint.reset();
+    replay(constraint, tokens, eos, vocab_size + 1, index, "warm");
+  }
+  return 0;
+}
