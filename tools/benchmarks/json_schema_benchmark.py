@@ -1,0 +1,268 @@
+"""JSON-Schema-constrained generation: what the token mask costs, and how often output is valid.
+
+Prints numbers; asserts nothing about speed or quality.
+
+``mask``: the constraint's cost per token at vocab 262,144 (Gemma 3's real tokenizer, the
+vocabulary of Gemma 3/4). For each of the 20 schema templates in ``data/json_schema_pairs.json``
+a realistic document (multi-word strings, some non-ASCII, numbers, arrays, nested objects) is
+tokenized and replayed through ``rne_json_mask_bench`` as if a model had generated it: per token,
+the time to compute the allowed-token mask, and the sampler's time with the mask applied vs.
+without. "cold" is the first generation with a schema (nothing cached); "warm" a later one.
+Target: median mask cost < 1 ms per token.
+
+``validity``: the 200 schema/prompt pairs (20 templates x 10 subjects) answered by SmolLM2-135M
+(the real exported .pte, cached) through ``rne_llm``: constrained (``--json-schema``) vs. the
+parse-and-repair baseline (the same prompt, which includes the schema, generated without the
+constraint, then repaired: code fences and text around the JSON dropped, trailing commas
+removed, unclosed strings/brackets closed). Each output is parsed with ``json.loads`` and
+validated with ``jsonschema``; prints both rates. Target: 100% for the constrained runs.
+Bounded in time by ``--max-new-tokens`` (default 96) and ``--limit`` (pairs, default all 200;
+a full run takes roughly 40 min on 2 busy cores).
+
+    .venv/bin/python tools/benchmarks/json_schema_benchmark.py mask
+    .venv/bin/python tools/benchmarks/json_schema_benchmark.py validity [--limit 40]
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import click
+
+# Run as a script from anywhere: make tools/ importable like the CLIs directly under it.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from rne_tools.paths import PACKAGE_DIR, REPO_ROOT  # noqa: E402
+
+BUILD_DIR = REPO_ROOT / "build" / "host"
+PAIRS_FILE = Path(__file__).resolve().parent / "data" / "json_schema_pairs.json"
+
+# Values a realistic answer holds: several words, punctuation, non-ASCII.
+PHRASES = [
+    "Alexandra Petrova", "São Paulo", "The Quiet Harbour", "Zürich", "long-distance running",
+    "a small café near the old town square", "New York City", "Dr. Amelia Chen",
+    "fresh basil, olive oil & garlic", "Kraków", "watercolour landscapes", "the year's best",
+    "Mount Kilimanjaro", "North Atlantic", "customer-friendly", "Île-de-France", "ramen",
+]
+
+
+def ensure_target(target: str) -> Path:
+    """Builds `target` in the canonical host build (cpp/README.md), configuring it if needed."""
+    cmake = REPO_ROOT / ".venv" / "bin" / "cmake"
+    if not (BUILD_DIR / "CMakeCache.txt").is_file():
+        subprocess.run([cmake, "-S", PACKAGE_DIR / "cpp", "-B", BUILD_DIR, "-G", "Ninja",
+                        "-DCMAKE_BUILD_TYPE=Release"], check=True, stdout=sys.stderr)
+    subprocess.run([cmake, "--build", BUILD_DIR, "-j", "2", "--target", target], check=True,
+                   stdout=sys.stderr)
+    found = list(BUILD_DIR.rglob(target))
+    if not found:
+        raise click.ClickException(f"{target} was not built under {BUILD_DIR}")
+    return found[0]
+
+
+def load_pairs() -> list[dict]:
+    """The 200 schema/prompt pairs: each template's prompt filled with each of its subjects."""
+    templates = json.loads(PAIRS_FILE.read_text())["templates"]
+    pairs = []
+    for subject_index in range(10):  # interleaved, so --limit covers every template
+        for template in templates:
+            subject = template["subjects"][subject_index]
+            pairs.append({"name": template["name"], "schema": template["schema"],
+                          "task": template["prompt"].replace("{s}", subject)})
+    return pairs
+
+
+def example_document(schema: dict, rng: random.Random):
+    """A value valid against `schema` (the subset the templates use), with realistic content."""
+    if "enum" in schema:
+        return rng.choice(schema["enum"])
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = rng.choice([k for k in kind if k != "null"] or ["null"])
+    if kind == "object":
+        return {key: example_document(sub, rng) for key, sub in schema["properties"].items()}
+    if kind == "array":
+        count = rng.randint(max(1, schema.get("minItems", 0)), schema.get("maxItems", 3))
+        return [example_document(schema["items"], rng) for _ in range(count)]
+    if kind == "string":
+        return rng.choice(PHRASES)
+    if kind == "integer":
+        return rng.randint(0, 2030)
+    if kind == "number":
+        return round(rng.uniform(-50, 500), rng.randint(0, 2))
+    if kind == "boolean":
+        return rng.random() < 0.5
+    return None
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+@click.group()
+def cli() -> None:
+    """JSON-Schema-constrained generation benchmarks."""
+
+
+@cli.command()
+@click.option("--tokenizer", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="tokenizer.json (default: Gemma 3's real 262,144-token tokenizer)")
+def mask(tokenizer: Path | None) -> None:
+    """Mask cost per token at a 262k vocabulary."""
+    from rne_tools.cpp_tokenizer import gemma3_tokenizer_json
+
+    bench = ensure_target("rne_json_mask_bench")
+    tokenizer = tokenizer or gemma3_tokenizer_json()
+    rng = random.Random(0)
+    templates = json.loads(PAIRS_FILE.read_text())["templates"]
+    with tempfile.TemporaryDirectory() as tmp:
+        cases = Path(tmp) / "cases.jsonl"
+        with cases.open("w") as out:
+            for template in templates:
+                document = json.dumps(example_document(template["schema"], rng), ensure_ascii=False)
+                out.write(json.dumps({"schema": json.dumps(template["schema"]),
+                                      "document": document}) + "\n")
+        run = subprocess.run([bench, "--tokenizer", tokenizer, "--cases", cases],
+                             capture_output=True, text=True)
+    if run.returncode != 0:
+        raise click.ClickException(run.stderr.strip())
+    rows = [json.loads(line) for line in run.stdout.splitlines()]
+    header, results = rows[0], rows[1:]
+    print(f"masks over {header['vocab_size']} ids ({tokenizer}'s tokens + the replay's EOS); "
+          f"once per tokenizer: token bytes "
+          f"{header['token_bytes_ms']:.0f} ms, trie build {header['trie_build_ms']:.0f} ms "
+          f"({header['trie_nodes']} nodes)")
+    print(f"{len(templates)} documents, {sum(r['tokens'] for r in results) // 2} tokens "
+          "(EOS included) per pass")
+    print(f"{'pass':<6}{'mask median':>14}{'mask p95':>12}{'mask max':>12}"
+          f"{'sample+mask med':>18}{'sample med':>13}")
+    for name in ("cold", "warm"):
+        selected = [r for r in results if r["pass"] == name]
+        mask_us = [v for r in selected for v in r["mask_us"]]
+        masked = [v for r in selected for v in r["masked_sample_us"]]
+        plain = [v for r in selected for v in r["plain_sample_us"]]
+        print(f"{name:<6}{statistics.median(mask_us) / 1000:>11.3f} ms"
+              f"{percentile(mask_us, 0.95) / 1000:>9.3f} ms{max(mask_us) / 1000:>9.3f} ms"
+              f"{statistics.median(masked) / 1000:>15.3f} ms"
+              f"{statistics.median(plain) / 1000:>10.3f} ms")
+    print("target: median mask cost < 1 ms per token")
+
+
+def repair(text: str) -> str:
+    """The parse-and-repair baseline: the JSON part of `text`, with trailing commas removed and
+    unclosed strings and brackets closed."""
+    text = text.replace("```json", "").replace("```", "")
+    starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
+    if not starts:
+        return text.strip()
+    text = text[min(starts):]
+    out, stack, in_string, escaped = [], [], False, False
+    for ch in text:
+        out.append(ch)
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "{[":
+            stack.append("}" if ch == "{" else "]")
+        elif ch in "}]":
+            if stack:
+                stack.pop()
+            if not stack:
+                break  # the first complete value; drop what follows
+    repaired = "".join(out)
+    if in_string:
+        repaired += '"'
+    repaired = repaired.rstrip().rstrip(",")
+    repaired += "".join(reversed(stack))
+    for closer in ("}", "]"):
+        repaired = repaired.replace("," + closer, closer).replace(", " + closer, closer)
+    return repaired
+
+
+def judge(text: str, schema: dict) -> tuple[bool, bool]:
+    """(parses, validates)."""
+    import jsonschema
+
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return False, False
+    try:
+        jsonschema.validate(value, schema)
+    except jsonschema.ValidationError:
+        return True, False
+    return True, True
+
+
+@cli.command()
+@click.option("--limit", type=click.IntRange(1, 200), default=200, show_default=True,
+              help="pairs to run (interleaved over the 20 templates)")
+@click.option("--max-new-tokens", type=click.IntRange(8, 512), default=96, show_default=True)
+@click.option("--repetition-penalty", type=float, default=1.2, show_default=True,
+              help="both modes; SmolLM2 repeats itself greedily without it")
+def validity(limit: int, max_new_tokens: int, repetition_penalty: float) -> None:
+    """Parse+validate rate: constrained vs. parse-and-repair, SmolLM2 on 200 pairs."""
+    from rne_tools.cpp_tokenizer import smollm2_tokenizer_json
+    from rne_tools.export import cached_export
+
+    rne_llm = ensure_target("rne_llm")
+    export = cached_export("smollm2_135m", "xnnpack", "fp32", progress=False)
+    tokenizer = smollm2_tokenizer_json()
+    pairs = load_pairs()[:limit]
+    tally = {mode: {"parse": 0, "valid": 0, "seconds": 0.0} for mode in ("constrained", "repair")}
+    failures: list[str] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        schema_file = Path(tmp) / "schema.json"
+        for index, pair in enumerate(pairs):
+            schema_file.write_text(json.dumps(pair["schema"]))
+            prompt = (f"{pair['task']}\nAnswer with only a JSON value that follows this JSON "
+                      f"Schema:\n{json.dumps(pair['schema'])}")
+            for mode in ("constrained", "repair"):
+                command = [rne_llm, "--model", export.pte_path, "--tokenizer", tokenizer, "--json",
+                           "--max-new-tokens", str(max_new_tokens),
+                           "--repetition-penalty", str(repetition_penalty), prompt]
+                if mode == "constrained":
+                    command[1:1] = ["--json-schema", schema_file]
+                start = time.perf_counter()
+                run = subprocess.run(command, capture_output=True, text=True)
+                tally[mode]["seconds"] += time.perf_counter() - start
+                if run.returncode != 0:
+                    raise click.ClickException(f"rne_llm failed on pair {index}: {run.stderr}")
+                text = json.loads(run.stdout)["text"]
+                parses, valid = judge(text if mode == "constrained" else repair(text),
+                                      pair["schema"])
+                tally[mode]["parse"] += parses
+                tally[mode]["valid"] += valid
+                if mode == "constrained" and not valid:
+                    failures.append(f"pair {index} ({pair['name']}): {text!r}")
+            done = index + 1
+            print(f"[{done}/{len(pairs)}] constrained {tally['constrained']['valid']}/{done} valid, "
+                  f"repair {tally['repair']['valid']}/{done} valid", file=sys.stderr, flush=True)
+    print(f"SmolLM2-135M fp32, {len(pairs)} schema/prompt pairs, max {max_new_tokens} new tokens, "
+          f"greedy, repetition penalty {repetition_penalty}")
+    for mode, label in (("constrained", "constrained (--json-schema)"),
+                        ("repair", "parse-and-repair baseline")):
+        t = tally[mode]
+        print(f"{label:<30} parses {100 * t['parse'] / len(pairs):5.1f}%  "
+              f"parses+validates {100 * t['valid'] / len(pairs):5.1f}%  "
+              f"({t['seconds'] / len(pairs):.1f} s per pair)")
+    for failure in failures:
+        print("constrained output not valid:", failure)
+
+
+if __name__ == "__main__":
+    cli()
