@@ -17,10 +17,11 @@ import torch.nn.functional as F
 
 from rne_tools.checkpoints import random_model
 from rne_tools.errors import ExportError
-from rne_tools.export import cached_export, export_llm, mlx_schema
+from rne_tools.export import cached_export, export_llm
+from rne_tools.export.backends import mlx_schema
 from rne_tools.export.backends.gpu_checks import check_transform
 from rne_tools.export.backends.mlx import mlx_instructions
-from rne_tools.export.mlx_ops import apply_mlx_transforms, load_mlx_ops, rope_reference
+from rne_tools.export.backends.mlx_ops import apply_mlx_transforms, load_mlx_ops, rope_reference
 from rne_tools.models import gemma4
 from rne_tools.paths import REPO_ROOT
 
@@ -51,7 +52,7 @@ def test_schema_generation_is_reproducible(tmp_path):
 
 def test_partitioner_imports_in_a_fresh_interpreter():
     code = (
-        "from rne_tools.export import mlx_schema; mlx_schema.install(); "
+        "from rne_tools.export.backends import mlx_schema; mlx_schema.install(); "
         "from executorch.backends.mlx import MLXPartitioner; print(MLXPartitioner.__name__)"
     )
     out = subprocess.run(

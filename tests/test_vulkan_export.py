@@ -11,7 +11,7 @@ from rne_tools.checkpoints import random_model
 from rne_tools.errors import ExportError
 from rne_tools.export import cached_export, export_llm
 from rne_tools.export.backends.gpu_checks import check_transform
-from rne_tools.export.vulkan_ops import (
+from rne_tools.export.backends.vulkan_ops import (
     VulkanKVCache,
     VulkanRMSNorm,
     VulkanSDPA,

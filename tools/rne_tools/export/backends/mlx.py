@@ -2,8 +2,8 @@
 
 The decode graph carries no data-dependent scalar: RoPE takes its offset as a tensor, caches are
 written by tensor-indexed ``index_copy``, attention slices nothing by position (see
-``rne_tools.export.mlx_ops``), so MLX can trace and replay it. Prefill chunks are capped by the
-sliding window (and 512) because a one-shot prefill spikes GPU memory.
+``backends.mlx_ops``), so MLX can trace and replay it. Prefill chunks are capped by the sliding
+window (and 512) because a one-shot prefill spikes GPU memory.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class MLXBackend:
             )
 
     def transform(self, model: nn.Module, options: ExportOptions) -> nn.Module:
-        from rne_tools.export.mlx_ops import apply_mlx_transforms
+        from rne_tools.export.backends.mlx_ops import apply_mlx_transforms
 
         window = model.args.sliding_window
         if options.max_chunk > window:
@@ -98,7 +98,7 @@ class MLXBackend:
         return model
 
     def partitioners(self, options: ExportOptions) -> list[Any]:
-        from rne_tools.export.mlx_ops import register_mlx_handlers
+        from rne_tools.export.backends.mlx_ops import register_mlx_handlers
 
         register_mlx_handlers()
         from executorch.backends.mlx import MLXPartitioner
@@ -137,7 +137,7 @@ class MLXBackend:
 
 def mlx_instructions(pte: bytes) -> collections.Counter[str]:
     """Histogram of MLX instruction types over every MLX delegate in a serialized program."""
-    from rne_tools.export import mlx_schema
+    from rne_tools.export.backends import mlx_schema
 
     mlx_schema.install()
     from executorch.backends.mlx import pte_inspector

@@ -64,7 +64,7 @@ def _rope_fake(x, dims, offset, traditional, base, scale):  # noqa: ANN001, ANN2
 
 def load_mlx_ops() -> None:
     """Register the wheel's MLX custom ops (``mlx::custom_sdpa``); needs the generated schema."""
-    from rne_tools.export import mlx_schema
+    from rne_tools.export.backends import mlx_schema
 
     mlx_schema.install()
     import executorch.backends.mlx.custom_ops  # noqa: F401

@@ -3,8 +3,8 @@
 The exported graph is float32; the Vulkan delegate is compiled with ``force_fp16`` so its
 tensors and arithmetic are fp16 on the device (RMSNorm and softmax accumulate in fp32).
 
-Source transforms (``rne_tools.export.vulkan_ops``) map every RMSNorm onto ``et_vk::rms_norm``
-and attention with its KV cache onto ``et_vk::sdpa`` + ``llama::update_cache``, so those run on
+Source transforms (``backends.vulkan_ops``) map every RMSNorm onto ``et_vk::rms_norm`` and
+attention with its KV cache onto ``et_vk::sdpa`` + ``llama::update_cache``, so those run on
 the GPU instead of falling back to CPU kernels.
 """
 
@@ -35,7 +35,7 @@ class VulkanBackend:
         require_gemma4(self.name, options.architecture)
 
     def transform(self, model: nn.Module, options: ExportOptions) -> nn.Module:
-        from rne_tools.export.vulkan_ops import apply_vulkan_transforms
+        from rne_tools.export.backends.vulkan_ops import apply_vulkan_transforms
 
         model, model.transform_check = check_transform(model, apply_vulkan_transforms)
         return model
