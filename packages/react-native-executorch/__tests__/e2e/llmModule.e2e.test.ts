@@ -8,8 +8,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import {
+  ChatTemplate,
   ExecutorchError,
   LLMModule,
+  type Message,
   ResourceFetcher,
   type AnyLLMDescriptor,
   type GenerationStats,
@@ -22,6 +24,7 @@ import {
 import { HfServer } from '../support/hfServer';
 import { codeOf } from '../support/errorCode';
 import { nodeAdapters } from '../support/nodeAdapters';
+import { runnerTokenize } from './support/realNative';
 import { publishSmollm2, smollm2Files, SMOLLM2_MAX_CONTEXT, TARGETS, type SeamTarget } from './support/targets';
 
 const GREEDY = { temperature: 0, maxNewTokens: 24 } as const;
@@ -239,7 +242,82 @@ describe.each(TARGETS.map((t) => [t.name, t] as const))('LLMModule on %s', (_, t
     expect(next.answer).not.toBe('');
   });
 
+  it('counts tokens as the runner encodes them and reports the context length', async () => {
+    await loaded();
+    const text = 'Zażółć gęślą jaźń: the capital of France is Paris.';
+    if (target.real) expect(llm.countTokens(text)).toBe(runnerTokenize(files.tokenizerPath, text).length);
+    else expect(llm.countTokens(text)).toBe(Math.ceil(text.length / 4));
+    expect(llm.getMaxContextLength()).toBe(SMOLLM2_MAX_CONTEXT);
+  });
+
+  it('a chat longer than the prompt budget keeps going: the default sliding window drops the oldest turns, the cache is reused', async () => {
+    await loaded();
+    const maxNewTokens = 16;
+    // The room kept for the answer leaves 320 tokens for prompts, so a few short turns overflow
+    // it (filling the whole 2048-token context takes minutes of prefill on a busy CI machine).
+    const budget = 320;
+    llm.configure({
+      chatConfig: { contextReserveTokens: SMOLLM2_MAX_CONTEXT - budget },
+      generationConfig: { temperature: 0, maxNewTokens },
+    });
+    const note = (i: number) => `Note ${i}: ` + 'Paris is lovely in spring, and the museums are open late. '.repeat(3);
+    const turns: { prompt: number; stats: GenerationStats }[] = [];
+    for (let i = 0; i < 8; i += 1) {
+      const { answer, stats } = await send(llm, `${note(i)}Summarise note ${i} in one sentence.`);
+      expect(answer.trim()).not.toBe('');
+      expect(['eos', 'max_new_tokens']).toContain(stats.stopReason);
+      turns.push({ prompt: llm.getPromptTokenCount(), stats });
+    }
+    expect(llm.messageHistory).toHaveLength(16);
+    expect(llm.countTokens(llm.messageHistory.slice(0, 15))).toBeGreaterThan(budget);
+    for (const { prompt, stats } of turns) {
+      expect(prompt).toBeLessThanOrEqual(budget);
+      expect(stats.reusedTokens + stats.promptTokens).toBe(prompt);
+    }
+    // Some turns had to drop the oldest notes; a turn that did not slide reused the whole cache.
+    const slid = turns.map((t, i) => i > 0 && t.stats.reusedTokens < turns[i - 1]!.stats.cacheTokens);
+    expect(slid.some(Boolean)).toBe(true);
+    const extended = turns.filter((t, i) => i > 0 && !slid[i]);
+    expect(extended.length).toBeGreaterThan(0);
+    for (const t of extended) expect(t.stats.promptTokens).toBeLessThan(t.prompt / 2);
+    if (target.real) {
+      for (let i = 1; i < turns.length; i += 1) {
+        if (!slid[i]) expect(turns[i]!.stats.reusedTokens).toBe(turns[i - 1]!.stats.cacheTokens);
+      }
+    }
+  });
+
   if (target.real) {
+    it('prefix reuse over a 5-turn chat: prefill tokens and time saved (printed)', async () => {
+      await loaded();
+      const questions = ['Hi! What is your name?', 'What is the capital of France?', 'Name three colors.',
+        'What is 2 + 2?', 'Thank you! Say goodbye.'];
+      const reused: GenerationStats[] = [];
+      for (const q of questions) reused.push((await send(llm, q)).stats);
+      // The same prompts, each prefilled from an empty cache on a second handle.
+      const template = ChatTemplate.fromTokenizerConfig(readFileSync(files.chatTemplatePath, 'utf8'));
+      const handle = await native.loadLLM({ modelPath: files.modelPath, tokenizerPath: files.tokenizerPath, backend: 'xnnpack' });
+      const config: NativeGenerationConfig = { maxNewTokens: 1, temperature: 0, topK: 0, topP: 1, minP: 0, repetitionPenalty: 1, seed: 1, stopStrings: [] };
+      const fresh: GenerationStats[] = [];
+      for (let i = 0; i < questions.length; i += 1) {
+        const messages: Message[] = llm.messageHistory.slice(0, 2 * i + 1);
+        native.reset(handle);
+        fresh.push(await native.generate(handle, template.render(messages), config, () => {}));
+      }
+      native.release(handle);
+      for (let i = 0; i < questions.length; i += 1) {
+        expect(reused[i]!.reusedTokens + reused[i]!.promptTokens).toBe(fresh[i]!.promptTokens);
+        expect(fresh[i]!.reusedTokens).toBe(0);
+      }
+      const sum = (list: GenerationStats[], f: (s: GenerationStats) => number) => list.reduce((a, s) => a + f(s), 0);
+      console.log(
+        `[e2e] 5-turn chat: prefilled ${sum(reused, (s) => s.promptTokens)} tokens with prefix reuse vs ` +
+          `${sum(fresh, (s) => s.promptTokens)} from scratch (${sum(reused, (s) => s.reusedTokens)} reused); ` +
+          `prefill ${sum(reused, (s) => s.prefillMs).toFixed(0)} ms vs ${sum(fresh, (s) => s.prefillMs).toFixed(0)} ms; ` +
+          `per turn prefilled ${reused.map((s) => s.promptTokens).join('/')} vs ${fresh.map((s) => s.promptTokens).join('/')}`,
+      );
+    });
+
     it('answers Paris to "What is the capital of France?"', async () => {
       await loaded();
       const { answer, stats } = await send(llm, 'What is the capital of France?');
