@@ -81,7 +81,28 @@ describe.each(TARGETS.map((t) => [t.name, t] as const))('useLLM on %s', (_, targ
     expect(stats.promptTokens).toBeLessThan(firstStats.promptTokens);
     // Prefilled on top of the cache (the last generated token enters it with the next call).
     expect(stats.cacheTokens).toBe(firstStats.cacheTokens + stats.promptTokens + stats.generatedTokens - 1);
+    expect(stats.reusedTokens).toBe(firstStats.cacheTokens);
     expect(hook.result.current.isGenerating).toBe(false);
+    // token is the last piece; the token counts are the runner's.
+    const llm = hook.result.current;
+    expect(llm.token).not.toBe('');
+    expect(second.endsWith(llm.token)).toBe(true);
+    expect(llm.getGeneratedTokenCount()).toBe(stats.generatedTokens);
+    expect(llm.getPromptTokenCount()).toBe(stats.reusedTokens + stats.promptTokens);
+    expect(llm.getPromptTokenCount()).toBe(llm.countTokens(llm.messageHistory.slice(0, 3)));
+    expect(llm.getTotalTokenCount()).toBe(llm.getPromptTokenCount() + stats.generatedTokens);
+    expect(llm.getMaxContextLength()).toBe(models.llm.smollm2_135m.variants.xnnpack.maxContext);
+
+    // Deleting the last exchange and asking again gives the same (greedy) answer from the
+    // shorter conversation the cache shares a prefix with.
+    act(() => hook.result.current.deleteMessage(2));
+    expect(hook.result.current.messageHistory).toHaveLength(2);
+    let again = '';
+    await act(async () => {
+      again = await hook.result.current.sendMessage('What is 2 + 2?');
+    });
+    expect(again).toBe(second);
+    expect(hook.result.current.messageHistory).toHaveLength(4);
     hook.unmount();
   });
 
