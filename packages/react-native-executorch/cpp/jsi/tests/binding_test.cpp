@@ -7,6 +7,7 @@
 #include <ReactCommon/CallInvoker.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -138,12 +139,13 @@ class BindingTest : public ::testing::Test {
     return j::Value(std::move(c));
   }
 
-  // A token callback recording the pieces, and whether `settled` was already true at each.
-  j::Function collector(std::vector<std::string>& pieces) {
+  // A token callback recording the pieces (and, when given, the generated-token counts).
+  j::Function collector(std::vector<std::string>& pieces, std::vector<double>* counts = nullptr) {
     return j::Function::createFromHostFunction(
-        rt_, j::PropNameID::forAscii(rt_, "onToken"), 1,
-        [&pieces](j::Runtime& rt, const j::Value&, const j::Value* args, size_t) {
+        rt_, j::PropNameID::forAscii(rt_, "onToken"), 2,
+        [&pieces, counts](j::Runtime& rt, const j::Value&, const j::Value* args, size_t count) {
           pieces.push_back(args[0].getString(rt).utf8(rt));
+          if (counts) counts->push_back(count > 1 && args[1].isNumber() ? args[1].getNumber() : -1);
           return j::Value::undefined();
         });
   }
@@ -157,7 +159,7 @@ class BindingTest : public ::testing::Test {
 
 TEST_F(BindingTest, ExposesTheSeamAndThePlatform) {
   j::Array names = rt_.global().getPropertyAsObject(rt_, "__RNExecutorch").getPropertyNames(rt_);
-  EXPECT_EQ(names.size(rt_), 8u);
+  EXPECT_EQ(names.size(rt_), 10u);
 
   j::Array backends = call("availableBackends").getObject(rt_).getArray(rt_);
   std::vector<std::string> list;
@@ -194,10 +196,13 @@ TEST_F(BindingTest, StreamsAGreedyAnswerAndReusesTheCacheOnTheNextTurn) {
   ASSERT_GT(handle, 0);
   EXPECT_TRUE(call("stats", handle).isNull());
 
+  EXPECT_EQ(call("maxContextLength", handle).getNumber(), 2048);
   const std::string turn1 = chat({{"system", kSystem}, {"user", "What is the capital of France?"}});
+  const double turn1_tokens = call("countTokens", handle, j::String::createFromUtf8(rt_, turn1)).getNumber();
   std::vector<std::string> pieces;
+  std::vector<double> counts;
   j::Value promise = call("generate", handle, j::String::createFromUtf8(rt_, turn1), config(24),
-                          collector(pieces));
+                          collector(pieces, &counts));
   EXPECT_EQ(rt_.promiseState(promise), "pending");  // runs off the JS thread
   j::Value stats = await(promise);
   ASSERT_EQ(rt_.promiseState(promise), "fulfilled") << str(stats, "message");
@@ -208,7 +213,13 @@ TEST_F(BindingTest, StreamsAGreedyAnswerAndReusesTheCacheOnTheNextTurn) {
   EXPECT_EQ(str(stats, "stopReason"), "eos");
   EXPECT_GT(pieces.size(), 3u);
   EXPECT_GE(num(stats, "generatedTokens"), static_cast<double>(pieces.size()));
-  EXPECT_GT(num(stats, "promptTokens"), 10);
+  EXPECT_EQ(num(stats, "promptTokens"), turn1_tokens);
+  EXPECT_EQ(num(stats, "reusedTokens"), 0);
+  // onToken's second argument counts the tokens generated so far.
+  ASSERT_EQ(counts.size(), pieces.size());
+  EXPECT_GE(counts.front(), 1);
+  EXPECT_TRUE(std::is_sorted(counts.begin(), counts.end()));
+  EXPECT_LE(counts.back(), num(stats, "generatedTokens"));
   EXPECT_GT(num(stats, "timeToFirstTokenMs"), 0);
   EXPECT_GT(num(stats, "tokensPerSecond"), 0);
   EXPECT_GT(num(stats, "prefillTokensPerSecond"), 0);
@@ -227,12 +238,16 @@ TEST_F(BindingTest, StreamsAGreedyAnswerAndReusesTheCacheOnTheNextTurn) {
   EXPECT_FALSE(pieces.empty());
   // "<|im_end|>\n<|im_start|>user\nAnd of Italy?<|im_end|>\n<|im_start|>assistant\n" only.
   EXPECT_LT(num(second, "promptTokens"), 20);
-  EXPECT_GT(num(second, "cacheTokens"), first_prompt);
+  EXPECT_EQ(num(second, "reusedTokens"), num(stats, "cacheTokens"));
+  EXPECT_EQ(num(second, "reusedTokens") + num(second, "promptTokens"),
+            call("countTokens", handle, j::String::createFromUtf8(rt_, turn2)).getNumber());
 
-  // A prompt that does not extend it starts over (the whole prompt is prefilled again).
+  // A prompt that only shares a prefix rewinds to it; this export does not declare its KV ring
+  // size, so past its first max_chunk (64) positions the runner prefills from 0 instead.
   j::Value fresh = await(call("generate", handle, j::String::createFromUtf8(rt_, turn1), config(4),
                               collector(pieces)));
   EXPECT_EQ(num(fresh, "promptTokens"), first_prompt);
+  EXPECT_EQ(num(fresh, "reusedTokens"), 0);
   call("release", handle);
 }
 
@@ -288,8 +303,15 @@ TEST_F(BindingTest, BadArgumentsAndReleasedHandlesThrowCodedErrors) {
     EXPECT_NE(e.getMessage().find("top_p"), std::string::npos) << e.getMessage();
   }
 
+  try {
+    call("countTokens", handle, 42);
+    ADD_FAILURE() << "countTokens(handle, 42) must be refused";
+  } catch (const j::JSError& e) {
+    EXPECT_EQ(codeOf(e.value()), "invalid_argument");
+  }
+
   call("release", handle);
-  for (const char* method : {"interrupt", "reset", "stats", "release"}) {
+  for (const char* method : {"interrupt", "reset", "stats", "maxContextLength", "release"}) {
     try {
       call(method, handle);
       ADD_FAILURE() << method << " on a released handle must throw";
