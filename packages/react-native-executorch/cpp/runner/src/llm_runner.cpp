@@ -62,7 +62,13 @@ Result<TokenConstraint*> LlmRunner::json_schema_constraint(const std::string& sc
   auto schema = compile_json_schema(schema_json);
   if (!schema.ok()) return schema.error();
   if (!token_trie_) {
-    token_trie_ = TokenTrie::build(token_byte_strings(*tokenizer_, contract().vocab_size));
+    auto bytes = token_byte_strings(*tokenizer_, contract().vocab_size);
+    // EOS ends the document (allowed only once it is complete), never writes bytes into it,
+    // even where the tokenizer gives the id some (e.g. a byte-level vocabulary).
+    for (int64_t eos : contract().eos_ids) {
+      if (eos >= 0 && eos < contract().vocab_size) bytes[static_cast<size_t>(eos)].clear();
+    }
+    token_trie_ = TokenTrie::build(std::move(bytes));
   }
   json_constraint_ = std::make_unique<JsonSchemaConstraint>(*schema, token_trie_, contract().eos_ids);
   json_schema_ = schema_json;
