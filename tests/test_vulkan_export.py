@@ -29,6 +29,8 @@ def _variant(config, quantization):
         max_context=64,
         max_chunk=5,
         progress=False,
+        # Vulkan executes 4-bit symmetric embedding tables only (fp16 leaves them float).
+        **(dict(embedding_quantization="4w") if quantization == "8da4w" else {}),
     )
 
 
@@ -70,6 +72,8 @@ def test_export_delegates_norms_attention_and_caches(config, quantization):
     "model_id, overrides, message",
     [
         ("gemma4_e2b", dict(quantization="int4"), r"allowed: fp16, 8da4w"),
+        ("gemma4_e2b", dict(quantization="8da4w", embedding_quantization="8w"),
+         r"--embedding-quantization 4w"),
         ("smollm2_135m", dict(quantization="fp16"), r"gemma4 architecture"),
     ],
 )

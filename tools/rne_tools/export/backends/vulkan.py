@@ -14,7 +14,7 @@ from typing import Any
 
 from torch import nn
 
-from rne_tools.errors import VerificationError
+from rne_tools.errors import ExportError, VerificationError
 from rne_tools.export.backends import ExportOptions, check_quantization
 from rne_tools.export.backends.gpu_checks import check_transform, delegation_by_op, require_gemma4
 from rne_tools.export.quantize import quantize_8da4w
@@ -33,6 +33,15 @@ class VulkanBackend:
     def validate(self, options: ExportOptions) -> None:
         check_quantization(self, options)
         require_gemma4(self.name, options.architecture)
+        # The partitioner claims 8-bit tables too, but the runtime has no kernel for the
+        # torchao.dequantize_affine they lower to (the program fails to load): Vulkan executes
+        # quantized embeddings only as 4-bit symmetric groups (et_vk.embedding_q4gsw).
+        if options.quantization == "8da4w" and options.embedding_quantization == "8w":
+            raise ExportError(
+                "Vulkan runs quantized embedding tables only as 4-bit symmetric groups; 8-bit "
+                "tables do not load on its runtime (missing torchao.dequantize_affine). Pass "
+                "--embedding-quantization 4w (or none for float tables)."
+            )
 
     def transform(self, model: nn.Module, options: ExportOptions) -> nn.Module:
         from rne_tools.export.backends.vulkan_ops import apply_vulkan_transforms
