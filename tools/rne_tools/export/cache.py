@@ -94,6 +94,15 @@ def cache_key(**inputs: Any) -> str:
     )
 
 
+def _executable_now(report: dict[str, Any], backend: str) -> bool:
+    """Whether an export verified while no runtime could run it (status ``unavailable``) can
+    now be executed by the source-built runtime: then it is exported again and executed."""
+    from rne_tools.export import cpp_runtime
+
+    status = report.get("verification", {}).get("status")
+    return status == "unavailable" and cpp_runtime.has_backend(backend)
+
+
 def cached_export(
     model_id: str,
     backend: str,
@@ -134,6 +143,8 @@ def cached_export(
         pte, report_path = out / f"{stem}.pte", out / f"{stem}.report.json"
         # export_llm renames both files into place only after a successful export.
         if pte.is_file() and report_path.is_file():
-            return ExportResult(pte, report_path, json.loads(report_path.read_text()))
+            report = json.loads(report_path.read_text())
+            if not _executable_now(report, backend):
+                return ExportResult(pte, report_path, report)
         inputs.pop("model_id"), inputs.pop("backend")
         return export_llm(model_id, backend, out, progress=progress, **inputs)
