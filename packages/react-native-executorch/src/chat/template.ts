@@ -1,15 +1,56 @@
 import { Template } from '@huggingface/jinja';
 
 import { ExecutorchError } from '../errors';
+import type { ToolCall, ToolDefinition } from '../llm/types';
 
-/** Who wrote a message. */
-export type Role = 'system' | 'user' | 'assistant';
+/** Who wrote a message; `tool` carries the result of a tool call back to the model. */
+export type Role = 'system' | 'user' | 'assistant' | 'tool';
 
 /** One turn of a conversation. */
 export interface Message {
   readonly role: Role;
   readonly content: string;
+  /** On an assistant message: the tool calls the model made in it. */
+  readonly toolCalls?: readonly ToolCall[];
 }
+
+/** Options of {@link ChatTemplate.render}. */
+export interface RenderOptions {
+  /** End with the header of an assistant turn, so the model answers next (default true). */
+  readonly addGenerationPrompt?: boolean;
+  /** Tools the model may call, passed to the template's `tools` variable. */
+  readonly tools?: readonly ToolDefinition[];
+  /** Further template variables. */
+  readonly extra?: Record<string, unknown>;
+}
+
+/** A message in the form Hugging Face chat templates read (OpenAI-style `tool_calls`). */
+function templateMessage(message: Message): Record<string, unknown> {
+  const rendered: Record<string, unknown> = { role: message.role, content: message.content };
+  // Only when present: some templates test `'tool_calls' in message`.
+  if (message.toolCalls?.length) {
+    rendered.tool_calls = message.toolCalls.map((call) => ({
+      type: 'function',
+      function: { name: call.toolName, arguments: call.arguments },
+    }));
+  }
+  return rendered;
+}
+
+/** A tool in the form `apply_chat_template(tools=...)` passes it (OpenAI-style function). */
+function templateTool(tool: ToolDefinition): Record<string, unknown> {
+  return {
+    type: 'function',
+    function: { name: tool.name, description: tool.description, parameters: tool.parameters },
+  };
+}
+
+/** A tool name no conversation uses: rendered to see whether a template shows its tools. */
+const PROBE_TOOL: ToolDefinition = {
+  name: 'rne_probe_tool_5c1f',
+  description: 'probe',
+  parameters: { type: 'object', properties: {} },
+};
 
 type TokenSpec = string | { readonly content?: string } | null | undefined;
 
@@ -37,6 +78,7 @@ function tokenText(spec: TokenSpec): string | undefined {
 export class ChatTemplate {
   private readonly template: Template;
   private readonly specialTokens: Readonly<Record<string, string>>;
+  private toolSupport: boolean | undefined;
 
   private constructor(source: string, specialTokens: Record<string, string>) {
     try {
@@ -92,18 +134,34 @@ export class ChatTemplate {
   }
 
   /**
-   * Renders `messages` into a prompt. With `addGenerationPrompt` (the default) the prompt ends
-   * with the header of an assistant turn, so the model answers next.
+   * Whether the template renders the `tools` it is given (Qwen 2.5, Llama 3.x, Hermes, ...).
+   * Templates that ignore them (SmolLM2, Gemma 3) get tools through the fallback format of
+   * `src/tools`.
    */
-  render(
-    messages: readonly Message[],
-    options: { addGenerationPrompt?: boolean; extra?: Record<string, unknown> } = {},
-  ): string {
+  get supportsTools(): boolean {
+    this.toolSupport ??= this.renders(PROBE_TOOL.name, { tools: [PROBE_TOOL] });
+    return this.toolSupport;
+  }
+
+  private renders(text: string, options: RenderOptions): boolean {
+    try {
+      return this.render([{ role: 'user', content: 'Hi' }], options).includes(text);
+    } catch {
+      return false;
+    }
+  }
+
+  /**
+   * Renders `messages` into a prompt, as `apply_chat_template(messages, tools=...,
+   * add_generation_prompt=..., tokenize=False)` does.
+   */
+  render(messages: readonly Message[], options: RenderOptions = {}): string {
     try {
       return this.template.render({
         ...this.specialTokens,
         ...options.extra,
-        messages: messages.map((m) => ({ role: m.role, content: m.content })),
+        messages: messages.map(templateMessage),
+        ...(options.tools?.length ? { tools: options.tools.map(templateTool) } : {}),
         add_generation_prompt: options.addGenerationPrompt ?? true,
       });
     } catch (error) {

@@ -11,6 +11,7 @@ import type {
 } from '../native/seam';
 import { resolveResourceFetcher } from '../resources/defaultFetcher';
 import type { ModelFiles, ResourceFetcher } from '../resources/fetcher';
+import { runToolRounds, ToolPrompt, type ToolTurn } from '../tools';
 import { fitContext, resolveContextSettings, type ContextSettings } from './context';
 import type { ChatConfig, GenerationConfig, LLMConfig, LLMOptions, ToolsConfig } from './types';
 
@@ -72,6 +73,10 @@ function checkToolsConfig(config: ToolsConfig): void {
       'invalid_argument',
       'Invalid toolsConfig: `tools` must be an array and `executeToolCallback` a function.',
     );
+  }
+  const { maxRounds } = config;
+  if (maxRounds !== undefined && !(Number.isInteger(maxRounds) && maxRounds > 0)) {
+    throw new ExecutorchError('invalid_argument', `Invalid toolsConfig: maxRounds ${maxRounds} is not an integer > 0.`);
   }
 }
 
@@ -303,18 +308,21 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
   async sendMessage(content: string, options: GenerateOptions = {}): Promise<string> {
     this.assertCanGenerate();
     const user: Message = { role: 'user', content };
-    const answer = await this.run([...this.history, user], options);
-    this.history = [...this.history, user, { role: 'assistant', content: answer }];
-    return answer;
+    const turn = await this.run([...this.history, user], options);
+    const kept = this.config.tools?.displayToolCalls
+      ? turn.messages
+      : [{ role: 'assistant', content: turn.answer } as const];
+    this.history = [...this.history, user, ...kept];
+    return turn.answer;
   }
 
   /**
    * Generates the next assistant message for `messages` without touching the history
    * (the configured system prompt still applies).
    */
-  generate(messages: readonly Message[], options: GenerateOptions = {}): Promise<string> {
+  async generate(messages: readonly Message[], options: GenerateOptions = {}): Promise<string> {
     this.assertCanGenerate();
-    return this.run(messages, options);
+    return (await this.run(messages, options)).answer;
   }
 
   /** Forgets the message history (and the native KV cache). */
@@ -389,8 +397,9 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
   }
 
   private renderPrompt(messages: readonly Message[]): string {
-    // Tool calling (engineer C, issue 14.3) renders `this.config.tools` through the template here.
-    return (this.template as ChatTemplate).render(messages);
+    const template = this.template as ChatTemplate;
+    const tools = this.config.tools?.tools;
+    return tools?.length ? new ToolPrompt(template, tools).render(messages) : template.render(messages);
   }
 
   /** The messages to send: the whole conversation, fitted into the context by the strategy. */
@@ -403,7 +412,17 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
     });
   }
 
-  private async run(messages: readonly Message[], { onToken }: GenerateOptions): Promise<string> {
+  /** Generates the answer; with tools configured, runs the model's tool calls and continues. */
+  private async run(messages: readonly Message[], options: GenerateOptions): Promise<ToolTurn> {
+    const tools = this.config.tools;
+    if (!tools?.tools.length) {
+      const answer = await this.generateOnce(messages, options);
+      return { answer, messages: [{ role: 'assistant', content: answer }] };
+    }
+    return runToolRounds(messages, (conversation) => this.generateOnce(conversation, options), tools, tools.maxRounds);
+  }
+
+  private async generateOnce(messages: readonly Message[], { onToken }: GenerateOptions): Promise<string> {
     const config = this.nativeConfig();
     const prompt = this.renderPrompt(this.fittedMessages(messages, config.maxNewTokens));
     const native = this.native as NativeExecutorch;
@@ -425,8 +444,6 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
     } finally {
       this.generating = false;
     }
-    // Tool calling (engineer C, issue 14.3): parse tool calls out of `answer`, run
-    // `this.config.tools.executeToolCallback`, feed the results back and continue here.
     return answer;
   }
 }

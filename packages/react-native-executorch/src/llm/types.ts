@@ -94,6 +94,8 @@ export interface ToolsConfig {
   readonly executeToolCallback: (call: ToolCall) => Promise<string | null>;
   /** Keep the tool-call messages in `messageHistory` (default false). */
   readonly displayToolCalls?: boolean;
+  /** Generations per message at most, tool rounds included (default 4): bounds a model that keeps calling. */
+  readonly maxRounds?: number;
 }
 
 /**

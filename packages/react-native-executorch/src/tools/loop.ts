@@ -1,0 +1,58 @@
+import type { Message } from '../chat/template';
+import type { ToolCall, ToolsConfig } from '../llm/types';
+import { parseToolCalls } from './parse';
+
+/** Rounds of (answer, run its tool calls) after which the last answer stands, calls or not. */
+export const DEFAULT_MAX_TOOL_ROUNDS = 4;
+
+/** The outcome of {@link runToolRounds}. */
+export interface ToolTurn {
+  /** The model's final answer (tool-call markup removed). */
+  readonly answer: string;
+  /**
+   * Every message the turn added, in order: assistant messages with their `toolCalls`, the
+   * `tool` results, and the final assistant answer (last).
+   */
+  readonly messages: readonly Message[];
+}
+
+/** Runs one call: the app's callback for a known tool, an error text for an unknown one. */
+async function execute(call: ToolCall, config: ToolsConfig): Promise<string | null> {
+  if (!config.tools.some((tool) => tool.name === call.toolName)) {
+    const names = config.tools.map((tool) => tool.name).join(', ');
+    return `Error: there is no tool named "${call.toolName}". Available tools: ${names}.`;
+  }
+  return config.executeToolCallback(call);
+}
+
+/**
+ * Generates an answer to `conversation`; while it calls tools, runs them through
+ * `config.executeToolCallback`, appends the calls and their results (`tool` messages) and
+ * generates again, at most `maxRounds` times. A callback result of null adds no message; a round
+ * whose calls all return null ends the turn (there is nothing new to tell the model). Calls the
+ * parser could not read are answered with an error result so the model can correct itself.
+ */
+export async function runToolRounds(
+  conversation: readonly Message[],
+  generate: (messages: readonly Message[]) => Promise<string>,
+  config: ToolsConfig,
+  maxRounds: number = DEFAULT_MAX_TOOL_ROUNDS,
+): Promise<ToolTurn> {
+  const added: Message[] = [];
+  for (let round = 0; ; round++) {
+    const raw = await generate([...conversation, ...added]);
+    const { calls, content, errors } = parseToolCalls(raw);
+    if ((calls.length === 0 && errors.length === 0) || round + 1 >= maxRounds) {
+      const answer: Message = { role: 'assistant', content };
+      return { answer: content, messages: [...added, answer] };
+    }
+    added.push({ role: 'assistant', content, toolCalls: calls });
+    const results: Message[] = errors.map((e) => ({ role: 'tool', content: `Error: ${e}.` }));
+    for (const call of calls) {
+      const result = await execute(call, config);
+      if (result !== null) results.push({ role: 'tool', content: result });
+    }
+    if (results.length === 0) return { answer: content, messages: added };
+    added.push(...results);
+  }
+}
