@@ -3,10 +3,16 @@ import { models, type LLMDescriptor } from '../../src';
 import { bytes, sha256, type HfServer } from './hfServer';
 import smolConfig from '../fixtures/smollm2_tokenizer_config.json';
 
-export function publishOn(server: HfServer, repo = 'acme/smol-published', revision = 'r1'): LLMDescriptor<'xnnpack'> {
+/** `tokenizerConfig`: the published tokenizer_config.json (chat template), SmolLM2's by default. */
+export function publishOn(
+  server: HfServer,
+  repo = 'acme/smol-published',
+  revision = 'r1',
+  tokenizerConfig: object = smolConfig,
+): LLMDescriptor<'xnnpack'> {
   const pte = bytes(120_000, 21);
   const tokenizer = Buffer.from('{"model": {"type": "BPE", "vocab": {}, "merges": []}}');
-  const config = Buffer.from(JSON.stringify(smolConfig));
+  const config = Buffer.from(JSON.stringify(tokenizerConfig));
   const entries = [
     ['xnnpack/smol.pte', pte],
     ['tokenizer.json', tokenizer],
