@@ -76,7 +76,7 @@ export function parseToolCalls(answer: string): ParsedAnswer {
   }
   const trimmed = answer.trim();
   const bare = trimmed.startsWith(PYTHON_TAG) ? trimmed.slice(PYTHON_TAG.length).trim() : trimmed;
-  if (/^[{[]/.test(bare) && /"name"\s*:/.test(bare)) {
+  if (/^[{[]/.test(bare) && /"name"\s*:/.test(bare) && /"(?:parameters|arguments)"\s*:/.test(bare)) {
     const results = callsFromJson(bare);
     // A JSON answer that is not a call (e.g. structured output) stays an answer.
     if (results.some((r) => 'call' in r)) return collect(results, '');
