@@ -400,6 +400,92 @@ TEST_F(RunnerModelTest, BadInputsAreErrorsWithContext) {
   EXPECT_EQ(chunked_->position(), 0);
 }
 
+// Prefix reuse on the real SmolLM2-135M-Instruct (fp32 XNNPACK, max_chunk 64, no declared ring
+// size): CTest's smollm2_files fixture links it into RNE_TEST_SMOLLM2_DIR.
+class SmolLM2Test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string dir = env_path("RNE_TEST_SMOLLM2_DIR");
+    ASSERT_FALSE(dir.empty()) << "RNE_TEST_SMOLLM2_DIR is not set: run through ctest";
+    auto loaded = LlmRunner::load(dir + "/model.pte", dir + "/tokenizer.json");
+    ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+    runner_ = std::move(loaded).value();
+  }
+
+  std::vector<int64_t> ids(const std::string& text) const { return runner_->encode(text, false); }
+
+  // Greedy answer to the whole conversation `prompt`, reusing what the cache shares with it.
+  Generated answer(const std::vector<int64_t>& prompt, int32_t max_new_tokens = 12) {
+    Generated run;
+    auto stats = runner_->generate_prompt(prompt, greedy(max_new_tokens), nullptr);
+    EXPECT_TRUE(stats.ok()) << (stats.ok() ? "" : stats.error().message);
+    if (stats.ok()) run.stats = *stats;
+    run.tokens = runner_->last_tokens();
+    return run;
+  }
+  Generated answer_fresh(const std::vector<int64_t>& prompt, int32_t max_new_tokens = 12) {
+    runner_->reset();
+    return answer(prompt, max_new_tokens);
+  }
+
+  static std::string turn(const std::string& role, const std::string& content) {
+    return "<|im_start|>" + role + "\n" + content + "<|im_end|>\n";
+  }
+
+  std::unique_ptr<LlmRunner> runner_;
+};
+
+TEST_F(SmolLM2Test, EachTurnPrefillsOnlyWhatTheCacheDoesNotHoldAndAnswersAsAFreshPrefill) {
+  std::string text = turn("system", "You are a helpful AI assistant named SmolLM, trained by Hugging Face");
+  std::vector<Generated> turns;
+  for (const char* question : {"What is the capital of France?", "And of Italy?", "Name a color."}) {
+    text += turn("user", question) + "<|im_start|>assistant\n";
+    const auto prompt = ids(text);
+    const auto run = answer(prompt);
+    if (!turns.empty()) {
+      EXPECT_EQ(run.stats.reused_tokens, turns.back().stats.cache_tokens) << question;
+      EXPECT_EQ(run.stats.reused_tokens + run.stats.prompt_tokens, static_cast<int64_t>(prompt.size()));
+      EXPECT_LT(run.stats.prompt_tokens, 20) << question;
+    }
+    turns.push_back(run);
+    text += runner_->decode(run.tokens);
+    if (run.stats.stop_reason != StopReason::kEos) text += "<|im_end|>";
+    text += "\n";
+  }
+  const auto last_prompt = ids(text.substr(0, text.rfind("<|im_start|>assistant\n")) + "<|im_start|>assistant\n");
+  EXPECT_EQ(answer_fresh(last_prompt).tokens, turns.back().tokens);
+}
+
+TEST_F(SmolLM2Test, RewindIsExactWithinMaxChunkAndStartsOverPastIt) {
+  ASSERT_EQ(runner_->contract().max_chunk, 64);
+  const auto shared = ids(turn("user", "Tell me one fact about the Moon."));
+  const auto moon = ids(turn("user", "Tell me one fact about the Moon.") + "<|im_start|>assistant\n");
+  const auto mars = ids(turn("user", "Tell me one fact about the Moon.") +
+                        turn("assistant", "It has no air.") + turn("user", "And Mars?") +
+                        "<|im_start|>assistant\n");
+  ASSERT_LT(moon.size() + 12, 64u);
+  // Fewer than 64 positions written: the cache can be rewound to what it shares with `mars`.
+  const auto conversation = concat(moon, answer(moon).tokens);
+  int64_t common = 0;
+  while (common < static_cast<int64_t>(std::min(conversation.size(), mars.size())) &&
+         conversation[common] == mars[common]) {
+    ++common;
+  }
+  ASSERT_GE(common, static_cast<int64_t>(shared.size()));
+  ASSERT_LT(common, static_cast<int64_t>(conversation.size()) - 1) << "a real rewind, not an extension";
+  const auto within = answer(mars);
+  EXPECT_EQ(within.stats.reused_tokens, common);
+  EXPECT_EQ(within.tokens, answer_fresh(mars).tokens);
+
+  std::string long_text = turn("user", "Tell me one fact about the Moon.");
+  for (int i = 0; i < 6; ++i) long_text += turn("assistant", "It orbits the Earth.") + turn("user", "More?");
+  answer(ids(long_text + "<|im_start|>assistant\n"));  // > 64 positions: a ring may have wrapped
+  const auto over = answer(mars);
+  EXPECT_EQ(over.stats.reused_tokens, 0);
+  EXPECT_EQ(over.stats.prompt_tokens, static_cast<int64_t>(mars.size()));
+  EXPECT_EQ(over.tokens, within.tokens);
+}
+
 TEST(TextInputTest, InvalidUtf8IsAnErrorNamingTheByte) {
   EXPECT_TRUE(check_utf8("zażółć 漢字", "prompt").ok());
   auto bad = check_utf8(std::string("ab\xff", 3), "prompt");
