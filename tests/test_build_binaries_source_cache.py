@@ -56,7 +56,7 @@ def test_populate_writes_the_locked_trees_once(tmp_path):
     assert (layout.executorch / "CMakeLists.txt").read_text() == "patched\n"
 
 
-def test_a_tree_written_for_an_earlier_lock_is_incomplete_and_rewritten(tmp_path):
+def test_a_submodule_added_to_the_lock_is_written_into_the_cached_tree(tmp_path):
     mirrors = tmp_path / "mirrors"
     et = _repo(mirrors / "pytorch+executorch", {"CMakeLists.txt": "project(et)\n"})
     sub = _repo(mirrors / "acme+dep", {"dep.h": "// dep\n"})
@@ -64,17 +64,40 @@ def test_a_tree_written_for_an_earlier_lock_is_incomplete_and_rewritten(tmp_path
     dep = PinnedSource("third-party/dep", "https://github.com/acme/dep.git", sub)
     old = SourceLock("https://github.com/pytorch/executorch.git", "t", et, "w", "", (dep,))
     populate(SourceLayout(tmp_path / "cache", old), [mirrors])
-    (SourceLayout(tmp_path / "cache", old).executorch / "stale.txt").write_text("x")
+    cmake = SourceLayout(tmp_path / "cache", old).executorch / "CMakeLists.txt"
+    cmake.write_text("patched\n")  # e.g. the patch series; its build is incremental
+    mtime = cmake.stat().st_mtime_ns
 
-    # The lock gains a submodule: the cached tree no longer counts, and populate rewrites it.
+    # The lock gains a submodule: the cached tree is incomplete until just that one is written.
     new = SourceLock("https://github.com/pytorch/executorch.git", "t", et, "w", "",
                      (dep, PinnedSource("third-party/fft", "https://github.com/acme/fft.git", fft)))
+    layout = SourceLayout(tmp_path / "cache", new)
+    assert not layout.is_complete()
+    populate(layout, [mirrors])
+    assert layout.is_complete()
+    assert (layout.executorch / "third-party/fft/fft.h").is_file()
+    assert cmake.read_text() == "patched\n" and cmake.stat().st_mtime_ns == mtime
+
+
+def test_a_tree_written_for_another_commit_is_rewritten(tmp_path):
+    mirrors = tmp_path / "mirrors"
+    et = _repo(mirrors / "pytorch+executorch", {"CMakeLists.txt": "project(et)\n"})
+    sub = _repo(mirrors / "acme+dep", {"dep.h": "// dep\n"})
+    other = _repo(mirrors / "acme+dep2", {"dep.h": "// dep 2\n"})
+    old = SourceLock("https://github.com/pytorch/executorch.git", "t", et, "w", "",
+                     (PinnedSource("third-party/dep", "https://github.com/acme/dep.git", sub),))
+    populate(SourceLayout(tmp_path / "cache", old), [mirrors])
+    (SourceLayout(tmp_path / "cache", old).executorch / "stale.txt").write_text("x")
+
+    # The submodule moves to another commit: the cached tree no longer counts and is rewritten.
+    new = SourceLock("https://github.com/pytorch/executorch.git", "t", et, "w", "",
+                     (PinnedSource("third-party/dep", "https://github.com/acme/dep2.git", other),))
     layout = SourceLayout(tmp_path / "cache", new)
     assert SourceLayout(tmp_path / "cache", old).is_complete()
     assert not layout.is_complete()
     populate(layout, [mirrors])
     assert layout.is_complete()
-    assert (layout.executorch / "third-party/fft/fft.h").is_file()
+    assert (layout.executorch / "third-party/dep/dep.h").read_text() == "// dep 2\n"
     assert not (layout.executorch / "stale.txt").exists()
 
 

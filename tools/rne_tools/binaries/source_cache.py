@@ -100,18 +100,40 @@ def _write(mirrors: Sequence[Path], sources: Sequence[tuple[str, PinnedSource]],
     return record
 
 
-def _stamp_matches(stamp_dir: Path, sources: Sequence[tuple[str, PinnedSource]]) -> bool:
+def _read_stamp(stamp_dir: Path) -> dict | None:
     try:
-        record = json.loads((stamp_dir / STAMP).read_text())
+        return json.loads((stamp_dir / STAMP).read_text())
     except (OSError, ValueError):
-        return False
-    written = {(s["path"], s["commit"]) for s in record.get("sources", [])}
-    return written == {(rel or ".", source.commit) for rel, source in sources}
+        return None
+
+
+def _written(record: dict | None) -> set[tuple[str, str]] | None:
+    return None if record is None else {(s["path"], s["commit"]) for s in record.get("sources", [])}
+
+
+def _locked(sources: Sequence[tuple[str, PinnedSource]]) -> set[tuple[str, str]]:
+    return {(rel or ".", source.commit) for rel, source in sources}
+
+
+def _stamp_matches(stamp_dir: Path, sources: Sequence[tuple[str, PinnedSource]]) -> bool:
+    return _written(_read_stamp(stamp_dir)) == _locked(sources)
 
 
 def _populate(dest: Path, stamp_dir: Path, mirrors: Sequence[Path],
               sources: Sequence[tuple[str, PinnedSource]]) -> None:
-    if _stamp_matches(stamp_dir, sources):
+    record = _read_stamp(stamp_dir)
+    written, locked = _written(record), _locked(sources)
+    if written == locked:
+        return
+    if record is not None and written < locked:
+        # The lock only added sources (a submodule the build turned out to need): write just
+        # those, so the rest of the tree keeps its files and timestamps and the build stays
+        # incremental. A stamp that names a source the lock lacks, or another commit, is not.
+        added = [(rel, s) for rel, s in sources if (rel or ".", s.commit) not in written]
+        more = _write(mirrors, added, dest)
+        record["sources"] += more["sources"]
+        record["missing_blobs"].update(more["missing_blobs"])
+        (stamp_dir / STAMP).write_text(json.dumps(record, indent=2) + "\n")
         return
     if stamp_dir.exists():  # an interrupted attempt, or a tree written for another lock
         shutil.rmtree(stamp_dir)
