@@ -80,7 +80,6 @@ void on_sigint(int) {
 
 struct Options {
   std::string model, tokenizer, tokenizer_config, system, prompt, prompt_ids, sha256;
-  std::string json_schema;  // the schema's text (--json-schema FILE)
   bool raw = false, interactive = false, json = false, list_backends = false;
   GenerationConfig generation;
 };
@@ -171,7 +170,7 @@ Options parse_args(int argc, char** argv) {
       std::ifstream in(path, std::ios::binary);
       std::ostringstream text;
       if (!(in && text << in.rdbuf())) fail("--json-schema: cannot read " + path);
-      o.json_schema = text.str();
+      o.generation.json_schema = text.str();
     } else if (arg.rfind("--", 0) == 0) {
       fail("unknown option " + arg + " (see --help)");
     } else {
@@ -283,14 +282,7 @@ int main(int argc, char** argv) {
   if (!loaded.ok()) fail(loaded.error().message);
   LlmRunner& runner = **loaded;
   g_runner.store(&runner);
-  // Each answer is one JSON document: the constraint starts over for every generate().
-  auto constrain = [&]() {
-    if (o.json_schema.empty()) return;
-    auto constraint = runner.json_schema_constraint(o.json_schema);
-    if (!constraint.ok()) fail("--json-schema: " + constraint.error().message);
-    o.generation.constraint = *constraint;
-  };
-  constrain();
+
   std::signal(SIGINT, on_sigint);
 
   std::vector<int64_t> prompt_ids;
@@ -342,7 +334,6 @@ int main(int argc, char** argv) {
     const auto& last = runner.last_tokens();
     const bool closed = !last.empty() &&
                         std::find(eos.begin(), eos.end(), last.back()) != eos.end();
-    constrain();
     auto turn = runner.generate(chat->next_turn(line, closed), o.generation, on_text);
     if (!turn.ok()) {
       std::cerr << "rne_llm: " << turn.error().message << "\n";

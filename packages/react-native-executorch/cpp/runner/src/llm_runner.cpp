@@ -54,12 +54,15 @@ Result<std::unique_ptr<LlmRunner>> LlmRunner::load(const std::string& model_path
   return runner;
 }
 
-Result<TokenConstraint*> LlmRunner::json_schema_constraint(const std::string& schema_json) {
-  if (json_constraint_ && schema_json == json_schema_) {
+Result<GenerationConfig> LlmRunner::with_json_constraint(const GenerationConfig& config) {
+  if (config.json_schema.empty()) return config;
+  GenerationConfig constrained = config;
+  if (json_constraint_ && config.json_schema == json_schema_) {
     json_constraint_->reset();
-    return json_constraint_.get();
+    constrained.constraint = json_constraint_.get();
+    return constrained;
   }
-  auto schema = compile_json_schema(schema_json);
+  auto schema = compile_json_schema(config.json_schema);
   if (!schema.ok()) return schema.error();
   if (!token_trie_) {
     auto bytes = token_byte_strings(*tokenizer_, contract().vocab_size);
@@ -71,8 +74,9 @@ Result<TokenConstraint*> LlmRunner::json_schema_constraint(const std::string& sc
     token_trie_ = TokenTrie::build(std::move(bytes));
   }
   json_constraint_ = std::make_unique<JsonSchemaConstraint>(*schema, token_trie_, contract().eos_ids);
-  json_schema_ = schema_json;
-  return json_constraint_.get();
+  json_schema_ = config.json_schema;
+  constrained.constraint = json_constraint_.get();
+  return constrained;
 }
 
 std::vector<int64_t> LlmRunner::encode(std::string_view text, bool add_special_tokens) const {
@@ -102,15 +106,20 @@ Result<Stats> LlmRunner::generate(const std::string& prompt, const GenerationCon
 
 Result<Stats> LlmRunner::generate(const std::vector<int64_t>& tokens,
                                   const GenerationConfig& config, const TextCallback& on_text) {
-  return generate_text([&](const TokenSink& sink) { return generator_->generate(tokens, config, sink); },
-                       config, on_text);
+  auto constrained = with_json_constraint(config);
+  if (!constrained.ok()) return constrained.error();
+  return generate_text(
+      [&](const TokenSink& sink) { return generator_->generate(tokens, *constrained, sink); },
+      config, on_text);
 }
 
 Result<Stats> LlmRunner::generate_prompt(const std::vector<int64_t>& prompt,
                                          const GenerationConfig& config,
                                          const TextCallback& on_text) {
+  auto constrained = with_json_constraint(config);
+  if (!constrained.ok()) return constrained.error();
   return generate_text(
-      [&](const TokenSink& sink) { return generator_->generate_prompt(prompt, config, sink); },
+      [&](const TokenSink& sink) { return generator_->generate_prompt(prompt, *constrained, sink); },
       config, on_text);
 }
 

@@ -65,12 +65,6 @@ class LlmRunner {
   // The tokenizer, e.g. to copy (cheap, thread-safe) for counting tokens on another thread.
   const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
 
-  // Structured output: a constraint that makes generate() write one JSON document valid against
-  // `schema_json` (a JSON Schema; what is supported: json_schema.h). Set config.constraint to
-  // it. Owned by the runner, valid until the next call; asking again for the same schema reuses
-  // its cached masks. Errors: an invalid or unsupported schema (kInvalidArgument).
-  Result<TokenConstraint*> json_schema_constraint(const std::string& schema_json);
-
   void interrupt() { generator_->interrupt(); }  // any thread; generate() returns kInterrupted
   void reset() { generator_->reset(); }
 
@@ -85,6 +79,10 @@ class LlmRunner {
   LlmRunner() = default;
   // The text pipeline (decoder -> whole characters -> stop strings -> on_text) around one
   // token-level generation `run`.
+  // `config` with its json_schema (if any) compiled into config.constraint: a constraint owned
+  // by the runner; the same schema again reuses its cached masks. Errors: an invalid or
+  // unsupported schema (kInvalidArgument).
+  Result<GenerationConfig> with_json_constraint(const GenerationConfig& config);
   Result<Stats> generate_text(const std::function<Result<Stats>(const TokenSink&)>& run,
                               const GenerationConfig& config, const TextCallback& on_text);
   std::unique_ptr<TextGenerator> generator_;

@@ -33,6 +33,10 @@ struct GenerationConfig {
   SamplerConfig sampling;
   bool stop_on_eos = true;                 // false keeps generating past EOS (benchmarks)
   std::vector<std::string> stop_strings;   // applied by LlmRunner to the decoded text
+  // Applied by LlmRunner: a JSON Schema (its JSON text; empty = none) the answer must be one
+  // document of, enforced by grammar-constrained sampling (json_schema.h lists what is
+  // supported). LlmRunner turns it into `constraint`.
+  std::string json_schema;
   // Restricts sampling to the tokens it allows and is advanced with each generated token (a
   // grammar, e.g. JsonSchemaConstraint). Not owned; must outlive the generate() call.
   TokenConstraint* constraint = nullptr;
