@@ -160,8 +160,8 @@ describe('LLMModule tool loop', () => {
   });
 
   /** A module whose fake model answers with `answer(prompt)`, on `config`'s chat template. */
-  async function loaded(answer: (prompt: string) => string, config: object = smolConfig) {
-    const native = new FakeNative({ answer: (prompt) => [answer(prompt)], tokenIntervalMs: 0 });
+  async function loaded(answer: (prompt: string) => string | string[], config: object = smolConfig) {
+    const native = new FakeNative({ answer: (prompt) => [answer(prompt)].flat(), tokenIntervalMs: 2 });
     const model = publishOn(server, 'acme/tools', 'r1', config);
     const resources = new ResourceFetcher({ ...nodeAdapters(docs), baseUrl: server.baseUrl });
     const llm = new LLMModule({ model, resources, native });
@@ -252,6 +252,24 @@ describe('LLMModule tool loop', () => {
     const { llm, native } = await loaded(() => `Turning the lights on.\n${PARIS_CALL}`);
     llm.configure({ toolsConfig: { tools: [WEATHER], executeToolCallback: async () => null } });
     expect(await llm.sendMessage('Lights on')).toBe('Turning the lights on.');
+    expect(native.prompts).toHaveLength(1);
+  });
+
+  it('runs no call of an interrupted generation and ends the turn with its text', async () => {
+    const { llm, native } = await loaded(() => PARIS_CALL.match(/.{1,8}/g) as string[]);
+    const callback = jest.fn(async () => 'sunny');
+    llm.configure({ toolsConfig: { tools: [WEATHER], executeToolCallback: callback } });
+    const pieces: string[] = [];
+    const answer = await llm.sendMessage('Weather?', {
+      onToken: (piece) => {
+        pieces.push(piece);
+        if (pieces.length === 3) llm.interrupt();
+      },
+    });
+    expect(llm.stats?.stopReason).toBe('interrupted');
+    expect(answer).toBe(pieces.join(''));
+    expect(answer).toMatch(/^<tool_call>\{"name"/);
+    expect(callback).not.toHaveBeenCalled();
     expect(native.prompts).toHaveLength(1);
   });
 

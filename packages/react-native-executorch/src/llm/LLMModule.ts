@@ -27,7 +27,17 @@ export interface LoadOptions {
 export interface GenerateOptions {
   /** Each decoded text piece, in order, as the model produces it. */
   readonly onToken?: (piece: string) => void;
+  /**
+   * A JSON Schema (an object, or `true`): the answer is one JSON document that parses and
+   * validates against it, enforced while sampling. Supported keywords: type, enum, const,
+   * properties, required, additionalProperties, items, minItems, maxItems (others are an
+   * `invalid_argument` error). See the README's "Structured output".
+   */
+  readonly responseFormat?: JsonSchema;
 }
+
+/** A JSON Schema document, as `JSON.stringify` writes it. */
+export type JsonSchema = boolean | { readonly [keyword: string]: unknown };
 
 /** The settings {@link LLMModule.configure} accumulated, in one normalised form. */
 export interface ResolvedConfig {
@@ -419,11 +429,21 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
       const answer = await this.generateOnce(messages, options);
       return { answer, messages: [{ role: 'assistant', content: answer }] };
     }
-    return runToolRounds(messages, (conversation) => this.generateOnce(conversation, options), tools, tools.maxRounds);
+    const generate = async (conversation: readonly Message[]) => {
+      const text = await this.generateOnce(conversation, options);
+      return { text, interrupted: this.lastStats?.stopReason === 'interrupted' };
+    };
+    return runToolRounds(messages, generate, tools, tools.maxRounds);
   }
 
-  private async generateOnce(messages: readonly Message[], { onToken }: GenerateOptions): Promise<string> {
-    const config = this.nativeConfig();
+  private async generateOnce(
+    messages: readonly Message[],
+    { onToken, responseFormat }: GenerateOptions,
+  ): Promise<string> {
+    const config: NativeGenerationConfig = {
+      ...this.nativeConfig(),
+      ...(responseFormat === undefined ? {} : { responseFormat: JSON.stringify(responseFormat) }),
+    };
     const prompt = this.renderPrompt(this.fittedMessages(messages, config.maxNewTokens));
     const native = this.native as NativeExecutorch;
     const handle = this.handle as NativeModelHandle;

@@ -16,6 +16,12 @@ export interface ToolTurn {
   readonly messages: readonly Message[];
 }
 
+/** One generation: its text, and whether it was interrupted (which ends the turn). */
+export interface Generated {
+  readonly text: string;
+  readonly interrupted: boolean;
+}
+
 /** Runs one call: the app's callback for a known tool, an error text for an unknown one. */
 async function execute(call: ToolCall, config: ToolsConfig): Promise<string | null> {
   if (!config.tools.some((tool) => tool.name === call.toolName)) {
@@ -29,19 +35,21 @@ async function execute(call: ToolCall, config: ToolsConfig): Promise<string | nu
  * Generates an answer to `conversation`; while it calls tools, runs them through
  * `config.executeToolCallback`, appends the calls and their results (`tool` messages) and
  * generates again, at most `maxRounds` times. A callback result of null adds no message; a round
- * whose calls all return null ends the turn (there is nothing new to tell the model). Calls the
- * parser could not read are answered with an error result so the model can correct itself.
+ * whose calls all return null ends the turn (there is nothing new to tell the model), and so does
+ * an interrupted generation (its calls are not run). Calls the parser could not read are answered
+ * with an error result so the model can correct itself.
  */
 export async function runToolRounds(
   conversation: readonly Message[],
-  generate: (messages: readonly Message[]) => Promise<string>,
+  generate: (messages: readonly Message[]) => Promise<Generated>,
   config: ToolsConfig,
   maxRounds: number = DEFAULT_MAX_TOOL_ROUNDS,
 ): Promise<ToolTurn> {
   const added: Message[] = [];
   for (let round = 0; ; round++) {
-    const raw = await generate([...conversation, ...added]);
-    const { calls, content, errors } = parseToolCalls(raw);
+    const { text, interrupted } = await generate([...conversation, ...added]);
+    if (interrupted) return { answer: text, messages: [...added, { role: 'assistant', content: text }] };
+    const { calls, content, errors } = parseToolCalls(text);
     if ((calls.length === 0 && errors.length === 0) || round + 1 >= maxRounds) {
       const answer: Message = { role: 'assistant', content };
       return { answer: content, messages: [...added, answer] };
