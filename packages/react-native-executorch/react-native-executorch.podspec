@@ -34,6 +34,13 @@ Pod::Spec.new do |s|
     "cpp/tokenizer/include/**/*.h",
     "cpp/tokenizer/src/**/*.{h,cpp,inc}",
   ]
+  # GoogleTest suites and the host-only tools (CLIs, benchmarks) must not be compiled into the app.
+  s.exclude_files = [
+    "cpp/jsi/tests/**",
+    "cpp/runner/tools/**",
+    "cpp/tokenizer/tests/**",
+    "cpp/tokenizer/tools/**",
+  ]
   s.private_header_files = "cpp/**/*.h"
   s.vendored_frameworks = "#{third_party_rel}/ExecuTorch.xcframework"
   # MLX's Metal kernels, loaded at runtime by the MLX delegate.
@@ -41,7 +48,11 @@ Pod::Spec.new do |s|
 
   s.pod_target_xcconfig = {
     "CLANG_CXX_LANGUAGE_STANDARD" => "c++20",
+    # ExecuTorch's headers include <c10/...> from its portable_type copy and need this define
+    # to use the macros generated for that copy instead of a PyTorch checkout's.
+    "GCC_PREPROCESSOR_DEFINITIONS" => "$(inherited) C10_USING_CUSTOM_GENERATED_MACROS",
     "HEADER_SEARCH_PATHS" => [
+      "\"$(PODS_XCFRAMEWORKS_BUILD_DIR)/react-native-executorch/Headers/executorch/runtime/core/portable_type/c10\"",
       "\"$(PODS_TARGET_SRCROOT)/cpp/runner/include\"",
       "\"$(PODS_TARGET_SRCROOT)/cpp/tokenizer/include\"",
       "\"$(PODS_TARGET_SRCROOT)/cpp/tokenizer/src\"",
@@ -49,9 +60,12 @@ Pod::Spec.new do |s|
     ].join(" "),
   }
   # ExecuTorch registers backends and kernels from static initializers: keep every object of
-  # libexecutorch.a, or the linker drops them and nothing can run.
+  # our merged libexecutorch.a (and only it: -all_load would also pull every object of every
+  # other pod's archive into the app), or the linker drops them and nothing can run.
   s.user_target_xcconfig = {
-    "OTHER_LDFLAGS" => "$(inherited) -all_load",
+    # CocoaPods copies the xcframework's slice for the SDK being built to this directory.
+    "OTHER_LDFLAGS" =>
+      "$(inherited) -force_load \"$(PODS_XCFRAMEWORKS_BUILD_DIR)/react-native-executorch/libexecutorch.a\"",
   }
   s.frameworks = ["Metal", "MetalPerformanceShaders", "Accelerate", "Foundation"]
 
