@@ -1,0 +1,1 @@
+// Intentionally empty: libexecutorch.so is made of ExecuTorch's static archives (CMakeLists.txt).
