@@ -273,6 +273,28 @@ describe('LLMModule tool loop', () => {
     expect(native.prompts).toHaveLength(1);
   });
 
+  it('toolChoice { name }: the first generation is constrained to a call of that tool, later ones are free', async () => {
+    const { llm, native } = await loaded((prompt) =>
+      prompt.includes('<tool_response>\nsunny') ? 'It is sunny.' : '{"name":"get_weather","arguments":{"city":"Paris"}}',
+    );
+    const callback = jest.fn(async () => 'sunny');
+    llm.configure({ toolsConfig: { tools: [WEATHER], executeToolCallback: callback, toolChoice: { name: 'get_weather' } } });
+    expect(await llm.sendMessage('Paris?')).toBe('It is sunny.');
+    expect(callback).toHaveBeenCalledWith({ toolName: 'get_weather', arguments: { city: 'Paris' } });
+    expect(JSON.parse(native.configs[0]?.responseFormat as string)).toEqual({
+      type: 'object',
+      properties: { name: { const: 'get_weather' }, arguments: WEATHER.parameters },
+      required: ['name', 'arguments'],
+    });
+    expect(native.configs[1]?.responseFormat).toBeUndefined();
+  });
+
+  it('rejects a toolChoice that names no tool', async () => {
+    const { llm } = await loaded(() => 'x');
+    const config = { tools: [WEATHER], executeToolCallback: async () => null, toolChoice: { name: 'get_time' } };
+    expect(await codeOf(() => llm.configure({ toolsConfig: config }))).toBe('invalid_argument');
+  });
+
   it('rejects a maxRounds that is not a positive integer', async () => {
     const { llm } = await loaded(() => 'x');
     const executeToolCallback = async () => null;

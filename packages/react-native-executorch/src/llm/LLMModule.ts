@@ -11,7 +11,7 @@ import type {
 } from '../native/seam';
 import { resolveResourceFetcher } from '../resources/defaultFetcher';
 import type { ModelFiles, ResourceFetcher } from '../resources/fetcher';
-import { runToolRounds, ToolPrompt, type ToolTurn } from '../tools';
+import { runToolRounds, toolCallSchema, ToolPrompt, type GenerateRound, type ToolTurn } from '../tools';
 import { fitContext, resolveContextSettings, type ContextSettings } from './context';
 import type { ChatConfig, GenerationConfig, LLMConfig, LLMOptions, ToolsConfig } from './types';
 
@@ -84,7 +84,14 @@ function checkToolsConfig(config: ToolsConfig): void {
       'Invalid toolsConfig: `tools` must be an array and `executeToolCallback` a function.',
     );
   }
-  const { maxRounds } = config;
+  const { maxRounds, toolChoice } = config;
+  if (toolChoice !== undefined && toolChoice !== 'auto' && !config.tools.some((t) => t.name === toolChoice?.name)) {
+    throw new ExecutorchError(
+      'invalid_argument',
+      `Invalid toolsConfig: toolChoice names "${toolChoice?.name}", which is not one of the tools ` +
+        `(${config.tools.map((t) => t.name).join(', ')}).`,
+    );
+  }
   if (maxRounds !== undefined && !(Number.isInteger(maxRounds) && maxRounds > 0)) {
     throw new ExecutorchError('invalid_argument', `Invalid toolsConfig: maxRounds ${maxRounds} is not an integer > 0.`);
   }
@@ -429,8 +436,9 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
       const answer = await this.generateOnce(messages, options);
       return { answer, messages: [{ role: 'assistant', content: answer }] };
     }
-    const generate = async (conversation: readonly Message[]) => {
-      const text = await this.generateOnce(conversation, options);
+    const generate: GenerateRound = async (conversation, forcedTool) => {
+      const round = forcedTool ? { ...options, responseFormat: toolCallSchema(forcedTool) } : options;
+      const text = await this.generateOnce(conversation, round);
       return { text, interrupted: this.lastStats?.stopReason === 'interrupted' };
     };
     return runToolRounds(messages, generate, tools, tools.maxRounds);

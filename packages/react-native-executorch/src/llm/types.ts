@@ -96,6 +96,13 @@ export interface ToolsConfig {
   readonly displayToolCalls?: boolean;
   /** Generations per message at most, tool rounds included (default 4): bounds a model that keeps calling. */
   readonly maxRounds?: number;
+  /**
+   * `'auto'` (default): the model decides whether to call. `{ name }`: the first generation of
+   * each message is a call of that tool, its arguments valid for the tool's schema (enforced by
+   * grammar-constrained sampling, so the schema may use only the keywords `responseFormat`
+   * supports); later rounds are `'auto'`.
+   */
+  readonly toolChoice?: 'auto' | { readonly name: string };
 }
 
 /**

@@ -1,3 +1,4 @@
 export { parseToolCalls, type ParsedAnswer } from './parse';
 export { fallbackToolInstruction, ToolPrompt } from './prompt';
-export { DEFAULT_MAX_TOOL_ROUNDS, runToolRounds, type Generated, type ToolTurn } from './loop';
+export { DEFAULT_MAX_TOOL_ROUNDS, runToolRounds, type Generated, type GenerateRound, type ToolTurn } from './loop';
+export { toolCallSchema } from './schema';

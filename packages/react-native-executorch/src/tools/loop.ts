@@ -1,5 +1,5 @@
 import type { Message } from '../chat/template';
-import type { ToolCall, ToolsConfig } from '../llm/types';
+import type { ToolCall, ToolDefinition, ToolsConfig } from '../llm/types';
 import { parseToolCalls } from './parse';
 
 /** Rounds of (answer, run its tool calls) after which the last answer stands, calls or not. */
@@ -14,6 +14,19 @@ export interface ToolTurn {
    * `tool` results, and the final assistant answer (last).
    */
   readonly messages: readonly Message[];
+}
+
+/**
+ * Generates the next answer to `messages`; with `forcedTool`, the answer must be a call of that
+ * tool, `{"name": ..., "arguments": ...}` with arguments valid for its schema
+ * ({@link toolCallSchema}, enforced while sampling).
+ */
+export type GenerateRound = (messages: readonly Message[], forcedTool?: ToolDefinition) => Promise<Generated>;
+
+/** The tool `config.toolChoice` forces on the first round, if any. */
+function forcedTool(config: ToolsConfig): ToolDefinition | undefined {
+  const choice = config.toolChoice;
+  return choice && choice !== 'auto' ? config.tools.find((tool) => tool.name === choice.name) : undefined;
 }
 
 /** One generation: its text, and whether it was interrupted (which ends the turn). */
@@ -37,17 +50,19 @@ async function execute(call: ToolCall, config: ToolsConfig): Promise<string | nu
  * generates again, at most `maxRounds` times. A callback result of null adds no message; a round
  * whose calls all return null ends the turn (there is nothing new to tell the model), and so does
  * an interrupted generation (its calls are not run). Calls the parser could not read are answered
- * with an error result so the model can correct itself.
+ * with an error result so the model can correct itself. `config.toolChoice` `{ name }` makes the
+ * first generation a call of that tool (grammar-constrained).
  */
 export async function runToolRounds(
   conversation: readonly Message[],
-  generate: (messages: readonly Message[]) => Promise<Generated>,
+  generate: GenerateRound,
   config: ToolsConfig,
   maxRounds: number = DEFAULT_MAX_TOOL_ROUNDS,
 ): Promise<ToolTurn> {
   const added: Message[] = [];
   for (let round = 0; ; round++) {
-    const { text, interrupted } = await generate([...conversation, ...added]);
+    const forced = round === 0 ? forcedTool(config) : undefined;
+    const { text, interrupted } = await generate([...conversation, ...added], forced);
     if (interrupted) return { answer: text, messages: [...added, { role: 'assistant', content: text }] };
     const { calls, content, errors } = parseToolCalls(text);
     if ((calls.length === 0 && errors.length === 0) || round + 1 >= maxRounds) {
