@@ -3,8 +3,9 @@
  * given a tool in the fallback format (its template renders no tools), calls it, the app's
  * callback runs, its result goes back to the model, and the model answers with it.
  * SmolLM2-135M does not call tools reliably on its own, so two earlier exchanges in the history
- * show it the format (a few-shot example, as apps do for small models); greedy decoding makes
- * the run repeatable.
+ * show it the format (few-shot examples, as apps do for small models); greedy decoding makes
+ * the run repeatable. With `toolChoice` the grammar-constrained sampler (responseFormat) makes
+ * the call instead, with no examples.
  * @jest-environment node
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -92,5 +93,32 @@ describe('tool calling on the real runner (SmolLM2)', () => {
     ]);
     // Two generations: the call, then the answer (prefilled on top of the cached conversation).
     expect(llm.stats?.reusedTokens).toBeGreaterThan(0);
+  });
+
+  it('toolChoice { name }: the call is constrained to the tool schema, without examples', async () => {
+    const calls: ToolCall[] = [];
+    llm.configure({
+      chatConfig: { initialMessageHistory: [] },
+      generationConfig: { temperature: 0, maxNewTokens: 48 },
+      toolsConfig: {
+        tools: [WEATHER],
+        toolChoice: { name: 'get_weather' },
+        displayToolCalls: true,
+        executeToolCallback: async (call) => {
+          calls.push(call);
+          return 'Sunny, 24 degrees.';
+        },
+      },
+    });
+    const pieces: string[] = [];
+    const answer = await llm.sendMessage('What is the weather in Paris?', { onToken: (p) => pieces.push(p) });
+    process.stdout.write(`constrained tool round trip: ${JSON.stringify(pieces.join(''))}\n`);
+
+    // One valid call of the tool (the grammar), with the city the user asked about (the model).
+    expect(calls).toEqual([{ toolName: 'get_weather', arguments: { city: 'Paris' } }]);
+    expect(llm.messageHistory.map((m) => m.role)).toEqual(['user', 'assistant', 'tool', 'assistant']);
+    expect(llm.messageHistory[1]?.toolCalls).toEqual(calls);
+    expect(answer).toMatch(/24/);
+    expect(answer).not.toContain('"arguments"');
   });
 });
