@@ -20,7 +20,7 @@ export {
 } from './errors';
 export { ChatTemplate, type Message, type RenderOptions, type Role } from './chat/template';
 export { DEFAULT_MAX_TOOL_ROUNDS, fallbackToolInstruction, parseToolCalls, type ParsedAnswer } from './tools';
-export { LLMModule, type GenerateOptions, type LoadOptions } from './llm/LLMModule';
+export { LLMModule, type GenerateOptions, type JsonSchema, type LoadOptions } from './llm/LLMModule';
 export { useLLM, type LLMController, type UseLLMOptions } from './llm/useLLM';
 export type {
   ChatConfig,

@@ -59,6 +59,8 @@ Result<runner::GenerationConfig> parseGenerationConfig(const ObjectReader& objec
   auto stops = object.strings("stopStrings");
   if (!stops) return invalidArgument("config.stopStrings must be an array of strings");
   config.stop_strings = std::move(*stops);
+  // Optional: a JSON Schema's text; the runner constrains the answer to it.
+  if (auto schema = object.string("responseFormat")) config.json_schema = std::move(*schema);
   if (auto valid = runner::validate(config.sampling); !valid.ok()) return valid.error();
   return config;
 }

@@ -32,8 +32,13 @@ export interface NativeGenerationConfig {
   readonly seed: number;
   /** Generation stops once the text contains one of these (the string itself is not emitted). */
   readonly stopStrings: readonly string[];
-  // Extensible: later options (e.g. `responseFormat`) are optional fields the native side reads
-  // when present; an absent field keeps today's behaviour.
+  /**
+   * A JSON Schema as JSON text: the answer is one JSON document valid against it
+   * (grammar-constrained sampling in the C++ sampler). Absent: free text.
+   */
+  readonly responseFormat?: string;
+  // Extensible: later options are optional fields the native side reads when present; an
+  // absent field keeps today's behaviour.
 }
 
 /** Why a generation ended. */
