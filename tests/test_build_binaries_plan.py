@@ -7,8 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from rne_tools.binaries import ANDROID_ABIS, BuildError, build_plan, load_lock, patch_series
-from rne_tools.binaries.plan import ApplyPatches, Run, expand
+from rne_tools.binaries import (
+    ANDROID_ABIS,
+    BuildError,
+    build_plan,
+    load_lock,
+    patch_series,
+    shared_library,
+)
+from rne_tools.binaries.plan import ApplyPatches, Run, Stage, expand
 from rne_tools.paths import REPO_ROOT
 
 EXPECTED = Path(__file__).parent / "fixtures" / "build_plans"
@@ -73,13 +80,47 @@ def test_same_inputs_same_plan_and_no_machine_paths():
 
 def test_android_plan_per_abi_and_vulkan_on():
     plan = _plan("android")
-    configures = [s for s in plan.steps if isinstance(s, Run) and "-S" in s.argv]
+    configures = [s for s in plan.steps if isinstance(s, Run) and s.argv[:3] == ("cmake", "-S", "$SOURCE")]
     assert [next(a for a in s.argv if a.startswith("-DANDROID_ABI=")) for s in configures] == [
         "-DANDROID_ABI=arm64-v8a", "-DANDROID_ABI=x86_64",
     ]
     for s in configures:
         assert "-DEXECUTORCH_BUILD_VULKAN=ON" in s.argv and "-DEXECUTORCH_BUILD_XNNPACK=ON" in s.argv
+        # The LunarG SDK's glslc, named (ExecuTorch would otherwise search PATH / $VULKAN_SDK).
+        assert "-DGLSLC_PATH=$VULKAN_SDK/bin/glslc" in s.argv
+        # No ExecuTorch JNI library: it is not what the app loads, and its configure step
+        # downloads fbjni from Maven (the preset turns it on, so it must be turned off).
+        assert "-DEXECUTORCH_BUILD_ANDROID_JNI=OFF" in s.argv
         assert dict(s.env) == {"ANDROID_NDK": "$NDK"}
+
+
+def test_android_links_its_libexecutorch_so_with_the_shared_library_recipe():
+    plan = _plan("android")
+    links = [s for s in plan.steps if isinstance(s, Run) and shared_library.PROJECT in s.argv]
+    assert len(links) == 2
+    for link, abi in zip(links, ANDROID_ABIS, strict=True):
+        whole, linked = shared_library.archives(
+            f"$BUILD/android-{abi}", shared_library.ANDROID_COMPONENTS,
+            shared_library.ARM64_ARCHIVES if abi == "arm64-v8a" else ())
+        assert f"-DRNE_WHOLE_ARCHIVES={';'.join(whole)}" in link.argv
+        assert f"-DRNE_ARCHIVES={';'.join(linked)}" in link.argv
+        assert f"-DANDROID_ABI={abi}" in link.argv and "-DANDROID_STL=c++_shared" in link.argv
+        assert set(link.inputs) == {*whole, *linked}
+    whole_names = {a.rsplit("/", 1)[1] for a in whole}
+    assert {"libxnnpack_backend.a", "libvulkan_backend.a", "libcustom_ops.a",
+            "liboptimized_native_cpu_ops_lib.a", "libquantized_ops_lib.a"} <= whole_names
+    staged = {s.dest: s.src for s in plan.steps if isinstance(s, Stage)}
+    for abi in ANDROID_ABIS:
+        assert staged[f"$REPO/third-party/android/{abi}/libexecutorch.so"] == (
+            f"$BUILD/android-{abi}/shared/libexecutorch.so")
+    assert staged["$REPO/third-party/android/include"] == "$BUILD/android-arm64-v8a/install/include"
+    assert not any("executorch_jni" in " ".join(getattr(s, "argv", ())) for s in plan.steps)
+
+
+def test_ios_archives_include_the_llm_cache_the_mlx_delegate_needs():
+    merge = next(s for s in _plan("ios").steps
+                 if isinstance(s, Run) and "libtool" in s.argv and "$BUILD/ios-device/lib/Release/libmlxdelegate.a" in s.argv)
+    assert "$BUILD/ios-device/lib/Release/libextension_llm_cache.a" in merge.argv
 
 
 def test_ios_mlx_only_on_device():

@@ -28,15 +28,31 @@ def _common_tools(bindir: Path, cmake="4.4.4") -> None:
     _tool(bindir, "ninja", 'echo "1.13.2"')
 
 
-def _fake_ndk(root: Path, revision="27.2.12479018", shaderc="v2023.8") -> Path:
+def _fake_ndk(root: Path, revision="27.2.12479018") -> Path:
     ndk = root / "ndk"
     (ndk / "build" / "cmake").mkdir(parents=True)
     (ndk / "build" / "cmake" / "android.toolchain.cmake").write_text("# fake\n")
     (ndk / "source.properties").write_text(f"Pkg.Desc = Android NDK\nPkg.Revision = {revision}\n")
-    shader_tools = ndk / "shader-tools" / "linux-x86_64"
-    shader_tools.mkdir(parents=True)
-    _tool(shader_tools, "glslc", f'echo "shaderc {shaderc} {shaderc}"; echo "Target: SPIR-V 1.0"')
     return ndk
+
+
+def _fake_vulkan_sdk(root: Path, shaderc="v2025.5", dot_product=True) -> Path:
+    """A Vulkan SDK whose glslc reports ``shaderc`` and compiles (or rejects) the probe."""
+    sdk = root / "vulkan-sdk"
+    (sdk / "bin").mkdir(parents=True)
+    compile_case = 'touch "$4"' if dot_product else (
+        'echo "error: \'GL_EXT_integer_dot_product\' : extension not supported" >&2; exit 1')
+    _tool(sdk / "bin", "glslc", f"""
+case "$1" in
+  --version) echo "shaderc {shaderc} {shaderc}"; echo "Target: SPIR-V 1.0" ;;
+  *) {compile_case} ;;
+esac""")
+    return sdk
+
+
+def _android_env(bindir: Path, tmp_path: Path, **sdk) -> dict:
+    return {"PATH": str(bindir), "ANDROID_NDK": str(_fake_ndk(tmp_path)),
+            "VULKAN_SDK": str(_fake_vulkan_sdk(tmp_path, **sdk))}
 
 
 @pytest.fixture
@@ -55,24 +71,24 @@ def test_everything_missing_is_reported_in_one_message(bindir, tmp_path):
     assert any(w.startswith("cmake: not found") for w in whats)
     assert any(w.startswith("ninja: not found") for w in whats)
     assert "Android NDK: ANDROID_NDK is not set" in whats
+    assert "Vulkan SDK: VULKAN_SDK is not set" in whats
     assert any("torchgen" in w for w in whats)
     with pytest.raises(PreflightError) as info:
         report.raise_if_failed()
     message = str(info.value)
-    assert message.startswith("cannot build --platform android: 5 requirement(s)")
-    assert message.count("fix:") == 5
+    assert message.startswith("cannot build --platform android: 6 requirement(s)")
+    assert message.count("fix:") == 6
     assert "export ANDROID_NDK=" in message and "pip install cmake" in message
+    assert "export VULKAN_SDK=" in message and "vulkan.lunarg.com" in message
 
 
 def test_android_ok_records_versions(bindir, tmp_path):
     _common_tools(bindir)
     python = _fake_python(bindir)
-    ndk = _fake_ndk(tmp_path)
-    report = preflight("android", python=python,
-                       env={"PATH": str(bindir), "ANDROID_NDK": str(ndk)}, system="Linux")
+    report = preflight("android", python=python, env=_android_env(bindir, tmp_path), system="Linux")
     assert report.problems == []
     assert report.versions["Android NDK"] == "27.2.12479018"
-    assert report.versions["glslc (NDK)"] == "2023.8"
+    assert report.versions["glslc (Vulkan SDK)"] == "2025.5"
     assert report.versions["cmake"] == "4.4.4"
     report.raise_if_failed()
 
@@ -80,31 +96,40 @@ def test_android_ok_records_versions(bindir, tmp_path):
 def test_old_ndk_old_glslc_and_old_cmake(bindir, tmp_path):
     _common_tools(bindir, cmake="3.25.1")
     python = _fake_python(bindir)
-    ndk = _fake_ndk(tmp_path, revision="25.1.8937393", shaderc="v2022.1")
-    report = preflight("android", python=python,
-                       env={"PATH": str(bindir), "ANDROID_NDK": str(ndk)}, system="Linux")
+    env = _android_env(bindir, tmp_path, shaderc="v2022.1")
+    env["ANDROID_NDK"] = str(_fake_ndk(tmp_path / "old", revision="25.1.8937393"))
+    report = preflight("android", python=python, env=env, system="Linux")
     whats = [p.what for p in report.problems]
     assert "cmake: version 3.25.1 is older than the required 3.29" in whats
     assert "Android NDK: version 25.1.8937393 is older than r27" in whats
-    assert "glslc (NDK): version 2022.1 is older than the required 2023.1" in whats
+    assert "glslc (Vulkan SDK): version 2022.1 is older than the required 2023.1" in whats
 
 
-def test_ndk_without_glslc(bindir, tmp_path):
+def test_a_glslc_without_integer_dot_product_is_refused(bindir, tmp_path):
+    """The NDK's and Debian's glslc report recent shaderc versions yet reject the extension."""
     _common_tools(bindir)
-    python = _fake_python(bindir)
-    ndk = _fake_ndk(tmp_path)
-    (ndk / "shader-tools" / "linux-x86_64" / "glslc").unlink()
-    report = preflight("android", python=python,
-                       env={"PATH": str(bindir), "ANDROID_NDK": str(ndk)}, system="Linux")
-    assert [p.what for p in report.problems] == ["glslc (NDK): not found"]
-    assert "shader-tools/linux-x86_64/glslc" in report.problems[0].fix
+    env = _android_env(bindir, tmp_path, dot_product=False)
+    report = preflight("android", python=_fake_python(bindir), env=env, system="Linux")
+    glslc = Path(env["VULKAN_SDK"]) / "bin" / "glslc"
+    assert [p.what for p in report.problems] == [
+        f"glslc (Vulkan SDK): {glslc} rejects GL_EXT_integer_dot_product"]
+    assert "LunarG Vulkan SDK" in report.problems[0].fix
+
+
+def test_vulkan_sdk_without_glslc(bindir, tmp_path):
+    _common_tools(bindir)
+    env = _android_env(bindir, tmp_path)
+    (Path(env["VULKAN_SDK"]) / "bin" / "glslc").unlink()
+    report = preflight("android", python=_fake_python(bindir), env=env, system="Linux")
+    assert [p.what for p in report.problems] == ["glslc (Vulkan SDK): not found"]
 
 
 def test_ndk_dir_that_is_not_an_ndk(bindir, tmp_path):
     _common_tools(bindir)
     python = _fake_python(bindir)
-    report = preflight("android", python=python,
-                       env={"PATH": str(bindir), "ANDROID_NDK": str(tmp_path)}, system="Linux")
+    env = _android_env(bindir, tmp_path)
+    env["ANDROID_NDK"] = str(tmp_path)
+    report = preflight("android", python=python, env=env, system="Linux")
     assert [p.what for p in report.problems] == [
         f"Android NDK: ANDROID_NDK={tmp_path} has no build/cmake/android.toolchain.cmake"
     ]
@@ -126,7 +151,6 @@ case "$*" in
   *--find*) echo "/fake/usr/bin/tool" ;;
   *) exit 1 ;;
 esac""")
-    _tool(bindir, "make", 'echo "GNU Make 3.81"')
 
 
 def test_ios_on_macos_ok(bindir):

@@ -133,6 +133,7 @@ def _main(platform: str, abis: tuple[str, ...], source: Path | None, ref: str | 
                        env=build_env(sys.executable, os.environ))
     report.raise_if_failed()
     ndk = os.environ.get("ANDROID_NDK")
+    vulkan_sdk = os.environ.get("VULKAN_SDK")
     ctx = BuildContext(
         repo=REPO_ROOT,
         build=REPO_ROOT / "build" / platform,
@@ -141,6 +142,7 @@ def _main(platform: str, abis: tuple[str, ...], source: Path | None, ref: str | 
         ref=ref or lock.commit,
         source=None if platform == "host" else _source_dir(source),
         ndk=Path(ndk) if platform == "android" and ndk else None,
+        vulkan_sdk=Path(vulkan_sdk) if platform == "android" and vulkan_sdk else None,
         patches=series,
         tool_versions=report.versions,
     )

@@ -41,6 +41,7 @@ class BuildContext:
     ref: str
     source: Path | None = None
     ndk: Path | None = None
+    vulkan_sdk: Path | None = None
     cache: Path | None = None
     patches: list[Patch] = field(default_factory=list)
     tool_versions: dict[str, str] = field(default_factory=dict)
@@ -52,6 +53,8 @@ class BuildContext:
             values["$SOURCE"] = self.source
         if self.ndk is not None:
             values["$NDK"] = self.ndk
+        if self.vulkan_sdk is not None:
+            values["$VULKAN_SDK"] = self.vulkan_sdk
         if self.cache is not None:
             values["$CACHE"] = self.cache
         return values

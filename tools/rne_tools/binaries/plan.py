@@ -1,7 +1,8 @@
 """The build plan: an ordered list of typed steps with exact argument lists.
 
 A plan is pure data. It names paths through placeholders (``$REPO``, ``$SOURCE``, ``$BUILD``,
-``$NDK``, ``$PYTHON``, ``$CACHE``: the source/build cache outside the work tree) so the same inputs give byte-identical plans on every machine; the
+``$NDK``, ``$VULKAN_SDK``: the LunarG Vulkan SDK whose glslc compiles Android's shaders,
+``$PYTHON``, ``$CACHE``: the source/build cache outside the work tree) so the same inputs give byte-identical plans on every machine; the
 executor expands them just before running a step. ``--dry-run`` prints a plan, the tests
 compare plans with reviewed files under ``tests/fixtures/build_plans/``.
 """
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from rne_tools.binaries.errors import BuildError
 
-_PLACEHOLDER_RE = re.compile(r"\$(REPO|SOURCE|BUILD|NDK|PYTHON|CACHE)(?![A-Za-z0-9_])")
+_PLACEHOLDER_RE = re.compile(r"\$(REPO|SOURCE|BUILD|NDK|VULKAN_SDK|PYTHON|CACHE)(?![A-Za-z0-9_])")
 _SAFE_RE = re.compile(r"[\w@%+=:,./$-]+")
 
 
@@ -167,7 +168,8 @@ def expand(text: str, values: Mapping[str, Path | str]) -> str:
         if name not in values:
             raise BuildError(
                 f"the plan uses {name} but no value was given for it "
-                f"(for $NDK set ANDROID_NDK to your Android NDK directory)"
+                f"(for $NDK set ANDROID_NDK to your Android NDK directory, for $VULKAN_SDK "
+                f"VULKAN_SDK to your LunarG Vulkan SDK)"
             )
         return str(values[name])
 

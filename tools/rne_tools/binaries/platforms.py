@@ -5,9 +5,10 @@
   ``libexecutorch.a`` (``libtool``), the two simulator slices joined (``lipo``), and one
   ``ExecuTorch.xcframework`` made with ``xcodebuild -create-xcframework``; staged with MLX's
   ``mlx.metallib`` into ``third-party/ios/``.
-- ``android``: per ABI, ExecuTorch's JNI library (Vulkan + XNNPACK backends, LLM runner,
-  optimized/quantized/LLM kernels) built with the NDK and staged as
-  ``third-party/android/<abi>/libexecutorch.so``.
+- ``android``: per ABI, ExecuTorch's static libraries (Vulkan + XNNPACK backends,
+  optimized/quantized/LLM kernels) built with the NDK and linked into our own shared library by
+  ``cpp/shared_library`` (``shared_library``: archive list, export list, SONAME), staged as
+  ``third-party/android/<abi>/libexecutorch.so`` with the headers in ``third-party/android/include``.
 - ``linux``: ExecuTorch itself built from the locked source (written out of local git mirrors
   into the cache outside the work tree, see ``source_cache``): XNNPACK, Vulkan (its shaders
   compiled with a glslc built from the locked shaderc), MLX on MLX's CPU backend, the optimized,
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rne_tools.binaries import shared_library
 from rne_tools.binaries.errors import BuildError
 from rne_tools.binaries.lock import SourceLock
 from rne_tools.binaries.plan import ApplyPatches, Plan, Run, Stage, Step, WriteManifest
@@ -79,7 +81,8 @@ IOS_ARCHIVES: dict[str, tuple[str, ...]] = {
     ),
     "kernels_quantized": ("libquantized_kernels.a", "libquantized_ops_lib.a"),
     "kernels_llm": ("libcustom_ops.a",),
-    "mlx": ("libmlxdelegate.a",),
+    # The MLX delegate keeps its KV caches in extension_llm_cache's CacheRegistry.
+    "mlx": ("libmlxdelegate.a", "libextension_llm_cache.a"),
 }
 _ARM_ONLY_ARCHIVES = ("libkleidiai.a",)  # XNNPACK's Arm KleidiAI kernels
 
@@ -207,19 +210,24 @@ def _android_configure_flags(abi: str) -> tuple[str, ...]:
         f"-DCMAKE_BUILD_TYPE={BUILD_TYPE}",
         "-DPYTHON_EXECUTABLE=$PYTHON",
         _POLICY_FLOOR,
-        # Release libraries without DWARF: the app's Gradle build strips symbols anyway, and
-        # the staged file stays small enough to keep in the repository.
-        "-DCMAKE_SHARED_LINKER_FLAGS=-Wl,--strip-debug",
+        f"-DCMAKE_INSTALL_PREFIX=$BUILD/android-{abi}/install",
         "-DEXECUTORCH_BUILD_PRESET_FILE=$SOURCE/tools/cmake/preset/android.cmake",
         "-DBUILD_TESTING=OFF",
         "-DEXECUTORCH_BUILD_EXECUTOR_RUNNER=OFF",
         "-DEXECUTORCH_PAL_DEFAULT=android",
         "-DEXECUTORCH_ENABLE_LOGGING=ON",
-        "-DEXECUTORCH_BUILD_ANDROID_JNI=ON",
-        "-DEXECUTORCH_BUILD_LLAMA_JNI=ON",
+        # Our JSI binding replaces ExecuTorch's JNI library, which the preset turns on; off, the
+        # configure step no longer downloads fbjni from Maven (React Native's prefab fbjni is
+        # what the app links).
+        "-DEXECUTORCH_BUILD_ANDROID_JNI=OFF",
+        "-DEXECUTORCH_BUILD_DEVTOOLS=OFF",
+        "-DEXECUTORCH_BUILD_EXTENSION_TRAINING=OFF",
         "-DEXECUTORCH_BUILD_QNN=OFF",
         "-DEXECUTORCH_BUILD_NEURON=OFF",
         "-DEXECUTORCH_BUILD_VULKAN=ON",
+        # ExecuTorch looks for glslc on PATH and in $VULKAN_SDK/bin only, and the NDK's glslc
+        # cannot compile its shaders (no GL_EXT_integer_dot_product): the LunarG SDK's, named.
+        "-DGLSLC_PATH=$VULKAN_SDK/bin/glslc",
         "-DEXECUTORCH_BUILD_XNNPACK=ON",
         "-DEXECUTORCH_XNNPACK_SHARED_WORKSPACE=ON",
         "-DEXECUTORCH_BUILD_EXTENSION_DATA_LOADER=ON",
@@ -227,13 +235,24 @@ def _android_configure_flags(abi: str) -> tuple[str, ...]:
         "-DEXECUTORCH_BUILD_EXTENSION_MODULE=ON",
         "-DEXECUTORCH_BUILD_EXTENSION_NAMED_DATA_MAP=ON",
         "-DEXECUTORCH_BUILD_EXTENSION_TENSOR=ON",
-        "-DEXECUTORCH_BUILD_EXTENSION_LLM=ON",
-        "-DEXECUTORCH_BUILD_EXTENSION_LLM_RUNNER=ON",
+        # Our runner and tokenizer replace ExecuTorch's LLM runner and its tokenizers; of the
+        # LLM extension only the custom ops (KERNELS_LLM) are built, as on linux.
+        "-DEXECUTORCH_BUILD_EXTENSION_LLM=OFF",
+        "-DEXECUTORCH_BUILD_EXTENSION_LLM_RUNNER=OFF",
         "-DEXECUTORCH_BUILD_KERNELS_OPTIMIZED=ON",
         "-DEXECUTORCH_BUILD_KERNELS_QUANTIZED=ON",
         "-DEXECUTORCH_BUILD_KERNELS_LLM=ON",
-        # The LLM runner's HF tokenizer needs regex lookahead (pcre2 fallback).
-        "-DSUPPORT_REGEX_LOOKAHEAD=ON",
+    )
+
+
+def _android_shared_library_flags(abi: str) -> tuple[str, ...]:
+    return (
+        "-DCMAKE_TOOLCHAIN_FILE=$NDK/build/cmake/android.toolchain.cmake",
+        f"-DANDROID_ABI={abi}",
+        f"-DANDROID_PLATFORM={ANDROID_PLATFORM}",
+        "-DANDROID_STL=c++_shared",
+        # Release library without DWARF: the app's Gradle build strips symbols anyway.
+        "-DCMAKE_SHARED_LINKER_FLAGS=-Wl,--strip-debug",
     )
 
 
@@ -244,15 +263,28 @@ def _android_steps(abis: tuple[str, ...], jobs: int) -> tuple[list[Step], dict[s
     for abi in abis:
         bdir = f"$BUILD/android-{abi}"
         cfg = _android_configure_flags(abi)
-        flags[abi] = cfg
         steps.append(Run(f"configure ExecuTorch for Android {abi}",
                          ("cmake", "-S", "$SOURCE", "-B", bdir, *cfg), env=env))
-        steps.append(Run(f"build ExecuTorch's JNI library for Android {abi}",
-                         ("cmake", "--build", bdir, "--target", "executorch_jni", "-j", str(jobs)),
-                         env=env))
-        so = f"{bdir}/extension/android/libexecutorch_jni.so"
-        steps.append(Stage(f"stage libexecutorch.so for {abi}", so,
+        steps.append(Run(f"build ExecuTorch's static libraries for Android {abi}",
+                         ("cmake", "--build", bdir, "-j", str(jobs)), env=env))
+        steps.append(Run(f"install ExecuTorch's headers for Android {abi}",
+                         ("cmake", "--install", bdir), env=env))
+        whole, linked = shared_library.archives(
+            bdir, shared_library.ANDROID_COMPONENTS,
+            shared_library.ARM64_ARCHIVES if abi == "arm64-v8a" else ())
+        so_dir = f"{bdir}/shared"
+        so_cfg = shared_library.configure_argv(
+            so_dir, whole, linked, toolchain_flags=_android_shared_library_flags(abi))
+        flags[abi] = cfg + so_cfg[4:]
+        steps.append(Run(f"configure libexecutorch.so for Android {abi} (cpp/shared_library)",
+                         so_cfg, env=env, inputs=(*whole, *linked)))
+        steps.append(Run(f"link libexecutorch.so for Android {abi}",
+                         shared_library.build_argv(so_dir), env=env))
+        steps.append(Stage(f"stage libexecutorch.so for {abi}", f"{so_dir}/libexecutorch.so",
                            f"$REPO/third-party/android/{abi}/libexecutorch.so"))
+    # The headers are the same for every ABI: android/CMakeLists.txt reads them from here.
+    steps.append(Stage("stage ExecuTorch's headers", f"$BUILD/android-{abis[0]}/install/include",
+                       "$REPO/third-party/android/include"))
     return steps, flags
 
 

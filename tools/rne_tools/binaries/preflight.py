@@ -16,6 +16,7 @@ import platform as _platform
 import re
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,11 +28,8 @@ MIN_CMAKE_HOST = (3, 28)
 MIN_XCODE = (15, 0)
 MIN_IOS_SDK = (17, 0)  # MLX needs an iOS 17 deployment target
 MIN_NDK = (27, 0)
-MIN_GLSLC = (2023, 1)  # shaderc release (NDK r27+ ship newer ones) that compiles the Vulkan shaders
+MIN_GLSLC = (2023, 1)  # oldest shaderc release that compiles the Vulkan shaders
 PYTHON_MODULES = ("yaml", "torchgen")  # ExecuTorch's build-time code generators import these
-
-# The NDK's prebuilt host directory, as in $ANDROID_NDK/shader-tools/<tag>/glslc.
-_NDK_HOST_TAGS = {"Linux": "linux-x86_64", "Darwin": "darwin-x86_64", "Windows": "windows-x86_64"}
 
 
 @dataclass(frozen=True)
@@ -205,11 +203,47 @@ def _check_ios(p: _Prober, system: str) -> None:
     for tool in ("libtool", "lipo"):
         if p.which("xcrun") is None or p.output(["xcrun", "--sdk", "iphoneos", "--find", tool]) is None:
             p.fail(f"{tool}: `xcrun --sdk iphoneos --find {tool}` found nothing", xcode_fix)
-    p.tool(
-        "make", ["--version"], r"Make (\d+\.\d+(?:\.\d+)?)", None,
-        "install the Xcode command line tools: `xcode-select --install` "
-        "(MLX's sub-build uses Unix Makefiles)",
-    )
+
+
+# A compute shader using the extension 14 of ExecuTorch's Vulkan shaders need; the NDK's glslc
+# and Debian's (glslang 11.13) reject it.
+_DOT_PRODUCT_PROBE = """#version 450
+#extension GL_EXT_integer_dot_product : require
+layout(local_size_x = 1) in;
+layout(set = 0, binding = 0) buffer Out { int v; } o;
+void main() { o.v = dotPacked4x8EXT(0x01020304, 0x01010101); }
+"""
+_VULKAN_SDK_FIX = (
+    "install the LunarG Vulkan SDK (https://vulkan.lunarg.com/sdk/home) and "
+    "`export VULKAN_SDK=<sdk>/<version>/<x86_64|macOS>`; the NDK's glslc cannot compile "
+    "ExecuTorch's Vulkan shaders (no GL_EXT_integer_dot_product)"
+)
+
+
+def glslc_accepts_integer_dot_product(glslc: str) -> bool:
+    """Whether ``glslc`` compiles a shader that needs ``GL_EXT_integer_dot_product``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        shader = Path(tmp) / "probe.comp"
+        shader.write_text(_DOT_PRODUCT_PROBE)
+        try:
+            result = subprocess.run([glslc, "--target-env=vulkan1.1", str(shader), "-o",
+                                     str(Path(tmp) / "probe.spv")], capture_output=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+        return result.returncode == 0
+
+
+def _check_vulkan_sdk_glslc(p: _Prober) -> None:
+    """The glslc the plan passes to ExecuTorch (-DGLSLC_PATH=$VULKAN_SDK/bin/glslc)."""
+    sdk = p.env.get("VULKAN_SDK")
+    if not sdk:
+        p.fail("Vulkan SDK: VULKAN_SDK is not set", _VULKAN_SDK_FIX)
+        return
+    glslc = Path(sdk) / "bin" / "glslc"
+    p.tool("glslc", ["--version"], r"shaderc v(\d+\.\d+)", MIN_GLSLC, _VULKAN_SDK_FIX,
+           label="glslc (Vulkan SDK)", executable=str(glslc))
+    if glslc.exists() and not glslc_accepts_integer_dot_product(str(glslc)):
+        p.fail(f"glslc (Vulkan SDK): {glslc} rejects GL_EXT_integer_dot_product", _VULKAN_SDK_FIX)
 
 
 def _check_android(p: _Prober, system: str) -> None:
@@ -232,15 +266,9 @@ def _check_android(p: _Prober, system: str) -> None:
             p.report.versions["Android NDK"] = m.group(1)
             if _version_tuple(m.group(1))[:2] < MIN_NDK:
                 p.fail(f"Android NDK: version {m.group(1)} is older than r{MIN_NDK[0]}", ndk_fix)
-        tag = _NDK_HOST_TAGS.get(system, system.lower())
-        glslc = Path(ndk) / "shader-tools" / tag / "glslc"
-        p.tool(
-            "glslc", ["--version"], r"shaderc v(\d+\.\d+)", MIN_GLSLC,
-            f"the Vulkan shaders are compiled with the NDK's glslc ({glslc}); it must be shaderc "
-            f"v{_fmt(MIN_GLSLC)} or newer: install a newer NDK (r{MIN_NDK[0]}+)",
-            label="glslc (NDK)",
-            executable=str(glslc),
-        )
+    _check_vulkan_sdk_glslc(p)
+    # ExecuTorch's Android JNI library would download fbjni from Maven at configure time; the
+    # plan turns that library off, so the build needs no network beyond the source fetch.
 
 
 # What --platform linux needs beyond CMake/Ninja: ccache (cached rebuilds), and headers the
