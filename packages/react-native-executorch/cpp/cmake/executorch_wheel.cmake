@@ -16,7 +16,7 @@ if(NOT executorch_DIR)
   set(executorch_DIR "${RNE_EXECUTORCH_ROOT}/lib/cmake/executorch")
 endif()
 find_package(executorch CONFIG REQUIRED)
-foreach(_component kernels_optimized backend_xnnpack)
+foreach(_component kernels_optimized backend_xnnpack threadpool)
   if(NOT TARGET executorch::${_component})
     message(FATAL_ERROR "The executorch wheel at ${executorch_DIR} lacks executorch::${_component}")
   endif()
@@ -35,5 +35,6 @@ endif()
 # XNNPACK exports call, so the host build brings its own (host/llm_custom_ops.cpp). The object
 # file goes into every executable: nothing references it, so an archive member would be dropped.
 add_library(rne_host_llm_ops OBJECT host/llm_custom_ops.cpp)
-target_link_libraries(rne_host_llm_ops PRIVATE executorch::runtime)
+# The attention rows run on ExecuTorch's shared thread pool (the one XNNPACK uses).
+target_link_libraries(rne_host_llm_ops PRIVATE executorch::runtime executorch::threadpool)
 target_sources(rne_executorch INTERFACE $<TARGET_OBJECTS:rne_host_llm_ops>)

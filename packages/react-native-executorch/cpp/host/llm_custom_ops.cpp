@@ -4,14 +4,30 @@
 // Why here: the executorch wheel ships those kernels only inside a Python-side library (it
 // links libtorch and the interpreter), so a standalone host binary has none. Device builds link
 // ExecuTorch's own LLM kernels instead (tools/build_binaries.py), so this file is host-only.
+// (The wheel's libcustom_ops_aot_lib.so does carry ExecuTorch's custom_sdpa, but it needs
+// libtorch_python, i.e. a Python interpreter in the process: dlopen fails on PyType_GenericAlloc.)
 // Correctness is checked end to end: tests/test_cpp_runner_reference.py compares this runner's
 // greedy tokens with the Python reference runner's, which executes ExecuTorch's kernels.
+//
+// Attention rows (one query position x one head) are spread over ExecuTorch's shared thread
+// pool, the one XNNPACK runs on, so long contexts do not serialise on one core.
+#include <executorch/runtime/core/function_ref.h>
 #include <executorch/runtime/kernel/kernel_includes.h>
 #include <executorch/runtime/kernel/operator_registry.h>
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
+
+// The wheel ships libexecutorch_threadpool but not its header; these are the two functions of
+// extension/threadpool/threadpool.h we call (the linker checks the mangled signatures).
+namespace executorch::extension::threadpool {
+class ThreadPool {
+ public:
+  void run(::executorch::runtime::FunctionRef<void(size_t)> fn, size_t range);
+};
+ThreadPool* get_threadpool();
+}  // namespace executorch::extension::threadpool
 
 namespace {
 
@@ -142,40 +158,49 @@ void custom_sdpa_out(rt::KernelRuntimeContext& context, rt::Span<rt::EValue*> st
   const float* kd = k.const_data_ptr<float>();
   const float* vd = v.const_data_ptr<float>();
   float* od = out.mutable_data_ptr<float>();
-  std::vector<float> scores(static_cast<size_t>(start + steps));
-  std::vector<float> acc(static_cast<size_t>(dim));
-
   const int64_t qs = q.strides()[3], ks = k.strides()[3], vs = v.strides()[3];
   const bool contiguous_rows = qs == 1 && ks == 1 && vs == 1;
-  for (int64_t t = 0; t < steps; ++t) {
+  // One attention row: query position t, head h.
+  auto row = [&](size_t index) {
+    const int64_t t = static_cast<int64_t>(index) / heads, h = static_cast<int64_t>(index) % heads;
+    // Per thread, reused across calls: no allocation per row.
+    thread_local std::vector<float> scores, acc;
     // Causal: position start+t sees keys 0..start+t. Otherwise everything written so far.
     const int64_t keys = is_causal ? start + t + 1 : start + steps;
-    for (int64_t h = 0; h < heads; ++h) {
-      const int64_t g = h / group;
-      const float* qrow = qd + at(q, t, h, 0);
-      float max_score = -INFINITY;
-      for (int64_t s = 0; s < keys; ++s) {
-        const float* krow = kd + at(k, s, g, 0);
-        const float dot = contiguous_rows ? dot_contiguous(qrow, krow, dim)
-                                          : dot_strided(qrow, qs, krow, ks, dim);
-        scores[s] = dot * scale;
-        max_score = std::max(max_score, scores[s]);
-      }
-      float total = 0.0f;
-      for (int64_t s = 0; s < keys; ++s) total += scores[s] = std::exp(scores[s] - max_score);
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t s = 0; s < keys; ++s) {
-        const float p = scores[s] / total;
-        const float* vrow = vd + at(v, s, g, 0);
-        if (contiguous_rows) {
-          float* a = acc.data();
-          for (int64_t d = 0; d < dim; ++d) a[d] += p * vrow[d];  // vectorises
-        } else {
-          for (int64_t d = 0; d < dim; ++d) acc[d] += p * vrow[d * vs];
-        }
-      }
-      for (int64_t d = 0; d < dim; ++d) od[at(out, t, h, d)] = acc[d];
+    scores.resize(static_cast<size_t>(keys));
+    acc.assign(static_cast<size_t>(dim), 0.0f);
+    const int64_t g = h / group;
+    const float* qrow = qd + at(q, t, h, 0);
+    float max_score = -INFINITY;
+    for (int64_t s = 0; s < keys; ++s) {
+      const float* krow = kd + at(k, s, g, 0);
+      const float dot = contiguous_rows ? dot_contiguous(qrow, krow, dim)
+                                        : dot_strided(qrow, qs, krow, ks, dim);
+      scores[s] = dot * scale;
+      max_score = std::max(max_score, scores[s]);
     }
+    float total = 0.0f;
+    for (int64_t s = 0; s < keys; ++s) total += scores[s] = std::exp(scores[s] - max_score);
+    for (int64_t s = 0; s < keys; ++s) {
+      const float p = scores[s] / total;
+      const float* vrow = vd + at(v, s, g, 0);
+      if (contiguous_rows) {
+        float* a = acc.data();
+        for (int64_t d = 0; d < dim; ++d) a[d] += p * vrow[d];  // vectorises
+      } else {
+        for (int64_t d = 0; d < dim; ++d) acc[d] += p * vrow[d * vs];
+      }
+    }
+    for (int64_t d = 0; d < dim; ++d) od[at(out, t, h, d)] = acc[d];
+  };
+  const size_t rows = static_cast<size_t>(steps * heads);
+  // Short contexts: the pool's hand-off would cost more than the rows themselves.
+  constexpr int64_t kParallelMinKeyReads = 4096;
+  auto* pool = ::executorch::extension::threadpool::get_threadpool();
+  if (pool != nullptr && heads * (start + steps) >= kParallelMinKeyReads) {
+    pool->run(row, rows);
+  } else {
+    for (size_t i = 0; i < rows; ++i) row(i);
   }
 }
 
