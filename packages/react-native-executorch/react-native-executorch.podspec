@@ -36,10 +36,10 @@ Pod::Spec.new do |s|
   ]
   # GoogleTest suites and the host-only tools (CLIs, benchmarks) must not be compiled into the app.
   s.exclude_files = [
-    "cpp/jsi/tests/**",
-    "cpp/runner/tools/**",
-    "cpp/tokenizer/tests/**",
-    "cpp/tokenizer/tools/**",
+    "cpp/jsi/tests/**/*",
+    "cpp/runner/tools/**/*",
+    "cpp/tokenizer/tests/**/*",
+    "cpp/tokenizer/tools/**/*",
   ]
   s.private_header_files = "cpp/**/*.h"
   s.vendored_frameworks = "#{third_party_rel}/ExecuTorch.xcframework"
