@@ -13,6 +13,7 @@ import pytest
 
 from rne_tools.binaries.lock import load_lock
 from rne_tools.binaries.platforms import linux_paths
+from rne_tools.binaries.preflight import glslc_accepts_integer_dot_product
 from rne_tools.paths import PACKAGE_DIR, cache_root
 
 PODSPEC_TEXT = (PACKAGE_DIR / "react-native-executorch.podspec").read_text()
@@ -121,3 +122,14 @@ def test_the_glue_flags_compile_against_executorchs_headers() -> None:
     assert without.returncode != 0 and "macros/cmake_macros.h" in without.stderr
     no_c10 = _compile(include, [C10_DEFINE], c10=False)
     assert no_c10.returncode != 0 and "No such file" in no_c10.stderr
+
+
+@pytest.mark.executorch_source
+def test_the_glslc_probe_accepts_a_shaderc_that_compiles_executorchs_shaders() -> None:
+    """The Android preflight's probe, on a real glslc: the one built from the locked shaderc
+    (which compiles every Vulkan shader of the linux build) passes; a stand-in that fails to
+    compile does not."""
+    glslc = Path(linux_paths(load_lock())["glslc"].replace("$CACHE", str(cache_root())))
+    assert glslc.is_file(), f"{glslc} is missing: run tools/build_binaries.py --platform linux"
+    assert glslc_accepts_integer_dot_product(str(glslc))
+    assert not glslc_accepts_integer_dot_product("/bin/false")
