@@ -83,7 +83,7 @@ def load_pairs() -> list[dict]:
     return pairs
 
 
-def example_document(schema: dict, rng: random.Random):
+def example_document(schema: dict, rng: random.Random) -> object:
     """A value valid against `schema` (the subset the templates use), with realistic content."""
     if "enum" in schema:
         return rng.choice(schema["enum"])
