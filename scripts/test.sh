@@ -3,6 +3,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONDONTWRITEBYTECODE=1
+# Every CMake build below (and those the tests start) goes through ccache, with paths relative to
+# the checkout, so a fresh clone on a machine that built before recompiles nothing unchanged.
+if command -v ccache >/dev/null; then
+  export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
+  export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+fi
 
 step() { printf '\n=== %s\n' "$*"; }
 
