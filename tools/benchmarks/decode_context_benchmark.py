@@ -79,7 +79,7 @@ class Engines:
         self._bench = ensure_rne_bench()
         self._et_runners: dict[int, ExecuTorchTextRunner] = {}
         self.vocab = run_json(self._bench, "--model", pte, "--prompt-tokens", 8, "--new-tokens",
-                              2, "--repeat", 1)["vocab_size"]
+                              2, "--repeat", 1, "--bare", 0)["vocab_size"]
 
     def available(self) -> tuple[str, ...]:
         return ENGINES if self._llamacpp_python is not None else ENGINES[:2]
@@ -87,7 +87,7 @@ class Engines:
     def run(self, engine: str, prompt_tokens: int) -> dict:
         if engine == "ours":
             r = run_json(self._bench, "--model", self._pte, "--prompt-tokens", prompt_tokens,
-                         "--new-tokens", self._new_tokens, "--repeat", 1)["runner"]
+                         "--new-tokens", self._new_tokens, "--repeat", 1, "--bare", 0)["runner"]
             return {"prefill_tok_s": r["prefill_tok_s"], "decode_tok_s": r["decode_tok_s"]}
         if engine == "executorch":
             with native_stderr_silenced():
