@@ -38,3 +38,5 @@ add_library(rne_host_llm_ops OBJECT host/llm_custom_ops.cpp)
 # The attention rows run on ExecuTorch's shared thread pool (the one XNNPACK uses).
 target_link_libraries(rne_host_llm_ops PRIVATE executorch::runtime executorch::threadpool)
 target_sources(rne_executorch INTERFACE $<TARGET_OBJECTS:rne_host_llm_ops>)
+# An object library's own link dependencies do not reach its consumers: name the pool here.
+target_link_libraries(rne_executorch INTERFACE executorch::threadpool)
