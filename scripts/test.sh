@@ -31,12 +31,13 @@ if [ -f packages/react-native-executorch/cpp/CMakeLists.txt ]; then
   RNE_NODE_ADDON="$PWD/build/host/node/rne_node.node" npm run --silent test:e2e -w react-native-executorch
 fi
 
-# ExecuTorch built from the locked source (kernels + MLX on its CPU backend), where the source cache
-# exists (~/.cache/rne, or RNE_CACHE_DIR): the execution-parity tests run on it. Without the
-# source, pytest does not collect those tests and prints one NOT RUN line saying how to get it.
+# ExecuTorch built from the locked source (kernels, XNNPACK, Vulkan on lavapipe, MLX on its CPU
+# backend), where the source cache exists (~/.cache/rne, or RNE_CACHE_DIR): the execution-parity
+# tests run on it. Without the source, pytest does not collect those tests and prints one NOT RUN
+# line saying how to get it.
 if PYTHONPATH=tools .venv/bin/python -c 'import sys; from rne_tools.binaries.lock import load_lock; from rne_tools.binaries.source_cache import SourceLayout; from rne_tools.paths import cache_root; sys.exit(not SourceLayout(cache_root(), load_lock()).is_complete())' 2>/dev/null; then
   step "C++: ExecuTorch from source (build or reuse) and our core against it"
-  .venv/bin/python tools/build_binaries.py --platform linux --components kernels,mlx --jobs 2
+  .venv/bin/python tools/build_binaries.py --platform linux --jobs 2
 fi
 
 step "pytest"

@@ -13,6 +13,7 @@ endforeach()
 
 add_library(rne_executorch INTERFACE)
 target_link_libraries(rne_executorch INTERFACE executorch extension_module_static extension_tensor)
+add_library(executorch::runtime ALIAS rne_executorch)  # the name the runner links
 set(RNE_EXECUTORCH_COMPONENTS "")
 foreach(_component optimized_native_cpu_ops_lib quantized_ops_lib custom_ops xnnpack_backend
                    vulkan_backend mlxdelegate)
