@@ -1,19 +1,16 @@
 """Execution parity: exports run by our C++ runner on the source-built ExecuTorch runtime
 (``build/linux``, tools/build_binaries.py --platform linux) against the eager model.
 
-Every forward of a sequence longer than the sliding window, fed in uneven chunks, is compared.
+Every forward of a sequence longer than the sliding window, fed in uneven chunks, is compared
+with the eager model the export was verified against (transformed and quantized the same way).
 
-Tolerances, per dtype:
-- MLX int4 computes in bf16 (8 significant bits) against the same eager bf16 model the export
-  is verified with. MLX and PyTorch round and accumulate bf16 differently; a first run of this
-  model family measured max |dlogit| ~1.0 at a logit std of ~1 (an fp32-activation export of
-  the same model matched eager fp32 to 7.4e-5, so the gap is bf16, not lowering). The bound is
-  ``BF16_LOGIT_ATOL_PER_STD`` logit standard deviations, and greedy tokens must agree at
-  ``GREEDY_AGREEMENT`` of the forwards (the export verifier's bar for quantized programs).
-- The runtime's chunked prefill and its token-by-token decode of the same tokens must give the
-  same logits at the same positions up to ``CHUNKING_ATOL`` (same kernels, same dtype; only the
-  matmul shapes differ).
+Tolerances are per dtype, in units of the eager logits' standard deviation (so they do not
+depend on a random model's logit scale), set from measurements on this machine (see each
+``Case``). Greedy tokens must be equal at every forward whose eager top-1/top-2 margin exceeds
+twice the bound: each logit moves by at most the bound, so only closer calls may flip.
 """
+
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -25,14 +22,40 @@ from rne_tools.export.pipeline import load_source, resolve_source
 
 pytestmark = [pytest.mark.executorch_source, pytest.mark.slow]
 
-BF16_LOGIT_ATOL_PER_STD = 1.5
-GREEDY_AGREEMENT = 0.75
+# The runtime's chunked prefill and its token-by-token decode of the same tokens must give the
+# same logits at the same positions (same kernels, same dtype; only the matmul shapes differ).
 CHUNKING_ATOL = 0.05
 
-# Tiny random Gemma 4 (every E2B feature: sliding + global layers, shared KV, per-layer
-# inputs, softcap): window 6, chunk 5, a 64-position cache.
-MLX_TINY = dict(random_config="tiny", max_context=64, max_chunk=5, embedding_quantization="4w")
-CHUNKS = [5, 3, 1, 4, 2, 5, 3, 1, 5, 2] + [1] * 8  # 39 tokens: > 6x the window, uneven
+# 39 tokens in uneven chunks (each at most 5, the Gemma exports' max_chunk): more than 6x the
+# tiny Gemma 4's sliding window (6), ending in token-by-token decode.
+CHUNKS = [5, 3, 1, 4, 2, 5, 3, 1, 5, 2] + [1] * 8
+GEMMA_TINY = dict(random_config="tiny", max_context=64, max_chunk=5)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One exported variant and its bound (max |runtime - eager| / eager logit std)."""
+
+    model_id: str
+    backend: str
+    quantization: str
+    export: dict
+    bound_per_std: float
+
+
+CASES = {
+    # bf16 activations (8 significant bits) in MLX's CPU kernels vs eager bf16: MLX and PyTorch
+    # round and accumulate bf16 differently. Measured here: see the closing note of issue 12.
+    "mlx-int4-gemma4-tiny": Case("gemma4_e2b", "mlx", "int4",
+                                 GEMMA_TINY | dict(embedding_quantization="4w"), 1.5),
+    # The delegate computes in fp16 (force_fp16) against the fp32 eager graph.
+    "vulkan-fp16-gemma4-tiny": Case("gemma4_e2b", "vulkan", "fp16", GEMMA_TINY, 0.05),
+    # int8 dynamic activations quantized by Vulkan's shaders in fp16 vs torchao's fp32 reference.
+    "vulkan-8da4w-gemma4-tiny": Case("gemma4_e2b", "vulkan", "8da4w",
+                                     GEMMA_TINY | dict(embedding_quantization="4w"), 0.25),
+    # fp32 XNNPACK kernels vs eager fp32: only summation order differs.
+    "xnnpack-fp32-smollm2": Case("smollm2_135m", "xnnpack", "fp32", {}, 1e-3),
+}
 
 
 def _tokens(vocab: int, n: int, seed: int = 7) -> list[int]:
@@ -51,7 +74,7 @@ def _eager_logits(model, tokens, chunks) -> np.ndarray:
 
 
 def _eager_model(result):
-    """The eager model the export was verified against (transformed, quantized: bf16, int4)."""
+    """The eager model the export was verified against (transformed, quantized)."""
     options = ExportOptions(**result.report["options"])
     backend = get_backend(options.backend)
     source = resolve_source(options, None, result.report["random_config"])
@@ -59,28 +82,43 @@ def _eager_model(result):
     return model.eval()
 
 
-@pytest.fixture(scope="module")
-def mlx_tiny():
-    return cached_export("gemma4_e2b", "mlx", "int4", progress=False, **MLX_TINY)
+def _export(case: Case):
+    return cached_export(case.model_id, case.backend, case.quantization, progress=False,
+                         **case.export)
 
 
-def test_mlx_int4_runs_and_matches_eager(mlx_tiny):
-    tokens = _tokens(mlx_tiny.report["vocab_size"], sum(CHUNKS))
-    runtime = cpp_runtime.forward_logits(mlx_tiny.pte_path, tokens, CHUNKS)
-    eager = _eager_logits(_eager_model(mlx_tiny), tokens, CHUNKS)
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_runtime_matches_eager_at_every_step(name):
+    case = CASES[name]
+    result = _export(case)
+    tokens = _tokens(result.report["vocab_size"], sum(CHUNKS))
+    runtime = cpp_runtime.forward_logits(result.pte_path, tokens, CHUNKS)
+    eager = _eager_logits(_eager_model(result), tokens, CHUNKS)
 
-    diff = np.abs(runtime - eager).max()
-    agreement = (runtime.argmax(-1) == eager.argmax(-1)).mean()
-    print(f"MLX int4 tiny, {len(CHUNKS)} forwards: max|runtime-eager| {diff:.4f} "
-          f"(logit std {eager.std():.3f}), greedy agreement {agreement:.0%}")
+    bound = case.bound_per_std * eager.std()
+    diff = np.abs(runtime - eager).max(axis=-1)
+    top2 = np.sort(eager, axis=-1)[:, -2:]
+    decisive = (top2[:, 1] - top2[:, 0]) > 2 * bound
+    agree = runtime.argmax(-1) == eager.argmax(-1)
+    verification = result.report["verification"]
+    print(f"\nPARITY {name}: {len(CHUNKS)} forwards, max|dlogit| {diff.max():.5f}, "
+          f"logit std {eager.std():.3f} (ratio {diff.max() / eager.std():.4f}, bound "
+          f"{case.bound_per_std}), greedy agreement {agree.sum()}/{len(agree)}, decisive steps "
+          f"{decisive.sum()} all equal: {bool(agree[decisive].all())}; export verification "
+          f"{verification['status']}, delegated share {result.report['delegation']['delegated_share']}")
+    # The export's own verification executed it (the wheel's runtime for XNNPACK, our runner on
+    # the source-built runtime for MLX and Vulkan), never "unavailable".
+    assert verification["status"] == ("passed" if case.backend == "xnnpack" else "executed")
     assert np.isfinite(runtime).all()
-    assert diff <= BF16_LOGIT_ATOL_PER_STD * eager.std()
-    assert agreement >= GREEDY_AGREEMENT
+    assert diff.max() <= bound, f"step {diff.argmax()} differs by {diff.max():.4f} > {bound:.4f}"
+    assert agree[decisive].all(), f"greedy token differs at decisive steps {np.where(~agree & decisive)[0]}"
 
 
-def test_mlx_chunked_prefill_equals_token_by_token(mlx_tiny):
-    tokens = _tokens(mlx_tiny.report["vocab_size"], 17, seed=11)
-    chunked = cpp_runtime.forward_logits(mlx_tiny.pte_path, tokens, [5, 5, 5, 2])
-    single = cpp_runtime.forward_logits(mlx_tiny.pte_path, tokens, [1] * 17)
+@pytest.mark.parametrize("name", ["mlx-int4-gemma4-tiny", "vulkan-fp16-gemma4-tiny"])
+def test_chunked_prefill_equals_token_by_token(name):
+    result = _export(CASES[name])
+    tokens = _tokens(result.report["vocab_size"], 17, seed=11)
+    chunked = cpp_runtime.forward_logits(result.pte_path, tokens, [5, 5, 5, 2])
+    single = cpp_runtime.forward_logits(result.pte_path, tokens, [1] * 17)
     ends = np.cumsum([5, 5, 5, 2]) - 1  # the position each chunk's logits belong to
     np.testing.assert_allclose(chunked, single[ends], atol=CHUNKING_ATOL)
