@@ -16,8 +16,10 @@
 #include <iostream>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "rne/runner/backends.h"
 #include "rne_jsi.h"
 #include "test_runtime.h"
 
@@ -166,8 +168,17 @@ TEST_F(BindingTest, ExposesTheSeamAndThePlatform) {
   for (size_t i = 0; i < backends.size(rt_); ++i) {
     list.push_back(backends.getValueAtIndex(rt_, i).getString(rt_).utf8(rt_));
   }
-  // The host build links XNNPACK only.
-  EXPECT_EQ(list, std::vector<std::string>{"xnnpack"});
+  // Exactly the delegates the runtime registered (the wheel build: XNNPACK; the source build and
+  // its shared library: Vulkan, and MLX on CPU, too), MLX left out on this simulated iOS.
+  std::vector<std::string> expected;
+  for (const std::string& delegate : rne::runner::registered_backends()) {
+    if (delegate == "XnnpackBackend") expected.push_back("xnnpack");
+    if (delegate == "VulkanBackend") expected.push_back("vulkan");
+  }
+  std::sort(list.begin(), list.end());
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(list, expected);
+  EXPECT_NE(std::find(list.begin(), list.end(), "xnnpack"), list.end());
 
   j::Value info = call("platformInfo");
   EXPECT_EQ(str(info, "os"), "ios");
@@ -182,10 +193,17 @@ TEST_F(BindingTest, LoadFailuresAreCodedRejections) {
   EXPECT_EQ(codeOf(error), "not_found");
   EXPECT_NE(str(error, "message").find("/nonexistent/"), std::string::npos) << str(error, "message");
 
-  j::Value vulkan = call("loadLLM", loadOptions("/x.pte", "/t.json", "vulkan"));
-  EXPECT_EQ(rt_.promiseState(vulkan), "rejected");
-  EXPECT_EQ(codeOf(rt_.promiseResult(vulkan)), "invalid_argument");
-  EXPECT_NE(str(rt_.promiseResult(vulkan), "message").find("built without the vulkan"), std::string::npos);
+  // A known backend this binary was not linked with is refused up front, naming it.
+  const std::vector<std::string> linked = rne::runner::registered_backends();
+  for (const auto& [name, delegate] : {std::pair<std::string, std::string>{"vulkan", "VulkanBackend"},
+                                       {"mlx", "MLXBackend"}}) {
+    if (std::find(linked.begin(), linked.end(), delegate) != linked.end()) continue;
+    j::Value unlinked = call("loadLLM", loadOptions("/x.pte", "/t.json", name.c_str()));
+    EXPECT_EQ(rt_.promiseState(unlinked), "rejected") << name;
+    EXPECT_EQ(codeOf(rt_.promiseResult(unlinked)), "invalid_argument") << name;
+    EXPECT_NE(str(rt_.promiseResult(unlinked), "message").find("built without the " + name),
+              std::string::npos);
+  }
 
   j::Value unknown = call("loadLLM", loadOptions("/x.pte", "/t.json", "cuda"));
   EXPECT_EQ(codeOf(rt_.promiseResult(unknown)), "invalid_argument");
