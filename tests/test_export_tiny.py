@@ -31,6 +31,7 @@ def test_fp32_contract_and_report(tiny_llama_fp32):
     assert info.backend_code == BACKEND_CODES["xnnpack"]
     assert info.constants["use_kv_cache"] is True
     assert info.constants["enable_dynamic_shape"] is True
+    assert info.constants["get_kv_ring_size"] == 0  # Llama: flat caches, rewindable anywhere
 
     report = json.loads(result.report_path.read_text())
     assert result.pte_path.name == "smollm2_135m_xnnpack_fp32.pte"

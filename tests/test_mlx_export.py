@@ -222,6 +222,9 @@ def test_export_follows_the_pte_contract(mlx_export):
     assert program.load_method("get_max_context_len").execute([]) == [64]
     assert program.load_method("get_backend").execute([]) == [3]
     assert program.load_method("get_eos_ids").execute([]) == [1, 106]
+    # Sliding layers keep a ring of window + max_chunk - 1 slots: how far the runner may rewind.
+    window = gemma4.RANDOM_CONFIGS["tiny"]["sliding_window"]
+    assert program.load_method("get_kv_ring_size").execute([]) == [min(64, window + 5 - 1)]
     # This host's runtime has no MLX backend: forward is for a device.
     with pytest.raises(RuntimeError):
         program.load_method("forward")

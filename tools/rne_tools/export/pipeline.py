@@ -10,7 +10,9 @@ input_pos[1]) -> logits[1, vocab]`` with dynamic ``1 <= T <= max_chunk``, and co
 ``get_max_seq_len`` (= max_chunk), ``get_max_context_len``, ``get_vocab_size``, ``get_bos_id``
 (-1 when the model has none; chat templates add their own start tokens, so runners use it
 only for raw prompts), ``get_eos_ids`` (list), ``use_kv_cache``, ``enable_dynamic_shape`` and
-``get_backend`` (``backends.BACKEND_CODES``: 1 xnnpack, 2 vulkan, 3 mlx).
+``get_backend`` (``backends.BACKEND_CODES``: 1 xnnpack, 2 vulkan, 3 mlx) and ``get_kv_ring_size``
+(the smallest ring-buffer cache in slots, 0 when every cache is flat: how far back the runner
+may rewind a cache for prompt-prefix reuse).
 """
 
 from __future__ import annotations
@@ -311,6 +313,9 @@ def export_llm(
         with tqdm(total=stages, disable=not progress, desc="export") as bar:
             with _stage(bar, "load", timings):
                 model = load_source(source, options)
+            # Ring-buffer caches (sliding layers) can be rewound only while they never wrapped:
+            # the runner reads the smallest ring (0: every cache is flat) to know how far.
+            rings = [m.size for m in model.modules() if getattr(m, "ring", False)]
             with _stage(bar, "transform+quantize", timings):
                 model = backend_impl.transform(model, options)
                 model = backend_impl.quantize(model, options)
@@ -328,6 +333,7 @@ def export_llm(
                 "use_kv_cache": True,
                 "enable_dynamic_shape": options.max_chunk > 1,
                 "get_backend": BACKEND_CODES[options.backend],
+                "get_kv_ring_size": min(rings, default=0),
             }
             with _stage(bar, "export+lower", timings):
                 program, delegation = lower(model, options, constants)
