@@ -39,15 +39,21 @@ class JsThread {
   explicit JsThread(napi_env env) {
     napi_value name;
     napi_create_string_utf8(env, "rne_node", NAPI_AUTO_LENGTH, &name);
-    napi_create_threadsafe_function(env, nullptr, nullptr, name, 0, 1, nullptr, nullptr, nullptr,
-                                    &JsThread::run, &tsfn_);
+    // When the environment shuts down, Node destroys the function before running our objects'
+    // finalizers; its finalize callback tells us, so nothing touches it afterwards.
+    napi_create_threadsafe_function(env, nullptr, nullptr, name, 0, 1,
+                                    new std::shared_ptr<std::atomic<bool>>(alive_), &JsThread::finalized,
+                                    nullptr, &JsThread::run, &tsfn_);
     napi_unref_threadsafe_function(env, tsfn_);
   }
-  ~JsThread() { napi_release_threadsafe_function(tsfn_, napi_tsfn_release); }
+  ~JsThread() {
+    if (*alive_) napi_release_threadsafe_function(tsfn_, napi_tsfn_release);
+  }
   JsThread(const JsThread&) = delete;
   JsThread& operator=(const JsThread&) = delete;
 
   void post(Task task) {
+    if (!*alive_) return;  // the environment is gone: nobody is left to run it
     auto* owned = new Task(std::move(task));
     if (napi_call_threadsafe_function(tsfn_, owned, napi_tsfn_blocking) != napi_ok) delete owned;
   }
@@ -64,6 +70,13 @@ class JsThread {
     if (env != nullptr) (*task)(env);  // null while the environment shuts down
   }
 
+  static void finalized(napi_env, void* data, void*) {
+    std::unique_ptr<std::shared_ptr<std::atomic<bool>>> alive(
+        static_cast<std::shared_ptr<std::atomic<bool>>*>(data));
+    **alive = false;
+  }
+
+  std::shared_ptr<std::atomic<bool>> alive_ = std::make_shared<std::atomic<bool>>(true);
   napi_threadsafe_function tsfn_ = nullptr;
   int in_flight_ = 0;  // JS thread only
 };
