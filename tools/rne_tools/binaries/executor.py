@@ -63,6 +63,19 @@ class BuildContext:
         return build_env(self.python, self.base_env)
 
 
+def stable_interpreter() -> str:
+    """The running interpreter, named through its virtual environment's real location.
+
+    A checkout's ``.venv`` links to the machine-wide environment (scripts/setup.sh). Naming the
+    interpreter through the link's target gives every clone the same ``PYTHON_EXECUTABLE``,
+    cmake and torch include paths, so the ExecuTorch build they share is not reconfigured (and
+    partly rebuilt) for each clone.
+    """
+    if sys.prefix == sys.base_prefix:
+        return sys.executable
+    return str(Path(sys.prefix).resolve() / "bin" / Path(sys.executable).name)
+
+
 def build_env(python: str, base: Mapping[str, str]) -> dict[str, str]:
     """``base`` with the interpreter's ``bin`` directory first on ``PATH``.
 
