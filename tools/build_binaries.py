@@ -11,6 +11,7 @@ See docs/building-binaries.md.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -184,7 +185,10 @@ def _main_linux(mirrors: tuple[Path, ...], components: tuple[str, ...], jobs: in
         ref=lock.commit, source=layout.executorch, cache=layout.root, patches=series,
         tool_versions=report.versions,
     )
-    execute(plan, ctx, verbose=verbose)
+    # The ExecuTorch build tree in the cache is shared by every clone: one build at a time.
+    with open(layout.root / "linux-build.lock", "w") as lock_file:
+        fcntl.flock(lock_file, fcntl.LOCK_EX)
+        execute(plan, ctx, verbose=verbose)
     path = Path(expand(manifest_path("linux"), {"$REPO": REPO_ROOT}))
     result = verify_manifest(path)
     if not result.ok:
