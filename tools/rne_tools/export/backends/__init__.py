@@ -12,6 +12,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import torch
 from torch import nn
 
 from rne_tools.errors import ExportError
@@ -42,6 +43,10 @@ class Backend(Protocol):
     # whether the Python runtime here can run the program for verification.
     runtime_name: str
     allowed_quantizations: tuple[str, ...]
+    # The precision the delegate computes in where it is lower than the eager graph's (Vulkan's
+    # force_fp16); None when the runtime computes in the graph's own dtype. Verification runs the
+    # eager model in it too, to know how far that precision alone moves the tokens.
+    compute_dtype: torch.dtype | None
 
     def validate(self, options: ExportOptions) -> None:
         """Raise ExportError naming the allowed values if ``options`` cannot be exported."""

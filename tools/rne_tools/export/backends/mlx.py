@@ -32,6 +32,7 @@ class MLXBackend:
     name = "mlx"
     runtime_name = "MLXBackend"
     allowed_quantizations = ("int4",)
+    compute_dtype = None
 
     def validate(self, options: ExportOptions) -> None:
         check_quantization(self, options)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from torch import nn
 
 from rne_tools.errors import ExportError, VerificationError
@@ -29,6 +30,7 @@ class VulkanBackend:
     name = "vulkan"
     runtime_name = "VulkanBackend"
     allowed_quantizations = ("fp16", "8da4w")
+    compute_dtype = torch.float16
 
     def validate(self, options: ExportOptions) -> None:
         check_quantization(self, options)

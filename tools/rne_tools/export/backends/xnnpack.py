@@ -16,6 +16,7 @@ class XnnpackBackend:
     name = "xnnpack"
     runtime_name = "XnnpackBackend"
     allowed_quantizations = ("fp32", "8da4w")
+    compute_dtype = None
 
     def validate(self, options: ExportOptions) -> None:
         check_quantization(self, options)
