@@ -13,6 +13,7 @@ namespace {
 
 constexpr int64_t kEos = 0;
 constexpr int64_t kSpecial = 1;  // a special token: no bytes, never allowed
+constexpr int64_t kUnbounded = int64_t{1} << 40;  // a token budget that never binds
 
 // A vocabulary with what makes masks hard: every single byte (as byte-fallback tokens have),
 // JSON punctuation runs that close and open values in one token, multi-byte UTF-8 pieces cut in
@@ -72,7 +73,7 @@ int check_masks(const std::string& schema_text, int documents, uint32_t seed) {
     std::string text;
     bool finished = false;
     for (int step = 0; step < 200 && !finished; ++step) {
-      auto mask = constraint.allowed();
+      auto mask = constraint.allowed(kUnbounded);
       if (!mask.ok()) {
         ADD_FAILURE() << schema_text << " after '" << text << "': " << mask.error().message;
         return complete;
@@ -103,7 +104,7 @@ int check_masks(const std::string& schema_text, int documents, uint32_t seed) {
       }
     }
     if (finished) {
-      auto after = constraint.allowed();
+      auto after = constraint.allowed(kUnbounded);
       EXPECT_FALSE(after.ok()) << "nothing may follow EOS";
     }
   }
@@ -127,12 +128,109 @@ TEST(JsonSchemaConstraint, MasksEqualBruteForce) {
   EXPECT_GT(complete, 30);  // most random walks reach EOS: the check saw whole documents
 }
 
+// The mask the budget rule gives, by brute force: with no token to spare (remaining <= the
+// completion + EOS) the tokens that are a non-empty prefix of the minimal completion, else the
+// tokens the grammar accepts after which the completion still fits in remaining - 1 tokens
+// (one of them EOS); EOS once complete.
+std::vector<bool> brute_force_with_budget(const JsonGrammar& grammar, const JsonStack& stack,
+                                          int64_t remaining,
+                                          const std::vector<std::string>& vocabulary) {
+  std::vector<bool> allowed(vocabulary.size(), false);
+  const std::string completion = grammar.minimal_completion(stack);
+  const bool forced = remaining <= static_cast<int64_t>(completion.size()) + 1;
+  for (size_t id = 0; id < vocabulary.size(); ++id) {
+    const std::string& bytes = vocabulary[id];
+    if (bytes.empty()) continue;
+    if (forced) {
+      allowed[id] = completion.compare(0, bytes.size(), bytes) == 0 && bytes.size() <= completion.size();
+      continue;
+    }
+    JsonStack copy = stack;
+    allowed[id] = grammar.accepts_prefix(copy, bytes) &&
+                  static_cast<int64_t>(grammar.minimal_completion_size(copy)) <= remaining - 2;
+  }
+  allowed[kEos] = grammar.complete(stack);
+  return allowed;
+}
+
+// Random generations under every budget from the least the schema needs up: each mask equals
+// the budget rule's brute force, and every generation ends with EOS inside its budget with a
+// document the grammar accepts. Token choices prefer the ones that lengthen the document, so
+// budgets bind.
+TEST(JsonSchemaConstraint, EveryBudgetEndsInACompleteDocument) {
+  const char* schemas[] = {
+      R"({"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"},
+          "tags":{"type":"array","items":{"type":"string"},"minItems":1,"maxItems":3}},
+          "required":["name","tags"]})",
+      R"({"type":"object","properties":{"id":{"type":"integer"},"email":{"type":["string","null"]},
+          "nested":{"type":"object","properties":{"a":{"type":"null"},"b":{"enum":["red","green"]}},
+          "required":["a","b"]}},"required":["id","nested"]})",
+      R"({"type":"array","items":{"type":"number"},"minItems":2})",
+      "true",
+  };
+  const auto vocabulary = test_vocabulary();
+  auto trie = TokenTrie::build(vocabulary);
+  std::mt19937 rng(99);
+  int forced_steps = 0;
+  for (const char* schema_text : schemas) {
+    auto schema = compile_json_schema(schema_text);
+    ASSERT_TRUE(schema.ok()) << schema.error().message;
+    JsonGrammar grammar(**schema);
+    JsonSchemaConstraint constraint(*schema, trie, {kEos});
+    const int64_t least = constraint.min_tokens();
+    EXPECT_EQ(least, static_cast<int64_t>(grammar.minimal_value((*schema)->root).size()) + 1);
+    for (int64_t budget = least; budget < least + 30; ++budget) {
+      constraint.reset();
+      JsonStack stack = grammar.start();
+      std::string text;
+      bool finished = false;
+      for (int64_t n = 0; n < budget && !finished; ++n) {
+        const int64_t remaining = budget - n;
+        auto mask = constraint.allowed(remaining);
+        ASSERT_TRUE(mask.ok()) << schema_text << " budget " << budget << " after '" << text
+                               << "': " << mask.error().message;
+        const auto expected = brute_force_with_budget(grammar, stack, remaining, vocabulary);
+        std::vector<int64_t> allowed_ids;
+        for (size_t id = 0; id < vocabulary.size(); ++id) {
+          ASSERT_EQ((*mask)->allows(static_cast<int64_t>(id)), expected[id])
+              << schema_text << " budget " << budget << " remaining " << remaining << " after '"
+              << text << "': token '" << vocabulary[id] << "'";
+          if (expected[id]) allowed_ids.push_back(static_cast<int64_t>(id));
+        }
+        ASSERT_FALSE(allowed_ids.empty());
+        if (remaining <= static_cast<int64_t>(grammar.minimal_completion_size(stack)) + 1) {
+          ++forced_steps;
+        }
+        // Take the longest of a few random allowed tokens: documents grow until the budget
+        // stops them. EOS only when it is the only choice.
+        int64_t token = allowed_ids[rng() % allowed_ids.size()];
+        for (int k = 0; k < 3; ++k) {
+          const int64_t other = allowed_ids[rng() % allowed_ids.size()];
+          if (token == kEos || (other != kEos && vocabulary[other].size() > vocabulary[token].size())) {
+            token = other;
+          }
+        }
+        ASSERT_TRUE(constraint.accept(token).ok());
+        if (token == kEos) {
+          finished = true;
+        } else {
+          ASSERT_TRUE(grammar.accepts_prefix(stack, vocabulary[token]));
+          text += vocabulary[token];
+        }
+      }
+      EXPECT_TRUE(finished) << schema_text << " budget " << budget << ": '" << text << "'";
+      EXPECT_TRUE(grammar.matches(text)) << text;
+    }
+  }
+  EXPECT_GT(forced_steps, 200);  // the budget did bind: the forced close was exercised
+}
+
 TEST(JsonSchemaConstraint, RejectsTokensOutsideTheMask) {
   auto schema = compile_json_schema(R"({"type":"boolean"})");
   ASSERT_TRUE(schema.ok());
   auto trie = TokenTrie::build({"", "tr", "ue", "x", "false"});
   JsonSchemaConstraint constraint(*schema, trie, {0});
-  auto mask = constraint.allowed();
+  auto mask = constraint.allowed(kUnbounded);
   ASSERT_TRUE(mask.ok());
   EXPECT_TRUE((*mask)->allows(1));
   EXPECT_TRUE((*mask)->allows(4));
@@ -143,7 +241,7 @@ TEST(JsonSchemaConstraint, RejectsTokensOutsideTheMask) {
   ASSERT_TRUE(constraint.accept(1).ok());
   ASSERT_TRUE(constraint.accept(2).ok());
   EXPECT_TRUE(constraint.complete());
-  mask = constraint.allowed();
+  mask = constraint.allowed(kUnbounded);
   ASSERT_TRUE(mask.ok());
   EXPECT_TRUE((*mask)->allows(0));  // only EOS is left
   EXPECT_FALSE((*mask)->allows(4));
@@ -153,7 +251,7 @@ TEST(JsonSchemaConstraint, VocabularyThatCannotWriteTheSchemaIsAnError) {
   auto schema = compile_json_schema(R"({"type":"null"})");
   ASSERT_TRUE(schema.ok());
   JsonSchemaConstraint constraint(*schema, TokenTrie::build({"", "a", "b"}), {0});
-  auto mask = constraint.allowed();
+  auto mask = constraint.allowed(kUnbounded);
   ASSERT_FALSE(mask.ok());
   EXPECT_NE(mask.error().message.find("no token of the vocabulary"), std::string::npos);
 }

@@ -33,10 +33,16 @@ void JsonSchemaConstraint::reset() {
   finished_ = false;
 }
 
+int64_t JsonSchemaConstraint::min_tokens() const {
+  if (finished_) return 0;
+  return static_cast<int64_t>(grammar_.minimal_completion_size(stack_)) + 1;
+}
+
 void JsonSchemaConstraint::walk(const JsonStack& start, uint32_t root, TokenMask& out,
-                                std::vector<Dependent>* dependents) {
+                                Walk* cached, size_t max_completion) {
   const auto& nodes = trie_->nodes();
   const uint16_t base = nodes[root].depth;
+  const size_t start_completion = cached ? grammar_.minimal_completion_size(start) : 0;
   states_[0] = start;
   for (uint32_t i = root + 1; i < nodes[root].end;) {
     const auto& node = nodes[i];
@@ -44,18 +50,28 @@ void JsonSchemaConstraint::walk(const JsonStack& start, uint32_t root, TokenMask
     JsonStack& state = states_[d];
     state = states_[d - 1];
     path_[d] = static_cast<char>(node.byte);
-    const auto fed = grammar_.feed(state, node.byte, dependents != nullptr);
+    const auto fed = grammar_.feed(state, node.byte, cached != nullptr);
     if (fed == JsonGrammar::Feed::kRejected) {
       i = node.end;  // no token below this prefix can come here
       continue;
     }
     if (fed == JsonGrammar::Feed::kLeft) {
-      dependents->push_back({i, path_.substr(1, d)});
+      cached->dependents.push_back({i, path_.substr(1, d)});
       i = node.end;
       continue;
     }
-    for (const int32_t* id = trie_->token_ids_begin(i); id != trie_->token_ids_end(i); ++id) {
-      out.allow(*id);
+    const int32_t* first = trie_->token_ids_begin(i);
+    const int32_t* last = trie_->token_ids_end(i);
+    if (first != last) {
+      const size_t completion = grammar_.minimal_completion_size(state);
+      if (cached != nullptr && completion > start_completion) {
+        const auto growth = static_cast<uint32_t>(completion - start_completion);
+        for (const int32_t* id = first; id != last; ++id) cached->growing.push_back({*id, growth});
+        cached->max_growth = std::max(cached->max_growth, growth);
+      }
+      if (cached != nullptr || completion <= max_completion) {
+        for (const int32_t* id = first; id != last; ++id) out.allow(*id);
+      }
     }
     ++i;
   }
@@ -67,25 +83,66 @@ const JsonSchemaConstraint::Walk& JsonSchemaConstraint::walk_for(const JsonFrame
   if (cache_.size() >= kMaxCachedWalks) cache_.clear();
   Walk entry;
   entry.allowed.resize(trie_->vocab_size());
-  walk(JsonGrammar::only(top), 0, entry.allowed, &entry.dependents);
+  walk(JsonGrammar::only(top), 0, entry.allowed, &entry, SIZE_MAX);
   return cache_.emplace(top, std::move(entry)).first->second;
 }
 
-Result<const TokenMask*> JsonSchemaConstraint::allowed() {
+void JsonSchemaConstraint::force_completion() {
+  const std::string completion = grammar_.minimal_completion(stack_);
+  const auto& nodes = trie_->nodes();
+  JsonStack state = stack_;
+  uint32_t parent = 0;
+  for (char byte : completion) {
+    // The child of `parent` on this byte (children follow their parent, siblings skip subtrees).
+    uint32_t child = parent + 1;
+    while (child < nodes[parent].end && nodes[child].byte != static_cast<uint8_t>(byte)) {
+      child = nodes[child].end;
+    }
+    // The completion is accepted by construction; the check keeps a defect from becoming a
+    // token that accept() would refuse.
+    if (child >= nodes[parent].end ||
+        grammar_.feed(state, static_cast<uint8_t>(byte)) != JsonGrammar::Feed::kAccepted) {
+      return;
+    }
+    for (const int32_t* id = trie_->token_ids_begin(child); id != trie_->token_ids_end(child); ++id) {
+      mask_.allow(*id);
+    }
+    parent = child;
+  }
+}
+
+Result<const TokenMask*> JsonSchemaConstraint::allowed(int64_t remaining) {
   mask_.resize(trie_->vocab_size());
   if (!finished_ && !JsonGrammar::closed(stack_)) {
-    const Walk& cached = walk_for(stack_.back());
-    mask_.words = cached.allowed.words;
-    const auto& nodes = trie_->nodes();
-    for (const Dependent& dependent : cached.dependents) {
-      // Replay the prefix on the whole stack, then walk what lies below it.
-      JsonStack state = stack_;
-      if (!grammar_.accepts_prefix(state, dependent.prefix)) continue;
-      for (const int32_t* id = trie_->token_ids_begin(dependent.node);
-           id != trie_->token_ids_end(dependent.node); ++id) {
-        mask_.allow(*id);
+    const size_t needed = grammar_.minimal_completion_size(stack_);
+    if (remaining <= static_cast<int64_t>(needed) + 1) {
+      force_completion();  // no token to spare: write the completion, then EOS
+    } else {
+      // After this token, remaining - 1 are left: its completion may take all but EOS's.
+      const auto max_completion = static_cast<size_t>(remaining - 2);
+      const size_t slack = max_completion - needed;
+      const Walk& cached = walk_for(stack_.back());
+      mask_.words = cached.allowed.words;
+      if (cached.max_growth > slack) {
+        for (const Growing& token : cached.growing) {
+          if (token.growth > slack) mask_.disallow(token.token);
+        }
       }
-      if (nodes[dependent.node].end > dependent.node + 1) walk(state, dependent.node, mask_, nullptr);
+      const auto& nodes = trie_->nodes();
+      for (const Dependent& dependent : cached.dependents) {
+        // Replay the prefix on the whole stack, then walk what lies below it.
+        JsonStack state = stack_;
+        if (!grammar_.accepts_prefix(state, dependent.prefix)) continue;
+        if (grammar_.minimal_completion_size(state) <= max_completion) {
+          for (const int32_t* id = trie_->token_ids_begin(dependent.node);
+               id != trie_->token_ids_end(dependent.node); ++id) {
+            mask_.allow(*id);
+          }
+        }
+        if (nodes[dependent.node].end > dependent.node + 1) {
+          walk(state, dependent.node, mask_, nullptr, max_completion);
+        }
+      }
     }
   }
   if (!finished_ && complete()) {

@@ -50,7 +50,76 @@ bool pushed_value(const JsonStack& stack, Feed result) {
   return result == Feed::kAccepted && !stack.empty() && stack.back().kind == JsonGrammar::kValue;
 }
 
+// Output sinks for the completion walk: one builds the bytes, the other only counts them.
+struct AppendBytes {
+  std::string& text;
+  void add(std::string_view bytes) { text += bytes; }
+  void add(char byte) { text += byte; }
+};
+struct CountBytes {
+  size_t size = 0;
+  void add(std::string_view bytes) { size += bytes.size(); }
+  void add(char) { ++size; }
+};
+
 }  // namespace
+
+JsonGrammar::JsonGrammar(const JsonSchema& schema) : schema_(schema) { compute_minimal_values(); }
+
+// Shortest value per node, by fixed point: a node's candidates use its children's current
+// values, and rounds repeat until none gets shorter (the "any value" node refers to itself).
+void JsonGrammar::compute_minimal_values() {
+  const size_t unknown = SIZE_MAX;
+  std::vector<size_t> sizes(schema_.nodes.size(), unknown);
+  minimal_values_.assign(schema_.nodes.size(), std::string());
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t id = 0; id < schema_.nodes.size(); ++id) {
+      const SchemaNode& node = schema_.nodes[id];
+      std::string best;
+      size_t best_size = unknown;
+      auto consider = [&](std::string candidate) {
+        if (candidate.size() < best_size) {
+          best_size = candidate.size();
+          best = std::move(candidate);
+        }
+      };
+      if (!node.literals.empty()) {
+        for (const std::string& literal : node.literals) consider(literal);
+      } else {
+        if (node.types & (kJsonNumber | kJsonInteger)) consider("0");
+        if (node.types & kJsonString) consider("\"\"");
+        if (node.types & kJsonBoolean) consider("true");
+        if (node.types & kJsonNull) consider("null");
+        if (node.types & kJsonObject) {
+          std::string object = "{";
+          bool known = true;
+          for (const SchemaProperty& property : node.properties) {
+            if (!property.required) continue;
+            known = known && sizes[property.node] != unknown;
+            if (!known) break;
+            if (object.size() > 1) object += ',';
+            object += property.key + ":" + minimal_values_[property.node];
+          }
+          if (known) consider(object + "}");
+        }
+        if ((node.types & kJsonArray) && (node.min_items == 0 || sizes[node.items] != unknown)) {
+          std::string array = "[";
+          for (uint32_t i = 0; i < node.min_items; ++i) {
+            if (i > 0) array += ',';
+            array += minimal_values_[node.items];
+          }
+          consider(array + "]");
+        }
+      }
+      if (best_size < sizes[id]) {
+        sizes[id] = best_size;
+        minimal_values_[id] = std::move(best);
+        changed = true;
+      }
+    }
+  }
+}
 
 JsonStack JsonGrammar::start() const {
   JsonFrame root;
@@ -432,6 +501,175 @@ bool JsonGrammar::accepts_prefix(JsonStack& stack, std::string_view text) const 
 bool JsonGrammar::matches(std::string_view text) const {
   JsonStack stack = start();
   return accepts_prefix(stack, text) && complete(stack);
+}
+
+std::string JsonGrammar::minimal_completion(const JsonStack& stack) const {
+  std::string text;
+  AppendBytes out{text};
+  for (size_t i = stack.size(); i-- > 0;) complete_frame(stack[i], i + 1 == stack.size(), out);
+  return text;
+}
+
+size_t JsonGrammar::minimal_completion_size(const JsonStack& stack) const {
+  CountBytes out;
+  for (size_t i = stack.size(); i-- > 0;) complete_frame(stack[i], i + 1 == stack.size(), out);
+  return out.size;
+}
+
+template <class Out>
+void JsonGrammar::complete_frame(const JsonFrame& f, bool top, Out& out) const {
+  switch (f.kind) {
+    case kValue:
+      out.add(minimal_values_[f.node]);
+      return;
+    case kString:
+      switch (f.sub) {
+        case kStrOpen:
+          out.add('"');
+          break;
+        case kStrEscape:
+          out.add('n');  // any escape is one byte; a newline reads as a cut
+          break;
+        case kStrHex:
+          for (uint16_t p = f.pos; p < 4; ++p) out.add('0');
+          break;
+        case kStrUtf8:  // the lowest allowed byte, then the lowest continuations
+          out.add(static_cast<char>(f.count >> 8));
+          for (uint16_t p = 1; p < f.pos; ++p) out.add('\x80');
+          break;
+        default:
+          break;
+      }
+      out.add('"');
+      return;
+    case kNumber:
+      if (!number_accepting(f.sub)) out.add('0');  // after '-', '.', 'e' or the sign
+      return;
+    case kLiteral: {
+      if (literal_complete(f)) return;
+      const auto& literals = schema_.nodes[f.node].literals;
+      const std::string* shortest = nullptr;
+      for (uint64_t bits = f.candidates; bits != 0; bits &= bits - 1) {
+        const std::string& literal = literals[lowest_bit(bits)];
+        if (shortest == nullptr || literal.size() < shortest->size()) shortest = &literal;
+      }
+      out.add(std::string_view(*shortest).substr(f.pos));
+      return;
+    }
+    case kObject:
+      complete_object(f, top, out);
+      return;
+    case kArray:
+      complete_array(f, top, out);
+      return;
+  }
+}
+
+template <class Out>
+void JsonGrammar::close_object(const SchemaNode& node, uint32_t from, bool first, Out& out) const {
+  for (uint32_t i = from; i < node.properties.size(); ++i) {
+    const SchemaProperty& property = node.properties[i];
+    if (!property.required) continue;
+    if (!first) out.add(',');
+    first = false;
+    out.add(property.key);
+    out.add(':');
+    out.add(minimal_values_[property.node]);
+  }
+  out.add('}');
+}
+
+uint32_t JsonGrammar::shortest_key_choice(const SchemaNode& node, uint64_t keys,
+                                          uint16_t pos) const {
+  uint32_t best = 0;
+  size_t best_size = SIZE_MAX;
+  for (uint64_t bits = keys; bits != 0; bits &= bits - 1) {
+    const auto i = static_cast<uint32_t>(lowest_bit(bits));
+    CountBytes rest;
+    close_object(node, i + 1, /*first=*/false, rest);
+    const size_t size = node.properties[i].key.size() - pos + 1 +
+                        minimal_values_[node.properties[i].node].size() + rest.size;
+    if (size < best_size) {
+      best_size = size;
+      best = i;
+    }
+  }
+  return best;
+}
+
+template <class Out>
+void JsonGrammar::complete_object(const JsonFrame& f, bool top, Out& out) const {
+  const SchemaNode& node = schema_.nodes[f.node];
+  if (!top) {  // the value of property `current` is open above: it finishes first
+    close_object(node, f.count, /*first=*/false, out);
+    return;
+  }
+  auto key_then_rest = [&](uint64_t keys, uint16_t pos) {
+    const uint32_t i = shortest_key_choice(node, keys, pos);
+    out.add(std::string_view(node.properties[i].key).substr(pos));
+    out.add(':');
+    out.add(minimal_values_[node.properties[i].node]);
+    close_object(node, i + 1, /*first=*/false, out);
+  };
+  switch (f.sub) {
+    case kObjOpen:
+      out.add('{');
+      [[fallthrough]];
+    case kObjFirst:
+      close_object(node, f.count, /*first=*/true, out);
+      return;
+    case kObjKey:
+      key_then_rest(f.candidates, f.pos);
+      return;
+    case kObjColon:
+      out.add(':');
+      [[fallthrough]];
+    case kObjAfterColon:
+    case kObjAfterColonSpace:
+      out.add(minimal_values_[node.properties[f.current].node]);
+      [[fallthrough]];
+    case kObjValueDone:
+      close_object(node, f.count, /*first=*/false, out);
+      return;
+    case kObjAfterComma:
+    case kObjAfterCommaSpace:  // a comma was written: a property must follow
+      key_then_rest(eligible_keys(node, f.count), 0);
+      return;
+  }
+}
+
+template <class Out>
+void JsonGrammar::complete_array(const JsonFrame& f, bool top, Out& out) const {
+  const SchemaNode& node = schema_.nodes[f.node];
+  const std::string& item = minimal_values_[node.items];
+  uint32_t items = f.count;
+  if (!top) {
+    ++items;  // the open item above finishes first
+  } else {
+    switch (f.sub) {
+      case kArrOpen:
+        out.add('[');
+        [[fallthrough]];
+      case kArrFirst:
+        if (node.min_items > 0) {
+          out.add(item);
+          ++items;
+        }
+        break;
+      case kArrAfterComma:
+      case kArrAfterCommaSpace:  // a comma was written: an item must follow
+        out.add(item);
+        ++items;
+        break;
+      default:
+        break;
+    }
+  }
+  for (; items < node.min_items; ++items) {
+    out.add(',');
+    out.add(item);
+  }
+  out.add(']');
 }
 
 }  // namespace rne::runner

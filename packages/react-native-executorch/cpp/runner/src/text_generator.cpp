@@ -24,6 +24,11 @@ class RunningGuard {
   std::atomic<bool>& flag_;
 };
 
+// Tokens generate() may sample when `room` cache positions are free after the prefill.
+int64_t token_budget(const GenerationConfig& config, int64_t room) {
+  return config.max_new_tokens > 0 ? std::min<int64_t>(config.max_new_tokens, room) : room;
+}
+
 }  // namespace
 
 const char* stop_reason_name(StopReason reason) {
@@ -154,6 +159,23 @@ Result<Stats> TextGenerator::generate(const std::vector<int64_t>& new_tokens,
                      " are free; call reset() or shorten the conversation"};
   }
 
+  if (config.constraint != nullptr && !prefill_only) {
+    // Refused before the prefill: the constraint could not finish its output in the budget.
+    const int64_t room = free_positions - static_cast<int64_t>(to_feed.size());
+    const int64_t budget = token_budget(config, room);
+    const int64_t needed = config.constraint->min_tokens();
+    if (budget < needed) {
+      return Error{ErrorCode::kInvalidArgument,
+                   "the constrained output (JSON schema) needs at least " +
+                       std::to_string(needed) + " tokens for its shortest document, EOS " +
+                       "included, but only " + std::to_string(budget) +
+                       " can be generated (max_new_tokens " +
+                       std::to_string(config.max_new_tokens) + ", " + std::to_string(room) +
+                       " context positions left after the prompt); raise max_new_tokens "
+                       "(maxNewTokens) or shorten the prompt"};
+    }
+  }
+
   Stats stats;
   stats.prompt_tokens = static_cast<int64_t>(to_feed.size());
 
@@ -186,8 +208,7 @@ Result<Stats> TextGenerator::generate(const std::vector<int64_t>& new_tokens,
   // generated token but the last is fed back, so the last one still has a position to go to
   // when the next turn feeds it.
   const int64_t room = contract.max_context - position();
-  const int64_t budget = config.max_new_tokens > 0 ? std::min<int64_t>(config.max_new_tokens, room)
-                                                   : room;
+  const int64_t budget = token_budget(config, room);
   Sampler sampler(config.sampling, contract.vocab_size);
   auto is_eos = [&](int64_t id) {
     return std::find(contract.eos_ids.begin(), contract.eos_ids.end(), id) != contract.eos_ids.end();
@@ -201,7 +222,7 @@ Result<Stats> TextGenerator::generate(const std::vector<int64_t>& new_tokens,
     const auto sample_start = Clock::now();
     const TokenMask* allowed = nullptr;
     if (config.constraint != nullptr) {
-      auto mask = config.constraint->allowed();
+      auto mask = config.constraint->allowed(budget - n);
       if (!mask.ok()) return mask.error();
       if (static_cast<int64_t>((*mask)->words.size()) * 64 < contract.vocab_size) {
         return Error{ErrorCode::kInvalidArgument,

@@ -6,7 +6,9 @@
 // cases.jsonl: one {"schema": "<the schema's JSON text>", "document": "..."} per line. Each document is tokenized and
 // replayed as if the model had generated it: per token, the time of the constraint's mask
 // (JsonSchemaConstraint::allowed), then of a greedy sample over random logits with and without
-// the mask; every token of the document must be allowed. Each case runs twice: "cold" (a new
+// the mask; every token of the document must be allowed. The token budget is the tightest the
+// document fits in whatever its tokenization (one token per byte left, plus EOS), so the budget
+// checks near the end of each document are part of the cost. Each case runs twice: "cold" (a new
 // constraint, nothing cached) and "warm" (reset(): the next generation with the same schema).
 // Prints one JSON object per case and pass, with the per-token times in microseconds.
 #include <chrono>
@@ -47,8 +49,9 @@ std::string list(const std::vector<double>& values) {
 }
 
 // Replays `tokens` through `constraint`; prints the timings as one JSON line.
-void replay(rne::runner::JsonSchemaConstraint& constraint, const std::vector<int64_t>& tokens,
-            int64_t eos, int64_t vocab_size, size_t case_index, const char* pass) {
+void replay(rne::runner::JsonSchemaConstraint& constraint, const rne::runner::TokenTrie& trie,
+            const std::vector<int64_t>& tokens, int64_t eos, int64_t vocab_size,
+            size_t case_index, const char* pass) {
   rne::runner::Sampler sampler(rne::runner::SamplerConfig{}, vocab_size);
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0.0f, 3.0f);
@@ -58,9 +61,11 @@ void replay(rne::runner::JsonSchemaConstraint& constraint, const std::vector<int
   std::vector<double> mask_us, masked_sample_us, plain_sample_us;
   std::vector<int64_t> sequence = tokens;
   sequence.push_back(eos);
+  int64_t bytes_left = 0;
+  for (int64_t token : tokens) bytes_left += static_cast<int64_t>(trie.bytes(token).size());
   for (int64_t token : sequence) {
     auto start = Clock::now();
-    auto mask = constraint.allowed();
+    auto mask = constraint.allowed(bytes_left + 1);
     mask_us.push_back(us_since(start));
     if (!mask.ok()) fail("case " + std::to_string(case_index) + ": " + mask.error().message);
     if (!(*mask)->allows(token)) {
@@ -76,6 +81,7 @@ void replay(rne::runner::JsonSchemaConstraint& constraint, const std::vector<int
     sampler.sample(scratch.data(), {});
     plain_sample_us.push_back(us_since(start));
     if (auto accepted = constraint.accept(token); !accepted.ok()) fail(accepted.error().message);
+    if (token != eos) bytes_left -= static_cast<int64_t>(trie.bytes(token).size());
   }
   std::cout << "{\"case\":" << case_index << ",\"pass\":\"" << pass
             << "\",\"tokens\":" << sequence.size() << ",\"mask_us\":" << list(mask_us)
@@ -131,9 +137,9 @@ int main(int argc, char** argv) {
     auto ids = tokenizer.value().encode(document, /*add_special_tokens=*/false);
     std::vector<int64_t> tokens(ids.begin(), ids.end());
     rne::runner::JsonSchemaConstraint constraint(*schema, trie, {eos});
-    replay(constraint, tokens, eos, vocab_size + 1, index, "cold");
+    replay(constraint, *trie, tokens, eos, vocab_size + 1, index, "cold");
     constraint.reset();
-    replay(constraint, tokens, eos, vocab_size + 1, index, "warm");
+    replay(constraint, *trie, tokens, eos, vocab_size + 1, index, "warm");
   }
   return 0;
 }

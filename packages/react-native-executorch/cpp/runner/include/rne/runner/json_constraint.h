@@ -1,7 +1,15 @@
 // JSON-Schema-constrained generation: a TokenConstraint whose allowed tokens are exactly those
 // that keep the text a prefix of a document the schema's grammar accepts (json_grammar.h), and
 // that allows EOS only once the document is complete. So whatever the sampler picks, the
-// output parses and validates (unless max_new_tokens cuts it short).
+// output parses and validates.
+//
+// Budget: the document also always closes within the tokens the generator may still sample.
+// The grammar's minimal completion (JsonGrammar::minimal_completion) takes at most one token per
+// byte, plus EOS. A token is allowed only if the completion left after it still fits in the
+// tokens left after it; once the budget equals what the completion needs, only tokens whose
+// bytes are a non-empty prefix of the completion are (each consumes >= 1 byte of it), then EOS.
+// A model that runs long (e.g. repeats text inside a string) so gets its string cut and the
+// document closed with the shortest valid rest (required properties with minimal values).
 //
 // The mask for a state is computed by walking the token trie with the automaton. Most of it
 // depends only on the innermost open value (the stack's top frame): tokens that end inside that
@@ -36,7 +44,11 @@ class JsonSchemaConstraint final : public TokenConstraint {
   JsonSchemaConstraint(std::shared_ptr<const JsonSchema> schema,
                        std::shared_ptr<const TokenTrie> trie, std::vector<int64_t> eos_ids);
 
-  Result<const TokenMask*> allowed() override;
+  // |minimal completion of the current state| + 1 (EOS): an upper bound on the tokens needed
+  // when the vocabulary holds each byte of it as a token (byte-level and byte-fallback
+  // vocabularies do; otherwise allowed() reports that the vocabulary cannot finish).
+  int64_t min_tokens() const override;
+  Result<const TokenMask*> allowed(int64_t remaining) override;
   Result<void> accept(int64_t token) override;
 
   // Starts a new document. The cached walks stay (they depend on the schema and the
@@ -56,19 +68,30 @@ class JsonSchemaConstraint final : public TokenConstraint {
     uint32_t node;       // trie node where the top frame finished
     std::string prefix;  // the bytes from the root to that node
   };
+  // A token whose minimal completion is longer than the state's before it.
+  struct Growing {
+    int32_t token;
+    uint32_t growth;  // bytes
+  };
   struct Walk {
     TokenMask allowed;               // tokens that stay inside the top frame
     std::vector<Dependent> dependents;
+    std::vector<Growing> growing;    // of `allowed`, those that lengthen the completion
+    uint32_t max_growth = 0;
   };
   struct FrameHash {
     size_t operator()(const JsonFrame& f) const;
   };
 
   const Walk& walk_for(const JsonFrame& top);
-  // Walks the subtree of trie node `root` from `start`: allows the tokens the state accepts.
-  // With dependents != nullptr the walk is open at the bottom and records where it left.
-  void walk(const JsonStack& start, uint32_t root, TokenMask& out,
-            std::vector<Dependent>* dependents);
+  // Walks the subtree of trie node `root` from `start`: allows the tokens the state accepts
+  // and after which the minimal completion is at most `max_completion` bytes. With `cached`
+  // the walk is open at the bottom (max_completion is not applied): it records where it left
+  // and which tokens lengthen the completion.
+  void walk(const JsonStack& start, uint32_t root, TokenMask& out, Walk* cached,
+            size_t max_completion);
+  // Allows the tokens whose bytes are a non-empty prefix of the minimal completion.
+  void force_completion();
 
   std::shared_ptr<const JsonSchema> schema_;
   std::shared_ptr<const TokenTrie> trie_;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -43,7 +44,7 @@ class JsonGrammar {
                 // frames below it, which this stack does not hold
   };
 
-  explicit JsonGrammar(const JsonSchema& schema) : schema_(schema) {}
+  explicit JsonGrammar(const JsonSchema& schema);
 
   // The stack before the first byte: one value of the root schema.
   JsonStack start() const;
@@ -63,6 +64,19 @@ class JsonGrammar {
   bool accepts_prefix(JsonStack& stack, std::string_view text) const;
   bool matches(std::string_view text) const;  // a whole document
 
+  // The shortest bytes that make the document complete from `stack` (empty when it is complete
+  // already): an open escape, \u sequence or UTF-8 character finished and the string closed, a
+  // number or literal/enum/const/key finished, the remaining required properties of open objects
+  // and minItems of open arrays written with their shortest values, brackets closed. Feeding it
+  // to `stack` always makes complete() true. Ties go to the first candidate (lowest enum or
+  // property index), so after feeding a prefix of it, the completion is the rest of it.
+  std::string minimal_completion(const JsonStack& stack) const;
+  // minimal_completion(stack).size(), without building the string (per token of a mask walk).
+  size_t minimal_completion_size(const JsonStack& stack) const;
+  // The shortest value `node` accepts (every node has one: schemas have no $ref, and the only
+  // self-referencing node, "any value", accepts 0).
+  const std::string& minimal_value(uint32_t node) const { return minimal_values_[node]; }
+
   static constexpr size_t kMaxDepth = 64;  // nesting beyond this is refused
   static constexpr uint16_t kMaxIntegerDigits = 15;
   static constexpr uint16_t kMaxFractionDigits = 15;
@@ -80,8 +94,25 @@ class JsonGrammar {
   bool push_value(JsonStack& stack, uint32_t node) const;
   uint64_t eligible_keys(const SchemaNode& node, uint32_t from) const;
   bool literal_complete(const JsonFrame& frame) const;
+  void compute_minimal_values();
+  // Appends (or counts, per Out) the bytes that finish `frame`; `top`: no child value is open
+  // above it.
+  template <class Out>
+  void complete_frame(const JsonFrame& frame, bool top, Out& out) const;
+  template <class Out>
+  void complete_object(const JsonFrame& frame, bool top, Out& out) const;
+  template <class Out>
+  void complete_array(const JsonFrame& frame, bool top, Out& out) const;
+  // `,"key":value` for each required property from index `from` on (no comma before the first
+  // when `first`), then '}'.
+  template <class Out>
+  void close_object(const SchemaNode& node, uint32_t from, bool first, Out& out) const;
+  // Of the properties in `keys` (bits), the one whose key (from byte `pos`), value and the
+  // object's rest are shortest.
+  uint32_t shortest_key_choice(const SchemaNode& node, uint64_t keys, uint16_t pos) const;
 
   const JsonSchema& schema_;
+  std::vector<std::string> minimal_values_;  // per schema node
 };
 
 }  // namespace rne::runner

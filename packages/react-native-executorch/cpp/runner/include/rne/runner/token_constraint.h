@@ -1,7 +1,9 @@
 // The hook through which a grammar restricts generation: before each sampling step the
 // generator asks the constraint which tokens may come next, the sampler gives every other token
 // a logit of -inf (before the penalty, temperature, top-k, top-p and min-p), and the chosen
-// token is fed back. JsonSchemaConstraint (json_constraint.h) is the implementation.
+// token is fed back. The generator also says how many tokens it may still sample, so that a
+// constraint can finish its output within that budget (the max_new_tokens or the KV cache left).
+// JsonSchemaConstraint (json_constraint.h) is the implementation.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +19,7 @@ struct TokenMask {
 
   void resize(int64_t vocab_size) { words.assign(static_cast<size_t>((vocab_size + 63) / 64), 0); }
   void allow(int64_t id) { words[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63); }
+  void disallow(int64_t id) { words[static_cast<size_t>(id) >> 6] &= ~(uint64_t{1} << (id & 63)); }
   bool allows(int64_t id) const {
     return (words[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1;
   }
@@ -31,9 +34,13 @@ struct TokenMask {
 class TokenConstraint {
  public:
   virtual ~TokenConstraint() = default;
-  // The tokens that may come next (valid until the next call). An error when none may, or
-  // when the constraint cannot be evaluated.
-  virtual Result<const TokenMask*> allowed() = 0;
+  // The fewest tokens, EOS included, in which the output can be finished from here. The
+  // generator refuses to start when its budget is smaller.
+  virtual int64_t min_tokens() const = 0;
+  // The tokens that may come next (valid until the next call), given that `remaining` tokens,
+  // this one included, may still be sampled: a constraint keeps enough of them to finish. An
+  // error when none may, or when the constraint cannot be evaluated.
+  virtual Result<const TokenMask*> allowed(int64_t remaining) = 0;
   // Advances past the sampled token; an error if the token was not allowed.
   virtual Result<void> accept(int64_t token) = 0;
 };
