@@ -4,6 +4,9 @@
   and validate when sampled under the constraint (several seeds: random walks through the mask);
 - the real SmolLM2 answers three schemas (nested object with enums, an array of integers, a
   yes/no answer) with JSON that parses and validates against them (jsonschema), and stops at EOS;
+- with a tiny budget (24 tokens) SmolLM2's long answer is closed by the constraint into a
+  document that parses and validates; a budget below the schema's shortest document is an error
+  before anything is generated;
 - a schema the grammar cannot guarantee, or a file that is not JSON, is an error naming it.
 
 The unit tests of the schema compiler, the automaton and the masks are C++ (ctest
@@ -113,6 +116,41 @@ def test_smollm2_answers_parse_and_validate(case, rne_llm, smollm2_fp32, smollm2
                    "--repetition-penalty", "1.2", "--max-new-tokens", "96", prompt)
     assert out["stats"]["stop_reason"] == "eos", out["text"]
     jsonschema.validate(json.loads(out["text"]), schema)
+
+
+SUMMARY = {
+    "type": "object",
+    "properties": {"summary": {"type": "string"}, "year": {"type": "integer"}},
+    "required": ["summary"],
+}
+
+
+@pytest.mark.slow
+def test_smollm2_answer_cut_by_a_tiny_budget_still_parses_and_validates(
+    rne_llm, smollm2_fp32, smollm2_checkpoint, tmp_path
+):
+    out = run_json(rne_llm, "--model", smollm2_fp32.pte_path,
+                   "--tokenizer", smollm2_checkpoint / "tokenizer.json",
+                   "--json-schema", write_schema(tmp_path, SUMMARY), "--max-new-tokens", "24",
+                   "Summarize the plot of Hamlet in detail, as JSON.")
+    # The summary the model starts is longer than 24 tokens: the constraint closed it.
+    assert len(out["tokens"]) == 24 and out["stats"]["stop_reason"] == "eos", out["text"]
+    answer = json.loads(out["text"])
+    jsonschema.validate(answer, SUMMARY)
+    assert len(answer["summary"]) > 20, answer
+
+
+def test_a_budget_below_the_shortest_document_is_an_error_before_generating(
+    rne_llm, tiny_llama_fp32, byte_tokenizer, tmp_path
+):
+    # SMALL_OBJECT's shortest document, {"ok":true,"n":0,"colour":null}, is 31 bytes (+ EOS).
+    done = subprocess.run([rne_llm, "--model", tiny_llama_fp32.pte_path, "--tokenizer",
+                           byte_tokenizer, "--raw", "--json-schema",
+                           write_schema(tmp_path, SMALL_OBJECT), "--max-new-tokens", "20", "{"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert "needs at least 32 tokens" in done.stderr and "only 20 can be generated" in done.stderr
+    assert "raise max_new_tokens" in done.stderr
 
 
 def test_bad_schemas_are_errors_that_name_the_problem(

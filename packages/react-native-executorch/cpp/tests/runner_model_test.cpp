@@ -4,15 +4,18 @@
 // RNE_TEST_PTE_ONESHOT and RNE_TEST_PTE_CHUNKED.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "rne/runner/json_constraint.h"
 #include "rne/runner/llm_runner.h"
 #include "rne/runner/model_session.h"
 #include "rne/runner/text_generator.h"
@@ -490,6 +493,116 @@ TEST_F(SmolLM2Test, RewindIsExactWithinAndPastMaxChunk) {
   const auto deep = answer(mars);
   EXPECT_EQ(deep.stats.reused_tokens, deep_common);
   EXPECT_EQ(deep.tokens, within.tokens);
+}
+
+// Structured output under a budget on the real model and tokenizer: the answer SmolLM2 starts
+// (a long summary) does not fit in 24 tokens, so the constraint closes it.
+constexpr const char* kSummarySchema =
+    R"({"type":"object","properties":{"summary":{"type":"string"},"year":{"type":"integer"}},
+        "required":["summary"]})";
+
+TEST_F(SmolLM2Test, StructuredOutputClosesWithinATinyBudget) {
+  const auto prompt = ids(turn("user", "Summarize the plot of Hamlet in detail, as JSON.") +
+                          "<|im_start|>assistant\n");
+  GenerationConfig config = greedy(24);
+  config.json_schema = kSummarySchema;
+  std::string text;
+  auto stats = runner_->generate(prompt, config, [&](std::string_view piece) { text += piece; });
+  ASSERT_TRUE(stats.ok()) << stats.error().message;
+  EXPECT_EQ(stats->stop_reason, StopReason::kEos) << text;
+  EXPECT_LE(stats->generated_tokens, 24);
+  auto schema = compile_json_schema(kSummarySchema);
+  ASSERT_TRUE(schema.ok());
+  EXPECT_TRUE(JsonGrammar(**schema).matches(text)) << text;
+  EXPECT_GT(text.size(), 30u) << "the model wrote its own text before the close: " << text;
+}
+
+TEST_F(SmolLM2Test, BudgetBelowTheShortestDocumentIsRefusedBeforeThePrefill) {
+  GenerationConfig config = greedy(10);  // {"summary":""} + EOS needs 15
+  config.json_schema = kSummarySchema;
+  auto stats = runner_->generate(ids(turn("user", "Summarize Hamlet.")), config, nullptr);
+  ASSERT_FALSE(stats.ok());
+  EXPECT_EQ(stats.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(stats.error().message.find("needs at least 15 tokens"), std::string::npos)
+      << stats.error().message;
+  EXPECT_NE(stats.error().message.find("raise max_new_tokens"), std::string::npos);
+  EXPECT_EQ(runner_->position(), 0) << "nothing was prefilled";
+}
+
+// The budget rule on SmolLM2's real 49,152-token vocabulary: random generations (long tokens
+// preferred, so budgets bind) under every budget from the least up end with EOS in budget with
+// a document the grammar accepts, and each forced step allows exactly the real tokens that are
+// prefixes of the minimal completion.
+TEST_F(SmolLM2Test, EveryBudgetClosesTheDocumentOnTheRealVocabulary) {
+  const auto& contract = runner_->contract();
+  auto bytes = token_byte_strings(runner_->tokenizer(), contract.vocab_size);
+  for (int64_t eos : contract.eos_ids) bytes[static_cast<size_t>(eos)].clear();
+  auto trie = TokenTrie::build(bytes);
+  const char* schemas[] = {
+      R"({"type":"object","properties":{"title":{"type":"string"},"year":{"type":"integer"},
+          "genre":{"enum":["mystery","fantasy","science fiction"]},"tags":{"type":"array",
+          "items":{"type":"string"},"minItems":1},"author":{"type":"object","properties":{
+          "name":{"type":"string"},"alive":{"type":"boolean"}},"required":["name","alive"]}},
+          "required":["title","genre","tags","author"]})",
+      R"({"type":"array","items":{"type":"number"},"minItems":2})",
+  };
+  std::mt19937 rng(5);
+  int forced_steps = 0;
+  for (const char* schema_text : schemas) {
+    auto schema = compile_json_schema(schema_text);
+    ASSERT_TRUE(schema.ok()) << schema.error().message;
+    JsonGrammar grammar(**schema);
+    JsonSchemaConstraint constraint(*schema, trie, contract.eos_ids);
+    const int64_t least = constraint.min_tokens();
+    for (int64_t budget = least; budget < least + 40; budget += 3) {
+      constraint.reset();
+      JsonStack stack = grammar.start();
+      std::string text;
+      bool finished = false;
+      for (int64_t n = 0; n < budget && !finished; ++n) {
+        const int64_t remaining = budget - n;
+        auto mask = constraint.allowed(remaining);
+        ASSERT_TRUE(mask.ok()) << schema_text << " budget " << budget << " after '" << text
+                               << "': " << mask.error().message;
+        std::vector<int64_t> allowed;
+        for (int64_t id = 0; id < contract.vocab_size; ++id) {
+          if ((*mask)->allows(id)) allowed.push_back(id);
+        }
+        ASSERT_FALSE(allowed.empty());
+        const std::string completion = grammar.minimal_completion(stack);
+        if (remaining <= static_cast<int64_t>(completion.size()) + 1) {
+          ++forced_steps;
+          for (int64_t id = 0; id < contract.vocab_size; ++id) {
+            const std::string& b = trie->bytes(id);
+            const bool prefix = !b.empty() && b.size() <= completion.size() &&
+                                completion.compare(0, b.size(), b) == 0;
+            const bool eos = completion.empty() && grammar.complete(stack) &&
+                             std::find(contract.eos_ids.begin(), contract.eos_ids.end(), id) !=
+                                 contract.eos_ids.end();
+            ASSERT_EQ((*mask)->allows(id), prefix || eos)
+                << "forced step after '" << text << "': token " << id << " '" << b << "'";
+          }
+        }
+        int64_t token = allowed[rng() % allowed.size()];
+        for (int k = 0; k < 4; ++k) {
+          const int64_t other = allowed[rng() % allowed.size()];
+          if (trie->bytes(token).empty() || trie->bytes(other).size() > trie->bytes(token).size()) {
+            token = other;
+          }
+        }
+        ASSERT_TRUE(constraint.accept(token).ok());
+        if (trie->bytes(token).empty()) {
+          finished = true;  // EOS
+        } else {
+          ASSERT_TRUE(grammar.accepts_prefix(stack, trie->bytes(token)));
+          text += trie->bytes(token);
+        }
+      }
+      EXPECT_TRUE(finished) << schema_text << " budget " << budget << ": '" << text << "'";
+      EXPECT_TRUE(grammar.matches(text)) << text;
+    }
+  }
+  EXPECT_GT(forced_steps, 40);
 }
 
 TEST(TextInputTest, InvalidUtf8IsAnErrorNamingTheByte) {
