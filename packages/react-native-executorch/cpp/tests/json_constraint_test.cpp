@@ -128,25 +128,17 @@ TEST(JsonSchemaConstraint, MasksEqualBruteForce) {
   EXPECT_GT(complete, 30);  // most random walks reach EOS: the check saw whole documents
 }
 
-// The mask the budget rule gives, by brute force: with no token to spare (remaining <= the
-// completion + EOS) the tokens that are a non-empty prefix of the minimal completion, else the
-// tokens the grammar accepts after which the completion still fits in remaining - 1 tokens
-// (one of them EOS); EOS once complete.
+// The mask the budget rule gives, by brute force: the tokens the grammar accepts after which
+// the minimal completion still fits in the remaining - 1 tokens left (one of them for EOS, one
+// token per byte); EOS once complete.
 std::vector<bool> brute_force_with_budget(const JsonGrammar& grammar, const JsonStack& stack,
                                           int64_t remaining,
                                           const std::vector<std::string>& vocabulary) {
   std::vector<bool> allowed(vocabulary.size(), false);
-  const std::string completion = grammar.minimal_completion(stack);
-  const bool forced = remaining <= static_cast<int64_t>(completion.size()) + 1;
   for (size_t id = 0; id < vocabulary.size(); ++id) {
-    const std::string& bytes = vocabulary[id];
-    if (bytes.empty()) continue;
-    if (forced) {
-      allowed[id] = completion.compare(0, bytes.size(), bytes) == 0 && bytes.size() <= completion.size();
-      continue;
-    }
+    if (vocabulary[id].empty()) continue;
     JsonStack copy = stack;
-    allowed[id] = grammar.accepts_prefix(copy, bytes) &&
+    allowed[id] = grammar.accepts_prefix(copy, vocabulary[id]) &&
                   static_cast<int64_t>(grammar.minimal_completion_size(copy)) <= remaining - 2;
   }
   allowed[kEos] = grammar.complete(stack);
@@ -154,7 +146,7 @@ std::vector<bool> brute_force_with_budget(const JsonGrammar& grammar, const Json
 }
 
 // Random generations under every budget from the least the schema needs up: each mask equals
-// the budget rule's brute force, and every generation ends with EOS inside its budget with a
+// the budget rule's brute force (with no token to spare, the completion's prefixes are allowed), and every generation ends with EOS inside its budget with a
 // document the grammar accepts. Token choices prefer the ones that lengthen the document, so
 // budgets bind.
 TEST(JsonSchemaConstraint, EveryBudgetEndsInACompleteDocument) {
@@ -198,8 +190,16 @@ TEST(JsonSchemaConstraint, EveryBudgetEndsInACompleteDocument) {
           if (expected[id]) allowed_ids.push_back(static_cast<int64_t>(id));
         }
         ASSERT_FALSE(allowed_ids.empty());
-        if (remaining <= static_cast<int64_t>(grammar.minimal_completion_size(stack)) + 1) {
-          ++forced_steps;
+        const std::string completion = grammar.minimal_completion(stack);
+        if (remaining <= static_cast<int64_t>(completion.size()) + 1) {
+          ++forced_steps;  // no token to spare: the completion's own prefixes are among them
+          for (size_t length = 1; length <= completion.size(); ++length) {
+            for (size_t id = 0; id < vocabulary.size(); ++id) {
+              if (vocabulary[id] == completion.substr(0, length)) {
+                EXPECT_TRUE((*mask)->allows(static_cast<int64_t>(id))) << completion;
+              }
+            }
+          }
         }
         // Take the longest of a few random allowed tokens: documents grow until the budget
         // stops them. EOS only when it is the only choice.

@@ -39,10 +39,11 @@ int64_t JsonSchemaConstraint::min_tokens() const {
 }
 
 void JsonSchemaConstraint::walk(const JsonStack& start, uint32_t root, TokenMask& out,
-                                Walk* cached, size_t max_completion) {
+                                Walk* cached, int64_t max_completion) {
   const auto& nodes = trie_->nodes();
   const uint16_t base = nodes[root].depth;
-  const size_t start_completion = cached ? grammar_.minimal_completion_size(start) : 0;
+  const auto start_completion =
+      cached ? static_cast<int64_t>(grammar_.minimal_completion_size(start)) : 0;
   states_[0] = start;
   for (uint32_t i = root + 1; i < nodes[root].end;) {
     const auto& node = nodes[i];
@@ -63,11 +64,13 @@ void JsonSchemaConstraint::walk(const JsonStack& start, uint32_t root, TokenMask
     const int32_t* first = trie_->token_ids_begin(i);
     const int32_t* last = trie_->token_ids_end(i);
     if (first != last) {
-      const size_t completion = grammar_.minimal_completion_size(state);
-      if (cached != nullptr && completion > start_completion) {
-        const auto growth = static_cast<uint32_t>(completion - start_completion);
-        for (const int32_t* id = first; id != last; ++id) cached->growing.push_back({*id, growth});
-        cached->max_growth = std::max(cached->max_growth, growth);
+      const auto completion = static_cast<int64_t>(grammar_.minimal_completion_size(state));
+      if (cached != nullptr) {
+        const auto change = static_cast<int32_t>(completion - start_completion);
+        if (change != 0) {
+          for (const int32_t* id = first; id != last; ++id) cached->resizing.push_back({*id, change});
+          cached->max_growth = std::max(cached->max_growth, change);
+        }
       }
       if (cached != nullptr || completion <= max_completion) {
         for (const int32_t* id = first; id != last; ++id) out.allow(*id);
@@ -83,65 +86,46 @@ const JsonSchemaConstraint::Walk& JsonSchemaConstraint::walk_for(const JsonFrame
   if (cache_.size() >= kMaxCachedWalks) cache_.clear();
   Walk entry;
   entry.allowed.resize(trie_->vocab_size());
-  walk(JsonGrammar::only(top), 0, entry.allowed, &entry, SIZE_MAX);
+  walk(JsonGrammar::only(top), 0, entry.allowed, &entry, INT64_MAX);
   return cache_.emplace(top, std::move(entry)).first->second;
-}
-
-void JsonSchemaConstraint::force_completion() {
-  const std::string completion = grammar_.minimal_completion(stack_);
-  const auto& nodes = trie_->nodes();
-  JsonStack state = stack_;
-  uint32_t parent = 0;
-  for (char byte : completion) {
-    // The child of `parent` on this byte (children follow their parent, siblings skip subtrees).
-    uint32_t child = parent + 1;
-    while (child < nodes[parent].end && nodes[child].byte != static_cast<uint8_t>(byte)) {
-      child = nodes[child].end;
-    }
-    // The completion is accepted by construction; the check keeps a defect from becoming a
-    // token that accept() would refuse.
-    if (child >= nodes[parent].end ||
-        grammar_.feed(state, static_cast<uint8_t>(byte)) != JsonGrammar::Feed::kAccepted) {
-      return;
-    }
-    for (const int32_t* id = trie_->token_ids_begin(child); id != trie_->token_ids_end(child); ++id) {
-      mask_.allow(*id);
-    }
-    parent = child;
-  }
 }
 
 Result<const TokenMask*> JsonSchemaConstraint::allowed(int64_t remaining) {
   mask_.resize(trie_->vocab_size());
   if (!finished_ && !JsonGrammar::closed(stack_)) {
-    const size_t needed = grammar_.minimal_completion_size(stack_);
-    if (remaining <= static_cast<int64_t>(needed) + 1) {
-      force_completion();  // no token to spare: write the completion, then EOS
-    } else {
-      // After this token, remaining - 1 are left: its completion may take all but EOS's.
-      const auto max_completion = static_cast<size_t>(remaining - 2);
-      const size_t slack = max_completion - needed;
-      const Walk& cached = walk_for(stack_.back());
+    // After this token remaining - 1 are left, one of them for EOS: the completion the token
+    // leaves may be at most remaining - 2 bytes. slack < 0: no token to spare, only tokens that
+    // shorten the completion (its prefixes among them) may come.
+    const auto needed = static_cast<int64_t>(grammar_.minimal_completion_size(stack_));
+    const int64_t max_completion = remaining - 2;
+    const int64_t slack = max_completion - needed;
+    const Walk& cached = walk_for(stack_.back());
+    if (slack >= 0) {
       mask_.words = cached.allowed.words;
       if (cached.max_growth > slack) {
-        for (const Growing& token : cached.growing) {
-          if (token.growth > slack) mask_.disallow(token.token);
+        for (const Resizing& token : cached.resizing) {
+          if (token.change > slack) mask_.disallow(token.token);
         }
       }
-      const auto& nodes = trie_->nodes();
-      for (const Dependent& dependent : cached.dependents) {
-        // Replay the prefix on the whole stack, then walk what lies below it.
-        JsonStack state = stack_;
-        if (!grammar_.accepts_prefix(state, dependent.prefix)) continue;
-        if (grammar_.minimal_completion_size(state) <= max_completion) {
-          for (const int32_t* id = trie_->token_ids_begin(dependent.node);
-               id != trie_->token_ids_end(dependent.node); ++id) {
-            mask_.allow(*id);
-          }
+    } else {
+      for (const Resizing& token : cached.resizing) {
+        if (token.change <= slack) mask_.allow(token.token);
+      }
+    }
+    const auto& nodes = trie_->nodes();
+    for (const Dependent& dependent : cached.dependents) {
+      if (max_completion < 0) break;  // only EOS fits
+      // Replay the prefix on the whole stack, then walk what lies below it.
+      JsonStack state = stack_;
+      if (!grammar_.accepts_prefix(state, dependent.prefix)) continue;
+      if (static_cast<int64_t>(grammar_.minimal_completion_size(state)) <= max_completion) {
+        for (const int32_t* id = trie_->token_ids_begin(dependent.node);
+             id != trie_->token_ids_end(dependent.node); ++id) {
+          mask_.allow(*id);
         }
-        if (nodes[dependent.node].end > dependent.node + 1) {
-          walk(state, dependent.node, mask_, nullptr, max_completion);
-        }
+      }
+      if (nodes[dependent.node].end > dependent.node + 1) {
+        walk(state, dependent.node, mask_, nullptr, max_completion);
       }
     }
   }

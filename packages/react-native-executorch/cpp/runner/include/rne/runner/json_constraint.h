@@ -5,11 +5,14 @@
 //
 // Budget: the document also always closes within the tokens the generator may still sample.
 // The grammar's minimal completion (JsonGrammar::minimal_completion) takes at most one token per
-// byte, plus EOS. A token is allowed only if the completion left after it still fits in the
-// tokens left after it; once the budget equals what the completion needs, only tokens whose
-// bytes are a non-empty prefix of the completion are (each consumes >= 1 byte of it), then EOS.
-// A model that runs long (e.g. repeats text inside a string) so gets its string cut and the
-// document closed with the shortest valid rest (required properties with minimal values).
+// byte, plus EOS. A token is allowed only if the completion it leaves still fits in the tokens
+// left after it (one kept for EOS). Once the budget equals what the completion needs, that
+// leaves only tokens that shorten the completion: its prefixes (each consumes >= 1 byte of it;
+// the vocabulary holds every single byte as a token in byte-level and byte-fallback
+// tokenizers) and equally short alternatives (another digit, enum value of the same length),
+// then EOS. A model that runs long (e.g. repeats text inside a string) so gets its string cut
+// and the document closed with the shortest valid rest (required properties with minimal
+// values).
 //
 // The mask for a state is computed by walking the token trie with the automaton. Most of it
 // depends only on the innermost open value (the stack's top frame): tokens that end inside that
@@ -68,16 +71,16 @@ class JsonSchemaConstraint final : public TokenConstraint {
     uint32_t node;       // trie node where the top frame finished
     std::string prefix;  // the bytes from the root to that node
   };
-  // A token whose minimal completion is longer than the state's before it.
-  struct Growing {
+  // A token after which the minimal completion is longer or shorter than before it.
+  struct Resizing {
     int32_t token;
-    uint32_t growth;  // bytes
+    int32_t change;  // bytes
   };
   struct Walk {
     TokenMask allowed;               // tokens that stay inside the top frame
     std::vector<Dependent> dependents;
-    std::vector<Growing> growing;    // of `allowed`, those that lengthen the completion
-    uint32_t max_growth = 0;
+    std::vector<Resizing> resizing;  // of `allowed`, those that change the completion's size
+    int32_t max_growth = 0;
   };
   struct FrameHash {
     size_t operator()(const JsonFrame& f) const;
@@ -87,11 +90,9 @@ class JsonSchemaConstraint final : public TokenConstraint {
   // Walks the subtree of trie node `root` from `start`: allows the tokens the state accepts
   // and after which the minimal completion is at most `max_completion` bytes. With `cached`
   // the walk is open at the bottom (max_completion is not applied): it records where it left
-  // and which tokens lengthen the completion.
+  // and which tokens change the completion's size.
   void walk(const JsonStack& start, uint32_t root, TokenMask& out, Walk* cached,
-            size_t max_completion);
-  // Allows the tokens whose bytes are a non-empty prefix of the minimal completion.
-  void force_completion();
+            int64_t max_completion);
 
   std::shared_ptr<const JsonSchema> schema_;
   std::shared_ptr<const TokenTrie> trie_;
