@@ -31,7 +31,9 @@ export interface GenerateOptions {
    * A JSON Schema (an object, or `true`): the answer is one JSON document that parses and
    * validates against it, enforced while sampling. Supported keywords: type, enum, const,
    * properties, required, additionalProperties, items, minItems, maxItems (others are an
-   * `invalid_argument` error). See the README's "Structured output".
+   * `invalid_argument` error). The document closes within `maxNewTokens` (a string that runs
+   * long is cut short); a budget below the schema's shortest document is an `invalid_argument`
+   * error. See the README's "Structured output".
    */
   readonly responseFormat?: JsonSchema;
 }
