@@ -1,8 +1,9 @@
 /**
  * generate(messages, { responseFormat }) end to end: the real SmolLM2 export run by the C++
  * runner through the Node-API addon answers with JSON that parses and satisfies the schema
- * (grammar-constrained sampling in the C++ sampler); a schema the grammar cannot guarantee is an
- * invalid_argument error that names the keyword.
+ * (grammar-constrained sampling in the C++ sampler), also when maxNewTokens cuts the answer short
+ * (the constraint closes the document within it); a schema the grammar cannot guarantee, or a
+ * maxNewTokens below the schema's shortest document, is an invalid_argument error that says so.
  * @jest-environment node
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -76,5 +77,31 @@ it('refuses a schema keyword it cannot guarantee, naming it', async () => {
     responseFormat: { type: 'string', pattern: '^[a-z]+$' },
   });
   await expect(call).rejects.toThrow("'#/pattern'");
+  expect(await codeOf(call)).toBe('invalid_argument');
+});
+
+const SUMMARY: JsonSchema = {
+  type: 'object',
+  properties: { summary: { type: 'string' }, year: { type: 'integer' } },
+  required: ['summary'],
+};
+
+it('closes the document within a tiny maxNewTokens: the long summary is cut, the JSON is whole', async () => {
+  llm.configure({ generation: { temperature: 0, maxNewTokens: 24, repetitionPenalty: 1 } });
+  const answer = await llm.generate(
+    [{ role: 'user', content: 'Summarize the plot of Hamlet in detail, as JSON.' }],
+    { responseFormat: SUMMARY },
+  );
+  const parsed = JSON.parse(answer);
+  expect(Object.keys(parsed)).toContain('summary');
+  expect(parsed.summary.length).toBeGreaterThan(20); // the model's own text, cut short
+  expect(llm.stats?.generatedTokens).toBeLessThanOrEqual(24);
+  expect(llm.stats?.stopReason).toBe('eos');
+});
+
+it('refuses a maxNewTokens below the shortest document before generating, saying what to do', async () => {
+  llm.configure({ generation: { temperature: 0, maxNewTokens: 10 } });
+  const call = llm.generate([{ role: 'user', content: 'Summarize Hamlet.' }], { responseFormat: SUMMARY });
+  await expect(call).rejects.toThrow(/needs at least 15 tokens.*raise max_new_tokens \(maxNewTokens\)/);
   expect(await codeOf(call)).toBe('invalid_argument');
 });
