@@ -9,7 +9,7 @@
  * line is printed at the end.
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { copyFile, mkdir, mkdtemp, rm, utimes, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -404,6 +404,28 @@ describe.each(adapterSets)('downloads under faults, %s adapters', (_name, makeAd
       expect(checkInPlace(file, body)).toBe(true);
       // The mark is bookkeeping, not a model file.
       expect((await fetcher().listCachedModels())[0]!.files).toEqual([{ path: file.path, size: SIZE }]);
+    });
+
+    it('does not trust a mark written in the tick the file last changed in (racy mark)', async () => {
+      const { file, body } = serve([]);
+      await fetcher().fetchFiles([file]);
+      const path = finalPath(file.path);
+      const { mtime } = await stat(path);
+      // A coarse filesystem clock: the file is rewritten (same size) in the tick its mark was
+      // written in, so file and mark share one mtime and size alone cannot tell.
+      const damaged = Buffer.from(body);
+      damaged[0] = damaged[0]! ^ 1;
+      await writeFile(path, damaged);
+      await utimes(path, mtime, mtime);
+      await utimes(path + '.verified', mtime, mtime);
+      tally.injected += 1;
+      hashes = 0;
+      await fetcher().fetchFiles([file]);
+      expect(hashes).toBeGreaterThan(0);
+      expect(checkInPlace(file, body)).toBe(true);
+      expect(readFileSync(path).equals(body)).toBe(true);
+      expect(server.requests).toHaveLength(2);
+      tally.recovered += 1;
     });
 
     it('checks local files against the registry before their first load, once', async () => {

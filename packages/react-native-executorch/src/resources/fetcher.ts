@@ -70,6 +70,8 @@ export interface ResourceFetcherOptions extends ResourceAdapters {
 const PART_SUFFIX = '.part';
 /** Beside a verified file: `{ size, mtimeMs, sha256 }` of what was hashed, so it is hashed once. */
 const VERIFIED_SUFFIX = '.verified';
+/** Longer than the mtime clock tick of common filesystems other than FAT (ext4, APFS, f2fs). */
+const RACY_WINDOW_MS = 25;
 
 /** How one request for a file ended. */
 type Attempt =
@@ -598,9 +600,16 @@ export class ResourceFetcher {
     return false;
   }
 
+  /**
+   * A mark vouches for the file only when it was written in a later clock tick than the file's
+   * last change. Filesystems stamp mtimes from a coarse clock (a few ms on Linux, 2 s on FAT), so
+   * a file rewritten in the tick it was hashed in keeps its size and mtime; such a "racy" mark
+   * is ignored and the file hashed again (git's racy-index rule).
+   */
   private async isRemembered(file: RemoteFile, path: string, info: FileInfo): Promise<boolean> {
     const mark = path + VERIFIED_SUFFIX;
-    if (!(await this.fs.stat(mark))) return false;
+    const markInfo = await this.fs.stat(mark);
+    if (!markInfo || markInfo.mtimeMs <= info.mtimeMs) return false;
     try {
       const saved = JSON.parse(await this.fs.readText(mark)) as Record<string, unknown>;
       return (
@@ -613,11 +622,17 @@ export class ResourceFetcher {
     }
   }
 
-  /** Writes the `.verified` mark. Best effort: without it the file is only hashed again. */
+  /**
+   * Writes the `.verified` mark. Best effort: without it the file is only hashed again. A file
+   * changed moments ago gets its mark after a short wait, so the mark lands in a later mtime
+   * tick than the file and is not racy (see `isRemembered`).
+   */
   private async remember(file: RemoteFile, path: string): Promise<void> {
     try {
       const info = await this.fs.stat(path);
       if (!info) return;
+      const wait = info.mtimeMs + RACY_WINDOW_MS - Date.now();
+      if (wait > 0) await new Promise((done) => setTimeout(done, Math.min(wait, RACY_WINDOW_MS)));
       const mark = { size: info.size, mtimeMs: info.mtimeMs, sha256: file.sha256.toLowerCase() };
       await this.fs.writeText(path + VERIFIED_SUFFIX, JSON.stringify(mark));
     } catch {
