@@ -12,7 +12,7 @@ from rne_tools.binaries import (
     BuildError,
     build_plan,
     load_lock,
-    patch_series,
+    platform_series,
     shared_library,
 )
 from rne_tools.binaries.plan import ApplyPatches, Run, Stage, expand
@@ -25,7 +25,8 @@ CLI = [sys.executable, str(REPO_ROOT / "tools" / "build_binaries.py")]
 def _plan(platform, **kw):
     kw.setdefault("abis", ANDROID_ABIS)
     return build_plan(
-        platform, lock=load_lock(), patches=[p.name for p in patch_series()], jobs=4, **kw
+        platform, lock=load_lock(), patches=[p.name for p in platform_series(platform)], jobs=4,
+        **kw,
     )
 
 

@@ -144,8 +144,10 @@ def test_ios_needs_macos(bindir):
     assert [p.what for p in report.problems] == ["iOS builds need macOS with Xcode; this host is Linux"]
 
 
-def _fake_xcode(bindir: Path, xcode="16.2", sdk="18.2", metal=True) -> None:
+def _fake_xcode(bindir: Path, xcode="16.2", sdk="18.2", metal=True, make=True) -> None:
     _tool(bindir, "xcodebuild", f'echo "Xcode {xcode}"; echo "Build version 16C5032a"')
+    if make:  # the command line tools' make, which builds MLX under the Xcode generator
+        _tool(bindir, "make", 'echo "GNU Make 3.81"')
     metal_case = 'echo "Apple metal version 32023.404 (metalfe-32023.404)"' if metal else "exit 1"
     _tool(bindir, "xcrun", f"""
 case "$*" in
@@ -164,6 +166,15 @@ def test_ios_on_macos_ok(bindir):
     assert report.versions["xcodebuild"] == "16.2"
     assert report.versions["iOS SDK"] == "18.2"
     assert report.versions["metal"] == "32023.404"
+    assert report.versions["make"] == "3.81"
+
+
+def test_ios_without_make(bindir):
+    _common_tools(bindir)
+    _fake_xcode(bindir, make=False)
+    report = preflight("ios", python=_fake_python(bindir), env={"PATH": str(bindir)}, system="Darwin")
+    assert [p.what for p in report.problems] == ["make: not found on PATH"]
+    assert "xcode-select --install" in report.problems[0].fix
 
 
 def test_ios_old_xcode_and_missing_metal(bindir):

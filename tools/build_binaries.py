@@ -27,7 +27,7 @@ from rne_tools.binaries import (
     build_plan,
     execute,
     load_lock,
-    patch_series,
+    platform_series,
     preflight,
     verify_manifest,
 )
@@ -120,7 +120,7 @@ def _main(platform: str, abis: tuple[str, ...], source: Path | None, ref: str | 
         return
 
     lock = load_lock()
-    series = patch_series()
+    series = platform_series(platform)
     plan = build_plan(
         platform, lock=lock, patches=[p.name for p in series], abis=abis or ANDROID_ABIS,
         jobs=jobs, ref=ref, use_existing_source=source is not None,
@@ -165,7 +165,7 @@ def _main_linux(mirrors: tuple[Path, ...], components: tuple[str, ...], jobs: in
         raise BuildError("--platform linux builds the locked source from the cache; "
                          "--source/--ref do not apply (use --source-mirror to fill the cache)")
     lock = load_lock()
-    series = patch_series()
+    series = platform_series("linux")
     plan = build_plan("linux", lock=lock, patches=[p.name for p in series], jobs=jobs,
                       components=components)
     if dry_run:

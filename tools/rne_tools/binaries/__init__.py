@@ -3,7 +3,8 @@
 - ``lock``: the pinned ExecuTorch source (``third-party/executorch.lock.json``).
 - ``source_tree``, ``source_cache``: the locked sources written out of local git mirrors into
   the cache outside the work tree (``--platform linux``).
-- ``patches``: the project's patch series (``third-party/patches/``), applied all or nothing.
+- ``patches``: the project's patch series (``third-party/patches/``, plus a platform's own
+  ``third-party/patches/<platform>/``), applied all or nothing.
 - ``plan``: typed steps with exact argument lists; ``platforms``: the plan for ios/android/linux/host.
 - ``preflight``: every required tool checked up front, one message listing what is missing.
 - ``executor``: runs a plan with progress and per-step logs.
@@ -14,7 +15,7 @@ from rne_tools.binaries.errors import BuildError, ManifestError, PatchError, Pre
 from rne_tools.binaries.executor import BuildContext, execute
 from rne_tools.binaries.lock import SourceLock, load_lock
 from rne_tools.binaries.manifest import verify_manifest, write_manifest
-from rne_tools.binaries.patches import apply_series, patch_series
+from rne_tools.binaries.patches import apply_series, patch_series, platform_series
 from rne_tools.binaries.plan import Plan
 from rne_tools.binaries.platforms import ANDROID_ABIS, PLATFORMS, build_plan
 from rne_tools.binaries.preflight import preflight
@@ -34,6 +35,7 @@ __all__ = [
     "execute",
     "load_lock",
     "patch_series",
+    "platform_series",
     "preflight",
     "verify_manifest",
     "write_manifest",

@@ -5,6 +5,10 @@ Patches apply in file-name order. Application is all or nothing: each patch is c
 already-applied ones are reverted and a :class:`PatchError` names the patch and its files.
 A patch whose reverse applies cleanly is already in the tree and is skipped, so running a
 build twice on the same checkout is harmless.
+
+A platform's own patches live in ``third-party/patches/<platform>/`` and apply after the common
+series, to that platform's builds only: they change nothing another platform builds, and the
+linux source build in the cache (keyed by its source and the series it applies) keeps its tree.
 """
 
 from __future__ import annotations
@@ -52,6 +56,17 @@ def patch_series(directory: Path = PATCHES_DIR) -> list[Patch]:
             )
         series.append(Patch(path.name, path, hashlib.sha256(path.read_bytes()).hexdigest()))
     return series
+
+
+def platform_series(platform: str, directory: Path = PATCHES_DIR) -> list[Patch]:
+    """What ``platform``'s build applies: the common series, then ``<directory>/<platform>/``.
+
+    A platform patch is named by its path under ``directory`` (``ios/0001-x.patch``), which is
+    also how plans and manifests refer to it.
+    """
+    own = [Patch(f"{platform}/{p.name}", p.path, p.sha256)
+           for p in patch_series(directory / platform)]
+    return patch_series(directory) + own
 
 
 def _git_apply(tree: Path, patch: Path, *flags: str) -> subprocess.CompletedProcess:

@@ -203,6 +203,11 @@ def _check_ios(p: _Prober, system: str) -> None:
     for tool in ("libtool", "lipo"):
         if p.which("xcrun") is None or p.output(["xcrun", "--sdk", "iphoneos", "--find", tool]) is None:
             p.fail(f"{tool}: `xcrun --sdk iphoneos --find {tool}` found nothing", xcode_fix)
+    p.tool(
+        "make", ["--version"], r"Make (\d+\.\d+(?:\.\d+)?)", None,
+        "install the Xcode command line tools: `xcode-select --install` (MLX's sub-build uses "
+        "Unix Makefiles under the Xcode generator: third-party/patches/ios/0002)",
+    )
 
 
 # A compute shader using the extension 14 of ExecuTorch's Vulkan shaders need; the NDK's glslc
