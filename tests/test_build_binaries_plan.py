@@ -16,6 +16,7 @@ from rne_tools.binaries import (
     shared_library,
 )
 from rne_tools.binaries.plan import ApplyPatches, Run, Stage, expand
+from rne_tools.binaries.platforms import LINUX_COMPONENTS, LINUX_SHARED_LIBRARY_BUILD
 from rne_tools.paths import REPO_ROOT
 
 EXPECTED = Path(__file__).parent / "fixtures" / "build_plans"
@@ -205,3 +206,21 @@ def test_linux_plan_builds_the_chosen_components_from_the_cache():
     assert not any("glslc" in s.description for s in mlx_only.steps)
     with pytest.raises(BuildError, match="unknown linux component cuda"):
         _plan("linux", components=("cuda",))
+
+
+def test_linux_plan_links_libexecutorch_so_with_the_android_recipe():
+    """The same archive lists, export list and SONAME as Android, for the components built."""
+    et_build = f"$CACHE/build/executorch-{load_lock().short}"
+    for components in (LINUX_COMPONENTS, ("kernels", "xnnpack", "vulkan")):
+        steps = _plan("linux", components=components).steps
+        names = [s.description for s in steps]
+        configure = names.index(
+            "configure libexecutorch.so from those archives (the Android recipe, cpp/shared_library)")
+        assert names[configure - 1] == "install ExecuTorch into the cache"
+        assert names[configure + 1] == "link libexecutorch.so"
+        whole, linked = shared_library.archives(et_build, ("runtime", *components))
+        system = ("lapack", "blas") if "mlx" in components else ()
+        assert steps[configure].argv == shared_library.configure_argv(
+            LINUX_SHARED_LIBRARY_BUILD, whole, linked, system_libraries=system)
+        assert set(steps[configure].inputs) == {*whole, *linked}
+        assert steps[configure + 1].argv == shared_library.build_argv(LINUX_SHARED_LIBRARY_BUILD)

@@ -1,12 +1,14 @@
 """Our libexecutorch.so, linked on this machine by the Android recipe (cpp/shared_library +
-rne_tools.binaries.shared_library) from the archives of the source build (``--platform linux``).
+rne_tools.binaries.shared_library) from the archives of the source build: the linux plan
+(``build_binaries.py --platform linux``) links it into build/linux-shared/so with the
+components that build holds, exactly as the Android plan links each ABI's.
 
 What Linux proves for Android: the archive list links with ``--no-undefined`` (nothing missing),
 the SONAME, an export list holding every ExecuTorch symbol our runner and JSI binding use and
 nothing else, and that ``rne_llm`` and the JSI binding test, linked against that one library
 and no other ExecuTorch code, answer the Paris prompt (so the whole-archived registrations of
-kernels, custom ops and the XNNPACK backend survived). Builds live under build/linux-shared
-(incremental on reruns).
+kernels, custom ops and the XNNPACK backend survived). The runner builds live under
+build/linux-shared (incremental on reruns).
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from rne_tools.binaries import shared_library
+from rne_tools.binaries import build_plan, platform_series
 from rne_tools.binaries.lock import load_lock
-from rne_tools.binaries.platforms import LINUX_COMPONENTS, linux_paths
+from rne_tools.binaries.plan import Run, expand
+from rne_tools.binaries.platforms import LINUX_COMPONENTS, LINUX_SHARED_LIBRARY_BUILD, linux_paths
 from rne_tools.paths import PACKAGE_DIR, REPO_ROOT, cache_root
 
 pytestmark = [pytest.mark.executorch_source, pytest.mark.slow]
@@ -45,22 +48,39 @@ def _et_paths() -> dict[str, Path]:
     return {k: Path(v.replace("$CACHE", str(cache_root()))) for k, v in placeholders.items()}
 
 
-def _cmake(argv: tuple[str, ...]) -> None:
-    """A cmake command of the recipe, run with the venv's cmake and ninja."""
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    _run([str(BIN / "cmake"), *argv[1:]], cwd=REPO_ROOT, env=env)
+# The CMake switch of each linux component, as the ExecuTorch build's cache records it.
+_COMPONENT_FLAGS = {"kernels": "EXECUTORCH_BUILD_KERNELS_OPTIMIZED", "xnnpack": "EXECUTORCH_BUILD_XNNPACK",
+                    "vulkan": "EXECUTORCH_BUILD_VULKAN", "mlx": "EXECUTORCH_BUILD_MLX"}
+
+
+def _cmake_cache(build: Path) -> dict[str, str]:
+    text = (build / "CMakeCache.txt").read_text()
+    return dict(re.findall(r"^([A-Za-z_][\w-]*):\w+=(.*)$", text, re.M))
 
 
 @pytest.fixture(scope="module")
 def libexecutorch() -> Path:
-    """The recipe of the Android plan, with every component the linux build holds."""
-    et = _et_paths()
-    whole, linked = shared_library.archives(str(et["et_build"]), ("runtime", *LINUX_COMPONENTS))
-    out = BUILD / "so"
-    _cmake(shared_library.configure_argv(str(out), whole, linked,
-                                         system_libraries=("lapack", "blas")))
-    _cmake(shared_library.build_argv(str(out)))
-    return out / "libexecutorch.so"
+    """The library the linux plan linked, checked to be the plan's recipe for the components
+    the ExecuTorch build holds and newer than every archive in it."""
+    so_dir = REPO_ROOT / LINUX_SHARED_LIBRARY_BUILD
+    so = so_dir / "libexecutorch.so"
+    if not so.is_file():
+        pytest.fail(f"{so} is missing: the linux plan links it; run "
+                    "`.venv/bin/python tools/build_binaries.py --platform linux --jobs 2`")
+    built = _cmake_cache(_et_paths()["et_build"])
+    components = tuple(c for c in LINUX_COMPONENTS if built.get(_COMPONENT_FLAGS[c]) == "ON")
+    plan = build_plan("linux", lock=load_lock(), patches=[p.name for p in platform_series("linux")],
+                      jobs=2, components=components)
+    configure = next(s for s in plan.steps
+                     if isinstance(s, Run) and s.description.startswith("configure libexecutorch.so"))
+    values = {"$CACHE": cache_root(), "$REPO": REPO_ROOT}
+    expected = dict(a[2:].split("=", 1) for a in configure.argv if a.startswith("-DRNE_"))
+    linked = _cmake_cache(so_dir)
+    for name, archives in expected.items():
+        assert linked.get(name) == expand(archives, values), f"{so} was not linked by the plan's {name}"
+    newest = max(Path(expand(a, values)).stat().st_mtime for a in configure.inputs)
+    assert so.stat().st_mtime >= newest, f"{so} is older than the archives it links; rerun the linux build"
+    return so
 
 
 def _core_build(name: str, source: Path, target: str, so: Path) -> Path:

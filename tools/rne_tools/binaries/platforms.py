@@ -13,7 +13,9 @@
   into the cache outside the work tree, see ``source_cache``): XNNPACK, Vulkan (its shaders
   compiled with a glslc built from the locked shaderc), MLX on MLX's CPU backend, the optimized,
   quantized and LLM kernels; installed into the cache, then our C++ core built against it into
-  ``build/linux``. Every build directory is kept, so a second run is an incremental no-op.
+  ``build/linux``, and our ``libexecutorch.so`` linked from the same archives by the Android
+  recipe (``shared_library``) into ``build/linux-shared/so``. Every build directory is kept, so
+  a second run is an incremental no-op.
 - ``host``: our own C++ core (``packages/react-native-executorch/cpp``) configured and built
   against the pip ``executorch`` wheel's C++ SDK into ``build/host``, exactly as its README says.
 
@@ -324,6 +326,9 @@ def _host_steps(jobs: int) -> tuple[list[Step], dict[str, tuple[str, ...]]]:
 # Linux (from source, this machine)
 
 LINUX_BUILD = "build/linux"
+# Our libexecutorch.so linked from the linux build's archives by the Android recipe
+# (shared_library), which is how this machine proves that recipe.
+LINUX_SHARED_LIBRARY_BUILD = "build/linux-shared/so"
 _ET_BUILD = "$CACHE/build/executorch-{short}"
 _GLSLC_BUILD = "$CACHE/build/glslc-{short}"
 
@@ -423,6 +428,16 @@ def _linux_steps(lock: SourceLock, jobs: int,
             ("cmake", "-S", "$SOURCE", "-B", paths["et_build"], *et_cfg)),
         Run("build ExecuTorch", ("cmake", "--build", paths["et_build"], "-j", str(jobs))),
         Run("install ExecuTorch into the cache", ("cmake", "--install", paths["et_build"])),
+    ]
+    whole, linked = shared_library.archives(paths["et_build"], ("runtime", *components))
+    so_cfg = shared_library.configure_argv(
+        LINUX_SHARED_LIBRARY_BUILD, whole, linked,
+        # MLX's CPU backend links the system BLAS/LAPACK (patch 0001).
+        system_libraries=("lapack", "blas") if "mlx" in components else ())
+    steps += [
+        Run("configure libexecutorch.so from those archives (the Android recipe, cpp/shared_library)",
+            so_cfg, inputs=(*whole, *linked)),
+        Run("link libexecutorch.so", shared_library.build_argv(LINUX_SHARED_LIBRARY_BUILD)),
     ]
     query = f"{LINUX_BUILD}/.cmake/api/v1/query"
     core_cfg = ("-G", "Ninja", f"-DCMAKE_BUILD_TYPE={BUILD_TYPE}",
