@@ -160,3 +160,108 @@ describe('the mocked hook keeps the real one\'s rules', () => {
     expect(result.current.isReady).toBe(false);
   });
 });
+
+describe('the mocked hook runs tool calls like the real one', () => {
+  const weather = {
+    name: 'get_weather',
+    description: 'Current weather in a city.',
+    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+  };
+  const call = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>';
+
+  /** A model that calls get_weather first and answers with the tool's result once it has it. */
+  function weatherModel(seen: (readonly Message[])[]) {
+    return (messages: readonly Message[]) => {
+      seen.push(messages);
+      const last = messages.at(-1);
+      return last?.role === 'tool' ? ['It is ', last.content, '.'] : [call];
+    };
+  }
+
+  test('a reply that calls a tool runs executeToolCallback and answers with its result', async () => {
+    const { result } = renderHook(() => useLLM({ model }));
+    act(() => llmMock.finishLoading());
+    const executeToolCallback = jest.fn(async () => 'sunny, 24 C');
+    act(() => result.current.configure({ toolsConfig: { tools: [weather], executeToolCallback } }));
+    const seen: (readonly Message[])[] = [];
+    llmMock.respondWith(weatherModel(seen));
+
+    let answer!: Promise<string>;
+    act(() => {
+      answer = result.current.sendMessage('Do I need an umbrella in Paris?');
+    });
+    await act(async () => {
+      await expect(answer).resolves.toBe('It is sunny, 24 C.');
+    });
+    expect(executeToolCallback).toHaveBeenCalledTimes(1);
+    expect(executeToolCallback).toHaveBeenCalledWith({ toolName: 'get_weather', arguments: { city: 'Paris' } });
+    // The second round saw the call and its result, as the real module renders them.
+    expect(seen[1]?.slice(-2)).toEqual([
+      { role: 'assistant', content: '', toolCalls: [{ toolName: 'get_weather', arguments: { city: 'Paris' } }] },
+      { role: 'tool', content: 'sunny, 24 C' },
+    ]);
+    // Without displayToolCalls the history keeps the question and the final answer only.
+    expect(result.current.messageHistory).toEqual([
+      { role: 'user', content: 'Do I need an umbrella in Paris?' },
+      { role: 'assistant', content: 'It is sunny, 24 C.' },
+    ]);
+    expect(result.current.response).toBe(`${call}It is sunny, 24 C.`);
+    expect(result.current.stats?.generatedTokens).toBe(3);
+  });
+
+  test('displayToolCalls keeps the rounds; rounds driven by hand; maxRounds bounds a model that keeps calling', async () => {
+    const { result } = renderHook(() => useLLM({ model }));
+    act(() => llmMock.finishLoading());
+    const executeToolCallback = jest.fn(async () => 'rain');
+    act(() =>
+      result.current.configure({
+        toolsConfig: { tools: [weather], executeToolCallback, displayToolCalls: true, maxRounds: 3 },
+      }),
+    );
+
+    let answer!: Promise<string>;
+    act(() => {
+      answer = result.current.sendMessage('Weather?');
+    });
+    act(() => llmMock.streamToken(call));
+    act(() => llmMock.finishGeneration());
+    await act(async () => {}); // the callback runs and the next round starts
+    expect(executeToolCallback).toHaveBeenCalledTimes(1);
+    expect(result.current.isGenerating).toBe(true);
+    act(() => llmMock.streamToken(call));
+    act(() => llmMock.finishGeneration());
+    await act(async () => {});
+    // Third round of maxRounds 3: its text stands, calls or not.
+    act(() => llmMock.streamToken(call));
+    act(() => llmMock.finishGeneration());
+    await act(async () => {
+      await expect(answer).resolves.toBe('');
+    });
+    expect(executeToolCallback).toHaveBeenCalledTimes(2);
+    expect(result.current.messageHistory.map((m) => m.role)).toEqual([
+      'user', 'assistant', 'tool', 'assistant', 'tool', 'assistant',
+    ]);
+    expect(result.current.isGenerating).toBe(false);
+  });
+
+  test('a callback that throws fails the turn and restores the history', async () => {
+    const { result } = renderHook(() => useLLM({ model }));
+    act(() => llmMock.finishLoading());
+    const executeToolCallback = jest.fn(async () => {
+      throw new Error('weather service down');
+    });
+    act(() => result.current.configure({ toolsConfig: { tools: [weather], executeToolCallback } }));
+    llmMock.respondWith(weatherModel([]));
+
+    let answer!: Promise<string>;
+    act(() => {
+      answer = result.current.sendMessage('Weather?');
+    });
+    await act(async () => {
+      await expect(answer).rejects.toMatchObject({ code: 'execution_failed', message: /weather service down/ });
+    });
+    expect(result.current.error?.code).toBe('execution_failed');
+    expect(result.current.messageHistory).toEqual([]);
+    expect(result.current.isGenerating).toBe(false);
+  });
+});

@@ -90,7 +90,8 @@ function initialState<M extends AnyLLMDescriptor>(): HookState<M> {
   };
 }
 
-function asExecutorchError(error: unknown): ExecutorchError {
+/** What the hook's `error` holds for a failure: an ExecutorchError as is, anything else wrapped. */
+export function asExecutorchError(error: unknown): ExecutorchError {
   return error instanceof ExecutorchError
     ? error
     : new ExecutorchError('execution_failed', String(error), { cause: error });

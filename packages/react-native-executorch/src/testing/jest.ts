@@ -17,6 +17,9 @@
  * });
  * ```
  *
+ * With `toolsConfig` configured, a generation's tool calls run through the app's
+ * `executeToolCallback` and the conversation goes on, as in the real module (same loop).
+ *
  * One model at a time: every mounted `useLLM` shows the same state.
  */
 import { useEffect, useSyncExternalStore } from 'react';
@@ -26,9 +29,10 @@ import type { BackendOf } from '../backend';
 import type { Message } from '../chat/template';
 import { ExecutorchError } from '../errors';
 import { initialHistoryOf, mergeConfig, type ResolvedConfig } from '../llm/LLMModule';
-import type { LLMController, UseLLMOptions } from '../llm/useLLM';
+import { asExecutorchError, type LLMController, type UseLLMOptions } from '../llm/useLLM';
 import type { AnyLLMDescriptor, Backend, Platform as OS } from '../models';
 import type { GenerationStats } from '../native/seam';
+import { runToolRounds, type Generated, type GenerateRound, type ToolTurn } from '../tools';
 import type { ModelFiles } from '../resources/fetcher';
 
 /** What the mock answers: text pieces, one string (one piece), or a function of the conversation. */
@@ -59,15 +63,27 @@ export interface MockedOptions {
   readonly localFiles?: ModelFiles;
 }
 
-/** A generation that runs until the test finishes it (or the auto reply does). */
-interface Generation {
-  readonly resolve: (answer: string) => void;
+/** One generation (a round of a turn) that runs until the test finishes it (or the auto reply does). */
+interface Round {
+  readonly resolve: (generated: Generated) => void;
   readonly reject: (error: ExecutorchError) => void;
-  /** The history once it finishes: `sendMessage` appends the user message and the answer. */
-  readonly historyAfter: (answer: string) => readonly Message[];
-  readonly historyBefore: readonly Message[];
   text: string;
   pieces: number;
+}
+
+/**
+ * A `sendMessage` / `generate` call: one round, or with tools configured, rounds until the model
+ * answers without calling one (as the real module's tool loop).
+ */
+interface Turn {
+  /** `response`: every round's pieces, the call markup included (the real `onToken` stream). */
+  text: string;
+  round: Round | null;
+  /** Whether tools are configured: the rounds go through the tool loop. */
+  readonly withTools: boolean;
+  /** Ends the turn (state and history), once; called synchronously for a turn without tools. */
+  readonly complete: (result: ToolTurn, stats: Partial<GenerationStats>) => void;
+  readonly fail: (error: ExecutorchError) => void;
 }
 
 const INITIAL: MockLLMState = {
@@ -117,9 +133,11 @@ export class LLMMock {
   private mounted: MockedOptions | null = null;
   private config: ResolvedConfig = { chat: {}, generation: {}, tools: null };
   private reply: MockReply | null = null;
-  /** Mock tokens of the running (else the last) generation's conversation. */
+  /** Mock tokens of the running (else the last) round's conversation. */
   private promptTokens = 0;
-  private generation: Generation | null = null;
+  private turn: Turn | null = null;
+  /** The last finished round: its pieces (`stats.generatedTokens`, per round as the real module counts) and stats. */
+  private lastRound: { pieces: number; stats: Partial<GenerationStats> } = { pieces: 0, stats: {} };
 
   /** The current state, as the hook returns it. */
   get state(): MockLLMState {
@@ -141,7 +159,7 @@ export class LLMMock {
     this.mounted = null;
     this.config = { chat: {}, generation: {}, tools: null };
     this.reply = null;
-    this.generation = null;
+    this.turn = null;
     this.set(INITIAL);
   }
 
@@ -184,30 +202,36 @@ export class LLMMock {
 
   /** Appends a piece to the running generation's `response`. */
   streamToken(piece: string): void {
-    const generation = this.requireGeneration('streamToken');
-    generation.text += piece;
-    generation.pieces += 1;
-    this.set({ response: generation.text, token: piece });
+    const { turn, round } = this.requireRound('streamToken');
+    round.text += piece;
+    round.pieces += 1;
+    turn.text += piece;
+    this.set({ response: turn.text, token: piece });
   }
 
-  /** Ends the running generation with its text so far; its promise resolves with it. */
+  /**
+   * Ends the running generation with its text so far. Without tools its promise resolves with
+   * it; with tools configured, the text's tool calls run through `executeToolCallback` and the
+   * next round starts (answered by `respondWith`, or driven by hand again) until an answer
+   * without calls.
+   */
   finishGeneration(stats: Partial<GenerationStats> = {}): void {
-    const generation = this.requireGeneration('finishGeneration');
-    this.generation = null;
-    this.set({
-      isGenerating: false,
-      messageHistory: generation.historyAfter(generation.text),
-      stats: mockStats(generation.pieces, stats),
-    });
-    generation.resolve(generation.text);
+    const { turn, round } = this.requireRound('finishGeneration');
+    turn.round = null;
+    this.lastRound = { pieces: round.pieces, stats };
+    // Without tools the turn ends here, so the test sees the final state right after this call.
+    if (!turn.withTools) {
+      turn.complete({ answer: round.text, messages: [{ role: 'assistant', content: round.text }] }, stats);
+    }
+    round.resolve({ text: round.text, interrupted: stats.stopReason === 'interrupted' });
   }
 
   /** Fails the running generation: `error` is set and its promise rejects with it. */
   failGeneration(error: ExecutorchError): void {
-    const generation = this.requireGeneration('failGeneration');
-    this.generation = null;
-    this.set({ isGenerating: false, error, messageHistory: generation.historyBefore });
-    generation.reject(error);
+    const { turn, round } = this.requireRound('failGeneration');
+    turn.round = null;
+    if (!turn.withTools) turn.fail(error);
+    round.reject(error);
   }
 
   /** @internal The hook's subscription. */
@@ -219,12 +243,12 @@ export class LLMMock {
   /** @internal A `useLLM` mounted (or its model, backend or preventLoad changed): loading starts over. */
   mount(options: MockedOptions): () => void {
     this.mounted = options;
-    this.generation = null;
+    this.turn = null;
     this.set(INITIAL);
     return () => {
       if (this.mounted !== options) return;
       this.mounted = null;
-      this.generation = null;
+      this.turn = null;
     };
   }
 
@@ -236,18 +260,20 @@ export class LLMMock {
       sendMessage: (content) => {
         const history = this.snapshot.messageHistory;
         const user: Message = { role: 'user', content };
-        return this.start([...history, user], [...history, user], (answer) => [
-          ...history,
-          user,
-          { role: 'assistant', content: answer },
-        ]);
+        return this.start([...history, user], [...history, user], (turn) => {
+          // Like the real module: the tool rounds stay in the history only with displayToolCalls.
+          const kept = this.config.tools?.displayToolCalls
+            ? turn.messages
+            : [{ role: 'assistant', content: turn.answer } as const];
+          return [...history, user, ...kept];
+        });
       },
       generate: (messages) => {
         const history = this.snapshot.messageHistory;
         return this.start(messages, history, () => history);
       },
       interrupt: () => {
-        if (this.generation) this.finishGeneration({ stopReason: 'interrupted' });
+        if (this.turn?.round) this.finishGeneration({ stopReason: 'interrupted' });
       },
       configure: (config) => {
         this.config = mergeConfig(this.config, config);
@@ -268,21 +294,21 @@ export class LLMMock {
       },
       countTokens: (input) => mockTokenCount(input),
       getMaxContextLength: () => this.maxContextLength(),
-      getGeneratedTokenCount: () => this.generation?.pieces ?? this.snapshot.stats?.generatedTokens ?? 0,
+      getGeneratedTokenCount: () => this.generatedTokens(),
       getPromptTokenCount: () => this.promptTokens,
-      getTotalTokenCount: () =>
-        this.promptTokens + (this.generation?.pieces ?? this.snapshot.stats?.generatedTokens ?? 0),
+      getTotalTokenCount: () => this.promptTokens + this.generatedTokens(),
     };
   }
 
   /**
-   * Starts a generation answering `conversation`; `pending` is the history shown while it runs,
-   * `historyAfter` the one after it finished (a failure restores the one before).
+   * Starts a turn answering `conversation`: one round, or the tool loop when tools are
+   * configured. `pending` is the history shown while it runs, `historyAfter` the one after it
+   * finished (a failure restores the one before).
    */
   private start(
     conversation: readonly Message[],
     pending: readonly Message[],
-    historyAfter: (answer: string) => readonly Message[],
+    historyAfter: (turn: ToolTurn) => readonly Message[],
   ): Promise<string> {
     try {
       this.assertCanGenerate();
@@ -290,29 +316,78 @@ export class LLMMock {
       return Promise.reject(error);
     }
     const historyBefore = this.snapshot.messageHistory;
-    let generation!: Generation;
-    const promise = new Promise<string>((resolve, reject) => {
-      generation = { resolve, reject, historyBefore, historyAfter, text: '', pieces: 0 };
+    const tools = this.config.tools;
+    let settle!: { resolve: (answer: string) => void; reject: (error: ExecutorchError) => void };
+    const answer = new Promise<string>((resolve, reject) => {
+      settle = { resolve, reject };
     });
-    this.generation = generation;
-    this.promptTokens = mockTokenCount(conversation);
+    const turn: Turn = {
+      text: '',
+      round: null,
+      withTools: Boolean(tools?.tools.length),
+      complete: (result, stats) => {
+        if (this.turn === turn) {
+          this.turn = null;
+          this.set({
+            isGenerating: false,
+            messageHistory: historyAfter(result),
+            stats: mockStats(this.lastRound.pieces, stats),
+          });
+        }
+        settle.resolve(result.answer);
+      },
+      fail: (error) => {
+        if (this.turn === turn) {
+          this.turn = null;
+          this.set({ isGenerating: false, error, messageHistory: historyBefore });
+        }
+        settle.reject(error);
+      },
+    };
+    this.turn = turn;
     this.set({ isGenerating: true, response: '', token: '', error: null, messageHistory: pending });
-    if (this.reply !== null) void this.play(this.reply, generation, conversation);
-    return promise;
+    const generate: GenerateRound = (messages) => this.startRound(turn, messages);
+    if (tools && turn.withTools) {
+      runToolRounds(conversation, generate, tools, tools.maxRounds).then(
+        (result) => turn.complete(result, this.lastRound.stats),
+        (error: unknown) => turn.fail(asExecutorchError(error)),
+      );
+    } else {
+      generate(conversation).catch(() => {}); // finishGeneration / failGeneration end the turn
+    }
+    return answer;
   }
 
-  /** Streams the reply's pieces one per macrotask, as long as this generation runs. */
-  private async play(reply: MockReply, generation: Generation, conversation: readonly Message[]): Promise<void> {
+  /** One round of `turn`: a generation answering `messages`, auto-played when a reply is set. */
+  private startRound(turn: Turn, messages: readonly Message[]): Promise<Generated> {
+    if (this.turn !== turn) return Promise.resolve({ text: '', interrupted: true });
+    let round!: Round;
+    const generated = new Promise<Generated>((resolve, reject) => {
+      round = { resolve, reject, text: '', pieces: 0 };
+    });
+    turn.round = round;
+    this.promptTokens = mockTokenCount(messages);
+    if (this.reply !== null) void this.play(this.reply, turn, round, messages);
+    return generated;
+  }
+
+  /** Streams the reply's pieces one per macrotask, as long as this round runs. */
+  private async play(reply: MockReply, turn: Turn, round: Round, conversation: readonly Message[]): Promise<void> {
     const system = this.config.chat.systemPrompt;
     const rendered: Message[] = system ? [{ role: 'system', content: system }, ...conversation] : [...conversation];
     const answer = typeof reply === 'function' ? reply(rendered) : reply;
+    const running = () => this.turn === turn && turn.round === round;
     for (const piece of typeof answer === 'string' ? [answer] : answer) {
       await nextMacrotask();
-      if (this.generation !== generation) return;
+      if (!running()) return;
       this.streamToken(piece);
     }
     await nextMacrotask();
-    if (this.generation === generation) this.finishGeneration();
+    if (running()) this.finishGeneration();
+  }
+
+  private generatedTokens(): number {
+    return this.turn?.round?.pieces ?? this.snapshot.stats?.generatedTokens ?? 0;
   }
 
   /** The mounted model's context length on its backend (its first variant's without one). */
@@ -330,7 +405,7 @@ export class LLMMock {
       throw new ExecutorchError('model_not_loaded', 'Loading is prevented (preventLoad).');
     }
     if (!this.snapshot.isReady) throw new ExecutorchError('model_not_loaded', 'The model is not loaded yet.');
-    if (this.generation) {
+    if (this.turn) {
       throw new ExecutorchError('busy', 'A generation is already running; await it or call interrupt() first.');
     }
   }
@@ -341,9 +416,10 @@ export class LLMMock {
     return this.mounted;
   }
 
-  private requireGeneration(what: string): Generation {
-    if (!this.generation) throw new Error(`llmMock.${what}: no generation is running`);
-    return this.generation;
+  private requireRound(what: string): { turn: Turn; round: Round } {
+    const turn = this.turn;
+    if (!turn?.round) throw new Error(`llmMock.${what}: no generation is running`);
+    return { turn, round: turn.round };
   }
 
   private set(patch: Partial<MockLLMState>): void {
