@@ -5,7 +5,10 @@ engine at each context length, so all of them see the same machine load; the bes
 since load only slows a run down):
 
 - ours: rne_bench's TextGenerator numbers (cpp/host/rne_bench.cpp) on the SmolLM2 xnnpack export
-  (default 8da4w, cached by ``cached_export``);
+  (default 8da4w, cached by ``cached_export``), on the pip wheel's runtime (``build/host``, with
+  the host's own SDPA kernel, ``llm_custom_ops.cpp``);
+- ours (source): the same runner on ExecuTorch built from source with its own LLM kernels
+  (``build/linux``, made by ``build_binaries.py --platform linux``), when that build exists;
 - ExecuTorch's runner: its Python ``TextLLMRunner`` on the same .pte and tokenizer;
 - llama.cpp: llama-cpp-python on the real SmolLM2 Q4_1 GGUF the repo imports its checkpoint
   from, when ``--llamacpp-python`` points at a Python that has it (a throwaway venv outside the
@@ -43,8 +46,11 @@ from runner_benchmark import (  # noqa: E402
     run_json,
 )
 
+from rne_tools.paths import REPO_ROOT  # noqa: E402
+
 LLAMACPP_BENCH = Path(__file__).resolve().parent / "llamacpp_bench.py"
-ENGINES = ("ours", "executorch", "llama.cpp")
+# Our core built against the source-built ExecuTorch (tools/build_binaries.py --platform linux).
+SOURCE_RNE_BENCH = REPO_ROOT / "build" / "linux" / "host" / "rne_bench"
 
 
 def synthetic_prompt_ids(n: int, vocab: int) -> list[int]:
@@ -76,18 +82,23 @@ class Engines:
         self._tokenizer = tokenizer
         self._llamacpp_python = llamacpp_python
         self._new_tokens, self._threads = new_tokens, threads
-        self._bench = ensure_rne_bench()
+        # Our runner per runtime it is built against: the wheel's, and the source build's if made.
+        self.ours = {"ours": ensure_rne_bench()}
+        if SOURCE_RNE_BENCH.is_file():
+            self.ours["ours (source)"] = SOURCE_RNE_BENCH
         self._et_runners: dict[int, ExecuTorchTextRunner] = {}
-        self.vocab = run_json(self._bench, "--model", pte, "--prompt-tokens", 8, "--new-tokens",
-                              2, "--repeat", 1, "--bare", 0)["vocab_size"]
+        self.vocab = run_json(self.ours["ours"], "--model", pte, "--prompt-tokens", 8,
+                              "--new-tokens", 2, "--repeat", 1, "--bare", 0)["vocab_size"]
 
     def available(self) -> tuple[str, ...]:
-        return ENGINES if self._llamacpp_python is not None else ENGINES[:2]
+        others = ("executorch", "llama.cpp") if self._llamacpp_python else ("executorch",)
+        return (*self.ours, *others)
 
     def run(self, engine: str, prompt_tokens: int) -> dict:
-        if engine == "ours":
-            r = run_json(self._bench, "--model", self._pte, "--prompt-tokens", prompt_tokens,
-                         "--new-tokens", self._new_tokens, "--repeat", 1, "--bare", 0)["runner"]
+        if engine in self.ours:
+            r = run_json(self.ours[engine], "--model", self._pte, "--prompt-tokens",
+                         prompt_tokens, "--new-tokens", self._new_tokens, "--repeat", 1,
+                         "--bare", 0)["runner"]
             return {"prefill_tok_s": r["prefill_tok_s"], "decode_tok_s": r["decode_tok_s"]}
         if engine == "executorch":
             with native_stderr_silenced():
@@ -171,30 +182,34 @@ def main(quantization: str, llamacpp_python: Path | None, contexts: str, prefill
     engines = Engines(pte, tokenizer, smollm2_gguf_path(), llamacpp_python, new_tokens, threads)
     if llamacpp_python is None:
         click.echo("llama.cpp skipped (no --llamacpp-python)", err=True)
+    if "ours (source)" not in engines.ours:
+        click.echo(f"ours (source) skipped ({SOURCE_RNE_BENCH} not built: "
+                   "tools/build_binaries.py --platform linux)", err=True)
     best = interleaved_best(engines, lengths, rounds)
 
     click.echo(f"model {pte.name} vs {smollm2_gguf_path().name} | {new_tokens} new tokens | "
                f"best of {rounds} interleaved rounds")
-    header = f"{'engine':12}{f'prefill@{prefill_tokens}':>14}" + "".join(
+    header = f"{'engine':14}{f'prefill@{prefill_tokens}':>14}" + "".join(
         f"{f'decode@{n}':>13}" for n in context_list) + f"{'cost@max/min':>14}"
     click.echo(header)
     for engine, rows in best.items():
         decode = [rows[n]["decode_tok_s"] for n in context_list]
         # Decode cost per token at the longest context over the shortest (target <= 1.3).
         growth = ratio(decode[0], decode[-1])
-        click.echo(f"{engine:12}{rows[prefill_tokens]['prefill_tok_s']:>14.1f}" +
+        click.echo(f"{engine:14}{rows[prefill_tokens]['prefill_tok_s']:>14.1f}" +
                    "".join(f"{d:>13.1f}" for d in decode) + f"{growth:>14.2f}")
     for other, targets in (("llama.cpp", "prefill >= 2x, decode >= 1.5x"),
                            ("executorch", ">= 1x everywhere")):
         if other not in best:
             continue
-        ours, theirs = best["ours"], best[other]
-        prefill = ratio(ours[prefill_tokens]["prefill_tok_s"],
-                        theirs[prefill_tokens]["prefill_tok_s"])
-        cells = [f"prefill {prefill:.2f}x"] + [
-            f"decode@{n} {ratio(ours[n]['decode_tok_s'], theirs[n]['decode_tok_s']):.2f}x"
-            for n in context_list]
-        click.echo(f"ours / {other}: " + ", ".join(cells) + f"  (target {targets})")
+        for name in engines.ours:
+            ours, theirs = best[name], best[other]
+            prefill = ratio(ours[prefill_tokens]["prefill_tok_s"],
+                            theirs[prefill_tokens]["prefill_tok_s"])
+            cells = [f"prefill {prefill:.2f}x"] + [
+                f"decode@{n} {ratio(ours[n]['decode_tok_s'], theirs[n]['decode_tok_s']):.2f}x"
+                for n in context_list]
+            click.echo(f"{name} / {other}: " + ", ".join(cells) + f"  (target {targets})")
     plot(best, context_list, plot_path, f"SmolLM2-135M decode ({quantization} / Q4_1)")
     click.echo(f"plot: {plot_path}")
     if as_json:
