@@ -31,7 +31,10 @@ def main() -> None:
     import llama_cpp
 
     prompt = [int(t) for t in args.prompt_ids.split(",")]
-    llm = llama_cpp.Llama(model_path=args.gguf, n_ctx=args.context, n_batch=512,
+    # n_batch = n_ctx: llama-cpp-python keeps n_batch rows of scores when logits_all is off and
+    # writes the last logits at row n_tokens - 1, so a smaller n_batch fails past that many tokens.
+    # The physical batch (n_ubatch, 512) and so the prefill compute are unchanged.
+    llm = llama_cpp.Llama(model_path=args.gguf, n_ctx=args.context, n_batch=args.context,
                           n_threads=args.threads, n_threads_batch=args.threads, verbose=False)
     best_prefill, best_decode = 0.0, 0.0
     for _ in range(args.repeat + 1):  # the first run warms up and is not counted
