@@ -32,8 +32,8 @@ import { initialHistoryOf, mergeConfig, type ResolvedConfig } from '../llm/LLMMo
 import { asExecutorchError, type LLMController, type UseLLMOptions } from '../llm/useLLM';
 import type { AnyLLMDescriptor, Backend, Platform as OS } from '../models';
 import type { GenerationStats } from '../native/seam';
-import { runToolRounds, type Generated, type GenerateRound, type ToolTurn } from '../tools';
 import type { ModelFiles } from '../resources/fetcher';
+import { runToolRounds, type Generated, type GenerateRound, type ToolTurn } from '../tools';
 
 /** What the mock answers: text pieces, one string (one piece), or a function of the conversation. */
 export type MockReply =
@@ -81,8 +81,11 @@ interface Turn {
   round: Round | null;
   /** Whether tools are configured: the rounds go through the tool loop. */
   readonly withTools: boolean;
-  /** Ends the turn (state and history), once; called synchronously for a turn without tools. */
-  readonly complete: (result: ToolTurn, stats: Partial<GenerationStats>) => void;
+  /**
+   * Ends the turn (state, history, and stats of the last round), once; called synchronously
+   * for a turn without tools.
+   */
+  readonly complete: (result: ToolTurn) => void;
   readonly fail: (error: ExecutorchError) => void;
 }
 
@@ -221,7 +224,7 @@ export class LLMMock {
     this.lastRound = { pieces: round.pieces, stats };
     // Without tools the turn ends here, so the test sees the final state right after this call.
     if (!turn.withTools) {
-      turn.complete({ answer: round.text, messages: [{ role: 'assistant', content: round.text }] }, stats);
+      turn.complete({ answer: round.text, messages: [{ role: 'assistant', content: round.text }] });
     }
     round.resolve({ text: round.text, interrupted: stats.stopReason === 'interrupted' });
   }
@@ -316,7 +319,7 @@ export class LLMMock {
       return Promise.reject(error);
     }
     const historyBefore = this.snapshot.messageHistory;
-    const tools = this.config.tools;
+    const tools = this.config.tools?.tools.length ? this.config.tools : null;
     let settle!: { resolve: (answer: string) => void; reject: (error: ExecutorchError) => void };
     const answer = new Promise<string>((resolve, reject) => {
       settle = { resolve, reject };
@@ -324,14 +327,14 @@ export class LLMMock {
     const turn: Turn = {
       text: '',
       round: null,
-      withTools: Boolean(tools?.tools.length),
-      complete: (result, stats) => {
+      withTools: tools !== null,
+      complete: (result) => {
         if (this.turn === turn) {
           this.turn = null;
           this.set({
             isGenerating: false,
             messageHistory: historyAfter(result),
-            stats: mockStats(this.lastRound.pieces, stats),
+            stats: mockStats(this.lastRound.pieces, this.lastRound.stats),
           });
         }
         settle.resolve(result.answer);
@@ -347,9 +350,9 @@ export class LLMMock {
     this.turn = turn;
     this.set({ isGenerating: true, response: '', token: '', error: null, messageHistory: pending });
     const generate: GenerateRound = (messages) => this.startRound(turn, messages);
-    if (tools && turn.withTools) {
+    if (tools) {
       runToolRounds(conversation, generate, tools, tools.maxRounds).then(
-        (result) => turn.complete(result, this.lastRound.stats),
+        (result) => turn.complete(result),
         (error: unknown) => turn.fail(asExecutorchError(error)),
       );
     } else {
