@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import torch
 
+from rne_tools.errors import VerificationError
 from rne_tools.export import cached_export, cpp_runtime
 from rne_tools.export.backends import ExportOptions, get_backend
 from rne_tools.export.pipeline import load_source, resolve_source
@@ -63,6 +64,10 @@ CASES = {
     "vulkan-fp16-gemma4-tiny": Case("gemma4_e2b", "vulkan", "fp16", GEMMA_TINY, None),
     "vulkan-8da4w-gemma4-tiny": Case("gemma4_e2b", "vulkan", "8da4w",
                                      GEMMA_TINY | dict(embedding_quantization="4w"), None),
+    # The real SmolLM2 on Vulkan: its custom_sdpa and cache updates fused into the delegate's
+    # sdpa_with_kv_cache, in fp16 against the fp32 eager graph.
+    "vulkan-fp16-smollm2": Case("smollm2_135m", "vulkan", "fp16",
+                                dict(max_context=128, max_chunk=8), None),
     # fp32 XNNPACK kernels and ExecuTorch's own LLM custom ops (custom_sdpa, update_cache) vs
     # eager fp32: only summation order differs. Measured here: max |dlogit| 1.5e-4 (3.2e-5 std).
     "xnnpack-fp32-smollm2": Case("smollm2_135m", "xnnpack", "fp32", {}, 1e-3),
@@ -104,7 +109,20 @@ NEEDS_MLX = pytest.mark.skipif(not cpp_runtime.has_backend("mlx"),
                                reason="the source-built runtime here has no MLX delegate")
 
 
+# Measured: on the real SmolLM2 the Vulkan program decodes token by token in step with eager
+# (fp16 noise, max |dlogit| 0.24-1.24), but its chunked prefill's last row differs from the same
+# position decoded token by token by up to 18.6 logits (logit std 4.5), and the export's own
+# verification refuses the file (12/24 greedy tokens; eager in fp16 agrees at 24/24). Random
+# weights at SmolLM2's widths, head layout or depth agree to 0.003: the delegate's multi-row
+# kernels lose precision on a trained model's activations. Upstream Vulkan; not worked around.
+VULKAN_SMOLLM2_PREFILL = pytest.mark.xfail(
+    strict=True, raises=VerificationError,
+    reason="Vulkan chunked prefill on real SmolLM2 weights differs from eager (see comment)")
+
+
 def _case_marks(name: str) -> list:
+    if name == "vulkan-fp16-smollm2":
+        return [VULKAN_SMOLLM2_PREFILL]
     return [NEEDS_MLX] if CASES[name].backend == "mlx" else []
 
 

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from rne_tools.checkpoints import random_model
+from rne_tools.export import cached_export
 from rne_tools.export.backends import BACKEND_CODES
 from rne_tools.export.custom_ops import use_custom_attention
 from rne_tools.export.verify import greedy
@@ -115,6 +116,17 @@ def test_8da4w_exports_verify_and_shrink(fixture, tiny_llama_fp32, request):
     assert runner.info.max_chunk == 16
 
 
+def test_8da8w_export_verifies_and_every_linear_runs_in_xnnpack(tiny_llama_fp32, tiny_llama_8da4w):
+    result = cached_export("smollm2_135m", "xnnpack", "8da8w", progress=False,
+                           random_config="tiny", max_context=64, max_chunk=16)
+    report = result.report
+    assert report["quantization"] == "8da8w" and report["verification"]["passed"] is True
+    # int8 per-channel weights: between the 4-bit and the float file.
+    assert tiny_llama_8da4w.report["size"] < report["size"] < tiny_llama_fp32.report["size"] / 2
+    cpu_ops = report["delegation"]["cpu_ops"]
+    assert not any("linear" in op or "mm" in op for op in cpu_ops), cpu_ops
+
+
 def test_cli_cached_returns_the_shared_export(tiny_llama_fp32, tmp_path):
     """CMake/ctest fixtures and the demo get the same cached file through the CLI."""
     import subprocess
@@ -151,3 +163,32 @@ def test_cli_cached_returns_the_shared_export(tiny_llama_fp32, tmp_path):
         tmp_path / tiny_llama_fp32.pte_path.name
     ).read_bytes() == tiny_llama_fp32.pte_path.read_bytes()
     assert (tmp_path / tiny_llama_fp32.report_path.name).is_file()
+
+
+def test_cache_key_covers_only_the_code_an_export_runs(monkeypatch):
+    """Editing Gemma 4 or the Vulkan backend keeps the Llama XNNPACK exports' keys (the CI
+    re-exports only what an edit can change); editing shared export code changes every key."""
+    from rne_tools.export import cache
+
+    llama = dict(model_id="smollm2_135m", backend="xnnpack", quantization="fp32",
+                 random_config="tiny", max_context=64, max_chunk=16)
+    gemma = dict(model_id="gemma4_e2b", backend="vulkan", quantization="fp16",
+                 random_config="tiny", max_context=64, max_chunk=5)
+    before = cache.cache_key(**llama), cache.cache_key(**gemma)
+    path_type = type(cache._PACKAGE_ROOT)
+    original_read = path_type.read_text
+
+    def edited(path, *args, **kwargs):
+        """The file's text, plus a statement for the files in ``edited.paths``."""
+        text = original_read(path, *args, **kwargs)
+        if not path.is_relative_to(cache._PACKAGE_ROOT):
+            return text
+        rel = path.relative_to(cache._PACKAGE_ROOT).as_posix()
+        return text + f"\n_EDITED = {rel!r}\n" if rel in edited.paths else text
+
+    edited.paths = {"models/gemma4.py", "export/backends/vulkan_ops.py"}
+    monkeypatch.setattr(path_type, "read_text", edited)
+    assert cache.cache_key(**llama) == before[0]
+    assert cache.cache_key(**gemma) != before[1]
+    edited.paths = {"export/pipeline.py"}
+    assert cache.cache_key(**llama) != before[0]

@@ -1,4 +1,4 @@
-"""Vulkan variant of Gemma 4: transform numerics and lowering (the runtime is not on this host).
+"""Vulkan variants of Gemma 4 and Llama (SmolLM2): transform numerics and lowering.
 
 Checked here: the source-transformed model (Vulkan custom ops through their reference
 implementations) computes what the original computes, and the lowered program delegates at
@@ -9,7 +9,7 @@ import pytest
 
 from rne_tools.checkpoints import random_model
 from rne_tools.errors import ExportError
-from rne_tools.export import cached_export, export_llm
+from rne_tools.export import cached_export, cpp_runtime, export_llm
 from rne_tools.export.backends.gpu_checks import check_transform
 from rne_tools.export.backends.vulkan_ops import (
     VulkanKVCache,
@@ -17,7 +17,8 @@ from rne_tools.export.backends.vulkan_ops import (
     VulkanSDPA,
     apply_vulkan_transforms,
 )
-from rne_tools.models import gemma4
+from rne_tools.export.custom_ops import CustomOpKVCacheAttention
+from rne_tools.models import gemma4, llama
 
 
 def _variant(config, quantization):
@@ -41,13 +42,19 @@ def test_transformed_model_matches_original(name):
     _, check = check_transform(model, apply_vulkan_transforms, atol=1e-3)
     assert check["greedy_tokens_match"] and check["max_abs_logit_diff"] < 1e-3
     assert check["prompt_tokens"] > args.sliding_window
-    # Every norm form (weighted, weightless v_norm) and every attention is swapped;
-    # caches are flat (the window lives in the mask) and shared layers still own none.
+    # Every norm form (weighted, weightless v_norm) and every attention is swapped; sliding
+    # layers attend over a window-sized span. Caches are flat; a sliding one has window - 1
+    # leading slots that are never written. Shared layers own none.
     assert sum(isinstance(m, VulkanRMSNorm) for m in model.modules()) == n_norms
-    assert sum(isinstance(m, VulkanSDPA) for m in model.modules()) == args.n_layers
+    sliding = [t == gemma4.SLIDING for t in args.layer_types]
+    windows = [layer.attention.sdpa.window for layer in model.layers]
+    assert all(isinstance(layer.attention.sdpa, VulkanSDPA) for layer in model.layers)
+    assert windows == [args.sliding_window if s else None for s in sliding]
     own_kv = [i for i in range(args.n_layers) if args.kv_source[i] == i]
     assert sorted(model.caches, key=int) == [str(i) for i in own_kv]
-    assert all(isinstance(c, VulkanKVCache) and c.size == 40 for c in model.caches.values())
+    for key, cache in model.caches.items():
+        pad = args.sliding_window - 1 if sliding[int(key)] else 0
+        assert isinstance(cache, VulkanKVCache) and cache.size == 40 + pad + 4 - 1
 
 
 @pytest.mark.parametrize("config, quantization", [("tiny", "8da4w"), ("tiny_mqa", "fp16")])
@@ -79,7 +86,6 @@ def test_export_delegates_norms_attention_and_caches(config, quantization):
         ("gemma4_e2b", dict(quantization="int4"), r"allowed: fp16, 8da4w"),
         ("gemma4_e2b", dict(quantization="8da4w", embedding_quantization="8w"),
          r"--embedding-quantization 4w"),
-        ("smollm2_135m", dict(quantization="fp16"), r"gemma4 architecture"),
     ],
 )
 def test_refuses_options_it_cannot_honour(tmp_path, model_id, overrides, message):
@@ -87,3 +93,30 @@ def test_refuses_options_it_cannot_honour(tmp_path, model_id, overrides, message
     with pytest.raises(ExportError, match=message):
         export_llm(model_id, "vulkan", tmp_path, progress=False, **options)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_llama_transform_matches_original_and_uses_the_vulkan_ops():
+    model, _, _ = random_model("llama", "tiny", max_context=40, max_chunk=4, seed=5)
+    n_norms = sum(isinstance(m, llama.RMSNorm) for m in model.modules())
+    model, check = check_transform(model, apply_vulkan_transforms, atol=1e-3)
+    assert check["greedy_tokens_match"] and check["max_abs_logit_diff"] < 1e-3
+    assert sum(isinstance(m, VulkanRMSNorm) for m in model.modules()) == n_norms
+    assert sum(isinstance(m, CustomOpKVCacheAttention) for m in model.modules()) == len(
+        model.layers
+    )
+
+
+def test_llama_export_delegates_norms_attention_and_caches():
+    report = cached_export("smollm2_135m", "vulkan", "fp16", random_config="tiny",
+                           max_context=64, max_chunk=16, progress=False).report
+    args = llama.ModelArgs.from_hf_config(llama.RANDOM_CONFIGS["tiny"])
+    checks = report["backend_checks"]
+    assert checks["compute_ops_delegated_share"] >= 0.95
+    fused = checks["fused_ops"]
+    assert fused["et_vk_rms_norm_default"] == {"delegated": 2 * args.n_layers + 1, "cpu": 0}
+    assert fused["llama_custom_sdpa_default"] == {"delegated": args.n_layers, "cpu": 0}
+    assert fused["auto_functionalized_v2"] == {"delegated": 2 * args.n_layers, "cpu": 0}
+    # Executed on our runner wherever the source-built runtime has Vulkan; never a mismatch.
+    expected = "executed" if cpp_runtime.has_backend("vulkan") else "unavailable"
+    assert report["verification"]["status"] == expected
+

@@ -1,9 +1,10 @@
 """Reuse exports: ``cached_export`` returns an earlier verified export with identical inputs.
 
 The key covers the resolved export options, the weights (random config, or the checkpoint's
-config and safetensors sizes/mtimes), the model and export code (syntax trees, so comments and
-docstrings do not count), and the
-torch/executorch/torchao versions, so any change that could alter the program re-exports.
+config and safetensors sizes/mtimes), the model and export code the export can run (syntax
+trees, so comments and docstrings do not count; other architectures' and backends' files are
+left out), and the torch/executorch/torchao versions, so any change that could alter the
+program re-exports.
 A file lock serialises concurrent callers (pytest and ctest may both ask for the same file).
 """
 
@@ -24,32 +25,51 @@ from rne_tools.export.pipeline import (
     resolve_options,
     resolve_source,
 )
+from rne_tools.models import ARCHITECTURES
 from rne_tools.paths import cache_root
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 _CODE = ("models", "export", "checkpoints.py", "gguf_import.py", "runtime")
 
 
-def _code_fingerprint() -> str:
+def _code_files(architecture: str, backend: str) -> list[Path]:
+    """The code an export of ``architecture`` on ``backend`` can run: everything under ``_CODE``
+    except the other architectures' model files and the other backends' modules, so editing
+    one model or backend keeps every other export's cache."""
+    files: list[Path] = []
+    for entry in _CODE:
+        path = _PACKAGE_ROOT / entry
+        files += sorted(path.rglob("*.py")) if path.is_dir() else [path]
+
+    def used(file: Path) -> bool:
+        folder = file.parent.relative_to(_PACKAGE_ROOT).as_posix()
+        if folder == "models" and file.stem != "__init__":
+            return ARCHITECTURES.get(architecture) == f"rne_tools.models.{file.stem}"
+        if folder == "export/backends" and file.stem not in ("__init__", "gpu_checks"):
+            return file.stem.split("_")[0] == backend
+        return True
+
+    return [f for f in files if used(f)]
+
+
+def _code_fingerprint(architecture: str, backend: str) -> str:
     """Hash of the code's syntax trees without docstrings: edits to comments, docstrings or
     formatting keep the cache; any change to what the code does invalidates it."""
     h = hashlib.sha256()
-    for entry in _CODE:
-        path = _PACKAGE_ROOT / entry
-        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
-            tree = ast.parse(file.read_text())
-            for node in ast.walk(tree):
-                body = getattr(node, "body", None)
-                if (
-                    isinstance(body, list)
-                    and body
-                    and isinstance(body[0], ast.Expr)
-                    and isinstance(body[0].value, ast.Constant)
-                    and isinstance(body[0].value.value, str)
-                ):
-                    body[0] = ast.Pass()
-            h.update(str(file.relative_to(_PACKAGE_ROOT)).encode())
-            h.update(ast.dump(tree).encode())
+    for file in _code_files(architecture, backend):
+        tree = ast.parse(file.read_text())
+        for node in ast.walk(tree):
+            body = getattr(node, "body", None)
+            if (
+                isinstance(body, list)
+                and body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)
+            ):
+                body[0] = ast.Pass()
+        h.update(str(file.relative_to(_PACKAGE_ROOT)).encode())
+        h.update(ast.dump(tree).encode())
     return h.hexdigest()
 
 
@@ -83,7 +103,7 @@ def cache_key(**inputs: Any) -> str:
             "source": _source_fingerprint(
                 source.checkpoint, source.random_config, source.hf_config
             ),
-            "code": _code_fingerprint(),
+            "code": _code_fingerprint(options.architecture, options.backend),
             "versions": {p: version(p) for p in ("torch", "executorch", "torchao")},
         },
         sort_keys=True,

@@ -35,10 +35,10 @@ class CustomOpKVCacheAttention(nn.Module):
         q: torch.Tensor,
         k: torch.Tensor,
         v: torch.Tensor,
-        positions: torch.Tensor,
+        input_pos: torch.Tensor,
         mask: torch.Tensor,
     ) -> torch.Tensor:
-        start = positions[0].item()
+        start = input_pos[0].item()
         torch._check(start >= 0)
         torch._check(start < self.max_context)
         q, k, v = (x.transpose(1, 2) for x in (q, k, v))  # -> [1, T, heads, D]

@@ -1,9 +1,12 @@
 """Quantization quality: top-1 agreement of a quantized program with its fp32 counterpart.
 
-For each prompt of a fixed set, the fp32 program generates greedily; the quantized program is
-then fed the same prompt + continuation (teacher forcing) and at every continuation position we
-check whether its top-1 token equals the fp32 program's. Teacher forcing keeps one early
-disagreement from changing everything after it, so the number measures per-step agreement.
+For each prompt of a fixed set, the fp32 program answers greedily (up to its end-of-sequence
+token, which counts, or ``new_tokens``); the quantized program is then fed the same prompt +
+answer (teacher forcing) and at every answer position we check whether its top-1 token equals
+the fp32 program's. Teacher forcing keeps one early disagreement from changing everything after
+it, so the number measures per-step agreement. Nothing past the end-of-sequence token is
+compared: a user never sees it, and after the answer ends the model's next tokens are
+near-ties that say nothing about the answer's quality.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ def top1_agreement(
     per_prompt = []
     for text in tqdm(prompts, desc="prompts", disable=not progress):
         prompt = tok.user_prompt_ids(text)
-        continuation = reference.generate(prompt, new_tokens, stop_at_eos=False).tokens
+        continuation = reference.generate(prompt, new_tokens, stop_at_eos=True).tokens
         logits = candidate.prefill(prompt)
         hits = 0
         for i, expected in enumerate(continuation):

@@ -292,8 +292,9 @@ class KVCache(nn.Module):
         self.v.index_copy_(2, slots, v)
         return self.k, self.v
 
-    def read(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The whole cache as [1, H_kv, size, D] keys and values (for KV-shared layers)."""
+    def read(self, input_pos: torch.Tensor, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values [1, H_kv, size, D] a KV-shared layer's chunk attends over: the whole
+        cache here (backends whose caches keep a narrower span use the chunk's positions)."""
         return self.k, self.v
 
     def slot_positions(self, last_pos: torch.Tensor) -> torch.Tensor:
@@ -313,9 +314,16 @@ class SDPA(nn.Module):
         self.n_rep, self.scale = n_heads // n_kv_heads, scale
 
     def forward(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        mask: torch.Tensor,
+        input_pos: torch.Tensor,
     ) -> torch.Tensor:
-        """q [1, H, T, D], k/v [1, H_kv, S, D] -> [1, H, T, D]."""
+        """q [1, H, T, D], k/v [1, H_kv, S, D] -> [1, H, T, D]. ``mask`` says which slots each
+        query sees; ``input_pos`` (the chunk's first position) is for backends whose kernels
+        bound attention by position instead."""
         if self.n_rep > 1:
             b, h, s, d = k.shape
             k = k[:, :, None].expand(b, h, self.n_rep, s, d).reshape(b, h * self.n_rep, s, d)
@@ -359,14 +367,14 @@ class Attention(nn.Module):
         q = self.q_norm(self.wq(x).view(b, t, self.n_heads, self.head_dim)).transpose(1, 2)
         q = self.rope(q, input_pos)
         if self.shared:
-            k, v = cache.read()
+            k, v = cache.read(input_pos, t)
         else:
             k = self.wk(x).view(b, t, self.n_kv_heads, self.head_dim)
             v = k if self.wv is None else self.wv(x).view(b, t, self.n_kv_heads, self.head_dim)
             k = self.rope(self.k_norm(k).transpose(1, 2), input_pos)
             v = self.v_norm(v).transpose(1, 2)
             k, v = cache.update(input_pos, k, v)
-        out = self.sdpa(q, k, v, mask)
+        out = self.sdpa(q, k, v, mask, input_pos)
         return self.wo(out.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim))
 
 

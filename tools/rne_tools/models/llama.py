@@ -185,10 +185,12 @@ class KVCacheAttention(nn.Module):
         q: torch.Tensor,
         k: torch.Tensor,
         v: torch.Tensor,
-        positions: torch.Tensor,
+        input_pos: torch.Tensor,
         mask: torch.Tensor,
     ) -> torch.Tensor:
-        """q: [1, H, T, D], k/v: [1, Hkv, T, D] at ``positions`` -> [1, T, H * D]."""
+        """q: [1, H, T, D], k/v: [1, Hkv, T, D] at positions ``input_pos[0] + [0, T)`` ->
+        [1, T, H * D]."""
+        positions = input_pos + torch.arange(k.shape[2], dtype=torch.long)
         self.k_cache.index_copy_(2, positions, k.to(self.k_cache.dtype))
         self.v_cache.index_copy_(2, positions, v.to(self.v_cache.dtype))
         # Attend over the whole cache; the mask hides unwritten and future slots.
@@ -212,7 +214,7 @@ class Attention(nn.Module):
     def forward(
         self,
         x: torch.Tensor,
-        positions: torch.Tensor,
+        input_pos: torch.Tensor,
         cos: torch.Tensor,
         sin: torch.Tensor,
         mask: torch.Tensor,
@@ -223,7 +225,7 @@ class Attention(nn.Module):
         v = self.v_proj(x).view(1, -1, self.n_kv_heads, self.head_dim).transpose(1, 2)
         q = apply_rope(q, cos, sin, self.rotate_half)
         k = apply_rope(k, cos, sin, self.rotate_half)
-        return self.o_proj(self.attend(q, k, v, positions, mask))
+        return self.o_proj(self.attend(q, k, v, input_pos, mask))
 
 
 class MLP(nn.Module):
@@ -248,12 +250,12 @@ class DecoderLayer(nn.Module):
     def forward(
         self,
         x: torch.Tensor,
-        positions: torch.Tensor,
+        input_pos: torch.Tensor,
         cos: torch.Tensor,
         sin: torch.Tensor,
         mask: torch.Tensor,
     ) -> torch.Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), positions, cos, sin, mask)
+        x = x + self.self_attn(self.input_layernorm(x), input_pos, cos, sin, mask)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -285,7 +287,9 @@ class Transformer(nn.Module):
         mask = self.causal_mask[positions]  # [T, max_context]
         h = self.embed_tokens(tokens)
         for layer in self.layers:
-            h = layer(h, positions, cos, sin, mask)
+            # Layers get the graph input itself: a backend that reads the start position as a
+            # scalar (Vulkan) can only read it from a graph input.
+            h = layer(h, input_pos, cos, sin, mask)
         h = self.norm(h[:, -1, :])
         return self.lm_head(h).float()
 

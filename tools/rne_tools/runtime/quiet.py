@@ -6,7 +6,9 @@ Three sources flood an export or a verification run:
   its CPU probe logs ``cpuinfo_utils.cpp`` lines. The wheel fixes its log level at compile time
   and its log hook is a C function, so native stderr goes through a filter process that drops
   only the lines ``native_stderr.NATIVE_NOISE`` names (see that module).
-- library loggers: torchao warns that its CUDA extensions cannot load on a CPU-only machine.
+- library loggers: torchao warns that its CUDA extensions cannot load on a CPU-only machine, and
+  ExecuTorch's Vulkan modules set the root logger to INFO on import, so its partitioner logs
+  every node it lowers.
 - Python warnings: deprecation notices from torch/torchao/executorch internals, and the
   emitter's note that a mutated buffer (our KV cache) is serialized without contents.
 
@@ -41,6 +43,12 @@ _FILTER_SCRIPT = Path(__file__).with_name("native_stderr.py")
 
 def configure_python_noise() -> None:
     """Silence the known-noisy library loggers and library deprecation warnings."""
+    # ExecuTorch's Vulkan modules set the root logger to INFO when imported (and others call
+    # basicConfig(level=INFO)), after which the partitioner logs every node it lowers. The level
+    # on the root's handler holds whatever a library later does to the logger's own level.
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.setLevel(logging.WARNING)
     for name, level in NOISY_LOGGERS.items():
         logging.getLogger(name).setLevel(level)
     for category in (DeprecationWarning, FutureWarning):

@@ -9,8 +9,9 @@
 // Correctness is checked end to end: tests/test_cpp_runner_reference.py compares this runner's
 // greedy tokens with the Python reference runner's, which executes ExecuTorch's kernels.
 //
-// Attention rows (one query position x one head) are spread over ExecuTorch's shared thread
-// pool, the one XNNPACK runs on, so long contexts do not serialise on one core.
+// Attention work items (one query position x one kv head, with the query heads that share it)
+// are spread over ExecuTorch's shared thread pool, the one XNNPACK runs on, so long contexts do
+// not serialise on one core.
 #include <executorch/runtime/core/function_ref.h>
 #include <executorch/runtime/kernel/kernel_includes.h>
 #include <executorch/runtime/kernel/operator_registry.h>
@@ -41,24 +42,21 @@ inline size_t at(const Tensor& t, int64_t i1, int64_t i2, int64_t i3) {
   return static_cast<size_t>(i1 * s[1] + i2 * s[2] + i3 * s[3]);
 }
 
-// Dot products with independent partial sums, so the compiler can keep them in vector lanes
-// (a single float accumulator may not be reordered).
+// Dot product with independent partial sums, so the compiler can keep them in vector lanes
+// (a single float accumulator may not be reordered), summed pairwise at the end: a left-to-right
+// sum of the lanes is a chain of dependent adds that costs more than the products for short rows.
 float dot_contiguous(const float* __restrict a, const float* __restrict b, int64_t n) {
-  constexpr int64_t kLanes = 8;
+  constexpr int64_t kLanes = 16;
   float lanes[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
     for (int64_t j = 0; j < kLanes; ++j) lanes[j] += a[i + j] * b[i + j];
   }
-  float sum = 0.0f;
+  for (int64_t width = kLanes / 2; width > 0; width /= 2) {
+    for (int64_t j = 0; j < width; ++j) lanes[j] += lanes[j + width];
+  }
+  float sum = lanes[0];
   for (; i < n; ++i) sum += a[i] * b[i];
-  for (float lane : lanes) sum += lane;
-  return sum;
-}
-
-float dot_strided(const float* a, int64_t sa, const float* b, int64_t sb, int64_t n) {
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) sum += a[i * sa] * b[i * sb];
   return sum;
 }
 
@@ -158,49 +156,57 @@ void custom_sdpa_out(rt::KernelRuntimeContext& context, rt::Span<rt::EValue*> st
   const float* kd = k.const_data_ptr<float>();
   const float* vd = v.const_data_ptr<float>();
   float* od = out.mutable_data_ptr<float>();
-  const int64_t qs = q.strides()[3], ks = k.strides()[3], vs = v.strides()[3];
-  const bool contiguous_rows = qs == 1 && ks == 1 && vs == 1;
-  // One attention row: query position t, head h.
-  auto row = [&](size_t index) {
-    const int64_t t = static_cast<int64_t>(index) / heads, h = static_cast<int64_t>(index) % heads;
-    // Per thread, reused across calls: no allocation per row.
-    thread_local std::vector<float> scores, acc;
+  const auto qs = q.strides(), ks = k.strides(), vs = v.strides(), os = out.strides();
+  if (qs[3] != 1 || ks[3] != 1 || vs[3] != 1 || os[3] != 1) {
+    fail(context, kOp, "head_dim must be the innermost, contiguous dimension");
+    return;
+  }
+  // One work item: query position t and kv head g, with the `group` query heads that share
+  // it, so each key and value row is read once per group instead of once per query head.
+  auto item = [&](size_t index) {
+    const int64_t t = static_cast<int64_t>(index) / kv_heads;
+    const int64_t g = static_cast<int64_t>(index) % kv_heads;
     // Causal: position start+t sees keys 0..start+t. Otherwise everything written so far.
     const int64_t keys = is_causal ? start + t + 1 : start + steps;
-    scores.resize(static_cast<size_t>(keys));
-    acc.assign(static_cast<size_t>(dim), 0.0f);
-    const int64_t g = h / group;
-    const float* qrow = qd + at(q, t, h, 0);
-    float max_score = -INFINITY;
-    for (int64_t s = 0; s < keys; ++s) {
-      const float* krow = kd + at(k, s, g, 0);
-      const float dot = contiguous_rows ? dot_contiguous(qrow, krow, dim)
-                                        : dot_strided(qrow, qs, krow, ks, dim);
-      scores[s] = dot * scale;
-      max_score = std::max(max_score, scores[s]);
-    }
-    float total = 0.0f;
-    for (int64_t s = 0; s < keys; ++s) total += scores[s] = std::exp(scores[s] - max_score);
-    for (int64_t s = 0; s < keys; ++s) {
-      const float p = scores[s] / total;
-      const float* vrow = vd + at(v, s, g, 0);
-      if (contiguous_rows) {
-        float* a = acc.data();
-        for (int64_t d = 0; d < dim; ++d) a[d] += p * vrow[d];  // vectorises
-      } else {
-        for (int64_t d = 0; d < dim; ++d) acc[d] += p * vrow[d * vs];
+    // Per thread, reused across calls: no allocation per item. scores is [group, keys].
+    thread_local std::vector<float> scores, acc;
+    scores.resize(static_cast<size_t>(group * keys));
+    acc.assign(static_cast<size_t>(group * dim), 0.0f);
+    const float* qrow = qd + t * qs[1] + g * group * qs[2];
+    const float* krow = kd + g * ks[2];
+    for (int64_t s = 0; s < keys; ++s, krow += ks[1]) {
+      for (int64_t r = 0; r < group; ++r) {
+        scores[r * keys + s] = dot_contiguous(qrow + r * qs[2], krow, dim) * scale;
       }
     }
-    for (int64_t d = 0; d < dim; ++d) od[at(out, t, h, d)] = acc[d];
+    for (int64_t r = 0; r < group; ++r) {
+      float* row = scores.data() + r * keys;
+      const float max_score = *std::max_element(row, row + keys);
+      float total = 0.0f;
+      for (int64_t s = 0; s < keys; ++s) total += row[s] = std::exp(row[s] - max_score);
+      const float inv = 1.0f / total;
+      for (int64_t s = 0; s < keys; ++s) row[s] *= inv;
+    }
+    const float* vrow = vd + g * vs[2];
+    for (int64_t s = 0; s < keys; ++s, vrow += vs[1]) {
+      for (int64_t r = 0; r < group; ++r) {
+        const float p = scores[r * keys + s];
+        float* __restrict a = acc.data() + r * dim;
+        for (int64_t d = 0; d < dim; ++d) a[d] += p * vrow[d];  // vectorises
+      }
+    }
+    for (int64_t r = 0; r < group; ++r) {
+      std::copy_n(acc.data() + r * dim, dim, od + t * os[1] + (g * group + r) * os[2]);
+    }
   };
-  const size_t rows = static_cast<size_t>(steps * heads);
+  const size_t items = static_cast<size_t>(steps * kv_heads);
   // Short contexts: the pool's hand-off would cost more than the rows themselves.
   constexpr int64_t kParallelMinKeyReads = 4096;
   auto* pool = ::executorch::extension::threadpool::get_threadpool();
-  if (pool != nullptr && heads * (start + steps) >= kParallelMinKeyReads) {
-    pool->run(row, rows);
+  if (pool != nullptr && items > 1 && heads * (start + steps) >= kParallelMinKeyReads) {
+    pool->run(item, items);
   } else {
-    for (size_t i = 0; i < rows; ++i) row(i);
+    for (size_t i = 0; i < items; ++i) item(i);
   }
 }
 

@@ -12,29 +12,36 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch import nn
 
 from rne_tools.errors import ExportError, VerificationError
-from rne_tools.models import gemma4
 
 
-def require_gemma4(backend: str, architecture: str) -> None:
-    if architecture != "gemma4":
+def require_architecture(backend: str, architecture: str, supported: tuple[str, ...]) -> None:
+    if architecture not in supported:
         raise ExportError(
-            f"The {backend} backend's source transforms are written for the gemma4 architecture; "
-            f"{architecture!r} models export with --backend xnnpack."
+            f"The {backend} backend's source transforms are written for the "
+            f"{' and '.join(supported)} architectures; {architecture!r} models export with "
+            "--backend xnnpack."
         )
 
 
-def reset_caches(model: gemma4.Transformer) -> None:
-    for cache in model.caches.values():
+def reset_caches(model: nn.Module) -> None:
+    """Zero every KV cache: Gemma 4's ``caches`` and Llama's per-layer cache buffers."""
+    for cache in getattr(model, "caches", {}).values():
         cache.k.zero_()
         cache.v.zero_()
+    for name, buffer in model.named_buffers():
+        if name.rsplit(".", 1)[-1] in ("k_cache", "v_cache"):
+            buffer.zero_()
 
 
-def probe_schedule(args: gemma4.ModelArgs, max_context: int, max_chunk: int) -> list[int]:
-    """Chunk sizes of a prompt longer than the window whose chunks straddle the ring's wrap."""
-    ring = min(max_context, args.sliding_window + max_chunk - 1)
-    length = min(max_context - 8, max(2 * ring + 3, args.sliding_window + 3))
+def probe_schedule(args: Any, max_context: int, max_chunk: int) -> list[int]:
+    """Chunk sizes of a prompt longer than the window (if the model has one) whose chunks
+    straddle the ring's wrap; several chunks for a model with flat caches only."""
+    window = getattr(args, "sliding_window", None) or max_chunk
+    ring = min(max_context, window + max_chunk - 1)
+    length = min(max_context - 8, max(2 * ring + 3, window + 3))
     sizes, pos = [], 0
     # Alternate full and partial chunks so the boundaries fall at varying ring offsets.
     for i in range(1000):
@@ -48,7 +55,7 @@ def probe_schedule(args: gemma4.ModelArgs, max_context: int, max_chunk: int) -> 
 
 @torch.no_grad()
 def run_probe(
-    model: gemma4.Transformer, tokens: torch.Tensor, sizes: list[int], new_tokens: int
+    model: nn.Module, tokens: torch.Tensor, sizes: list[int], new_tokens: int
 ) -> tuple[torch.Tensor, list[int]]:
     """Chunked prefill + greedy decode from empty caches; (logits of every call, greedy tokens)."""
     reset_caches(model)
@@ -66,12 +73,12 @@ def run_probe(
 
 
 def check_transform(
-    model: gemma4.Transformer,
-    transform: Callable[[gemma4.Transformer], gemma4.Transformer],
+    model: nn.Module,
+    transform: Callable[[nn.Module], nn.Module],
     atol: float = 1e-3,
     rtol: float = 1e-2,
     new_tokens: int = 8,
-) -> tuple[gemma4.Transformer, dict[str, Any]]:
+) -> tuple[nn.Module, dict[str, Any]]:
     """Apply ``transform`` and prove on a probe that logits and greedy tokens are unchanged.
 
     Greedy tokens must be identical; logits may differ by float32 reordering up to
@@ -94,7 +101,7 @@ def check_transform(
     summary = {
         "prompt_tokens": length,
         "chunks": sizes,
-        "window": model.args.sliding_window,
+        "window": getattr(model.args, "sliding_window", None),
         "decode_tokens": new_tokens,
         "max_abs_logit_diff": diff,
         "tolerance": tolerance,

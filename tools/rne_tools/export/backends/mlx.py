@@ -19,7 +19,7 @@ from rne_tools.export.backends import ExportOptions, check_quantization
 from rne_tools.export.backends.gpu_checks import (
     check_transform,
     delegation_by_op,
-    require_gemma4,
+    require_architecture,
 )
 
 GROUP_SIZES = (32, 64, 128)  # the group sizes MLX's fused quantized matmul kernels exist for
@@ -36,7 +36,7 @@ class MLXBackend:
 
     def validate(self, options: ExportOptions) -> None:
         check_quantization(self, options)
-        require_gemma4(self.name, options.architecture)
+        require_architecture(self.name, options.architecture, ("gemma4",))
         if options.group_size not in GROUP_SIZES:
             raise ExportError(
                 f"MLX fuses int4 weights into quantized matmuls for group sizes "

@@ -124,8 +124,14 @@ class MLXSDPA(nn.Module):
         self.scale = sdpa.scale
 
     def forward(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        mask: torch.Tensor,
+        input_pos: torch.Tensor,
     ) -> torch.Tensor:
+        # MLX cannot replay a data-dependent start position, so the mask carries the positions.
         bias = torch.zeros(mask.shape, dtype=q.dtype).masked_fill(~mask, float("-inf"))
         # custom_sdpa attends over key[:start_pos + T]; this start_pos spans the whole cache.
         start_pos = k.shape[2] - q.shape[2]

@@ -17,13 +17,35 @@ from torch import nn
 
 from rne_tools.errors import ExportError, VerificationError
 from rne_tools.export.backends import ExportOptions, check_quantization
-from rne_tools.export.backends.gpu_checks import check_transform, delegation_by_op, require_gemma4
+from rne_tools.export.backends.gpu_checks import (
+    check_transform,
+    delegation_by_op,
+    require_architecture,
+)
 from rne_tools.export.quantize import quantize_8da4w
 
 MIN_DELEGATED_SHARE = 0.95
-# Edge op names of the fused kernels that must all be delegated; the in-place
-# ``llama::update_cache`` shows up as its functionalization wrapper (the graph's only one).
-FUSED_OPS = ("et_vk_rms_norm_default", "et_vk_sdpa_default", "auto_functionalized_v2")
+# Edge op names of the fused kernels that must all be delegated, per architecture. The in-place
+# ``llama::update_cache`` shows up as its functionalization wrapper (the graph's only one). For
+# Llama the delegate then fuses each custom_sdpa with its cache updates (sdpa_with_kv_cache).
+FUSED_OPS = {
+    "gemma4": ("et_vk_rms_norm_default", "et_vk_sdpa_default", "auto_functionalized_v2"),
+    "llama": ("et_vk_rms_norm_default", "llama_custom_sdpa_default", "auto_functionalized_v2"),
+}
+
+
+def _fit_textures_conservatively() -> None:
+    """ExecuTorch's Vulkan partitioner asks whether a tensor fits the texture limits with a
+    plain ``<=``, which raises on a size that depends on data (the attention spans, bounded by
+    the chunk's start). Such a tensor may not fit, so it counts as not fitting and gets buffer
+    storage, as tensors over the limits always do."""
+    from executorch.backends.vulkan import utils
+    from torch.fx.experimental.symbolic_shapes import guard_or_false
+
+    def extents_are_valid(extents: Any, limits: Any) -> bool:
+        return all(guard_or_false(e <= limit) for e, limit in zip(extents, limits, strict=True))
+
+    utils.extents_are_valid = extents_are_valid
 
 
 class VulkanBackend:
@@ -34,7 +56,7 @@ class VulkanBackend:
 
     def validate(self, options: ExportOptions) -> None:
         check_quantization(self, options)
-        require_gemma4(self.name, options.architecture)
+        require_architecture(self.name, options.architecture, tuple(FUSED_OPS))
         # The partitioner claims 8-bit tables too, but the runtime has no kernel for the
         # torchao.dequantize_affine they lower to (the program fails to load): Vulkan executes
         # quantized embeddings only as 4-bit symmetric groups (et_vk.embedding_q4gsw).
@@ -62,6 +84,7 @@ class VulkanBackend:
     def partitioners(self, options: ExportOptions) -> list[Any]:
         from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
 
+        _fit_textures_conservatively()
         return [VulkanPartitioner({"force_fp16": True})]
 
     def compile_config(self) -> Any:
@@ -76,7 +99,10 @@ class VulkanBackend:
         delegated = sum(c["delegated"] for c in by_op.values())
         total = delegated + sum(c["cpu"] for c in by_op.values())
         share = delegated / total if total else 0.0
-        fused = {op: by_op.get(op, {"delegated": 0, "cpu": 0}) for op in FUSED_OPS}
+        fused = {
+            op: by_op.get(op, {"delegated": 0, "cpu": 0})
+            for op in FUSED_OPS[options.architecture]
+        }
         report = {
             "compute_ops_delegated_share": round(share, 4),
             "ops_on_cpu": {k: c["cpu"] for k, c in by_op.items() if c["cpu"]},

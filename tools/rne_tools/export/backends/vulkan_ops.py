@@ -1,16 +1,24 @@
-"""Source transforms that put the Gemma 4 decoder on the Vulkan backend's fused ops.
+"""Source transforms that put the Gemma 4 and Llama decoders on the Vulkan backend's fused ops.
+
+Gemma 4:
 
 - Every RMSNorm (weighted q/k/layer norms and the weightless v_norm, which gets a constant
   all-ones weight) -> ``et_vk::rms_norm``. Gemma 4 scales by ``weight`` itself (no ``1 + weight``
   form), so the weight passes through unchanged.
-- KV caches -> ``llama::update_cache`` (Vulkan's cache-update kernel) on flat [1, S, H, D]
-  caches. That op writes a contiguous run at a SymInt start, so sliding layers use a flat
-  cache of ``max_context`` slots and their window becomes part of the mask instead of a ring
-  buffer. The start comes from ``input_pos[0].item()``, which the Vulkan partitioner turns into
+- KV caches -> ``llama::update_cache`` (Vulkan's cache-update kernel) on flat [1, slots, H, D]
+  caches, at a start read from ``input_pos[0].item()``, which the Vulkan partitioner turns into
   its ``select_as_symint`` op (Vulkan, unlike MLX, replays data-dependent scalars).
-- Attention -> ``et_vk::sdpa`` (fused QK^T, fp32 softmax, AV) over the whole cache with an
-  additive mask, which covers causal, sliding-window and KV-shared layers alike. Grouped-query
-  heads are folded into the query rows so every call sees equal head counts.
+- Attention -> ``et_vk::sdpa`` (fused QK^T, fp32 softmax, AV) with an additive mask, over only
+  the cache slots the chunk can see, so decode cost follows the tokens in the cache (full
+  layers: slots ``[0, start + T)``) or the window (sliding layers), not ``max_context``. A
+  sliding cache stores position p at slot ``p + window - 1`` (the first ``window - 1`` slots are
+  never written and always masked), so a chunk's span starts at slot ``start`` and has a length
+  that does not depend on the data. Grouped-query heads are folded into the query rows.
+  (``llama::custom_sdpa`` is not used: Vulkan's lowering fuses it with the layer's own cache
+  update at a single graph-wide start, which KV-shared layers and offset sliding slots break.)
+
+Llama: attention -> ``llama::custom_sdpa`` + ``llama::update_cache`` (the XNNPACK export's own
+custom-op attention), which Vulkan fuses into ``sdpa_with_kv_cache``; RMSNorm -> ``et_vk::rms_norm``.
 """
 
 from __future__ import annotations
@@ -18,7 +26,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from rne_tools.models import gemma4
+from rne_tools.export.custom_ops import use_custom_attention
+from rne_tools.models import gemma4, llama
 
 # Additive mask value: finite so fp16 cannot overflow into NaN, far below any real score.
 MASKED = -30000.0
@@ -29,10 +38,18 @@ def _load_ops() -> None:
     import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401  (llama::update_cache)
 
 
+def _start(input_pos: torch.Tensor, seq_len: int, limit: int) -> int:
+    """The chunk's first position as a SymInt (Vulkan's ``select_as_symint`` of the graph input)."""
+    start = input_pos[0].item()
+    torch._check(start >= 0)
+    torch._check(start + seq_len <= limit)
+    return start
+
+
 class VulkanRMSNorm(nn.Module):
     """``et_vk::rms_norm``; the weightless form uses a constant ones weight."""
 
-    def __init__(self, norm: gemma4.RMSNorm, dim: int) -> None:
+    def __init__(self, norm: gemma4.RMSNorm | llama.RMSNorm, dim: int) -> None:
         super().__init__()
         self.eps = norm.eps
         if norm.weight is not None:
@@ -45,61 +62,123 @@ class VulkanRMSNorm(nn.Module):
 
 
 class VulkanKVCache(gemma4.KVCache):
-    """Flat [1, size, H_kv, D] cache written by ``llama::update_cache`` at ``input_pos[0]``."""
+    """[1, slots, H_kv, D] cache written by ``llama::update_cache``.
 
-    def __init__(self, n_kv_heads: int, size: int, head_dim: int) -> None:
+    ``update`` and ``read`` return only the slots a chunk of T tokens at ``start`` can see, as
+    [1, H_kv, S, D] like the eager cache. Full attention (``window`` None): slot = position,
+    span ``[0, start + T)``. Sliding: slot = position + ``window - 1``, span
+    ``[start, start + T + window - 1)``, whose length does not depend on the data.
+    """
+
+    def __init__(
+        self, n_kv_heads: int, max_context: int, max_chunk: int, head_dim: int, window: int | None
+    ) -> None:
+        self.pad = window - 1 if window else 0
+        # max_chunk - 1 spare slots at the end, never read: torch.export bounds the start and
+        # the chunk length separately, so it can only prove a span in range with them.
+        size = max_context + self.pad + max_chunk - 1
         super().__init__(n_kv_heads, size, head_dim, ring=False)
-        self.k = torch.zeros(1, size, n_kv_heads, head_dim)
-        self.v = torch.zeros(1, size, n_kv_heads, head_dim)
+        self.max_context, self.window = max_context, window
+        self.k = torch.zeros(1, self.size, n_kv_heads, head_dim)
+        self.v = torch.zeros(1, self.size, n_kv_heads, head_dim)
 
     def update(
         self, input_pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        start = input_pos[0].item()
-        torch._check_is_size(start)
-        torch._check(start + k.shape[2] <= self.size)
-        torch.ops.llama.update_cache(k.transpose(1, 2).contiguous(), self.k, start)
-        torch.ops.llama.update_cache(v.transpose(1, 2).contiguous(), self.v, start)
-        return self.read()
+        seq_len = k.shape[2]
+        start = _start(input_pos, seq_len, self.max_context)
+        torch.ops.llama.update_cache(k.transpose(1, 2).contiguous(), self.k, start + self.pad)
+        torch.ops.llama.update_cache(v.transpose(1, 2).contiguous(), self.v, start + self.pad)
+        self._written = (start, seq_len)
+        return self._span(start, seq_len)
 
-    def read(self) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.k.transpose(1, 2), self.v.transpose(1, 2)
+    def read(self, input_pos: torch.Tensor, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+        # KV-shared layers run after this cache's own layer in the same forward, on the last
+        # seq_len of the positions it wrote. Their start comes from that write's SymInt, not
+        # from input_pos: it is a view of computed positions, and Vulkan can only turn a graph
+        # input into a SymInt.
+        start, written = self._written
+        return self._span(start + written - seq_len, seq_len)
+
+    def _span(self, start: int, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+        first = start if self.window else 0
+        end = start + seq_len + self.pad
+        return self.k[:, first:end].transpose(1, 2), self.v[:, first:end].transpose(1, 2)
 
 
 class VulkanSDPA(nn.Module):
-    """``et_vk::sdpa`` with an additive mask; GQA folded into the query rows."""
+    """``et_vk::sdpa`` over the cache span ``VulkanKVCache`` returns, with an additive mask
+    built from the chunk's position. Query row i is position start + i; span column j is
+    position j (full attention) or start - window + 1 + j (sliding, where it must also be
+    inside the window and not negative). GQA is folded into the query rows."""
 
-    def __init__(self, sdpa: gemma4.SDPA) -> None:
+    def __init__(self, sdpa: gemma4.SDPA, window: int | None) -> None:
         super().__init__()
-        self.n_rep, self.scale = sdpa.n_rep, sdpa.scale
+        self.n_rep, self.scale, self.window = sdpa.n_rep, sdpa.scale, window
 
     def forward(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        mask: torch.Tensor,
+        input_pos: torch.Tensor,
     ) -> torch.Tensor:
         b, h, t, d = q.shape
-        h_kv = k.shape[1]
+        h_kv, span = k.shape[1], k.shape[2]
+        i = torch.arange(t)[:, None]
+        j = torch.arange(span)[None, :]
+        if self.window is None:
+            seen = j <= i + input_pos
+        else:
+            seen = (j >= i) & (j - i < self.window) & (j + input_pos >= self.window - 1)
+        bias = (1.0 - seen.to(q.dtype)) * MASKED
         # Query head j uses kv head j // n_rep: stack each group's rows under its kv head.
         q = q.contiguous().view(b, h_kv, self.n_rep * t, d)
-        bias = (1.0 - mask.to(q.dtype)) * MASKED
-        bias = bias.repeat(self.n_rep, 1).expand(b, h_kv, self.n_rep * t, mask.shape[-1])
+        bias = bias.repeat(self.n_rep, 1).expand(b, h_kv, self.n_rep * t, span)
         out = torch.ops.et_vk.sdpa(q, k, v, bias, self.scale)
         return out.unflatten(2, (self.n_rep, t)).flatten(1, 2)
 
 
-def apply_vulkan_transforms(model: gemma4.Transformer) -> gemma4.Transformer:
-    """Swap RMSNorm, SDPA and caches for their Vulkan-op versions, in place."""
-    if not isinstance(model, gemma4.Transformer):
-        raise TypeError("the Vulkan source transforms are written for the gemma4 Transformer")
+def apply_vulkan_transforms(model: nn.Module) -> nn.Module:
+    """Swap RMSNorm and attention (with its caches) for their Vulkan-op versions, in place."""
     _load_ops()
+    if isinstance(model, llama.Transformer):
+        return _apply_llama(model)
+    if not isinstance(model, gemma4.Transformer):
+        raise TypeError(
+            f"the Vulkan source transforms are written for the gemma4 and llama Transformers, "
+            f"not {type(model).__name__}"
+        )
+    args = model.args
     dtype = model.tok_embeddings.weight.dtype
+
+    def window(layer: int) -> int | None:
+        return args.sliding_window if args.layer_types[layer] == gemma4.SLIDING else None
+
     for key, cache in list(model.caches.items()):
-        n_kv_heads, _, head_dim = cache.k.shape[1], cache.k.shape[2], cache.k.shape[3]
-        model.caches[key] = VulkanKVCache(n_kv_heads, model.max_context, head_dim).to(dtype)
+        n_kv_heads, head_dim = cache.k.shape[1], cache.k.shape[3]
+        model.caches[key] = VulkanKVCache(
+            n_kv_heads, model.max_context, model.max_chunk, head_dim, window(int(key))
+        ).to(dtype)
+    for i, layer in enumerate(model.layers):
+        layer.attention.sdpa = VulkanSDPA(layer.attention.sdpa, window(i))
     for module in list(model.modules()):
         for name, child in list(module.named_children()):
-            if isinstance(child, gemma4.SDPA):
-                setattr(module, name, VulkanSDPA(child))
-            elif isinstance(child, gemma4.RMSNorm):
+            if isinstance(child, gemma4.RMSNorm):
                 dim = child.weight.numel() if child.weight is not None else module.head_dim
                 setattr(module, name, VulkanRMSNorm(child, dim).to(dtype))
+    return model
+
+
+def _apply_llama(model: llama.Transformer) -> llama.Transformer:
+    """Llama (flat caches, one attention type, no KV sharing): ``llama::custom_sdpa`` with its
+    own layer's ``update_cache`` at the graph's one start position is exactly the pattern
+    Vulkan's lowering fuses into ``sdpa_with_kv_cache``, whose kernel attends over
+    ``[0, start + T)`` only; RMSNorms go to ``et_vk::rms_norm``."""
+    use_custom_attention(model)
+    for module in list(model.modules()):
+        for name, child in list(module.named_children()):
+            if isinstance(child, llama.RMSNorm):
+                setattr(module, name, VulkanRMSNorm(child, child.dim))
     return model

@@ -1,4 +1,5 @@
-"""XNNPACK (CPU) backend: fp32 or 8da4w (int8 dynamic activations, int4 grouped weights)."""
+"""XNNPACK (CPU) backend: fp32, 8da4w (int8 dynamic activations, int4 grouped weights) or 8da8w
+(int8 dynamic activations, int8 per-channel weights)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,14 @@ from torch import nn
 
 from rne_tools.export.backends import ExportOptions, check_quantization
 from rne_tools.export.custom_ops import use_custom_attention
-from rne_tools.export.quantize import quantize_8da4w
+from rne_tools.export.quantize import quantize_8da4w, quantize_8da8w
 from rne_tools.export.xnnpack_modules import use_xnnpack_friendly_modules
 
 
 class XnnpackBackend:
     name = "xnnpack"
     runtime_name = "XnnpackBackend"
-    allowed_quantizations = ("fp32", "8da4w")
+    allowed_quantizations = ("fp32", "8da4w", "8da8w")
     compute_dtype = None
 
     def validate(self, options: ExportOptions) -> None:
@@ -29,6 +30,8 @@ class XnnpackBackend:
     def quantize(self, model: nn.Module, options: ExportOptions) -> nn.Module:
         if options.quantization == "8da4w":
             quantize_8da4w(model, options.group_size, options.embedding_quantization)
+        elif options.quantization == "8da8w":
+            quantize_8da8w(model, options.embedding_quantization)
         return model
 
     def partitioners(self, options: ExportOptions) -> list[Any]:

@@ -1,0 +1,74 @@
+"""Per-token decode cost by context fill, for each backend the source-built runtime executes
+(issue 12): does decode cost follow the tokens in the cache, or the export's ``max_context``?
+
+Prints numbers; asserts nothing. For each variant, the tiny random Gemma 4 (every E2B feature:
+sliding + full layers, KV sharing, GQA) is exported at ``--max-context`` (cached), and our
+runner on ExecuTorch built from source (``build/linux``, tools/build_binaries.py --platform
+linux) decodes ``--new-tokens`` after prompts of each ``--fills`` length. Vulkan runs on
+lavapipe (a CPU-emulated device) and MLX on its CPU backend here, so compare growth (the last
+column: decode ms/token relative to the smallest fill), not absolute speed across backends.
+
+    .venv/bin/python tools/benchmarks/backend_context_benchmark.py \
+        [--variants xnnpack:fp32,vulkan:fp16,vulkan:8da4w] [--fills 128,1000,4000]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from runner_benchmark import run_json  # noqa: E402
+
+from rne_tools.export import cached_export, cpp_runtime  # noqa: E402
+from rne_tools.paths import REPO_ROOT  # noqa: E402
+
+SOURCE_RNE_BENCH = REPO_ROOT / "build" / "linux" / "host" / "rne_bench"
+
+
+def _export(backend: str, quantization: str, max_context: int, max_chunk: int) -> Path:
+    # Vulkan and MLX execute 4-bit embedding tables only (see their backends).
+    extra = {"embedding_quantization": "4w"} if quantization in ("8da4w", "int4") else {}
+    return cached_export("gemma4_e2b", backend, quantization, random_config="tiny",
+                         max_context=max_context, max_chunk=max_chunk, progress=False,
+                         **extra).pte_path
+
+
+@click.command()
+@click.option("--variants", default="xnnpack:fp32,vulkan:fp16,vulkan:8da4w,mlx:int4",
+              show_default=True, help="backend:quantization pairs; absent backends are skipped.")
+@click.option("--fills", default="128,1000,4000", show_default=True)
+@click.option("--max-context", default=4224, show_default=True)
+@click.option("--max-chunk", default=128, show_default=True)
+@click.option("--new-tokens", default=32, show_default=True)
+@click.option("--repeat", default=2, show_default=True, help="Best of this many runs.")
+def main(variants: str, fills: str, max_context: int, max_chunk: int, new_tokens: int,
+         repeat: int) -> None:
+    if not SOURCE_RNE_BENCH.is_file():
+        raise click.ClickException(f"{SOURCE_RNE_BENCH} is missing: build it with "
+                                   "tools/build_binaries.py --platform linux")
+    fill_list = [int(f) for f in fills.split(",")]
+    print(f"decode tok/s after each fill (export max_context {max_context}); "
+          "in brackets: ms/token relative to the first fill")
+    print(f"{'variant':16}" + "".join(f"{f:>18}" for f in fill_list))
+    for variant in variants.split(","):
+        backend, quantization = variant.split(":")
+        if not cpp_runtime.has_backend(backend):
+            print(f"{variant:16}  not run: the source-built runtime has no {backend} delegate")
+            continue
+        pte = _export(backend, quantization, max_context, max_chunk)
+        rates = []
+        for fill in fill_list:
+            stats = run_json(SOURCE_RNE_BENCH, "--model", pte, "--prompt-tokens", fill,
+                             "--new-tokens", new_tokens, "--repeat", repeat, "--bare", 0)
+            rates.append(stats["runner"]["decode_tok_s"])
+        cells = [f"{r:8.1f} ({rates[0] / r:4.2f}x)" for r in rates]
+        print(f"{variant:16}" + "".join(f"{c:>18}" for c in cells), flush=True)
+
+
+if __name__ == "__main__":
+    main()
