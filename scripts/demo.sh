@@ -11,8 +11,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PROMPT="${*:-What is the capital of France?}"
-# fp32 by default: it answers the demo questions correctly and exports reliably;
-# RNE_DEMO_QUANTIZATION=8da4w selects the registry's smaller variant.
+# fp32 by default. The quantized recipes lose too much of this small model (its checkpoint is a
+# 4-bit GGUF already): top-1 agreement with fp32 over chat answers is 68% for 8da4w and 90% for
+# 8da8w, below the 95% a default needs (tools/benchmarks/quant_quality.py).
+# RNE_DEMO_QUANTIZATION=8da4w or 8da8w selects one anyway.
 QUANTIZATION="${RNE_DEMO_QUANTIZATION:-fp32}"
 PY=.venv/bin/python
 BUILD_DIR=build/host

@@ -1,6 +1,8 @@
-"""Print the top-1 agreement of SmolLM2 8da4w with fp32 (both XNNPACK, exported and cached).
+"""Print the top-1 agreement of a quantized SmolLM2 with fp32 (both XNNPACK, exported and
+cached), teacher-forced over each fp32 answer up to its end-of-sequence token.
 
-.venv/bin/python tools/benchmarks/quant_quality.py [--embedding-quantization 8w|4w]
+.venv/bin/python tools/benchmarks/quant_quality.py [--quantization 8da4w|8da8w]
+    [--embedding-quantization 8w|4w]
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ from rne_tools.gguf_import import smollm2_checkpoint  # noqa: E402
 
 @click.command()
 @click.option(
+    "--quantization", type=click.Choice(["8da4w", "8da8w"]), default="8da4w", show_default=True
+)
+@click.option(
     "--embedding-quantization", type=click.Choice(["8w", "4w"]), default="8w", show_default=True
 )
 @click.option("--new-tokens", type=int, default=32, show_default=True)
@@ -39,24 +44,31 @@ from rne_tools.gguf_import import smollm2_checkpoint  # noqa: E402
     "quantized_pte",
     type=click.Path(exists=True, path_type=Path),
     default=None,
-    help="Use this 8da4w .pte instead of the cached export.",
+    help="Use this quantized .pte instead of the cached export.",
 )
 def main(
-    embedding_quantization: str, new_tokens: int, fp32_pte: Path | None, quantized_pte: Path | None
+    quantization: str,
+    embedding_quantization: str,
+    new_tokens: int,
+    fp32_pte: Path | None,
+    quantized_pte: Path | None,
 ) -> None:
-    """Top-1 agreement of 8da4w vs fp32 on SmolLM2-135M-Instruct over a fixed prompt set."""
+    """Top-1 agreement of a quantized SmolLM2-135M-Instruct vs fp32 over a fixed prompt set."""
     with filtered_native_stderr():
         if fp32_pte is None:
             fp32_pte = cached_export("smollm2_135m", "xnnpack", "fp32").pte_path
         if quantized_pte is None:
             quantized_pte = cached_export(
-                "smollm2_135m", "xnnpack", "8da4w", embedding_quantization=embedding_quantization
+                "smollm2_135m",
+                "xnnpack",
+                quantization,
+                embedding_quantization=embedding_quantization,
             ).pte_path
         result = top1_agreement(fp32_pte, quantized_pte, smollm2_checkpoint(), PROMPTS, new_tokens)
     click.echo(f"prompts: {len(PROMPTS)}, positions: {result.positions}")
     click.echo("per prompt: " + ", ".join(f"{a:.2f}" for a in result.per_prompt))
     click.echo(
-        f"top-1 agreement 8da4w (emb {embedding_quantization}) vs fp32: "
+        f"top-1 agreement {quantization} (emb {embedding_quantization}) vs fp32: "
         f"{result.agreement:.4f} ({result.matched}/{result.positions})"
     )
 

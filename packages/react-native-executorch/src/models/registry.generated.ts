@@ -9,7 +9,7 @@ export type Backend = 'mlx' | 'vulkan' | 'xnnpack';
 export type Platform = 'ios' | 'android';
 
 /** A weight/activation quantization scheme of a variant. */
-export type Quantization = 'fp32' | 'fp16' | 'bf16' | 'int4' | '8da4w';
+export type Quantization = 'fp32' | 'fp16' | 'bf16' | 'int4' | '8da4w' | '8da8w';
 
 /** A model capability. */
 export type Capability = 'text-generation' | 'chat';
