@@ -50,6 +50,43 @@ def test_reapplying_is_a_no_op(tmp_path):
     assert _snapshot(tree) == before
 
 
+def test_dropped_or_changed_patches_are_reverted_on_the_next_run(tmp_path):
+    """A reused tree (the cached source build) never keeps a patch the series no longer has:
+    the recorded copy of each patch from the first dropped or changed one is reverted."""
+    pristine = _tree(tmp_path)
+    shutil.copytree(pristine, tmp_path / "pristine")
+    series = patch_series(FIXTURE / "clean")
+    apply_series(pristine, series)
+
+    # The second patch is dropped from the series (and its file deleted): the tree is as if
+    # only the first had been applied.
+    first_only = tmp_path / "first_only"
+    _tree(tmp_path / "ref")
+    shutil.copytree(tmp_path / "ref" / "executorch", first_only)
+    apply_series(first_only, series[:1])
+    assert apply_series(pristine, series[:1]) == []
+    assert _snapshot(pristine) == _snapshot(first_only)
+    assert "return x * 3;" not in (pristine / "src" / "kernel.cpp").read_text()
+
+    # An empty series restores the original tree, apart from the (now empty) record.
+    apply_series(pristine, [])
+    original = _snapshot(tmp_path / "pristine")
+    assert {k: v for k, v in _snapshot(pristine).items() if not k.startswith(".rne-patches")} \
+        == original
+
+    # A patch whose contents changed under the same name is reverted and applied again.
+    apply_series(pristine, series)
+    edited = tmp_path / "patches"
+    edited.mkdir()
+    for patch in series:
+        text = patch.path.read_text()
+        if patch is series[1]:
+            text = text.replace("x * 3", "x * 4")
+        (edited / patch.name).write_text(text)
+    assert apply_series(pristine, patch_series(edited)) == [series[1].name]
+    assert "return x * 4;" in (pristine / "src" / "kernel.cpp").read_text()
+
+
 def test_conflict_names_patch_and_file_and_leaves_tree_untouched(tmp_path):
     tree = _tree(tmp_path)
     before = _snapshot(tree)

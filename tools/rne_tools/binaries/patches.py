@@ -6,6 +6,11 @@ already-applied ones are reverted and a :class:`PatchError` names the patch and 
 A patch whose reverse applies cleanly is already in the tree and is skipped, so running a
 build twice on the same checkout is harmless.
 
+The tree records the series it was last given (``.rne-patches/``: a copy of each patch applied,
+in order). A later run first reverts, newest first, the recorded patches that the series no
+longer has or has changed, so dropping or editing a patch never leaves a stale tree (a cached
+source tree is reused across runs). A tree without a record is taken as it is.
+
 A platform's own patches live in ``third-party/patches/<platform>/`` and apply after the common
 series, to that platform's builds only: they change nothing another platform builds, and the
 linux source build in the cache (keyed by its source and the series it applies) keeps its tree.
@@ -14,7 +19,9 @@ linux source build in the cache (keyed by its source and the series it applies) 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +30,8 @@ from rne_tools.binaries.errors import BuildError, PatchError
 from rne_tools.paths import REPO_ROOT
 
 PATCHES_DIR = REPO_ROOT / "third-party" / "patches"
+# Inside a patched tree: copies of the patches applied, and their order (record.json).
+RECORD_DIR = ".rne-patches"
 _NAME_RE = re.compile(r"^\d{4}-[A-Za-z0-9._-]+\.patch$")
 # Lines in `git apply` errors that name the file a hunk failed on.
 _FAILED_FILE_RES = (
@@ -96,6 +105,7 @@ def apply_series(tree: Path, series: list[Patch]) -> list[str]:
     applied.
     """
     _require_tree_root(tree)
+    _undo_dropped(tree, series)
     applied: list[Patch] = []
     for patch in series:
         if _git_apply(tree, patch.path, "--check").returncode == 0:
@@ -119,7 +129,43 @@ def apply_series(tree: Path, series: list[Patch]) -> list[str]:
             patch=patch.name,
             files=files,
         )
+    _write_record(tree, series)
     return [p.name for p in applied]
+
+
+def _record_file(tree: Path, name: str) -> Path:
+    return tree / RECORD_DIR / name.replace("/", "__")
+
+
+def _undo_dropped(tree: Path, series: list[Patch]) -> None:
+    """Revert, newest first, the recorded patches from the first one the series does not
+    have at the same place with the same contents."""
+    record_path = tree / RECORD_DIR / "record.json"
+    if not record_path.is_file():
+        return
+    recorded = json.loads(record_path.read_text())
+    keep = 0
+    for entry, patch in zip(recorded, series, strict=False):
+        if (entry["name"], entry["sha256"]) != (patch.name, patch.sha256):
+            break
+        keep += 1
+    stale = [
+        Patch(e["name"], _record_file(tree, e["name"]), e["sha256"]) for e in recorded[keep:]
+    ]
+    if stale:
+        _revert(tree, stale)
+        _write_record(tree, series[:keep])
+
+
+def _write_record(tree: Path, series: list[Patch]) -> None:
+    record_dir = tree / RECORD_DIR
+    if record_dir.exists():
+        shutil.rmtree(record_dir)
+    record_dir.mkdir()
+    for patch in series:
+        shutil.copyfile(patch.path, _record_file(tree, patch.name))
+    entries = [{"name": p.name, "sha256": p.sha256} for p in series]
+    (record_dir / "record.json").write_text(json.dumps(entries, indent=1) + "\n")
 
 
 def _require_tree_root(tree: Path) -> None:
@@ -142,7 +188,7 @@ def _revert(tree: Path, applied: list[Patch]) -> None:
         result = _git_apply(tree, patch.path, "--reverse")
         if result.returncode != 0:
             raise BuildError(
-                f"could not revert {patch.name} in {tree} after a later patch failed "
-                f"({result.stderr.strip()}); reset the checkout with "
-                f"`git -C {tree} checkout -- . && git -C {tree} clean -fd`"
+                f"could not revert {patch.name} in {tree} ({result.stderr.strip()}); reset "
+                f"the checkout with `git -C {tree} checkout -- . && git -C {tree} clean -fd` "
+                "(a cached source tree: delete it, the next build writes it again)"
             )
