@@ -87,6 +87,46 @@ def test_dropped_or_changed_patches_are_reverted_on_the_next_run(tmp_path):
     assert "return x * 4;" in (pristine / "src" / "kernel.cpp").read_text()
 
 
+def _diff(old: Path, new: Path, name: str) -> str:
+    """A git-style patch turning the file ``old`` into ``new``, both named ``name``."""
+    out = subprocess.run(["git", "diff", "--no-index", str(old), str(new)],
+                         capture_output=True, text=True).stdout
+    return out.replace(f"a{old}", f"a/{name}").replace(f"b{new}", f"b/{name}")
+
+
+def test_dropping_a_patch_that_adds_an_mlx_patch_takes_it_out_of_mlx(tmp_path):
+    """ExecuTorch's apply.sh applies an MLX patch that ours added to the MLX submodule, forward
+    only: dropping ours from the series must revert that change in MLX as well."""
+    tree = tmp_path / "executorch"
+    mlx = tree / "backends/mlx/third-party/mlx"
+    mlx.mkdir(parents=True)
+    (tree / "backends/mlx/patches").mkdir()
+    (mlx / "qmm.cpp").write_text("acc_t = T;\nreturn acc;\n")
+    changed = tmp_path / "qmm.cpp"
+    changed.write_text("acc_t = float;\nreturn acc;\n")
+    inner = _diff(mlx / "qmm.cpp", changed, "qmm.cpp")
+    assert "acc_t = float" in inner
+    empty, inner_file = tmp_path / "empty", tmp_path / "inner.patch"
+    empty.write_text("")
+    inner_file.write_text(inner)
+    outer = _diff(empty, inner_file, "backends/mlx/patches/qmm_float.patch").replace(
+        "--- a/backends/mlx/patches/qmm_float.patch", "--- /dev/null").replace(
+        "index ", "new file mode 100644\nindex ", 1)
+    series_dir = tmp_path / "series"
+    series_dir.mkdir()
+    (series_dir / "0001-mlx-qmm-float.patch").write_text(outer)
+    series = patch_series(series_dir)
+
+    assert apply_series(tree, series) == ["0001-mlx-qmm-float.patch"]
+    subprocess.run(["git", "apply", str(tree / "backends/mlx/patches/qmm_float.patch")], cwd=mlx,
+                   check=True)  # what apply.sh does at build time
+    assert "acc_t = float" in (mlx / "qmm.cpp").read_text()
+
+    apply_series(tree, [])
+    assert not (tree / "backends/mlx/patches/qmm_float.patch").exists()
+    assert (mlx / "qmm.cpp").read_text() == "acc_t = T;\nreturn acc;\n"
+
+
 def test_conflict_names_patch_and_file_and_leaves_tree_untouched(tmp_path):
     tree = _tree(tmp_path)
     before = _snapshot(tree)

@@ -21,6 +21,7 @@ from rne_tools.binaries.plan import ApplyPatches, Run
 
 BIN = Path(sys.executable).parent  # the venv's cmake and ninja
 IOS_PATCHES = ["ios/0001-mlx-metallib-for-the-ios-sdk.patch", "ios/0002-mlx-single-config-sub-build.patch"]
+LINUX_PATCHES = ["linux/0001-mlx-cpu-quantized-ops-in-float.patch", "linux/0002-mlx-cpu-sdpa-float-scores.patch"]
 ET_MLX = "backends/mlx"
 MLX_METAL = "backends/mlx/third-party/mlx/mlx/backend/metal"
 DEPLOYMENT_TARGET = "17.0"
@@ -49,9 +50,13 @@ def _plan(platform: str):
 def test_only_the_ios_build_applies_the_ios_patches():
     common = [p.name for p in patch_series()]
     assert [p.name for p in platform_series("ios")] == common + IOS_PATCHES
+    assert [p.name for p in platform_series("linux")] == common + LINUX_PATCHES
     for platform in ("linux", "android", "host"):
-        assert [p.name for p in platform_series(platform)] == common
         assert "patches/ios/" not in _plan(platform).dumps()
+    for platform in ("android", "host"):
+        assert [p.name for p in platform_series(platform)] == common
+    for platform in ("ios", "android", "host"):
+        assert "patches/linux/" not in _plan(platform).dumps()
 
     steps = _plan("ios").steps
     apply = next(i for i, s in enumerate(steps) if isinstance(s, ApplyPatches))
@@ -69,6 +74,11 @@ def _ios_patched_tree(tmp_path: Path, source: Path) -> Path:
     shutil.copy(source / ET_MLX / "CMakeLists.txt", tree / ET_MLX / "CMakeLists.txt")
     shutil.copytree(source / ET_MLX / "patches", tree / ET_MLX / "patches")
     shutil.copytree(source / MLX_METAL, tree / MLX_METAL)
+    # The cached tree may be the linux build's: take its linux-only patches back out first.
+    for patch in reversed([p for p in platform_series("linux") if p.name in LINUX_PATCHES]):
+        if subprocess.run(["git", "apply", "-R", "--check", str(patch.path)], cwd=tree,
+                          capture_output=True).returncode == 0:
+            subprocess.run(["git", "apply", "-R", str(patch.path)], cwd=tree, check=True)
     series = [p for p in platform_series("ios") if p.name in IOS_PATCHES]
     assert apply_series(tree, series) == IOS_PATCHES
 

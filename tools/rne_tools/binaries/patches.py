@@ -9,7 +9,9 @@ build twice on the same checkout is harmless.
 The tree records the series it was last given (``.rne-patches/``: a copy of each patch applied,
 in order). A later run first reverts, newest first, the recorded patches that the series no
 longer has or has changed, so dropping or editing a patch never leaves a stale tree (a cached
-source tree is reused across runs). A tree without a record is taken as it is.
+source tree is reused across runs). A tree without a record is taken as it is. Reverting a patch
+that added an MLX patch (which ExecuTorch's ``apply.sh`` applied to the MLX submodule) also
+reverts that MLX patch.
 
 A platform's own patches live in ``third-party/patches/<platform>/`` and apply after the common
 series, to that platform's builds only: they change nothing another platform builds, and the
@@ -183,8 +185,27 @@ def _require_tree_root(tree: Path) -> None:
         )
 
 
+# A superproject patch may add an MLX patch that ExecuTorch's own apply.sh applies to the MLX
+# submodule at build time (forward only): reverting ours must take that one out of MLX too.
+_MLX_PATCHES = "backends/mlx/patches"
+_MLX_SOURCE = "backends/mlx/third-party/mlx"
+_ADDED_FILE_RE = re.compile(r"^\+\+\+ b/(" + re.escape(_MLX_PATCHES) + r"/[^/\s]+\.patch)$", re.M)
+
+
+def _revert_inner_patches(tree: Path, patch: Path) -> None:
+    mlx = tree / _MLX_SOURCE
+    for added in _ADDED_FILE_RE.findall(patch.read_text()):
+        inner = tree / added
+        if inner.is_file() and mlx.is_dir() and _git_apply(mlx, inner, "--check", "--reverse").returncode == 0:
+            result = _git_apply(mlx, inner, "--reverse")
+            if result.returncode != 0:
+                raise BuildError(f"could not revert the MLX patch {added} in {mlx}: "
+                                 f"{result.stderr.strip()}")
+
+
 def _revert(tree: Path, applied: list[Patch]) -> None:
     for patch in reversed(applied):
+        _revert_inner_patches(tree, patch.path)
         result = _git_apply(tree, patch.path, "--reverse")
         if result.returncode != 0:
             raise BuildError(
