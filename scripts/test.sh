@@ -37,8 +37,7 @@ fi
 # line saying how to get it.
 if PYTHONPATH=tools .venv/bin/python -c 'import sys; from rne_tools.binaries.lock import load_lock; from rne_tools.binaries.source_cache import SourceLayout; from rne_tools.paths import cache_root; sys.exit(not SourceLayout(cache_root(), load_lock()).is_complete())' 2>/dev/null; then
   step "C++: ExecuTorch from source (build or reuse) and our core against it"
-  # MLX is left out until its CPU runtime agrees with eager (tests/test_execution_parity.py).
-  .venv/bin/python tools/build_binaries.py --platform linux --components kernels,xnnpack,vulkan --jobs 2
+  .venv/bin/python tools/build_binaries.py --platform linux --jobs 2
 fi
 
 step "pytest"

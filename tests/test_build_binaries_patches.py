@@ -94,6 +94,30 @@ def _diff(old: Path, new: Path, name: str) -> str:
     return out.replace(f"a{old}", f"a/{name}").replace(f"b{new}", f"b/{name}")
 
 
+def test_patches_editing_neighbouring_lines_reapply_as_a_no_op(tmp_path):
+    """The second patch's context covers the first one's line, so the first no longer
+    reverse-applies on its own: the tree's record, not a per-patch check, says it is applied."""
+    tree = tmp_path / "executorch"
+    tree.mkdir()
+    (tree / "list.txt").write_text("set(\n  b\n  c\n)\n")
+    steps = [tmp_path / "one.txt", tmp_path / "two.txt"]
+    steps[0].write_text("set(\n  a1\n  b\n  c\n)\n")
+    steps[1].write_text("set(\n  a1\n  a2\n  b\n  c\n)\n")
+    series_dir = tmp_path / "series"
+    series_dir.mkdir()
+    (series_dir / "0001-a1.patch").write_text(_diff(tree / "list.txt", steps[0], "list.txt"))
+    (series_dir / "0002-a2.patch").write_text(_diff(steps[0], steps[1], "list.txt"))
+    series = patch_series(series_dir)
+    assert apply_series(tree, series) == ["0001-a1.patch", "0002-a2.patch"]
+    assert subprocess.run(["git", "apply", "--reverse", "--check", str(series[0].path)],
+                          cwd=tree, capture_output=True).returncode != 0  # hidden by 0002
+
+    assert apply_series(tree, series) == []
+    assert (tree / "list.txt").read_text() == steps[1].read_text()
+    apply_series(tree, [])
+    assert (tree / "list.txt").read_text() == "set(\n  b\n  c\n)\n"
+
+
 def test_dropping_a_patch_that_adds_an_mlx_patch_takes_it_out_of_mlx(tmp_path):
     """ExecuTorch's apply.sh applies an MLX patch that ours added to the MLX submodule, forward
     only: dropping ours from the series must revert that change in MLX as well."""

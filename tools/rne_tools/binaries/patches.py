@@ -3,8 +3,9 @@
 Patches apply in file-name order. Application is all or nothing: each patch is checked with
 ``git apply --check`` against the tree as the previous ones left it; on the first conflict the
 already-applied ones are reverted and a :class:`PatchError` names the patch and its files.
-A patch whose reverse applies cleanly is already in the tree and is skipped, so running a
-build twice on the same checkout is harmless.
+A patch the tree's record (below) lists as applied, or in a tree without a record one whose
+reverse applies cleanly, is already in the tree and is skipped, so running a build twice on the
+same checkout is harmless.
 
 The tree records the series it was last given (``.rne-patches/``: a copy of each patch applied,
 in order). A later run first reverts, newest first, the recorded patches that the series no
@@ -107,9 +108,11 @@ def apply_series(tree: Path, series: list[Patch]) -> list[str]:
     applied.
     """
     _require_tree_root(tree)
-    _undo_dropped(tree, series)
+    # The recorded prefix is in the tree as recorded: no per-patch check (a later patch that
+    # edits next to an earlier one's lines hides it from `git apply --reverse --check`).
+    kept = _undo_dropped(tree, series)
     applied: list[Patch] = []
-    for patch in series:
+    for patch in series[kept:]:
         if _git_apply(tree, patch.path, "--check").returncode == 0:
             result = _git_apply(tree, patch.path)
             if result.returncode != 0:  # --check passed, so this is an I/O-level failure
@@ -139,12 +142,13 @@ def _record_file(tree: Path, name: str) -> Path:
     return tree / RECORD_DIR / name.replace("/", "__")
 
 
-def _undo_dropped(tree: Path, series: list[Patch]) -> None:
+def _undo_dropped(tree: Path, series: list[Patch]) -> int:
     """Revert, newest first, the recorded patches from the first one the series does not
-    have at the same place with the same contents."""
+    have at the same place with the same contents; return how many of the series' first
+    patches stay applied."""
     record_path = tree / RECORD_DIR / "record.json"
     if not record_path.is_file():
-        return
+        return 0
     recorded = json.loads(record_path.read_text())
     keep = 0
     for entry, patch in zip(recorded, series, strict=False):
@@ -157,6 +161,7 @@ def _undo_dropped(tree: Path, series: list[Patch]) -> None:
     if stale:
         _revert(tree, stale)
         _write_record(tree, series[:keep])
+    return keep
 
 
 def _write_record(tree: Path, series: list[Patch]) -> None:
