@@ -84,8 +84,9 @@ def runtime_available(backend: Backend) -> bool:
 # logits) while a wrong program (other weights, positions or cache) agrees almost nowhere.
 AGREEMENT_REQUIRED = {"fp32": 1.0}
 QUANTIZED_AGREEMENT_REQUIRED = 0.75
-# A delegate that computes in a lower precision than the eager graph (Vulkan's fp16) cannot agree
-# with the fp32 tokens more often than the eager model itself does when run in that precision: on
+# A delegate that computes in a lower precision (Vulkan's fp16, MLX's bf16) is judged against
+# the eager model in float32, the math it approximates: it cannot agree with those tokens more
+# often than the eager model itself does when run in that precision: on
 # a random-weight model whose top tokens are near-ties, fp16 alone flips a third of them (tiny
 # Gemma 4 8da4w: eager in fp16 agrees at 11 of 18 steps, and so does Vulkan). Such a program must
 # agree at least as often as that reference, less this share of the steps for the rounding the two
@@ -123,6 +124,9 @@ def verify_program(
                       "source-built runtime with it exists (tools/build_binaries.py --platform linux)",
         }
     new_tokens = max(1, min(new_tokens, options.max_context // 2))
+    low: nn.Module | None = None
+    if backend.compute_dtype is not None:
+        model, low = precision_pair(model, backend.compute_dtype)
     vocab_size = int(model(torch.zeros(1, 1, dtype=torch.long), torch.tensor([0])).shape[-1])
     prompt, prompt_kind = verification_prompt(options, vocab_size, new_tokens, checkpoint_dir)
 
@@ -133,9 +137,8 @@ def verify_program(
     expected, eager_logits = greedy(eager_step, prompt, options.max_chunk, new_tokens)
     required = AGREEMENT_REQUIRED.get(options.quantization, QUANTIZED_AGREEMENT_REQUIRED)
     reference: dict[str, Any] = {}
-    if backend.compute_dtype is not None:
-        reference = _precision_reference(model, backend.compute_dtype, prompt, expected,
-                                         options.max_chunk)
+    if low is not None:
+        reference = _precision_reference(low, prompt, expected, options.max_chunk)
         required = min(required, max(AGREEMENT_FLOOR, reference["agreement"] - PRECISION_SLACK))
     if in_python:
         from rne_tools.runtime import PteRunner
@@ -183,11 +186,26 @@ def verify_program(
     return result
 
 
-def _precision_reference(model: nn.Module, dtype: torch.dtype, prompt: list[int],
-                         expected: list[int], chunk: int) -> dict[str, Any]:
-    """How often the eager model run in ``dtype`` (teacher-forced like the program) picks the
-    fp32 greedy tokens: the agreement that precision alone allows."""
-    low = copy.deepcopy(model).to(dtype)
+def _dtype(model: nn.Module) -> torch.dtype:
+    return next(p for p in model.parameters() if p.is_floating_point()).dtype
+
+
+def precision_pair(model: nn.Module, dtype: torch.dtype) -> tuple[nn.Module, nn.Module]:
+    """The eager ``model`` in float32 and in ``dtype``, a delegate's compute precision.
+
+    A model already cast to ``dtype`` (MLX's transform: bf16) is the low one as it is, and a
+    float32 copy with the same (quantized) weights is the reference; otherwise the reverse.
+    """
+    if _dtype(model) == dtype:
+        return copy.deepcopy(model).to_dtype(torch.float32), model
+    return model, copy.deepcopy(model).to(dtype)
+
+
+def _precision_reference(low: nn.Module, prompt: list[int], expected: list[int],
+                         chunk: int) -> dict[str, Any]:
+    """How often the eager model run in its delegate's precision (``low``, teacher-forced like
+    the program) picks the fp32 greedy tokens: the agreement that precision alone allows."""
+    dtype = _dtype(low)
     rows: list[torch.Tensor] = []
     with torch.no_grad():
         for start in range(0, len(prompt), chunk):

@@ -43,9 +43,10 @@ class Backend(Protocol):
     # whether the Python runtime here can run the program for verification.
     runtime_name: str
     allowed_quantizations: tuple[str, ...]
-    # The precision the delegate computes in where it is lower than the eager graph's (Vulkan's
-    # force_fp16); None when the runtime computes in the graph's own dtype. Verification runs the
-    # eager model in it too, to know how far that precision alone moves the tokens.
+    # The low precision the delegate computes in (Vulkan's force_fp16, MLX's bf16 activations);
+    # None when it computes in float32 like the eager graph. Verification then judges the program
+    # against the eager model in float32, and runs the eager model in this precision too, to know
+    # how far that precision alone moves the tokens.
     compute_dtype: torch.dtype | None
 
     def validate(self, options: ExportOptions) -> None:

@@ -32,7 +32,8 @@ class MLXBackend:
     name = "mlx"
     runtime_name = "MLXBackend"
     allowed_quantizations = ("int4",)
-    compute_dtype = None
+    # bf16 activations (quantize() casts the model): verified against the same weights in fp32.
+    compute_dtype = torch.bfloat16
 
     def validate(self, options: ExportOptions) -> None:
         check_quantization(self, options)
