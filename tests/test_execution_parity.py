@@ -16,13 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-import torch
 
 from rne_tools.errors import VerificationError
 from rne_tools.export import cached_export, cpp_runtime
-from rne_tools.export.backends import ExportOptions, get_backend
-from rne_tools.export.pipeline import load_source, resolve_source
-from rne_tools.export.verify import precision_pair
+from rne_tools.export.backends import get_backend
+from rne_tools.export.parity import compare, random_tokens
 
 pytestmark = [pytest.mark.executorch_source, pytest.mark.slow]
 
@@ -76,30 +74,6 @@ CASES = {
 }
 
 
-def _tokens(vocab: int, n: int, seed: int = 7) -> list[int]:
-    g = torch.Generator().manual_seed(seed)
-    return torch.randint(0, vocab, (n,), generator=g).tolist()
-
-
-def _eager_logits(model, tokens, chunks) -> np.ndarray:
-    rows, pos = [], 0
-    with torch.no_grad():
-        for n in chunks:
-            out = model(torch.tensor([tokens[pos:pos + n]]), torch.tensor([pos]))
-            rows.append(out[0].float().numpy())
-            pos += n
-    return np.stack(rows)
-
-
-def _eager_model(result):
-    """The eager model the export was verified against (transformed, quantized)."""
-    options = ExportOptions(**result.report["options"])
-    backend = get_backend(options.backend)
-    source = resolve_source(options, None, result.report["random_config"])
-    model = backend.quantize(backend.transform(load_source(source, options), options), options)
-    return model.eval()
-
-
 def _export(case: Case):
     return cached_export(case.model_id, case.backend, case.quantization, progress=False,
                          **case.export)
@@ -132,24 +106,18 @@ def _case_marks(name: str) -> list:
 def test_runtime_matches_eager_at_every_step(name):
     case = CASES[name]
     result = _export(case)
-    tokens = _tokens(result.report["vocab_size"], sum(CHUNKS))
-    runtime = cpp_runtime.forward_logits(result.pte_path, tokens, CHUNKS)
-    model = _eager_model(result)
+    tokens = random_tokens(result.report["vocab_size"], sum(CHUNKS))
+    parity = compare(result.pte_path, result.report, tokens, CHUNKS)
+    runtime, eager = parity.runtime, parity.eager
     if case.bound_per_std is None:
-        dtype = get_backend(case.backend).compute_dtype
-        full, low = precision_pair(model, dtype)
-        eager = _eager_logits(full, tokens, CHUNKS)
-        in_dtype = _eager_logits(low, tokens, CHUNKS)
-        reference = np.abs(in_dtype - eager).max()
-        bound = PRECISION_FACTOR * reference
-        print(f"\nPARITY {name}: eager in {dtype} moves the logits by up to {reference:.4f}")
+        bound = PRECISION_FACTOR * parity.precision_drift
+        print(f"\nPARITY {name}: eager in {get_backend(case.backend).compute_dtype} moves the "
+              f"logits by up to {parity.precision_drift:.4f}")
     else:
-        eager = _eager_logits(model, tokens, CHUNKS)
         bound = case.bound_per_std * eager.std()
-    diff = np.abs(runtime - eager).max(axis=-1)
+    diff, agree = parity.diff, parity.agreement
     top2 = np.sort(eager, axis=-1)[:, -2:]
     decisive = (top2[:, 1] - top2[:, 0]) > 2 * bound
-    agree = runtime.argmax(-1) == eager.argmax(-1)
     verification = result.report["verification"]
     print(f"\nPARITY {name}: {len(CHUNKS)} forwards, max|dlogit| {diff.max():.5f}, "
           f"logit std {eager.std():.3f} (ratio {diff.max() / eager.std():.2e}, bound "
@@ -168,7 +136,7 @@ def test_runtime_matches_eager_at_every_step(name):
                                   "vulkan-fp16-gemma4-tiny"])
 def test_chunked_prefill_equals_token_by_token(name):
     result = _export(CASES[name])
-    tokens = _tokens(result.report["vocab_size"], 17, seed=11)
+    tokens = random_tokens(result.report["vocab_size"], 17, seed=11)
     chunked = cpp_runtime.forward_logits(result.pte_path, tokens, [5, 5, 5, 2])
     single = cpp_runtime.forward_logits(result.pte_path, tokens, [1] * 17)
     ends = np.cumsum([5, 5, 5, 2]) - 1  # the position each chunk's logits belong to

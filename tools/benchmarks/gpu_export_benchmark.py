@@ -3,9 +3,10 @@
 Rows use E2B's real widths with random weights at reduced depth (the same configs as
 ``export_benchmark.py``), so export time, peak RSS and file size per layer can be read off and
 extrapolated to 35 layers. Each row runs in a fresh subprocess (peak RSS is the export's own).
-Neither runtime exists on this machine, so there are no tok/s columns; the delegation share and
-the transform check (eager, custom ops through their reference implementations) are printed.
-Asserts nothing about speed.
+Export cost only: the delegation share and the transform check (eager, custom ops through their
+reference implementations) are printed; execution parity at these widths is
+``e2b_parity.py``'s, decode speed ``backend_context_benchmark.py``'s (both on the source-built
+runtime). Asserts nothing about speed.
 
     .venv/bin/python tools/benchmarks/gpu_export_benchmark.py [--rows mlx_l5,vulkan_l5,...]
 """

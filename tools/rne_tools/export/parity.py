@@ -1,0 +1,81 @@
+"""Execution parity: an export run by our C++ runner (``cpp_runtime``) against its eager model.
+
+Every forward of a token sequence fed in chunks is compared with the eager model the export was
+verified against (rebuilt from the report: transformed and quantized the same way). A backend
+that computes in a lower precision (Vulkan's fp16, MLX's bf16) is compared with that model in
+fp32, beside how far the eager model run in the backend's precision moves the same logits.
+Used by ``tests/test_execution_parity.py`` and ``tools/benchmarks/e2b_parity.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from rne_tools.export import cpp_runtime
+from rne_tools.export.backends import ExportOptions, get_backend
+from rne_tools.export.pipeline import load_source, resolve_source
+from rne_tools.export.verify import precision_pair
+
+
+def eager_model(report: dict[str, Any]) -> nn.Module:
+    """The eager model an export with this report was verified against."""
+    options = ExportOptions(**report["options"])
+    backend = get_backend(options.backend)
+    source = resolve_source(options, None, report["random_config"])
+    model = backend.quantize(backend.transform(load_source(source, options), options), options)
+    return model.eval()
+
+
+def chunked_logits(model: nn.Module, tokens: Sequence[int], chunks: Sequence[int]) -> np.ndarray:
+    """Logits ``[len(chunks), vocab]`` of the eager model's forward for each chunk."""
+    rows, pos = [], 0
+    with torch.no_grad():
+        for n in chunks:
+            out = model(torch.tensor([list(tokens[pos:pos + n])]), torch.tensor([pos]))
+            rows.append(out[0].float().numpy())
+            pos += n
+    return np.stack(rows)
+
+
+def random_tokens(vocab: int, n: int, seed: int = 7) -> list[int]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, vocab, (n,), generator=g).tolist()
+
+
+@dataclass(frozen=True)
+class Parity:
+    runtime: np.ndarray  # [forwards, vocab], our runner
+    eager: np.ndarray  # the reference: eager in fp32 for low-precision backends
+    # How far the eager model in the backend's precision moves the reference (max |dlogit|);
+    # None for backends that compute in the eager graph's precision.
+    precision_drift: float | None
+
+    @property
+    def diff(self) -> np.ndarray:
+        """max |runtime - eager| per forward."""
+        return np.abs(self.runtime - self.eager).max(axis=-1)
+
+    @property
+    def agreement(self) -> np.ndarray:
+        return self.runtime.argmax(-1) == self.eager.argmax(-1)
+
+
+def compare(pte: Path, report: dict[str, Any], tokens: Sequence[int],
+            chunks: Sequence[int]) -> Parity:
+    """Run ``pte`` through our runner and its eager model on ``tokens`` fed in ``chunks``."""
+    runtime = cpp_runtime.forward_logits(pte, tokens, chunks)
+    model = eager_model(report)
+    dtype = get_backend(report["options"]["backend"]).compute_dtype
+    if dtype is None:
+        return Parity(runtime, chunked_logits(model, tokens, chunks), None)
+    full, low = precision_pair(model, dtype)
+    eager = chunked_logits(full, tokens, chunks)
+    drift = float(np.abs(chunked_logits(low, tokens, chunks) - eager).max())
+    return Parity(runtime, eager, drift)
