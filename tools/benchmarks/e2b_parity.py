@@ -55,7 +55,7 @@ def main(layers: int, variants: str) -> None:
             seconds = time.perf_counter() - start
             v = result.report["verification"]
             tokens = random_tokens(result.report["vocab_size"], sum(CHUNKS))
-            p = compare(result.pte_path, result.report, tokens, CHUNKS)
+            p = compare(result.pte_path, result.report, tokens, CHUNKS, config)
         drift = "-" if p.precision_drift is None else f"{p.precision_drift:.4f}"
         print(f"{name:<14}{seconds:>9.0f}{v['status']:>10}{v['matching_tokens']:>4}/"
               f"{v['generated_tokens']:<2}{p.diff.max():>12.4f}{p.eager.std():>7.3f}{drift:>15}"

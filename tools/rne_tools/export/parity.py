@@ -24,11 +24,12 @@ from rne_tools.export.pipeline import load_source, resolve_source
 from rne_tools.export.verify import precision_pair
 
 
-def eager_model(report: dict[str, Any]) -> nn.Module:
-    """The eager model an export with this report was verified against."""
+def eager_model(report: dict[str, Any], random_config: dict[str, Any] | None = None) -> nn.Module:
+    """The eager model an export with this report was verified against. A random config given
+    as a dict (the report names it "custom") must be passed again."""
     options = ExportOptions(**report["options"])
     backend = get_backend(options.backend)
-    source = resolve_source(options, None, report["random_config"])
+    source = resolve_source(options, None, random_config or report["random_config"])
     model = backend.quantize(backend.transform(load_source(source, options), options), options)
     return model.eval()
 
@@ -67,11 +68,11 @@ class Parity:
         return self.runtime.argmax(-1) == self.eager.argmax(-1)
 
 
-def compare(pte: Path, report: dict[str, Any], tokens: Sequence[int],
-            chunks: Sequence[int]) -> Parity:
+def compare(pte: Path, report: dict[str, Any], tokens: Sequence[int], chunks: Sequence[int],
+            random_config: dict[str, Any] | None = None) -> Parity:
     """Run ``pte`` through our runner and its eager model on ``tokens`` fed in ``chunks``."""
     runtime = cpp_runtime.forward_logits(pte, tokens, chunks)
-    model = eager_model(report)
+    model = eager_model(report, random_config)
     dtype = get_backend(report["options"]["backend"]).compute_dtype
     if dtype is None:
         return Parity(runtime, chunked_logits(model, tokens, chunks), None)
