@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from runner_benchmark import run_json  # noqa: E402
 
 from rne_tools.export import cached_export, cpp_runtime  # noqa: E402
+from rne_tools.models import gemma4  # noqa: E402
 from rne_tools.paths import REPO_ROOT  # noqa: E402
 
 SOURCE_RNE_BENCH = REPO_ROOT / "build" / "linux" / "host" / "rne_bench"
@@ -33,6 +34,8 @@ SOURCE_RNE_BENCH = REPO_ROOT / "build" / "linux" / "host" / "rne_bench"
 def _export(backend: str, quantization: str, max_context: int, max_chunk: int) -> Path:
     # Vulkan and MLX execute 4-bit embedding tables only (see their backends).
     extra = {"embedding_quantization": "4w"} if quantization in ("8da4w", "int4") else {}
+    if backend == "mlx":  # MLX exports cap the prefill chunk at the sliding window
+        max_chunk = min(max_chunk, gemma4.RANDOM_CONFIGS["tiny"]["sliding_window"])
     return cached_export("gemma4_e2b", backend, quantization, random_config="tiny",
                          max_context=max_context, max_chunk=max_chunk, progress=False,
                          **extra).pte_path

@@ -147,14 +147,18 @@ ModelSession::~ModelSession() = default;
 
 Result<std::unique_ptr<ModelSession>> ModelSession::load(const std::string& path) {
   // The runtime sizes containers from counts in the file: a damaged count throws bad_alloc
-  // (or length_error) from inside it, which must not escape this no-throw API.
+  // (or length_error) from inside it, which must not escape this no-throw API. A delegate
+  // throws too when the device cannot hold what an intact file asks for (Vulkan: a tensor
+  // larger than the GPU's storage-buffer limit), so the message names both causes.
   try {
     return load_unguarded(path);
   } catch (const std::exception& e) {
     return Error{ErrorCode::kInvalidModel,
                  path + ": loading failed (" + e.what() +
-                     "): corrupt file: it is damaged or truncated; verify it (rne_llm --sha256) "
-                     "and download or export it again"};
+                     "): the file is damaged or truncated, or it needs more than this device "
+                     "offers (memory, or a GPU buffer limit the message above names); verify it "
+                     "(rne_llm --sha256) and download or export it again, or use another "
+                     "variant (backend) of the model"};
   }
 }
 
