@@ -20,7 +20,7 @@ import pytest
 from rne_tools.errors import VerificationError
 from rne_tools.export import cached_export, cpp_runtime
 from rne_tools.export.backends import get_backend
-from rne_tools.export.parity import compare, random_tokens
+from rne_tools.parity import compare, random_tokens
 
 pytestmark = [pytest.mark.executorch_source, pytest.mark.slow]
 

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.export_benchmark import FULL, SLIDING, gemma4_e2b_config  # noqa: E402
 from rne_tools.errors import RneError  # noqa: E402
 from rne_tools.export import cpp_runtime, export_llm  # noqa: E402
-from rne_tools.export.parity import compare, random_tokens  # noqa: E402
+from rne_tools.parity import compare, random_tokens  # noqa: E402
 
 VARIANTS = {"mlx:int4": dict(embedding_quantization="4w"), "vulkan:fp16": {},
             "vulkan:8da4w": dict(embedding_quantization="4w")}
