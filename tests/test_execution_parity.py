@@ -8,8 +8,9 @@ Tolerances are per dtype, in units of the eager logits' standard deviation (so t
 depend on a random model's logit scale), set from measurements on this machine (see each
 ``Case``). A backend that computes in a lower precision (Vulkan's fp16, MLX's bf16) is compared
 with the eager model in fp32 and bounded by how far that precision alone moves the logits: the
-eager model run in it is the reference. Greedy tokens must be equal at every forward whose eager top-1/top-2 margin exceeds
-twice the bound: each logit moves by at most the bound, so only closer calls may flip.
+eager model run in it is the reference. Greedy tokens must be equal at every forward whose eager
+top-1/top-2 margin exceeds twice the bound: each logit moves by at most the bound, so only closer
+calls may flip.
 """
 
 from dataclasses import dataclass
@@ -37,7 +38,8 @@ GEMMA_TINY = dict(random_config="tiny", max_context=64, max_chunk=5)
 # The runtime computing in fp16 (bf16) may move each logit at most this many times as far from
 # the fp32 eager logits as the eager model itself run in fp16 (bf16) does. Measured here (max
 # |dlogit| over the 18 forwards, runtime / low-precision eager): tiny Gemma 4 Vulkan fp16 0.377 /
-# 0.319 logit std (1.18x), Vulkan 8da4w 1.52 / 1.93 (0.79x), MLX int4 0.725 / 1.538 (0.47x). The random model's near-tied logits make fp16 itself move them this much.
+# 0.319 logit std (1.18x), Vulkan 8da4w 1.52 / 1.93 (0.79x), MLX int4 0.725 / 1.538 (0.47x).
+# The random model's near-tied logits make the low precision itself move them this much.
 PRECISION_FACTOR = 1.5
 
 
