@@ -74,18 +74,23 @@ class VulkanBackend:
         return model
 
     def quantize(self, model: nn.Module, options: ExportOptions) -> nn.Module:
+        from rne_tools.export.backends.vulkan_ops import host_large_tables
+
         # The graph stays float32; the delegate stores and computes it in fp16 (force_fp16).
         if options.quantization == "8da4w":
             model.left_unquantized = quantize_8da4w(
                 model, options.group_size, options.embedding_quantization
             )
+        model.host_tables = host_large_tables(model)
         return model
 
     def partitioners(self, options: ExportOptions) -> list[Any]:
         from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
 
+        from rne_tools.export.backends.vulkan_ops import HOST_MODULES
+
         _fit_textures_conservatively()
-        return [VulkanPartitioner({"force_fp16": True})]
+        return [VulkanPartitioner({"force_fp16": True}, nn_module_blocklist=HOST_MODULES)]
 
     def compile_config(self) -> Any:
         from executorch.exir import EdgeCompileConfig
@@ -109,6 +114,10 @@ class VulkanBackend:
             "fused_ops": fused,
             "transform_check": getattr(model, "transform_check", None),
             "left_unquantized": getattr(model, "left_unquantized", []),
+            # Weights over one storage buffer (2^27 bytes): linears split into row shards,
+            # float tables looked up on the CPU.
+            "sharded_linears": getattr(model, "sharded_linears", []),
+            "host_tables": getattr(model, "host_tables", []),
         }
         missing = [op for op, c in fused.items() if c["cpu"] or not c["delegated"]]
         if share < MIN_DELEGATED_SHARE or missing:

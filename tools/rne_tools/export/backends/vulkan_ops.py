@@ -19,12 +19,20 @@ Gemma 4:
 
 Llama: attention -> ``llama::custom_sdpa`` + ``llama::update_cache`` (the XNNPACK export's own
 custom-op attention), which Vulkan fuses into ``sdpa_with_kv_cache``; RMSNorm -> ``et_vk::rms_norm``.
+
+Both: weights larger than one storage buffer (Gemma 4 E2B's 262,144-row head and tables) are
+fitted to it: linears split into row shards (``ShardedLinear``), float tables left to the CPU
+(``HostEmbedding``).
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
+import torch.nn.functional as F
 from torch import nn
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from rne_tools.export.custom_ops import use_custom_attention
 from rne_tools.models import gemma4, llama
@@ -140,9 +148,105 @@ class VulkanSDPA(nn.Module):
         return out.unflatten(2, (self.n_rep, t)).flatten(1, 2)
 
 
+# Vulkan guarantees every device a maxStorageBufferRange of at least 2^27 bytes (many phones report
+# exactly that), and the delegate binds each weight as one storage buffer, so a larger weight does
+# not load there. (ExecuTorch's own check compares the limit with the element count, so lavapipe
+# refuses only tensors over 2^27 elements, and its partitioner keeps only embedding tables over
+# 2^27 elements off the GPU.)
+STORAGE_BUFFER_BYTES = 2**27
+# Bytes per weight element on the device: force_fp16 stores float weights in fp16. 4-bit weights
+# take less, so a linear sharded for fp16 fits whatever it is quantized to.
+DEVICE_FLOAT_BYTES = 2
+
+
+class ShardedLinear(nn.Module):
+    """A linear whose weight exceeds one storage buffer (a vocabulary-sized head), split by output
+    rows into near-equal shards that each fit; the output is their concatenation, so the result
+    is the same linear. Each shard is an ``nn.Linear``, quantized like any other."""
+
+    def __init__(self, linear: nn.Linear, max_rows: int) -> None:
+        super().__init__()
+        out_features, in_features = linear.weight.shape
+        rows = math.ceil(out_features / math.ceil(out_features / max_rows))
+        self.shards = nn.ModuleList()
+        for start in range(0, out_features, rows):
+            end = min(start + rows, out_features)
+            shard = nn.Linear(in_features, end - start, bias=linear.bias is not None,
+                              device=linear.weight.device, dtype=linear.weight.dtype)
+            shard.weight = nn.Parameter(linear.weight.detach()[start:end].clone(),
+                                        requires_grad=False)
+            if linear.bias is not None:
+                shard.bias = nn.Parameter(linear.bias.detach()[start:end].clone(),
+                                          requires_grad=False)
+            self.shards.append(shard)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([shard(x) for shard in self.shards], dim=-1)
+
+
+class HostEmbedding(nn.Module):
+    """A float table that exceeds one storage buffer, looked up on the CPU (the partitioner is
+    told to skip this module, ``HOST_MODULES``): a lookup copies T rows, which costs nothing
+    there, and the rows then enter the delegate. Kept in fp16, as the device would keep it, and
+    returned in the dtype of the rest of the model (``dtype_marker`` follows ``.to()``)."""
+
+    def __init__(self, embedding: nn.Embedding) -> None:
+        super().__init__()
+        self.register_buffer("weight", embedding.weight.detach().to(torch.float16))
+        self.register_buffer("dtype_marker", torch.zeros((), dtype=embedding.weight.dtype))
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return F.embedding(tokens, self.weight).to(self.dtype_marker.dtype)
+
+
+# Module types the Vulkan partitioner must leave on the CPU (matched by type name).
+HOST_MODULES = [HostEmbedding.__name__]
+
+
+def _fits(weight: torch.Tensor, budget: int) -> bool:
+    return weight.numel() * DEVICE_FLOAT_BYTES <= budget
+
+
+def shard_wide_linears(model: nn.Module, budget: int | None = None) -> list[str]:
+    """Replace every linear whose fp16 weight exceeds ``budget`` bytes (default
+    ``STORAGE_BUFFER_BYTES``) by a ``ShardedLinear``; returns the names replaced."""
+    budget = STORAGE_BUFFER_BYTES if budget is None else budget
+    replaced = []
+    for parent_name, parent in list(model.named_modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, nn.Linear) and not _fits(child.weight, budget):
+                max_rows = budget // (child.in_features * DEVICE_FLOAT_BYTES)
+                if max_rows < 1:
+                    raise ValueError(f"one row of {parent_name}.{name} exceeds {budget} bytes")
+                setattr(parent, name, ShardedLinear(child, max_rows))
+                replaced.append(f"{parent_name}.{name}".lstrip("."))
+    return replaced
+
+
+def host_large_tables(model: nn.Module, budget: int | None = None) -> list[str]:
+    """Replace every float (not quantized) embedding table whose fp16 size exceeds ``budget``
+    bytes by a ``HostEmbedding``; returns the names replaced. Run after quantization: a 4-bit
+    table the quantizer made is placed by the partitioner itself, which counts its packed bytes."""
+    budget = STORAGE_BUFFER_BYTES if budget is None else budget
+    replaced = []
+    for parent_name, parent in list(model.named_modules()):
+        for name, child in list(parent.named_children()):
+            if (
+                isinstance(child, nn.Embedding)
+                and not is_traceable_wrapper_subclass(child.weight)
+                and not _fits(child.weight, budget)
+            ):
+                setattr(parent, name, HostEmbedding(child))
+                replaced.append(f"{parent_name}.{name}".lstrip("."))
+    return replaced
+
+
 def apply_vulkan_transforms(model: nn.Module) -> nn.Module:
-    """Swap RMSNorm and attention (with its caches) for their Vulkan-op versions, in place."""
+    """Swap RMSNorm and attention (with its caches) for their Vulkan-op versions and shard
+    linears too wide for one storage buffer (before quantization, so each shard is quantized as
+    a linear of its own), in place. ``model.sharded_linears`` names the sharded ones."""
     _load_ops()
+    model.sharded_linears = shard_wide_linears(model)
     if isinstance(model, llama.Transformer):
         return _apply_llama(model)
     if not isinstance(model, gemma4.Transformer):

@@ -1,0 +1,76 @@
+"""Weights larger than one Vulkan storage buffer (2^27 bytes, the limit every device guarantees):
+Gemma 4 E2B's 262,144-row head is split into row shards and its float tables are looked up on
+the CPU, and the result is the same model. (Their execution on the runtime is in
+tests/test_execution_parity.py.)"""
+
+import pytest
+import torch
+from torch import nn
+
+from rne_tools.export.backends import vulkan_ops
+from rne_tools.export.backends.vulkan_ops import (
+    DEVICE_FLOAT_BYTES,
+    STORAGE_BUFFER_BYTES,
+    HostEmbedding,
+    ShardedLinear,
+    host_large_tables,
+    shard_wide_linears,
+)
+from rne_tools.export.quantize import quantize_8da4w
+
+
+def test_e2b_head_splits_into_shards_that_each_fit_one_buffer():
+    model = nn.ModuleDict({"output": nn.Linear(1536, 262_144, bias=False, device="meta")})
+    assert shard_wide_linears(model) == ["output"]
+    shards = model["output"].shards
+    rows = [s.out_features for s in shards]
+    assert sum(rows) == 262_144 and len(shards) == 7  # 805 MB of fp16 over 128 MiB buffers
+    assert all(r * 1536 * DEVICE_FLOAT_BYTES <= STORAGE_BUFFER_BYTES for r in rows)
+    assert max(rows) - min(rows) <= 7  # near-equal, no sliver of a last shard
+
+
+def test_sharded_linear_computes_the_same_linear():
+    g = torch.Generator().manual_seed(0)
+    linear = nn.Linear(32, 100, bias=True)
+    with torch.no_grad():
+        linear.weight.copy_(torch.randn(100, 32, generator=g))
+        linear.bias.copy_(torch.randn(100, generator=g))
+    x = torch.randn(3, 32, generator=g)
+    sharded = ShardedLinear(linear, max_rows=30)
+    assert [s.out_features for s in sharded.shards] == [25, 25, 25, 25]
+    torch.testing.assert_close(sharded(x), linear(x), rtol=0, atol=1e-6)
+
+
+def test_small_weights_are_left_as_they_are():
+    model = nn.Sequential(nn.Linear(64, 64), nn.Embedding(256, 64))
+    assert shard_wide_linears(model) == [] and host_large_tables(model) == []
+    assert isinstance(model[0], nn.Linear) and isinstance(model[1], nn.Embedding)
+
+
+def test_large_float_table_is_looked_up_on_the_host_in_fp16(monkeypatch):
+    monkeypatch.setattr(vulkan_ops, "STORAGE_BUFFER_BYTES", 4096)
+    table = nn.Embedding(100, 32)  # 6,400 bytes in fp16
+    model = nn.ModuleDict({"tok": table})
+    assert host_large_tables(model) == ["tok"]
+    host = model["tok"]
+    assert isinstance(host, HostEmbedding) and host.weight.dtype == torch.float16
+    tokens = torch.tensor([[0, 5, 99]])
+    out = host(tokens)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, table(tokens).half().float(), rtol=0, atol=0)
+    # Cast with the rest of the model (the low-precision eager reference), it answers in fp16.
+    assert model.to(torch.float16)["tok"](tokens).dtype == torch.float16
+
+
+def test_quantized_table_is_left_to_the_partitioner(monkeypatch):
+    # A 4-bit table's packed bytes are what the partitioner counts; only float tables move.
+    monkeypatch.setattr(vulkan_ops, "STORAGE_BUFFER_BYTES", 4096)
+    model = nn.ModuleDict({"tok": nn.Embedding(100, 32), "out": nn.Linear(32, 8)})
+    quantize_8da4w(model, 32, "4w")
+    assert host_large_tables(model) == []
+
+
+def test_a_row_wider_than_the_budget_is_refused(monkeypatch):
+    monkeypatch.setattr(vulkan_ops, "STORAGE_BUFFER_BYTES", 64)
+    with pytest.raises(ValueError, match="one row of"):
+        shard_wide_linears(nn.Sequential(nn.Linear(64, 4)))
