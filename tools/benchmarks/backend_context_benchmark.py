@@ -24,6 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from runner_benchmark import run_json  # noqa: E402
 
+from rne_tools.runtime.quiet import configure_python_noise, filtered_native_stderr  # noqa: E402
+
+configure_python_noise()  # before the imports below: torchao logs its noise on import
+
 from rne_tools.export import cached_export, cpp_runtime  # noqa: E402
 from rne_tools.models import gemma4  # noqa: E402
 from rne_tools.paths import REPO_ROOT  # noqa: E402
@@ -74,4 +78,5 @@ def main(variants: str, fills: str, max_context: int, max_chunk: int, new_tokens
 
 
 if __name__ == "__main__":
-    main()
+    with filtered_native_stderr():
+        main()

@@ -46,6 +46,10 @@ from runner_benchmark import (  # noqa: E402
     run_json,
 )
 
+from rne_tools.runtime.quiet import configure_python_noise, filtered_native_stderr  # noqa: E402
+
+configure_python_noise()  # before the imports below: torchao logs its noise on import
+
 from rne_tools.paths import REPO_ROOT  # noqa: E402
 
 LLAMACPP_BENCH = Path(__file__).resolve().parent / "llamacpp_bench.py"
@@ -217,4 +221,5 @@ def main(quantization: str, llamacpp_python: Path | None, contexts: str, prefill
 
 
 if __name__ == "__main__":
-    main()
+    with filtered_native_stderr():
+        main()

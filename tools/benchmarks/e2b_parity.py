@@ -23,6 +23,10 @@ import click
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.export_benchmark import FULL, SLIDING, gemma4_e2b_config  # noqa: E402
+from rne_tools.runtime.quiet import configure_python_noise, filtered_native_stderr  # noqa: E402
+
+configure_python_noise()  # before the imports below: torchao logs its noise on import
+
 from rne_tools.errors import RneError  # noqa: E402
 from rne_tools.export import cpp_runtime, export_llm  # noqa: E402
 from rne_tools.parity import compare, random_tokens  # noqa: E402
@@ -69,4 +73,5 @@ def main(layers: int, variants: str) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with filtered_native_stderr():
+        main()

@@ -159,15 +159,24 @@ STORAGE_BUFFER_BYTES = 2**27
 DEVICE_FLOAT_BYTES = 2
 
 
+# Shard boundaries fall on whole blocks of output rows: the delegate packs 4-bit weights in blocks
+# of output channels, and its fusion pass failed on a 37,450-row shard (37,450 is not a multiple
+# of 4). Sharding never makes a row count less aligned than the unsharded linear's.
+SHARD_ROW_ALIGN = 64
+
+
 class ShardedLinear(nn.Module):
     """A linear whose weight exceeds one storage buffer (a vocabulary-sized head), split by output
-    rows into near-equal shards that each fit; the output is their concatenation, so the result
-    is the same linear. Each shard is an ``nn.Linear``, quantized like any other."""
+    rows into shards of at most ``max_rows`` rows, near-equal and aligned to
+    ``SHARD_ROW_ALIGN``; the output is their concatenation, so the result is the same linear.
+    Each shard is an ``nn.Linear``, quantized like any other."""
 
     def __init__(self, linear: nn.Linear, max_rows: int) -> None:
         super().__init__()
         out_features, in_features = linear.weight.shape
-        rows = math.ceil(out_features / math.ceil(out_features / max_rows))
+        even = math.ceil(out_features / math.ceil(out_features / max_rows))
+        rows = min(-(-even // SHARD_ROW_ALIGN) * SHARD_ROW_ALIGN,
+                   max_rows // SHARD_ROW_ALIGN * SHARD_ROW_ALIGN) or max_rows
         self.shards = nn.ModuleList()
         for start in range(0, out_features, rows):
             end = min(start + rows, out_features)
