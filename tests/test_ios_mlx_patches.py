@@ -22,7 +22,7 @@ from rne_tools.binaries.plan import ApplyPatches, Run
 BIN = Path(sys.executable).parent  # the venv's cmake and ninja
 IOS_PATCHES = ["ios/0001-mlx-metallib-for-the-ios-sdk.patch", "ios/0002-mlx-single-config-sub-build.patch"]
 LINUX_PATCHES = ["linux/0001-mlx-cpu-quantized-ops-in-float.patch", "linux/0002-mlx-cpu-sdpa-float-scores.patch",
-                 "linux/0003-llm-decode-attention-gqa-split-keys.patch"]
+                 "linux/0003-llm-attention-gqa-split-keys.patch"]
 ET_MLX = "backends/mlx"
 MLX_METAL = "backends/mlx/third-party/mlx/mlx/backend/metal"
 DEPLOYMENT_TARGET = "17.0"

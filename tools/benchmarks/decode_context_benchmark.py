@@ -174,7 +174,8 @@ def ratio(a: float, b: float) -> float:
 @click.option("--rounds", default=3, show_default=True)
 @click.option("--threads", default=2, show_default=True, help="llama.cpp threads.")
 @click.option("--plot", "plot_path", type=click.Path(path_type=Path),
-              default=Path("decode_vs_context.png"), show_default=True)
+              default=REPO_ROOT / "build" / "benchmarks" / "decode_vs_context.png",
+              show_default="build/benchmarks/decode_vs_context.png")
 @click.option("--json", "as_json", is_flag=True, help="Also print the numbers as JSON.")
 def main(quantization: str, llamacpp_python: Path | None, contexts: str, prefill_tokens: int,
          new_tokens: int, rounds: int, threads: int, plot_path: Path, as_json: bool) -> None:
@@ -214,6 +215,7 @@ def main(quantization: str, llamacpp_python: Path | None, contexts: str, prefill
                 f"decode@{n} {ratio(ours[n]['decode_tok_s'], theirs[n]['decode_tok_s']):.2f}x"
                 for n in context_list]
             click.echo(f"{name} / {other}: " + ", ".join(cells) + f"  (target {targets})")
+    plot_path.parent.mkdir(parents=True, exist_ok=True)
     plot(best, context_list, plot_path, f"SmolLM2-135M decode ({quantization} / Q4_1)")
     click.echo(f"plot: {plot_path}")
     if as_json:
