@@ -90,20 +90,29 @@ def executorch_source_dir() -> Path:
 # The C++ host CLI and a tokenizer for the tiny models (tests/test_cpp_runner.py,
 # tests/test_faults_inputs.py).
 BUILD_DIR = REPO_ROOT / "build" / "host"
-RNE_LLM = BUILD_DIR / "host" / "rne_llm"
 
 
-@pytest.fixture(scope="session")
-def rne_llm() -> Path:
-    """rne_llm from the canonical host build: configured if absent, always brought up to date
-    (a no-op when nothing changed) so a stale binary is never tested."""
+def _host_binary(target: str) -> Path:
+    """``target`` from the canonical host build: configured if absent, always brought up to
+    date (a no-op when nothing changed) so a stale binary is never tested."""
     cmake = REPO_ROOT / ".venv" / "bin" / "cmake"
     if not (BUILD_DIR / "CMakeCache.txt").is_file():
         subprocess.run([cmake, "-S", PACKAGE_DIR / "cpp", "-B", BUILD_DIR, "-G", "Ninja",
                         "-DCMAKE_BUILD_TYPE=Release"], check=True, capture_output=True)
-    subprocess.run([cmake, "--build", BUILD_DIR, "-j", "2", "--target", "rne_llm"],
+    subprocess.run([cmake, "--build", BUILD_DIR, "-j", "2", "--target", target],
                    check=True, capture_output=True)
-    return RNE_LLM
+    return BUILD_DIR / "host" / target
+
+
+@pytest.fixture(scope="session")
+def rne_llm() -> Path:
+    return _host_binary("rne_llm")
+
+
+@pytest.fixture(scope="session")
+def rne_logits_host() -> Path:
+    """The host build's rne_logits (the wheel's runtime and the host LLM custom ops)."""
+    return _host_binary("rne_logits")
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,7 @@
 """The C++ runner (rne_llm, built from packages/react-native-executorch/cpp) on real exports.
 
-- its greedy tokens equal the Python reference runner's (rne_tools.runtime) on the same file,
+- its greedy tokens equal the Python reference runner's (rne_tools.runtime) on the same fp32
+  file, and its logits stay within fp16 rounding of them on a file with an fp16 KV cache,
 - the real SmolLM2 answers the Paris question through the chat template and the C++ tokenizer,
 - bad inputs fail with messages that name the problem.
 
@@ -14,6 +15,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 PARIS = "What is the capital of France?"
@@ -31,11 +33,10 @@ def reference_greedy(pte: Path, prompt: list[int], max_new_tokens: int) -> list[
     return PteRunner(pte).generate(prompt, max_new_tokens, stop_at_eos=False).tokens
 
 
-@pytest.mark.parametrize("variant", ["tiny_llama_fp32", "tiny_llama_8da4w"])
-def test_greedy_tokens_equal_the_reference_runner_on_tiny_exports(
-    request, variant, rne_llm, byte_tokenizer
+def test_greedy_tokens_equal_the_reference_runner_on_a_tiny_export(
+    rne_llm, byte_tokenizer, tiny_llama_fp32
 ):
-    export = request.getfixturevalue(variant)
+    export = tiny_llama_fp32
     # 37 tokens: two full chunks of 16 and a partial one, then decode past the context middle.
     prompt = [(i * 37 + 11) % 256 for i in range(37)]
     ours = run_json(rne_llm, "--model", str(export.pte_path), "--tokenizer", str(byte_tokenizer),
@@ -44,6 +45,38 @@ def test_greedy_tokens_equal_the_reference_runner_on_tiny_exports(
     assert ours["max_chunk"] == 16 and ours["prompt_ids"] == prompt
     assert ours["stats"]["generated_tokens"] == 24
     assert ours["tokens"] == reference_greedy(export.pte_path, prompt, 24)
+
+
+# A quantized export keeps its KV cache in fp16, so each runtime rounds the attention output to
+# fp16 in its own kernel: the host's (llm_custom_ops.cpp) and the wheel's differ by an fp16 ulp
+# here and there, which the tiny random model's int8 dynamic activations amplify. Measured on
+# tiny_llama_8da4w: max |dlogit| 0.063-0.079 at logit std 1.0, top-1 equal at 24-26 of 26 forwards
+# (the others near-ties, margins < 0.01). A wrong attention (positions, causal limit, cache
+# rows) moves the logits by about their std. So teacher-forced logits are compared, bounded.
+FP16_CACHE_BOUND_PER_STD = 0.15
+
+
+def test_logits_match_the_reference_runner_on_a_tiny_fp16_cache_export(
+    rne_logits_host, tiny_llama_8da4w
+):
+    from rne_tools.export.cpp_runtime import forward_logits
+    from rne_tools.parity import random_tokens, reference_runtime_logits
+
+    export = tiny_llama_8da4w
+    assert export.report["kv_cache_dtype"] == "float16"
+    tokens = random_tokens(export.report["vocab_size"], 60, seed=5)
+    chunks = [16, 16, 5] + [1] * 23  # prefill chunks, then decode past the context middle
+    ours = forward_logits(export.pte_path, tokens, chunks, binary=rne_logits_host)
+    reference = reference_runtime_logits(export.pte_path, tokens, chunks)
+    bound = FP16_CACHE_BOUND_PER_STD * reference.std()
+    diff = np.abs(ours - reference).max(axis=-1)
+    top2 = np.sort(reference, axis=-1)[:, -2:]
+    decisive = (top2[:, 1] - top2[:, 0]) > 2 * bound
+    print(f"\nFP16 CACHE host vs reference: max|dlogit| {diff.max():.4f}, logit std "
+          f"{reference.std():.3f}, top-1 equal {(ours.argmax(-1) == reference.argmax(-1)).sum()}"
+          f"/{len(chunks)}, decisive {decisive.sum()}")
+    assert diff.max() <= bound, f"forward {diff.argmax()} differs by {diff.max():.4f} > {bound:.4f}"
+    assert (ours.argmax(-1) == reference.argmax(-1))[decisive].all()
 
 
 @pytest.mark.slow

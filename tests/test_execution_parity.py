@@ -130,12 +130,42 @@ def test_vulkan_weights_over_one_storage_buffer_run_sharded(monkeypatch, tmp_pat
 
 
 def test_long_context_decode_matches_eager():
-    """Decode over 136+ cached keys, where ExecuTorch's decode attention (our linux patch 0003)
-    splits the keys into spans across threads and merges their softmax sums: the 39-token
+    """Prefill chunks of 64 and decode over 136+ cached keys, where ExecuTorch's attention as
+    our linux patch 0003 has it splits the keys into spans across threads and merges their
+    softmax sums (a chunk's rows each see their own causal share of a span): the 39-token
     sequence above stays within one span."""
     case = CASES["xnnpack-fp32-smollm2"]
     _check_parity("xnnpack-fp32-smollm2-long-decode", case, _export(case),
                   chunks=[64, 64, 8] + [1] * 12)
+
+
+# The real SmolLM2 8da4w keeps its KV cache in fp16: our runner (patch 0003's span kernel,
+# fp16 rows widened as they are loaded) against the same program on the wheel's runtime
+# (ExecuTorch's flash kernel in fp16). Both round the attention output to fp16, in different
+# summation orders. A wrong attention (positions, causal limit, cache rows) moves the logits
+# by about their std.
+FP16_CACHE_BOUND_PER_STD = 0.05
+
+
+def test_fp16_cache_long_context_matches_the_reference_runtime(smollm2_8da4w):
+    """Prefill chunks of 64 and decode past 136 cached keys, so spans are merged both ways."""
+    from rne_tools.parity import reference_runtime_logits
+
+    assert smollm2_8da4w.report["kv_cache_dtype"] == "float16"
+    chunks = [64, 64, 8] + [1] * 12
+    tokens = random_tokens(smollm2_8da4w.report["vocab_size"], sum(chunks))
+    ours = cpp_runtime.forward_logits(smollm2_8da4w.pte_path, tokens, chunks)
+    reference = reference_runtime_logits(smollm2_8da4w.pte_path, tokens, chunks)
+    diff = np.abs(ours - reference).max(axis=-1)
+    bound = FP16_CACHE_BOUND_PER_STD * reference.std()
+    top2 = np.sort(reference, axis=-1)[:, -2:]
+    decisive = (top2[:, 1] - top2[:, 0]) > 2 * bound
+    agree = ours.argmax(-1) == reference.argmax(-1)
+    print(f"\nPARITY smollm2-8da4w-fp16-cache: {len(chunks)} forwards, max|dlogit| "
+          f"{diff.max():.4f}, logit std {reference.std():.3f}, greedy agreement "
+          f"{agree.sum()}/{len(agree)}, decisive {decisive.sum()}")
+    assert diff.max() <= bound, f"forward {diff.argmax()} differs by {diff.max():.4f} > {bound:.4f}"
+    assert agree[decisive].all()
 
 
 def _check_parity(name: str, case: Case, result, chunks: list[int] = CHUNKS) -> None:

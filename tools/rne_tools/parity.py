@@ -4,7 +4,9 @@ Every forward of a token sequence fed in chunks is compared with the eager model
 verified against (rebuilt from the report: transformed and quantized the same way). A backend
 that computes in a lower precision (Vulkan's fp16, MLX's bf16) is compared with that model in
 fp32, beside how far the eager model run in the backend's precision moves the same logits.
-Used by ``tests/test_execution_parity.py`` and ``tools/benchmarks/e2b_parity.py``.
+Programs with an fp16 KV cache are compared with the same program on ExecuTorch's Python
+runtime instead (``reference_runtime_logits``). Used by ``tests/test_execution_parity.py``,
+``tests/test_cpp_runner.py`` and ``tools/benchmarks/e2b_parity.py``.
 """
 
 from __future__ import annotations
@@ -42,6 +44,20 @@ def chunked_logits(model: nn.Module, tokens: Sequence[int], chunks: Sequence[int
             out = model(torch.tensor([list(tokens[pos:pos + n])]), torch.tensor([pos]))
             rows.append(out[0].float().numpy())
             pos += n
+    return np.stack(rows)
+
+
+def reference_runtime_logits(pte: Path, tokens: Sequence[int],
+                             chunks: Sequence[int]) -> np.ndarray:
+    """Logits ``[len(chunks), vocab]`` of the same program on ExecuTorch's Python runtime (the
+    wheel's kernels): the reference for a program whose own rounding (an fp16 KV cache) eager
+    PyTorch does not reproduce op for op."""
+    from rne_tools.runtime import PteRunner
+
+    runner, rows, pos = PteRunner(pte), [], 0
+    for n in chunks:
+        rows.append(runner.forward(tokens[pos:pos + n], pos)[0].float().numpy())
+        pos += n
     return np.stack(rows)
 
 

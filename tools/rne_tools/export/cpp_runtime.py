@@ -47,17 +47,19 @@ def has_backend(backend: str) -> bool:
 
 
 def forward_logits(pte: Path, tokens: Sequence[int], chunks: Sequence[int],
-                   timeout_s: float = 600) -> np.ndarray:
-    """Logits ``[len(chunks), vocab]`` of each forward call, feeding ``tokens`` in ``chunks``."""
+                   timeout_s: float = 600, binary: Path = RNE_LOGITS) -> np.ndarray:
+    """Logits ``[len(chunks), vocab]`` of each forward call, feeding ``tokens`` in ``chunks``,
+    from ``binary`` (default: the source-built runner; the host build has its own)."""
     if sum(chunks) != len(tokens):
         raise ValueError(f"chunks sum to {sum(chunks)}, tokens has {len(tokens)}")
-    if not available():
-        raise CppRuntimeError(f"{RNE_LOGITS} is missing: run "
-                              "`.venv/bin/python tools/build_binaries.py --platform linux`")
+    if not binary.is_file():
+        hint = (": run `.venv/bin/python tools/build_binaries.py --platform linux`"
+                if binary == RNE_LOGITS else "")
+        raise CppRuntimeError(f"{binary} is missing{hint}")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "logits.f32"
         proc = subprocess.run(
-            [str(RNE_LOGITS), "--model", str(pte), "--tokens", ",".join(map(str, tokens)),
+            [str(binary), "--model", str(pte), "--tokens", ",".join(map(str, tokens)),
              "--chunks", ",".join(map(str, chunks)), "--out", str(out)],
             capture_output=True, text=True, timeout=timeout_s,
         )

@@ -5,6 +5,11 @@ The portable decomposition of masked SDPA over a static cache is many small CPU 
 the XNNPACK partition at every layer, and it reads every cache slot, written or not. The custom
 ops write the new keys/values in place and attend causally over positions ``[0, start + T)``
 only, which is both faster and independent of the cache's initial contents.
+
+The cache may be kept in a narrower dtype than the model computes in (fp16 for the quantized
+exports, as llama.cpp keeps its own): a decode step at long context reads the whole cache, so
+half the bytes is most of the step's attention cost. Attention then runs on fp16 q/k/v (the ops
+take one dtype for all three) and its output is widened back.
 """
 
 from __future__ import annotations
@@ -20,15 +25,19 @@ def _load_ops() -> None:
 
 
 class CustomOpKVCacheAttention(nn.Module):
-    """Drop-in for ``llama.KVCacheAttention`` with caches laid out ``[1, S, Hkv, D]``."""
+    """Drop-in for ``llama.KVCacheAttention`` with caches laid out ``[1, S, Hkv, D]`` in
+    ``cache_dtype`` (the attention's dtype too; its output comes back in the query's)."""
 
-    def __init__(self, n_heads: int, n_kv_heads: int, head_dim: int, max_context: int) -> None:
+    def __init__(self, n_heads: int, n_kv_heads: int, head_dim: int, max_context: int,
+                 cache_dtype: torch.dtype = torch.float32) -> None:
         super().__init__()
         _load_ops()
         self.n_heads, self.head_dim, self.max_context = n_heads, head_dim, max_context
         cache_shape = (1, max_context, n_kv_heads, head_dim)
-        self.register_buffer("k_cache", torch.zeros(cache_shape), persistent=False)
-        self.register_buffer("v_cache", torch.zeros(cache_shape), persistent=False)
+        self.register_buffer("k_cache", torch.zeros(cache_shape, dtype=cache_dtype),
+                             persistent=False)
+        self.register_buffer("v_cache", torch.zeros(cache_shape, dtype=cache_dtype),
+                             persistent=False)
 
     def forward(
         self,
@@ -41,22 +50,26 @@ class CustomOpKVCacheAttention(nn.Module):
         start = input_pos[0].item()
         torch._check(start >= 0)
         torch._check(start < self.max_context)
-        q, k, v = (x.transpose(1, 2) for x in (q, k, v))  # -> [1, T, heads, D]
-        torch.ops.llama.update_cache(k.to(self.k_cache.dtype), self.k_cache, start)
-        torch.ops.llama.update_cache(v.to(self.v_cache.dtype), self.v_cache, start)
-        out = torch.ops.llama.custom_sdpa(q, self.k_cache, self.v_cache, start, None, 0.0, True)
-        return out.reshape(1, -1, self.n_heads * self.head_dim)
+        dtype = self.k_cache.dtype
+        # -> [1, T, heads, D] in the cache's dtype
+        q_c, k_c, v_c = (x.transpose(1, 2).to(dtype) for x in (q, k, v))
+        torch.ops.llama.update_cache(k_c, self.k_cache, start)
+        torch.ops.llama.update_cache(v_c, self.v_cache, start)
+        out = torch.ops.llama.custom_sdpa(q_c, self.k_cache, self.v_cache, start, None, 0.0, True)
+        return out.to(q.dtype).reshape(1, -1, self.n_heads * self.head_dim)
 
 
-def use_custom_attention(model: nn.Module) -> int:
-    """Replace every ``llama.KVCacheAttention`` in ``model``; returns how many were replaced."""
+def use_custom_attention(model: nn.Module, cache_dtype: torch.dtype | None = None) -> int:
+    """Replace every ``llama.KVCacheAttention`` in ``model``, with caches in ``cache_dtype``
+    (default: the replaced caches' own); returns how many were replaced."""
     replaced = 0
     for module in list(model.modules()):
         for name, child in list(module.named_children()):
             if isinstance(child, llama.KVCacheAttention):
                 new = CustomOpKVCacheAttention(
-                    child.n_heads, child.n_kv_heads, child.head_dim, child.k_cache.shape[2]
-                ).to(child.k_cache.dtype)
+                    child.n_heads, child.n_kv_heads, child.head_dim, child.k_cache.shape[2],
+                    cache_dtype or child.k_cache.dtype,
+                )
                 setattr(module, name, new)
                 replaced += 1
     return replaced

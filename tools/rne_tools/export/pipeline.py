@@ -194,6 +194,14 @@ def _peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
 
 
+def _kv_cache_dtype(model: nn.Module) -> str | None:
+    """The dtype the program keeps its KV caches in (``float16``, ``float32``...), None if none."""
+    names = {"k_cache", "v_cache", "k", "v"}
+    dtypes = sorted({str(b.dtype).removeprefix("torch.") for n, b in model.named_buffers()
+                     if n.rsplit(".", 1)[-1] in names})
+    return ", ".join(dtypes) or None
+
+
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
     with path.open("rb") as f:
@@ -371,6 +379,7 @@ def export_llm(
             "size": tmp_pte.stat().st_size,
             "sha256": _sha256(tmp_pte),
             "delegation": delegation,
+            "kv_cache_dtype": _kv_cache_dtype(model),
             "backend_checks": backend_checks,
             "export_seconds": round(time.perf_counter() - start, 2),
             "stage_seconds": timings,

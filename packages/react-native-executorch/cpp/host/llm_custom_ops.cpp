@@ -6,6 +6,8 @@
 // ExecuTorch's own LLM kernels instead (tools/build_binaries.py), so this file is host-only.
 // (The wheel's libcustom_ops_aot_lib.so does carry ExecuTorch's custom_sdpa, but it needs
 // libtorch_python, i.e. a Python interpreter in the process: dlopen fails on PyType_GenericAlloc.)
+// Caches are float32 or fp16 (the quantized exports' half-size KV cache); fp16 rows are widened
+// to float32 as they are read, and scores, softmax and sums are float32 either way.
 // Correctness is checked end to end: tests/test_cpp_runner_reference.py compares this runner's
 // greedy tokens with the Python reference runner's, which executes ExecuTorch's kernels.
 //
@@ -18,6 +20,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <type_traits>
 #include <vector>
 
 // The wheel ships libexecutorch_threadpool but not its header; these are the two functions of
@@ -33,6 +37,7 @@ ThreadPool* get_threadpool();
 namespace {
 
 namespace rt = ::executorch::runtime;
+using ::executorch::aten::Half;
 using ::executorch::aten::ScalarType;
 using ::executorch::aten::Tensor;
 
@@ -66,10 +71,29 @@ bool fail(rt::KernelRuntimeContext& context, const char* op, const char* why) {
   return false;
 }
 
-bool check_rank4_float(rt::KernelRuntimeContext& context, const char* op, const Tensor& t) {
+// A [1, S, H, D] tensor of `dtype`, which is float32 or fp16.
+bool check_rank4(rt::KernelRuntimeContext& context, const char* op, const Tensor& t,
+                 ScalarType dtype) {
   if (t.dim() != 4 || t.size(0) != 1) return fail(context, op, "expected a [1, S, H, D] tensor");
-  if (t.scalar_type() != ScalarType::Float) return fail(context, op, "only float32 is supported");
+  if (dtype != ScalarType::Float && dtype != ScalarType::Half) {
+    return fail(context, op, "only float32 and fp16 are supported");
+  }
+  if (t.scalar_type() != dtype) {
+    return fail(context, op, "query, key, value and cache must share one dtype");
+  }
   return true;
+}
+
+// `n` elements of `src` as float32: the row itself for float32, else widened into `buffer`.
+template <typename T>
+const float* as_float(const T* src, int64_t n, std::vector<float>& buffer) {
+  if constexpr (std::is_same_v<T, float>) {
+    return src;
+  } else {
+    buffer.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) buffer[i] = static_cast<float>(src[i]);
+    return buffer.data();
+  }
 }
 
 // update_cache.out(Tensor value, Tensor(a!) cache, SymInt start_pos, *, Tensor(b!) out)
@@ -79,7 +103,10 @@ void update_cache_out(rt::KernelRuntimeContext& context, rt::Span<rt::EValue*> s
   const Tensor& value = stack[0]->toTensor();
   Tensor& cache = stack[1]->toTensor();
   const int64_t start = stack[2]->toInt();
-  if (!check_rank4_float(context, kOp, value) || !check_rank4_float(context, kOp, cache)) return;
+  if (!check_rank4(context, kOp, value, cache.scalar_type()) ||
+      !check_rank4(context, kOp, cache, cache.scalar_type())) {
+    return;
+  }
   const int64_t steps = value.size(1), heads = value.size(2), dim = value.size(3);
   if (cache.size(2) != heads || cache.size(3) != dim) {
     fail(context, kOp, "value and cache disagree on heads or head_dim");
@@ -89,20 +116,91 @@ void update_cache_out(rt::KernelRuntimeContext& context, rt::Span<rt::EValue*> s
     fail(context, kOp, "start_pos + length exceeds the cache");
     return;
   }
-  const float* src = value.const_data_ptr<float>();
-  float* dst = cache.mutable_data_ptr<float>();
+  // Same dtype on both sides: rows are copied as bytes.
+  const size_t element = value.element_size();
+  const auto* src = static_cast<const char*>(value.const_data_ptr());
+  auto* dst = static_cast<char*>(cache.mutable_data_ptr());
   for (int64_t t = 0; t < steps; ++t) {
     for (int64_t h = 0; h < heads; ++h) {
-      const float* from = src + at(value, t, h, 0);
-      float* to = dst + at(cache, start + t, h, 0);
       if (value.strides()[3] == 1 && cache.strides()[3] == 1) {
-        std::copy(from, from + dim, to);
+        std::memcpy(dst + at(cache, start + t, h, 0) * element,
+                    src + at(value, t, h, 0) * element, dim * element);
       } else {
         for (int64_t d = 0; d < dim; ++d) {
-          dst[at(cache, start + t, h, d)] = src[at(value, t, h, d)];
+          std::memcpy(dst + at(cache, start + t, h, d) * element,
+                      src + at(value, t, h, d) * element, element);
         }
       }
     }
+  }
+}
+
+// Attention of query [1, T, H, D] over the caches in element type T (float or Half); shapes
+// and strides were checked by custom_sdpa_out.
+template <typename T>
+void attend(const Tensor& q, const Tensor& k, const Tensor& v, int64_t start, bool is_causal,
+            float scale, Tensor& out) {
+  const int64_t steps = q.size(1), heads = q.size(2), dim = q.size(3);
+  const int64_t kv_heads = k.size(2);
+  const int64_t group = heads / kv_heads;
+  const T* qd = q.const_data_ptr<T>();
+  const T* kd = k.const_data_ptr<T>();
+  const T* vd = v.const_data_ptr<T>();
+  T* od = out.mutable_data_ptr<T>();
+  const auto qs = q.strides(), ks = k.strides(), vs = v.strides(), os = out.strides();
+  // One work item: query position t and kv head g, with the `group` query heads that share
+  // it, so each key and value row is read once per group instead of once per query head.
+  auto item = [&](size_t index) {
+    const int64_t t = static_cast<int64_t>(index) / kv_heads;
+    const int64_t g = static_cast<int64_t>(index) % kv_heads;
+    // Causal: position start+t sees keys 0..start+t. Otherwise everything written so far.
+    const int64_t keys = is_causal ? start + t + 1 : start + steps;
+    // Per thread, reused across calls: no allocation per item. scores is [group, keys].
+    thread_local std::vector<float> scores, acc, query, row_buffer;
+    scores.resize(static_cast<size_t>(group * keys));
+    acc.assign(static_cast<size_t>(group * dim), 0.0f);
+    query.resize(static_cast<size_t>(group * dim));
+    for (int64_t r = 0; r < group; ++r) {
+      const T* from = qd + t * qs[1] + (g * group + r) * qs[2];
+      for (int64_t d = 0; d < dim; ++d) query[r * dim + d] = static_cast<float>(from[d]);
+    }
+    const T* krow = kd + g * ks[2];
+    for (int64_t s = 0; s < keys; ++s, krow += ks[1]) {
+      const float* key = as_float(krow, dim, row_buffer);
+      for (int64_t r = 0; r < group; ++r) {
+        scores[r * keys + s] = dot_contiguous(query.data() + r * dim, key, dim) * scale;
+      }
+    }
+    for (int64_t r = 0; r < group; ++r) {
+      float* row = scores.data() + r * keys;
+      const float max_score = *std::max_element(row, row + keys);
+      float total = 0.0f;
+      for (int64_t s = 0; s < keys; ++s) total += row[s] = std::exp(row[s] - max_score);
+      const float inv = 1.0f / total;
+      for (int64_t s = 0; s < keys; ++s) row[s] *= inv;
+    }
+    const T* vrow = vd + g * vs[2];
+    for (int64_t s = 0; s < keys; ++s, vrow += vs[1]) {
+      const float* value = as_float(vrow, dim, row_buffer);
+      for (int64_t r = 0; r < group; ++r) {
+        const float p = scores[r * keys + s];
+        float* __restrict a = acc.data() + r * dim;
+        for (int64_t d = 0; d < dim; ++d) a[d] += p * value[d];  // vectorises
+      }
+    }
+    for (int64_t r = 0; r < group; ++r) {
+      T* to = od + t * os[1] + (g * group + r) * os[2];
+      for (int64_t d = 0; d < dim; ++d) to[d] = static_cast<T>(acc[r * dim + d]);
+    }
+  };
+  const size_t items = static_cast<size_t>(steps * kv_heads);
+  // Short contexts: the pool's hand-off would cost more than the rows themselves.
+  constexpr int64_t kParallelMinKeyReads = 4096;
+  auto* pool = ::executorch::extension::threadpool::get_threadpool();
+  if (pool != nullptr && items > 1 && heads * (start + steps) >= kParallelMinKeyReads) {
+    pool->run(item, items);
+  } else {
+    for (size_t i = 0; i < items; ++i) item(i);
   }
 }
 
@@ -121,8 +219,9 @@ void custom_sdpa_out(rt::KernelRuntimeContext& context, rt::Span<rt::EValue*> st
   const bool is_causal = stack[6]->toBool();
   const bool has_scale = !stack[7]->isNone();
   Tensor& out = stack[8]->toTensor();
-  if (!check_rank4_float(context, kOp, q) || !check_rank4_float(context, kOp, k) ||
-      !check_rank4_float(context, kOp, v) || !check_rank4_float(context, kOp, out)) {
+  const ScalarType dtype = q.scalar_type();
+  if (!check_rank4(context, kOp, q, dtype) || !check_rank4(context, kOp, k, dtype) ||
+      !check_rank4(context, kOp, v, dtype) || !check_rank4(context, kOp, out, dtype)) {
     return;
   }
   if (has_mask) {
@@ -151,65 +250,17 @@ void custom_sdpa_out(rt::KernelRuntimeContext& context, rt::Span<rt::EValue*> st
   }
   const float scale = has_scale ? static_cast<float>(stack[7]->toDouble())
                                 : 1.0f / std::sqrt(static_cast<float>(dim));
-  const int64_t group = heads / kv_heads;
-  const float* qd = q.const_data_ptr<float>();
-  const float* kd = k.const_data_ptr<float>();
-  const float* vd = v.const_data_ptr<float>();
-  float* od = out.mutable_data_ptr<float>();
   const auto qs = q.strides(), ks = k.strides(), vs = v.strides(), os = out.strides();
   if (qs[3] != 1 || ks[3] != 1 || vs[3] != 1 || os[3] != 1) {
     fail(context, kOp, "head_dim must be the innermost, contiguous dimension");
     return;
   }
-  // One work item: query position t and kv head g, with the `group` query heads that share
-  // it, so each key and value row is read once per group instead of once per query head.
-  auto item = [&](size_t index) {
-    const int64_t t = static_cast<int64_t>(index) / kv_heads;
-    const int64_t g = static_cast<int64_t>(index) % kv_heads;
-    // Causal: position start+t sees keys 0..start+t. Otherwise everything written so far.
-    const int64_t keys = is_causal ? start + t + 1 : start + steps;
-    // Per thread, reused across calls: no allocation per item. scores is [group, keys].
-    thread_local std::vector<float> scores, acc;
-    scores.resize(static_cast<size_t>(group * keys));
-    acc.assign(static_cast<size_t>(group * dim), 0.0f);
-    const float* qrow = qd + t * qs[1] + g * group * qs[2];
-    const float* krow = kd + g * ks[2];
-    for (int64_t s = 0; s < keys; ++s, krow += ks[1]) {
-      for (int64_t r = 0; r < group; ++r) {
-        scores[r * keys + s] = dot_contiguous(qrow + r * qs[2], krow, dim) * scale;
-      }
-    }
-    for (int64_t r = 0; r < group; ++r) {
-      float* row = scores.data() + r * keys;
-      const float max_score = *std::max_element(row, row + keys);
-      float total = 0.0f;
-      for (int64_t s = 0; s < keys; ++s) total += row[s] = std::exp(row[s] - max_score);
-      const float inv = 1.0f / total;
-      for (int64_t s = 0; s < keys; ++s) row[s] *= inv;
-    }
-    const float* vrow = vd + g * vs[2];
-    for (int64_t s = 0; s < keys; ++s, vrow += vs[1]) {
-      for (int64_t r = 0; r < group; ++r) {
-        const float p = scores[r * keys + s];
-        float* __restrict a = acc.data() + r * dim;
-        for (int64_t d = 0; d < dim; ++d) a[d] += p * vrow[d];  // vectorises
-      }
-    }
-    for (int64_t r = 0; r < group; ++r) {
-      std::copy_n(acc.data() + r * dim, dim, od + t * os[1] + (g * group + r) * os[2]);
-    }
-  };
-  const size_t items = static_cast<size_t>(steps * kv_heads);
-  // Short contexts: the pool's hand-off would cost more than the rows themselves.
-  constexpr int64_t kParallelMinKeyReads = 4096;
-  auto* pool = ::executorch::extension::threadpool::get_threadpool();
-  if (pool != nullptr && items > 1 && heads * (start + steps) >= kParallelMinKeyReads) {
-    pool->run(item, items);
+  if (dtype == ScalarType::Half) {
+    attend<Half>(q, k, v, start, is_causal, scale, out);
   } else {
-    for (size_t i = 0; i < items; ++i) item(i);
+    attend<float>(q, k, v, start, is_causal, scale, out);
   }
 }
-
 // Registered when the binary starts (this object file is linked in whole, see CMakeLists.txt).
 const bool registered = [] {
   static const rt::Kernel kernels[] = {

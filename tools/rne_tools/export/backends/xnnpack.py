@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from torch import nn
 
 from rne_tools.export.backends import ExportOptions, check_quantization
@@ -23,7 +24,10 @@ class XnnpackBackend:
         check_quantization(self, options)
 
     def transform(self, model: nn.Module, options: ExportOptions) -> nn.Module:
-        use_custom_attention(model)
+        # Quantized variants keep the KV cache in fp16, as llama.cpp keeps its own: at long
+        # context a decode step reads the whole cache, and half the bytes is most of its
+        # attention time. fp32 stays the exact reference.
+        use_custom_attention(model, None if options.quantization == "fp32" else torch.float16)
         use_xnnpack_friendly_modules(model)
         return model
 
