@@ -129,39 +129,63 @@ def test_vulkan_weights_over_one_storage_buffer_run_sharded(monkeypatch, tmp_pat
     _check_parity("vulkan-fp16-gemma4-tiny-sharded", case, result)
 
 
-def test_long_context_decode_matches_eager():
+# Patch 0003's span kernel has an AVX2 path (x86-64 hosts) and a portable one (what arm64
+# phones run); RNE_SDPA_GENERIC makes the runner take the portable one here.
+SDPA_PATHS = pytest.mark.parametrize("sdpa_path", ["avx2", "generic"])
+
+
+def _use_sdpa_path(monkeypatch, sdpa_path: str) -> None:
+    if sdpa_path == "generic":
+        monkeypatch.setenv("RNE_SDPA_GENERIC", "1")
+    else:
+        monkeypatch.delenv("RNE_SDPA_GENERIC", raising=False)
+
+
+@SDPA_PATHS
+def test_long_context_decode_matches_eager(monkeypatch, sdpa_path):
     """Prefill chunks of 64 and decode over 136+ cached keys, where ExecuTorch's attention as
     our linux patch 0003 has it splits the keys into spans across threads and merges their
     softmax sums (a chunk's rows each see their own causal share of a span): the 39-token
     sequence above stays within one span."""
+    _use_sdpa_path(monkeypatch, sdpa_path)
     case = CASES["xnnpack-fp32-smollm2"]
-    _check_parity("xnnpack-fp32-smollm2-long-decode", case, _export(case),
+    _check_parity(f"xnnpack-fp32-smollm2-long-decode-{sdpa_path}", case, _export(case),
                   chunks=[64, 64, 8] + [1] * 12)
 
 
-# The real SmolLM2 8da4w keeps its KV cache in fp16: our runner (patch 0003's span kernel,
-# fp16 rows widened as they are loaded) against the same program on the wheel's runtime
-# (ExecuTorch's flash kernel in fp16). Both round the attention output to fp16, in different
-# summation orders. A wrong attention (positions, causal limit, cache rows) moves the logits
-# by about their std.
-FP16_CACHE_BOUND_PER_STD = 0.05
+# Quantized XNNPACK exports keep their KV cache in fp16. Our runner (patch 0003's span kernel,
+# fp16 rows widened to float32 as they are loaded) against the same program on the wheel's
+# runtime (ExecuTorch's flash kernel in fp16): both round the attention output to fp16, in
+# different orders. A tiny random Llama with a 256-token cache, so prefill chunks of 64 and
+# decode past 136 keys merge spans. Measured here: max |dlogit| 0.085 (AVX2) and 0.091
+# (portable) at logit std 0.99; the host kernel, llm_custom_ops.cpp, lands within 0.074. A wrong
+# attention (positions, causal limit, cache rows) moves the logits by about their std.
+# On the real SmolLM2 8da4w the three runtimes differ pairwise by 1.2-2.5 logits at std 3.7 from
+# the first 64-token chunk on: the trained model's dynamic int8 activations turn fp16 rounding
+# differences into flipped quantization steps, so that file cannot tell a kernel bug from its
+# own sensitivity. Its answers are checked end to end instead (test_source_runtime_smollm2).
+FP16_CACHE_BOUND_PER_STD = 0.15
+TINY_LONG = dict(random_config="tiny", max_context=256, max_chunk=64)
 
 
-def test_fp16_cache_long_context_matches_the_reference_runtime(smollm2_8da4w):
+@SDPA_PATHS
+def test_fp16_cache_long_context_matches_the_reference_runtime(monkeypatch, sdpa_path):
     """Prefill chunks of 64 and decode past 136 cached keys, so spans are merged both ways."""
     from rne_tools.parity import reference_runtime_logits
 
-    assert smollm2_8da4w.report["kv_cache_dtype"] == "float16"
+    _use_sdpa_path(monkeypatch, sdpa_path)
+    export = cached_export("smollm2_135m", "xnnpack", "8da4w", progress=False, **TINY_LONG)
+    assert export.report["kv_cache_dtype"] == "float16"
     chunks = [64, 64, 8] + [1] * 12
-    tokens = random_tokens(smollm2_8da4w.report["vocab_size"], sum(chunks))
-    ours = cpp_runtime.forward_logits(smollm2_8da4w.pte_path, tokens, chunks)
-    reference = reference_runtime_logits(smollm2_8da4w.pte_path, tokens, chunks)
+    tokens = random_tokens(export.report["vocab_size"], sum(chunks))
+    ours = cpp_runtime.forward_logits(export.pte_path, tokens, chunks)
+    reference = reference_runtime_logits(export.pte_path, tokens, chunks)
     diff = np.abs(ours - reference).max(axis=-1)
     bound = FP16_CACHE_BOUND_PER_STD * reference.std()
     top2 = np.sort(reference, axis=-1)[:, -2:]
     decisive = (top2[:, 1] - top2[:, 0]) > 2 * bound
     agree = ours.argmax(-1) == reference.argmax(-1)
-    print(f"\nPARITY smollm2-8da4w-fp16-cache: {len(chunks)} forwards, max|dlogit| "
+    print(f"\nPARITY tiny-llama-8da4w-fp16-cache-{sdpa_path}: {len(chunks)} forwards, max|dlogit| "
           f"{diff.max():.4f}, logit std {reference.std():.3f}, greedy agreement "
           f"{agree.sum()}/{len(agree)}, decisive {decisive.sum()}")
     assert diff.max() <= bound, f"forward {diff.argmax()} differs by {diff.max():.4f} > {bound:.4f}"
