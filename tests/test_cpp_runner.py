@@ -15,7 +15,6 @@ import json
 import subprocess
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 PARIS = "What is the capital of France?"
@@ -60,23 +59,21 @@ def test_logits_match_the_reference_runner_on_a_tiny_fp16_cache_export(
     rne_logits_host, tiny_llama_8da4w
 ):
     from rne_tools.export.cpp_runtime import forward_logits
-    from rne_tools.parity import random_tokens, reference_runtime_logits
+    from rne_tools.parity import Parity, random_tokens, reference_runtime_logits
 
     export = tiny_llama_8da4w
     assert export.report["kv_cache_dtype"] == "float16"
     tokens = random_tokens(export.report["vocab_size"], 60, seed=5)
     chunks = [16, 16, 5] + [1] * 23  # prefill chunks, then decode past the context middle
-    ours = forward_logits(export.pte_path, tokens, chunks, binary=rne_logits_host)
-    reference = reference_runtime_logits(export.pte_path, tokens, chunks)
-    bound = FP16_CACHE_BOUND_PER_STD * reference.std()
-    diff = np.abs(ours - reference).max(axis=-1)
-    top2 = np.sort(reference, axis=-1)[:, -2:]
-    decisive = (top2[:, 1] - top2[:, 0]) > 2 * bound
+    parity = Parity(forward_logits(export.pte_path, tokens, chunks, binary=rne_logits_host),
+                    reference_runtime_logits(export.pte_path, tokens, chunks), None)
+    bound = FP16_CACHE_BOUND_PER_STD * parity.eager.std()
+    diff, agree, decisive = parity.diff, parity.agreement, parity.decisive(bound)
     print(f"\nFP16 CACHE host vs reference: max|dlogit| {diff.max():.4f}, logit std "
-          f"{reference.std():.3f}, top-1 equal {(ours.argmax(-1) == reference.argmax(-1)).sum()}"
-          f"/{len(chunks)}, decisive {decisive.sum()}")
+          f"{parity.eager.std():.3f}, top-1 equal {agree.sum()}/{len(chunks)}, "
+          f"decisive {decisive.sum()}")
     assert diff.max() <= bound, f"forward {diff.argmax()} differs by {diff.max():.4f} > {bound:.4f}"
-    assert (ours.argmax(-1) == reference.argmax(-1))[decisive].all()
+    assert agree[decisive].all()
 
 
 @pytest.mark.slow

@@ -21,7 +21,7 @@ import pytest
 from rne_tools.errors import VerificationError
 from rne_tools.export import cached_export, cpp_runtime, export_llm
 from rne_tools.export.backends import get_backend, vulkan_ops
-from rne_tools.parity import compare, random_tokens
+from rne_tools.parity import Parity, compare, random_tokens
 
 pytestmark = [pytest.mark.executorch_source, pytest.mark.slow]
 
@@ -178,15 +178,12 @@ def test_fp16_cache_long_context_matches_the_reference_runtime(monkeypatch, sdpa
     assert export.report["kv_cache_dtype"] == "float16"
     chunks = [64, 64, 8] + [1] * 12
     tokens = random_tokens(export.report["vocab_size"], sum(chunks))
-    ours = cpp_runtime.forward_logits(export.pte_path, tokens, chunks)
-    reference = reference_runtime_logits(export.pte_path, tokens, chunks)
-    diff = np.abs(ours - reference).max(axis=-1)
-    bound = FP16_CACHE_BOUND_PER_STD * reference.std()
-    top2 = np.sort(reference, axis=-1)[:, -2:]
-    decisive = (top2[:, 1] - top2[:, 0]) > 2 * bound
-    agree = ours.argmax(-1) == reference.argmax(-1)
+    parity = Parity(cpp_runtime.forward_logits(export.pte_path, tokens, chunks),
+                    reference_runtime_logits(export.pte_path, tokens, chunks), None)
+    bound = FP16_CACHE_BOUND_PER_STD * parity.eager.std()
+    diff, agree, decisive = parity.diff, parity.agreement, parity.decisive(bound)
     print(f"\nPARITY tiny-llama-8da4w-fp16-cache-{sdpa_path}: {len(chunks)} forwards, max|dlogit| "
-          f"{diff.max():.4f}, logit std {reference.std():.3f}, greedy agreement "
+          f"{diff.max():.4f}, logit std {parity.eager.std():.3f}, greedy agreement "
           f"{agree.sum()}/{len(agree)}, decisive {decisive.sum()}")
     assert diff.max() <= bound, f"forward {diff.argmax()} differs by {diff.max():.4f} > {bound:.4f}"
     assert agree[decisive].all()
@@ -202,9 +199,7 @@ def _check_parity(name: str, case: Case, result, chunks: list[int] = CHUNKS) -> 
               f"logits by up to {parity.precision_drift:.4f}")
     else:
         bound = case.bound_per_std * eager.std()
-    diff, agree = parity.diff, parity.agreement
-    top2 = np.sort(eager, axis=-1)[:, -2:]
-    decisive = (top2[:, 1] - top2[:, 0]) > 2 * bound
+    diff, agree, decisive = parity.diff, parity.agreement, parity.decisive(bound)
     verification = result.report["verification"]
     print(f"\nPARITY {name}: {len(chunks)} forwards, max|dlogit| {diff.max():.5f}, "
           f"logit std {eager.std():.3f} (ratio {diff.max() / eager.std():.2e}, bound "

@@ -69,7 +69,7 @@ def random_tokens(vocab: int, n: int, seed: int = 7) -> list[int]:
 @dataclass(frozen=True)
 class Parity:
     runtime: np.ndarray  # [forwards, vocab], our runner
-    eager: np.ndarray  # the reference: eager in fp32 for low-precision backends
+    eager: np.ndarray  # the reference: eager in fp32 for low-precision backends, or another runtime
     # How far the eager model in the backend's precision moves the reference (max |dlogit|);
     # None for backends that compute in the eager graph's precision.
     precision_drift: float | None
@@ -82,6 +82,12 @@ class Parity:
     @property
     def agreement(self) -> np.ndarray:
         return self.runtime.argmax(-1) == self.eager.argmax(-1)
+
+    def decisive(self, bound: float) -> np.ndarray:
+        """Forwards whose reference top-1/top-2 margin exceeds ``2 * bound``: with every logit
+        within ``bound`` of the reference, only closer calls may flip the greedy token."""
+        top2 = np.sort(self.eager, axis=-1)[:, -2:]
+        return (top2[:, 1] - top2[:, 0]) > 2 * bound
 
 
 def compare(pte: Path, report: dict[str, Any], tokens: Sequence[int], chunks: Sequence[int],
