@@ -23,6 +23,11 @@ def tiny_llama_fp32() -> ExportResult:
 
 
 @pytest.fixture(scope="session")
+def tiny_llama_8w() -> ExportResult:
+    return cached_export("smollm2_135m", "xnnpack", "8w", progress=False, **TINY)
+
+
+@pytest.fixture(scope="session")
 def tiny_llama_8da4w() -> ExportResult:
     return cached_export("smollm2_135m", "xnnpack", "8da4w", progress=False, **TINY)
 
@@ -50,6 +55,11 @@ def smollm2_fp32() -> ExportResult:
 @pytest.fixture(scope="session")
 def smollm2_8da4w() -> ExportResult:
     return cached_export("smollm2_135m", "xnnpack", "8da4w", progress=False)
+
+
+@pytest.fixture(scope="session")
+def smollm2_8w() -> ExportResult:
+    return cached_export("smollm2_135m", "xnnpack", "8w", progress=False)
 
 
 # Tests marked `executorch_source` need the locked ExecuTorch source in the cache (and the

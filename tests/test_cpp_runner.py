@@ -90,7 +90,7 @@ def test_greedy_tokens_equal_the_reference_runner_on_smollm2(rne_llm, smollm2_fp
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("variant", ["smollm2_8da4w", "smollm2_fp32"])
+@pytest.mark.parametrize("variant", ["smollm2_8w", "smollm2_8da4w", "smollm2_fp32"])
 def test_smollm2_answers_the_paris_question(request, variant, rne_llm, smollm2_checkpoint):
     from rne_tools.runtime.text import ChatTokenizer
 

@@ -127,6 +127,19 @@ def test_8da8w_export_verifies_and_every_linear_runs_in_xnnpack(tiny_llama_fp32,
     assert not any("linear" in op or "mm" in op for op in cpu_ops), cpu_ops
 
 
+def test_8w_export_verifies_and_every_linear_runs_in_xnnpack(
+    tiny_llama_8w, tiny_llama_fp32, tiny_llama_8da4w
+):
+    """Weight-only int8 linears run as XNNPACK f32-qc8w kernels: none is left to the portable
+    runtime, which would dequantize the weights on every call."""
+    report = tiny_llama_8w.report
+    assert report["quantization"] == "8w" and report["verification"]["passed"] is True
+    assert report["verification"]["max_abs_logit_diff"] < 0.05  # float activations: near fp32
+    assert tiny_llama_8da4w.report["size"] < report["size"] < tiny_llama_fp32.report["size"] / 2
+    cpu_ops = report["delegation"]["cpu_ops"]
+    assert not any("linear" in op or "mm" in op or "dequantize" in op for op in cpu_ops), cpu_ops
+
+
 def test_cli_cached_returns_the_shared_export(tiny_llama_fp32, tmp_path):
     """CMake/ctest fixtures and the demo get the same cached file through the CLI."""
     import subprocess

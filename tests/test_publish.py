@@ -23,7 +23,7 @@ from huggingface_hub import constants as hf_constants
 
 from hub_server import RunningHub, serve_hub
 from rne_tools import registry
-from rne_tools.export import ExportResult, cached_export
+from rne_tools.export import ExportResult
 from rne_tools.gguf_import import smollm2_checkpoint
 from rne_tools.paths import REGISTRY_DIR, REPO_ROOT
 from rne_tools.publish import (
@@ -36,21 +36,15 @@ from rne_tools.publish import (
 
 MODEL = "smollm2_135m"
 REPO = "software-mansion/react-native-executorch-smollm2"
-PTE_PATH = "xnnpack/smollm2_135m_xnnpack_8da4w.pte"
-STEM = "smollm2_135m_xnnpack_8da4w"
+PTE_PATH = "xnnpack/smollm2_135m_xnnpack_8w.pte"
+STEM = "smollm2_135m_xnnpack_8w"
 TOKEN = "hf_test_token_5b0c1e77d2"  # the only token the test Hub accepts
 
 
 @pytest.fixture(scope="session")
-def tiny_export() -> ExportResult:
-    """A verified 8da4w XNNPACK export of the tiny random Llama config.
-
-    Same inputs as the export tests' tiny 8da4w fixture, so the cache holds one export for both.
-    """
-    return cached_export(
-        MODEL, "xnnpack", "8da4w", random_config="tiny", max_context=64, max_chunk=16,
-        progress=False,
-    )  # fmt: skip
+def tiny_export(tiny_llama_8w) -> ExportResult:
+    """A verified 8w XNNPACK export (the registry variant's recipe) of the tiny random Llama."""
+    return tiny_llama_8w
 
 
 @pytest.fixture(scope="session")
@@ -169,7 +163,7 @@ def test_publish_round_trip(
     for name in ("tokenizer.json", "tokenizer_config.json"):
         assert head.files[name].content == (tokenizer_dir / name).read_bytes()
     card = head.files["README.md"].content.decode()
-    assert "| xnnpack | 8da4w | `xnnpack/smollm2_135m_xnnpack_8da4w.pte` |" in card
+    assert "| xnnpack | 8w | `xnnpack/smollm2_135m_xnnpack_8w.pte` |" in card
     v = tiny_export.report["verification"]
     assert f"{v['matching_tokens']}/{v['generated_tokens']} greedy tokens match eager" in card
     assert tiny_export.report["sha256"] in card
@@ -438,7 +432,7 @@ def test_download_verifies_checksums(
     oid = hashlib.sha256(good).hexdigest()
     hub.state.lfs_objects[oid] = good[:-1] + bytes([good[-1] ^ 1])
     fresh = tmp_path / "fresh"
-    with pytest.raises(DownloadError, match=r"smollm2_135m_xnnpack_8da4w\.pte does not match"):
+    with pytest.raises(DownloadError, match=r"smollm2_135m_xnnpack_8w\.pte does not match"):
         download_variant(MODEL, "xnnpack", fresh, registry_dir=reg_dir, endpoint=hub.url)
     assert not (fresh / PTE_PATH).exists()
 
@@ -517,7 +511,7 @@ def test_variants_published_earlier_must_still_be_in_the_new_revision(
     card = hub.state.repos[REPO].resolve("v0.2.0").files["README.md"].content.decode()
     assert "| mlx | int4 | `mlx/smollm2_135m_mlx_int4.pte` |" in card
     assert "passed (verified when first published)" in card
-    assert "| xnnpack | 8da4w |" in card
+    assert "| xnnpack | 8w |" in card
 
 
 def test_an_unreachable_endpoint_is_a_clear_error(

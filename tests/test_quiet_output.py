@@ -1,7 +1,8 @@
 """The tools' noise filter drops known library noise and nothing else.
 
 Runs a child Python that does what a verification does (the real custom SDPA op eagerly, the
-real ExecuTorch runtime on a broken program) inside the filter, and reads its real stderr.
+real ExecuTorch runtime loading and running an exported program and refusing a broken one)
+inside the filter, and reads its real stderr.
 """
 
 import os
@@ -21,8 +22,11 @@ CHILD = textwrap.dedent(
     import torch
     import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401
     from executorch.runtime import Runtime
+    from rne_tools.runtime import PteRunner
 
     with filtered_native_stderr():
+        # Loading a program probes the CPU; the bindings print that through sys.stderr.
+        PteRunner(os.environ["RNE_TEST_PTE"]).prefill([1, 2, 3])
         q = torch.randn(1, 4, 2, 8)
         kv = torch.zeros(1, 16, 2, 8)
         torch.ops.llama.custom_sdpa(q, kv, kv, 0, None, 0, True)  # logs the temp-allocator noise
@@ -37,19 +41,19 @@ CHILD = textwrap.dedent(
 )
 
 
-def run_child(code: str) -> subprocess.CompletedProcess:
+def run_child(code: str, pte: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-c", code],
         cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO / "tools")},
+        env={**os.environ, "PYTHONPATH": str(REPO / "tools"), "RNE_TEST_PTE": str(pte)},
         capture_output=True,
         text=True,
         timeout=300,
     )
 
 
-def test_noise_is_dropped_and_real_errors_and_warnings_still_print():
-    result = run_child(CHILD)
+def test_noise_is_dropped_and_real_errors_and_warnings_still_print(tiny_llama_8w):
+    result = run_child(CHILD, tiny_llama_8w.pte_path)
     err = result.stderr
     assert result.returncode == 0, err
     # The noise, emitted for real by the op, the runtime's CPU probe and torchao's import.
@@ -65,13 +69,14 @@ def test_noise_is_dropped_and_real_errors_and_warnings_still_print():
     assert err.rstrip().endswith("done")
 
 
-def test_without_the_filter_the_same_noise_prints():
+def test_without_the_filter_the_same_noise_prints(tiny_llama_8w):
     """Guards the test above: the noise it checks for is really produced here."""
     unfiltered = CHILD.replace("configure_python_noise()\n", "").replace(
         "with filtered_native_stderr():", "if True:"
     )
-    err = run_child(unfiltered).stderr
+    err = run_child(unfiltered, tiny_llama_8w.pte_path).stderr
     assert "No temp allocator provided" in err
+    assert "[cpuinfo_utils.cpp:" in err
     assert "Failed to load" in err
 
 

@@ -4,7 +4,7 @@
 There the LLM custom ops our exports call (``llama::custom_sdpa``, ``llama::update_cache``) are
 ExecuTorch's own kernels from ``libcustom_ops.a``, not the host build's ``llm_custom_ops.cpp``.
 They register from static initializers, so a link that drops them fails every load with
-OperatorMissing: these tests load and run both shipped variants end to end. Logit parity with
+OperatorMissing: these tests load and run each variant end to end. Logit parity with
 eager fp32 is in tests/test_execution_parity.py.
 """
 
@@ -25,7 +25,7 @@ RNE_LLM = REPO_ROOT / "build" / "linux" / "host" / "rne_llm"
 PARIS = "What is the capital of France?"
 
 
-@pytest.mark.parametrize("variant", ["smollm2_fp32", "smollm2_8da4w"])
+@pytest.mark.parametrize("variant", ["smollm2_fp32", "smollm2_8w", "smollm2_8da4w"])
 def test_smollm2_answers_the_paris_question_on_the_source_runtime(request, variant,
                                                                    smollm2_checkpoint: Path):
     assert RNE_LLM.is_file(), (f"{RNE_LLM} is missing: run "

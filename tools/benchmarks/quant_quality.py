@@ -1,7 +1,7 @@
 """Print the top-1 agreement of a quantized SmolLM2 with fp32 (both XNNPACK, exported and
 cached), teacher-forced over each fp32 answer up to its end-of-sequence token.
 
-.venv/bin/python tools/benchmarks/quant_quality.py [--quantization 8da4w|8da8w]
+.venv/bin/python tools/benchmarks/quant_quality.py [--quantization 8w|8da4w|8da8w]
     [--embedding-quantization 8w|4w]
 """
 
@@ -26,7 +26,7 @@ from rne_tools.gguf_import import smollm2_checkpoint  # noqa: E402
 
 @click.command()
 @click.option(
-    "--quantization", type=click.Choice(["8da4w", "8da8w"]), default="8da4w", show_default=True
+    "--quantization", type=click.Choice(["8w", "8da4w", "8da8w"]), default="8da4w", show_default=True
 )
 @click.option(
     "--embedding-quantization", type=click.Choice(["8w", "4w"]), default="8w", show_default=True

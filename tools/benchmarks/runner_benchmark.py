@@ -2,7 +2,7 @@
 runner, plus sampler cost at Gemma's vocabulary size.
 
 Prints numbers; asserts nothing about speed. On the same .pte file (default: SmolLM2-135M
-xnnpack fp32, the demo's export, cached):
+xnnpack 8w, the demo's export, cached):
 
 - our runner (rne::runner::TextGenerator) vs a bare ``Module::execute`` loop doing exactly the
   same forward calls (chunked prefill, T=1 decode, argmax) in the same process (``rne_bench``;
@@ -124,8 +124,8 @@ def executorch_runner_or_none(pte: Path, tokenizer: Path, prompt: str,
 @click.command()
 @click.option("--pte", type=click.Path(exists=True, path_type=Path), default=None,
               help="Model file (default: SmolLM2-135M xnnpack, the demo's export, cached).")
-@click.option("--quantization", default="fp32", show_default=True,
-              help="Quantization of the default SmolLM2 export (fp32 or 8da4w).")
+@click.option("--quantization", default="8w", show_default=True,
+              help="Quantization of the default SmolLM2 export (8w, fp32, 8da4w or 8da8w).")
 @click.option("--tokenizer", type=click.Path(exists=True, path_type=Path), default=None,
               help="tokenizer.json for the ExecuTorch runner (default: SmolLM2's).")
 @click.option("--prompt-tokens", default=128, show_default=True)

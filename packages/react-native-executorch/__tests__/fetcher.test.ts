@@ -284,7 +284,7 @@ describe('ResourceFetcher with registry models', () => {
       'model_unpublished',
     );
     expect(error.message).toContain('SmolLM2 135M Instruct');
-    expect(error.message).toContain('xnnpack/smollm2_135m_xnnpack_8da4w.pte');
+    expect(error.message).toContain('xnnpack/smollm2_135m_xnnpack_8w.pte');
     await expectError(fetcher().fetchModel(models.llm.gemma4_e2b, 'vulkan'), 'model_unpublished');
     expect(server.requests).toHaveLength(0);
   });

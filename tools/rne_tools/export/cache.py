@@ -30,6 +30,8 @@ from rne_tools.paths import cache_root
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 _CODE = ("models", "export", "checkpoints.py", "gguf_import.py", "runtime")
+# Under _CODE but only deciding what reaches the terminal, never what is exported.
+_CONSOLE_ONLY = ("runtime/quiet.py", "runtime/native_stderr.py")
 
 
 def _code_files(architecture: str, backend: str) -> list[Path]:
@@ -42,6 +44,8 @@ def _code_files(architecture: str, backend: str) -> list[Path]:
         files += sorted(path.rglob("*.py")) if path.is_dir() else [path]
 
     def used(file: Path) -> bool:
+        if file.relative_to(_PACKAGE_ROOT).as_posix() in _CONSOLE_ONLY:
+            return False
         folder = file.parent.relative_to(_PACKAGE_ROOT).as_posix()
         if folder == "models" and file.stem != "__init__":
             return ARCHITECTURES.get(architecture) == f"rne_tools.models.{file.stem}"

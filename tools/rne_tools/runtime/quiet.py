@@ -13,9 +13,11 @@ Three sources flood an export or a verification run:
   emitter's note that a mutated buffer (our KV cache) is serialized without contents.
 
 Entry points call ``configure_python_noise()`` once, before importing the libraries, and run
-their work inside ``filtered_native_stderr()``. Python code keeps writing to the terminal
-directly (tqdm's carriage-return updates are not held back); only native writes to file
-descriptor 2 pass through the filter.
+their work inside ``filtered_native_stderr()``. Native writes to file descriptor 2 pass through
+the filter process. Python code keeps writing to the terminal directly (tqdm's carriage-return
+updates are not held back), except for one case: ExecuTorch's Python bindings route the
+runtime's log lines through ``sys.stderr``, so a write that starts a ``[file:line]`` log line is
+held until its newline and dropped if it is known noise.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, TextIO
+
+from rne_tools.runtime.native_stderr import is_native_noise
 
 # Loggers whose warnings are noise here, and the level below which they are dropped.
 NOISY_LOGGERS: dict[str, int] = {
@@ -65,6 +70,46 @@ def configure_python_noise() -> None:
     )
 
 
+class _LogLineFilter:
+    """``sys.stderr`` inside ``filtered_native_stderr``: drops the noise lines the runtime's
+    Python bindings print, passes everything else through.
+
+    The bindings write a log line in pieces (``[``, file, ``:``, line, ``] ``, message, newline)
+    and flush after each, so a write that starts with ``[`` is held until its newline, and a
+    flush does not release it.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._held = ""
+
+    def write(self, text: str) -> int:
+        if not self._held and not text.startswith("["):
+            return self._stream.write(text)
+        self._held += text
+        while "\n" in self._held:
+            line, _, self._held = self._held.partition("\n")
+            if not is_native_noise(line.encode(errors="replace")):
+                self._stream.write(line + "\n")
+        if self._held and not self._held.startswith("["):
+            self._stream.write(self._held)
+            self._held = ""
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def close(self) -> None:
+        """Write out a line still waiting for its newline, then close the stream."""
+        if self._held:
+            self._stream.write(self._held)
+            self._held = ""
+        self._stream.close()
+
+    def __getattr__(self, name: str) -> Any:  # fileno, isatty, encoding...
+        return getattr(self._stream, name)
+
+
 @contextlib.contextmanager
 def filtered_native_stderr() -> Iterator[None]:
     """Within the block, file descriptor 2 goes through the noise filter process."""
@@ -75,7 +120,7 @@ def filtered_native_stderr() -> Iterator[None]:
     process = subprocess.Popen(
         [sys.executable, "-S", str(_FILTER_SCRIPT)], stdin=subprocess.PIPE, stdout=original_fd
     )
-    sys.stderr = os.fdopen(os.dup(original_fd), "w", buffering=1)
+    sys.stderr = _LogLineFilter(os.fdopen(os.dup(original_fd), "w", buffering=1))
     os.dup2(process.stdin.fileno(), 2)
     try:
         yield

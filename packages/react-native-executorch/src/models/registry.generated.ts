@@ -9,7 +9,7 @@ export type Backend = 'mlx' | 'vulkan' | 'xnnpack';
 export type Platform = 'ios' | 'android';
 
 /** A weight/activation quantization scheme of a variant. */
-export type Quantization = 'fp32' | 'fp16' | 'bf16' | 'int4' | '8da4w' | '8da8w';
+export type Quantization = 'fp32' | 'fp16' | 'bf16' | 'int4' | '8w' | '8da4w' | '8da8w';
 
 /** A model capability. */
 export type Capability = 'text-generation' | 'chat';
@@ -206,7 +206,7 @@ const llm = {
     variants: {
       xnnpack: {
         backend: 'xnnpack',
-        quantization: '8da4w',
+        quantization: '8w',
         status: 'unpublished',
         maxContext: 2048,
         minPlatform: {
@@ -215,7 +215,7 @@ const llm = {
         },
         files: [
           {
-            path: 'xnnpack/smollm2_135m_xnnpack_8da4w.pte',
+            path: 'xnnpack/smollm2_135m_xnnpack_8w.pte',
           },
         ],
       },
