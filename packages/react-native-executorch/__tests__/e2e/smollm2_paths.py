@@ -1,4 +1,4 @@
-"""Prints the SmolLM2 files of the end-to-end jest suites as JSON: the demo's cached fp32 export
+"""Prints the SmolLM2 files of the end-to-end jest suites as JSON: the cached fp32 export
 (exported on first use, ~2-3 min) and the checkpoint holding its tokenizer. Run by
 globalSetup.js with the repo's .venv python."""
 

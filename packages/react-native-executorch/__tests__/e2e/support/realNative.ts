@@ -42,7 +42,7 @@ export function runnerTokenize(tokenizerPath: string, prompt: string): number[] 
   return addon().tokenize(tokenizerPath, prompt);
 }
 
-/** The SmolLM2-135M-Instruct files the suites run: the demo's cached fp32 export. */
+/** The SmolLM2-135M-Instruct files the suites run: the cached fp32 export (the exact reference). */
 export interface Smollm2Files {
   readonly pte: string;
   /** The checkpoint directory: tokenizer.json and tokenizer_config.json (chat template). */
