@@ -42,10 +42,13 @@ CHILD = textwrap.dedent(
 
 
 def run_child(code: str, pte: Path | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO / "tools")}
+    if pte is not None:
+        env["RNE_TEST_PTE"] = str(pte)
     return subprocess.run(
         [sys.executable, "-c", code],
         cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO / "tools"), "RNE_TEST_PTE": str(pte)},
+        env=env,
         capture_output=True,
         text=True,
         timeout=300,
