@@ -65,6 +65,32 @@ def test_load_sharded_multimodal_checkpoint(tmp_path, dtype):
     assert model.tok_embeddings.weight.dtype == dtype
 
 
+def test_bf16_checkpoint_keeps_its_per_layer_table_in_bf16(tmp_path):
+    config = {**gemma4.RANDOM_CONFIGS["tiny"], "dtype": "bfloat16"}
+    # The values a bf16 checkpoint holds (every saved tensor, layer_scalar too), computed in
+    # float32 by the reference; its unsaved buffers (embedding scales) stay exact.
+    ref = gemma4.reference_model(config, seed=5)
+    ref.load_state_dict({k: v.bfloat16().float() for k, v in ref.state_dict().items()})
+    write_multimodal_checkpoint(tmp_path, ref, config, torch.bfloat16)
+
+    model, args = load_model(tmp_path, "gemma4", 32, 8, dtype=torch.float32, progress=False)
+    assert args.ple_dtype == torch.bfloat16
+    assert model.ple_embeddings.weight.dtype == torch.bfloat16
+    assert model.tok_embeddings.weight.dtype == torch.float32
+    tokens = torch.randint(3, config["vocab_size"], (1, 8), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        got = model(tokens, torch.tensor([0]))
+        expected = ref(tokens).logits[:, -1].float()
+    torch.testing.assert_close(got, expected, atol=1e-3, rtol=0)
+
+    # Cast to a 16-bit dtype (MLX), the table follows; back to float32, it stays 16-bit.
+    model.to_dtype(torch.float16)
+    assert model.ple_embeddings.weight.dtype == torch.float16
+    model.to_dtype(torch.float32)
+    assert model.ple_embeddings.weight.dtype == torch.float16
+    assert model.norm.weight.dtype == torch.float32
+
+
 def test_missing_tensor_is_named(tmp_path):
     config = gemma4.RANDOM_CONFIGS["tiny"]
     ref = gemma4.reference_model(config)

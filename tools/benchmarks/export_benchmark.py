@@ -7,7 +7,8 @@ temporary directory, then time prefill and decode through the ExecuTorch Python 
 Gemma 4 E2B rows use E2B's real widths with random weights and only the first N layers (all
 of them layers that own a KV cache; E2B's last 20 layers share caches and have a double-wide
 MLP), so export time, RSS and size per layer can be read off and extrapolated to 35 layers.
-Memory: the per-layer embedding table alone is 262144 x (N * 256) floats (1 GiB per 4 layers).
+Memory: the per-layer embedding table alone is 262144 x (N * 256) bf16 values (0.5 GiB per 4
+layers); full-depth exports are ``gpu_export_benchmark.py``'s ``*_l35`` rows.
 These rows are not verified (random weights); SmolLM2 rows are (real weights).
 
     .venv/bin/python tools/benchmarks/export_benchmark.py [--rows smollm2_fp32,gemma4_l5,...]
@@ -29,21 +30,25 @@ import click
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 SLIDING, FULL = "sliding_attention", "full_attention"
+E2B_LAYERS, E2B_CACHE_LAYERS = 35, 15
 
 
 def gemma4_e2b_config(n_layers: int) -> dict[str, Any]:
-    """Gemma 4 E2B's text config (shared/DESIGN.md) truncated to its first ``n_layers``."""
-    if not 1 <= n_layers <= 15:
-        raise click.BadParameter("reduced-depth rows take 1..15 layers (E2B's cache-owning ones)")
+    """Gemma 4 E2B's text config (shared/DESIGN.md) truncated to its first ``n_layers``: up to
+    15 they all own a KV cache; from the 16th on they share one (E2B's last 20 of 35)."""
+    if not 1 <= n_layers <= E2B_LAYERS:
+        raise click.BadParameter(f"E2B rows take 1..{E2B_LAYERS} layers")
     pattern = [SLIDING] * 4 + [FULL]
     return {
         "model_type": "gemma4_text",
+        # The published checkpoint's dtype: the per-layer table stays in it until quantized.
+        "dtype": "bfloat16",
         "hidden_size": 1536,
         "num_hidden_layers": n_layers,
         "layer_types": [pattern[i % 5] for i in range(n_layers)],
         "intermediate_size": 6144,
         "use_double_wide_mlp": True,
-        "num_kv_shared_layers": 0,
+        "num_kv_shared_layers": max(0, n_layers - E2B_CACHE_LAYERS),
         "num_attention_heads": 8,
         "num_key_value_heads": 1,
         "head_dim": 256,

@@ -2,10 +2,125 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 from torch import nn
 
 from rne_tools.errors import ExportError
+
+# Weights above this many elements are quantized a block of rows at a time (E2B's per-layer
+# table has 2.35B): torchao's quantizer makes several full-size float temporaries.
+_ROW_CHUNK = 1 << 24
+
+
+def quantize_weights(
+    model: nn.Module,
+    config: Any,
+    filter_fn: Callable[[nn.Module, str], bool],
+    dtype: torch.dtype | None = None,
+) -> None:
+    """``torchao.quantization.quantize_`` with bounded memory, in place.
+
+    Every quantization used here groups weights within a row (per row or per group of columns),
+    so a large weight is quantized block by block of rows and the blocks' integer data, scales
+    and zero points are concatenated: the same tensor as quantizing it whole. Each block is cast
+    to ``dtype`` first (default: the weight's own), the dtype the quantized weight computes in.
+    """
+    from torchao.quantization import quantize_
+
+    _look_up_rows_before_dequantizing()
+    large = {
+        m for name, m in model.named_modules() if filter_fn(m, name) and m.weight.numel() > _ROW_CHUNK
+    }
+    small = {
+        m for name, m in model.named_modules() if filter_fn(m, name) and m not in large
+    }
+    if dtype is not None:
+        for m in small:
+            m.to(dtype)
+    quantize_(model, config, filter_fn=lambda m, fqn: m in small)
+    for m in large:
+        m.weight = nn.Parameter(_quantized_in_row_blocks(m, config, dtype), requires_grad=False)
+
+
+def _look_up_rows_before_dequantizing() -> None:
+    """Make eager lookups in a quantized table dequantize only the rows looked up.
+
+    torchao dequantizes the whole table on every eager lookup: 9.4 GB of float32 per call for
+    E2B's per-layer table. Rows are quantized independently, so dequantizing the gathered rows
+    gives the same values. While exporting, torchao's own dequantize + embedding is traced: the
+    pattern ExecuTorch fuses into its quantized embedding kernels.
+    """
+    from torchao.quantization.quantize_.workflows.intx.intx_unpacked_to_int8_tensor import (
+        IntxUnpackedToInt8Tensor as Quantized,
+    )
+
+    table = Quantized._TORCH_FN_TABLE[Quantized]
+    whole = table[nn.functional.embedding]
+    if getattr(whole, "looks_up_rows_first", False):
+        return
+
+    def embedding(func: Any, types: Any, args: Any, kwargs: Any) -> torch.Tensor:
+        indices, weight = args[0], args[1]
+        # max_norm rewrites the table; padding_idx only matters to gradients.
+        if torch.compiler.is_compiling() or kwargs.get("max_norm") is not None:
+            return whole(func, types, args, kwargs)
+        rows = indices.reshape(-1)
+        part = Quantized(
+            weight.qdata[rows],
+            weight.scale[rows],
+            weight.zero_point[rows],
+            weight.target_dtype,
+            weight.block_size,
+            weight.dtype,
+            weight.activation_quantization,
+        )
+        return part.dequantize().reshape(*indices.shape, weight.shape[1])
+
+    embedding.looks_up_rows_first = True  # type: ignore[attr-defined]
+    table[nn.functional.embedding] = embedding
+
+
+def _quantized_in_row_blocks(module: nn.Module, config: Any, dtype: torch.dtype | None) -> Any:
+    from torchao.quantization import quantize_
+    from torchao.quantization.quantize_.workflows.intx.intx_unpacked_to_int8_tensor import (
+        IntxUnpackedToInt8Tensor,
+    )
+
+    weight = module.weight.detach()
+    step = max(1, _ROW_CHUNK // weight[0].numel())
+    fields = ("qdata", "scale", "zero_point")
+    out: dict[str, torch.Tensor] = {}
+    with torch.no_grad():
+        for start in range(0, weight.shape[0], step):
+            # Embedding and linear weights quantize alike (2-d, grouped within rows).
+            block = nn.Linear(weight.shape[1], 1, bias=False, device="meta")
+            rows = weight[start : start + step].to(dtype or weight.dtype)
+            block.weight = nn.Parameter(rows, requires_grad=False)
+            quantize_(block, config, filter_fn=lambda m, fqn: True)
+            part = block.weight
+            if not isinstance(part, IntxUnpackedToInt8Tensor):
+                raise ExportError(f"row-block quantization does not support {type(config).__name__}.")
+            if not out:  # filled in place: concatenating blocks would hold the result twice
+                first = part
+                out = {
+                    f: torch.empty((weight.shape[0], *getattr(part, f).shape[1:]),
+                                   dtype=getattr(part, f).dtype)
+                    for f in fields
+                }
+            for f in fields:
+                out[f][start : start + step] = getattr(part, f)
+    return IntxUnpackedToInt8Tensor(
+        out["qdata"],
+        out["scale"],
+        out["zero_point"],
+        first.target_dtype,
+        first.block_size,
+        first.dtype,
+        first.activation_quantization,
+    )
 
 
 def quantize_8da4w(
@@ -45,11 +160,7 @@ def _quantize(
     embedding_quantization: str,
     dynamic_activations: bool = True,
 ) -> list[str]:
-    from torchao.quantization import (
-        Int8DynamicActivationIntxWeightConfig,
-        IntxWeightOnlyConfig,
-        quantize_,
-    )
+    from torchao.quantization import Int8DynamicActivationIntxWeightConfig, IntxWeightOnlyConfig
     from torchao.quantization.granularity import PerAxis, PerGroup
 
     if group_size <= 0 or group_size % 2:
@@ -59,13 +170,15 @@ def _quantize(
             "8w": (torch.int8, PerAxis(0)),
             "4w": (torch.int4, PerGroup(group_size)),
         }[embedding_quantization]
-        quantize_(
+        quantize_weights(
             model,
             IntxWeightOnlyConfig(weight_dtype=bits, granularity=granularity),
-            filter_fn=lambda m, fqn: (
+            lambda m, fqn: (
                 isinstance(m, nn.Embedding)
                 and (embedding_quantization == "8w" or m.embedding_dim % group_size == 0)
             ),
+            # The graph computes in float32; a 16-bit table (Gemma 4's per-layer one) too, then.
+            dtype=torch.float32,
         )
     # Grouped 4-bit weights need the group size to divide the input width; per-channel 8-bit
     # weights take every linear.
@@ -85,5 +198,7 @@ def _quantize(
         if dynamic_activations
         else IntxWeightOnlyConfig(weight_dtype=weight_dtype, granularity=granularity)
     )
-    quantize_(model, config, filter_fn=lambda m, fqn: isinstance(m, nn.Linear) and fits(m))
+    quantize_weights(
+        model, config, lambda m, fqn: isinstance(m, nn.Linear) and fits(m), dtype=torch.float32
+    )
     return skipped

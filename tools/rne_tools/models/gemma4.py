@@ -36,6 +36,11 @@ from rne_tools.errors import CheckpointError
 
 SLIDING = "sliding_attention"
 FULL = "full_attention"
+_HALF_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+# Random weights are drawn this many elements at a time: E2B's per-layer table would otherwise
+# need two float32 temporaries of 9.4 GB each. Chunks of a multiple of 16 rows keep the
+# generator's stream identical to drawing the tensor in one piece.
+_INIT_CHUNK = 1 << 24
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,9 @@ class ModelArgs:
     final_softcap: float | None
     ple_dim: int  # per-layer-embedding width (0 = no PLE)
     ple_vocab_size: int
+    # The per-layer table is most of the model (E2B: 2.35B of 4.63B parameters) and is only looked
+    # up, so it stays in the checkpoint's 16-bit dtype (lossless) instead of being widened.
+    ple_dtype: torch.dtype
     tie_word_embeddings: bool
     bos_id: int | None
     eos_ids: tuple[int, ...]
@@ -77,9 +85,11 @@ class ModelArgs:
         from transformers import Gemma4TextConfig
 
         model_type = cfg.get("model_type")
+        stored = cfg.get("dtype") or cfg.get("torch_dtype")
         if model_type == "gemma4":
             cfg = cfg.get("text_config") or {}
             model_type = cfg.get("model_type", "gemma4_text")
+            stored = cfg.get("dtype") or cfg.get("torch_dtype") or stored
         if model_type != "gemma4_text":
             raise CheckpointError(
                 f"config.json has model_type {model_type!r}, but the gemma4 architecture needs "
@@ -165,6 +175,7 @@ class ModelArgs:
             final_softcap=c.final_logit_softcapping,
             ple_dim=c.hidden_size_per_layer_input or 0,
             ple_vocab_size=c.vocab_size_per_layer_input,
+            ple_dtype=_HALF_DTYPES.get(str(stored).removeprefix("torch."), torch.float32),
             tie_word_embeddings=c.tie_word_embeddings,
             bos_id=c.bos_token_id,
             eos_ids=eos_ids,
@@ -442,7 +453,7 @@ class Transformer(nn.Module):
         self.register_buffer("embed_scale", torch.tensor(args.dim**0.5), persistent=False)
         if args.ple_dim:
             width = args.n_layers * args.ple_dim
-            self.ple_embeddings = nn.Embedding(args.ple_vocab_size, width)
+            self.ple_embeddings = nn.Embedding(args.ple_vocab_size, width, dtype=args.ple_dtype)
             self.register_buffer(
                 "ple_embed_scale", torch.tensor(args.ple_dim**0.5), persistent=False
             )
@@ -500,7 +511,8 @@ class Transformer(nn.Module):
         """PLE inputs [1, T, n_layers, ple_dim]: token table + normed projection of the embedding."""
         a = self.args
         shape = (*tokens.shape, a.n_layers, a.ple_dim)
-        from_tokens = (self.ple_embeddings(tokens) * self.ple_embed_scale).reshape(shape)
+        rows = self.ple_embeddings(tokens).to(h.dtype)
+        from_tokens = (rows * self.ple_embed_scale).reshape(shape)
         projected = self.ple_norm((self.ple_projection(h) * a.dim**-0.5).reshape(shape))
         return (projected + from_tokens) * 2**-0.5
 
@@ -534,9 +546,17 @@ class Transformer(nn.Module):
         return logits
 
     def to_dtype(self, dtype: torch.dtype) -> Transformer:
-        """Cast weights and caches to ``dtype``, keeping RoPE frequencies in float32."""
+        """Cast weights and caches to ``dtype``, keeping RoPE frequencies in float32 and never
+        widening the per-layer table past its checkpoint dtype (``ModelArgs.ple_dtype``)."""
         saved = {m: m.inv_freq for m in self.modules() if isinstance(m, RoPE)}
-        self.to(dtype)
+        ple = getattr(self, "ple_embeddings", None)
+        widen = ple is not None and dtype.itemsize > self.args.ple_dtype.itemsize
+        for child in self.children():
+            if not (widen and child is ple):
+                child.to(dtype)
+        for name, buffer in self._buffers.items():
+            if buffer is not None and buffer.is_floating_point():
+                self._buffers[name] = buffer.to(dtype)
         for m, inv_freq in saved.items():
             m.inv_freq = inv_freq
         return self
@@ -548,8 +568,11 @@ class Transformer(nn.Module):
         for p in self.parameters():
             if p.dim() == 1:  # norm weights: around 1, not exactly 1
                 p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
-            else:
-                p.copy_(torch.randn(p.shape, generator=g) / math.sqrt(p.shape[-1]))
+                continue
+            step = max(16, _INIT_CHUNK // p[0].numel() // 16 * 16)
+            for start in range(0, p.shape[0], step):
+                rows = p[start : start + step]
+                rows.copy_(torch.randn(rows.shape, generator=g) / math.sqrt(p.shape[-1]))
         for layer in self.layers:
             layer.layer_scalar.copy_(0.5 + torch.rand(1, generator=g))
         return self

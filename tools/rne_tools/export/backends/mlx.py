@@ -68,22 +68,22 @@ class MLXBackend:
         return model
 
     def quantize(self, model: nn.Module, options: ExportOptions) -> nn.Module:
-        from torchao.quantization import IntxWeightOnlyConfig, quantize_
+        from torchao.quantization import IntxWeightOnlyConfig
         from torchao.quantization.granularity import PerGroup
+
+        from rne_tools.export.quantize import quantize_weights
 
         model.to_dtype(torch.bfloat16)
         gs = options.group_size
         config = IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(gs))
         tied = model.args.tie_word_embeddings
-        quantize_(
-            model,
-            config,
-            filter_fn=lambda m, fqn: isinstance(m, nn.Embedding) and m.embedding_dim % gs == 0,
+        quantize_weights(
+            model, config, lambda m, fqn: isinstance(m, nn.Embedding) and m.embedding_dim % gs == 0
         )
-        quantize_(
+        quantize_weights(
             model,
             config,
-            filter_fn=lambda m, fqn: (
+            lambda m, fqn: (
                 isinstance(m, nn.Linear)
                 and m.in_features % gs == 0
                 and not (tied and fqn == "output")

@@ -202,7 +202,9 @@ class HostEmbedding(nn.Module):
     def __init__(self, embedding: nn.Embedding) -> None:
         super().__init__()
         self.register_buffer("weight", embedding.weight.detach().to(torch.float16))
-        self.register_buffer("dtype_marker", torch.zeros((), dtype=embedding.weight.dtype))
+        # The graph's float32, also for a table kept in its checkpoint's bf16 (Gemma 4's PLE).
+        graph_dtype = torch.promote_types(embedding.weight.dtype, torch.float32)
+        self.register_buffer("dtype_marker", torch.zeros((), dtype=graph_dtype))
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         return F.embedding(tokens, self.weight).to(self.dtype_marker.dtype)
