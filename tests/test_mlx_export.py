@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from rne_tools.checkpoints import random_model
-from rne_tools.errors import ExportError
+from rne_tools.errors import ExportError, VerificationError
 from rne_tools.export import cached_export, cpp_runtime, export_llm
 from rne_tools.export.backends import mlx_schema
 from rne_tools.export.backends.gpu_checks import check_transform
@@ -130,6 +130,20 @@ def test_transformed_model_matches_original(name):
         isinstance(m, gemma4.RoPE | gemma4.SDPA | gemma4.RMSNorm) for m in model.modules()
     )
 
+
+
+def test_a_transform_that_changes_the_logits_is_refused(monkeypatch, tmp_path):
+    from rne_tools.export.backends import mlx_ops
+
+    def wrong_transform(model):
+        model = apply_mlx_transforms(model)
+        model.norm.weight.mul_(1.5)  # the kind of slip a rewrite can make
+        return model
+
+    monkeypatch.setattr(mlx_ops, "apply_mlx_transforms", wrong_transform)
+    with pytest.raises(VerificationError, match="disagrees with the original"):
+        export_llm("gemma4_e2b", "mlx", tmp_path, "int4", progress=False, **MLX_TINY)
+    assert list(tmp_path.iterdir()) == []
 
 def data_dependent_ops(graph):
     """Nodes reading a scalar out of a tensor, or producing data-dependent (unbacked) sizes."""

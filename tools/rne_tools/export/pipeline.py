@@ -326,6 +326,10 @@ def export_llm(
             rings = [m.size for m in model.modules() if getattr(m, "ring", False)]
             with _stage(bar, "transform+quantize", timings):
                 model = backend_impl.transform(model, options)
+                # GPU backends rewrite the model and check the rewrite on an eager probe.
+                check = getattr(model, "transform_check", None)
+                if verify and check is not None and not check["passed"]:
+                    raise VerificationError(f"{check['error']} Nothing was written.")
                 model = backend_impl.quantize(model, options)
                 model.requires_grad_(False)
             with _stage(bar, "eager reference", timings):

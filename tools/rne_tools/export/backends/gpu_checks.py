@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from rne_tools.errors import ExportError, VerificationError
+from rne_tools.errors import ExportError
 
 
 def require_architecture(backend: str, architecture: str, supported: tuple[str, ...]) -> None:
@@ -79,14 +79,15 @@ def check_transform(
     rtol: float = 1e-2,
     new_tokens: int = 8,
 ) -> tuple[nn.Module, dict[str, Any]]:
-    """Apply ``transform`` and prove on a probe that logits and greedy tokens are unchanged.
+    """Apply ``transform`` and check on a probe that logits and greedy tokens are unchanged.
 
     Greedy tokens must be identical; logits may differ by float32 reordering up to
     ``atol + rtol * max|logit|``. Gemma's attention scale of 1.0 makes softmax sharp, and with
     random weights at real widths that amplifies reordering noise with depth (measured at E2B
-    widths: 5e-4 at 5 layers, 5e-3 at 10, logits up to ~5); a wrong transform moves logits by
-    their own magnitude. Raises VerificationError otherwise; returns the transformed model and
-    a summary.
+    widths: 5e-4 at 5 layers, 5e-3 at 10, logits up to ~5; at all 35 layers the noise grows to
+    the logits' own size, 7.9); a wrong transform moves logits by their own magnitude. Returns
+    the transformed model and a summary whose ``passed`` says whether the check held
+    (``error`` says how not); the export pipeline refuses a failed check when it verifies.
     """
     sizes = probe_schedule(model.args, model.max_context, model.max_chunk)
     length = sum(sizes)
@@ -98,7 +99,7 @@ def check_transform(
     after, got = run_probe(model, tokens, sizes, new_tokens)
     diff = (before.float() - after.float()).abs().max().item()
     tolerance = atol + rtol * before.float().abs().max().item()
-    summary = {
+    summary: dict[str, Any] = {
         "prompt_tokens": length,
         "chunks": sizes,
         "window": getattr(model.args, "sliding_window", None),
@@ -106,9 +107,10 @@ def check_transform(
         "max_abs_logit_diff": diff,
         "tolerance": tolerance,
         "greedy_tokens_match": expected == got,
+        "passed": expected == got and diff <= tolerance,
     }
-    if expected != got or not diff <= tolerance:
-        raise VerificationError(
+    if not summary["passed"]:
+        summary["error"] = (
             f"The source-transformed model disagrees with the original (max |logit diff| "
             f"{diff:.3g}, tolerance {tolerance:.3g}; greedy tokens "
             f"{'match' if expected == got else 'differ'})."
