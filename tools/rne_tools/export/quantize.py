@@ -24,9 +24,10 @@ def quantize_weights(
     """``torchao.quantization.quantize_`` with bounded memory, in place.
 
     Every quantization used here groups weights within a row (per row or per group of columns),
-    so a large weight is quantized block by block of rows and the blocks' integer data, scales
-    and zero points are concatenated: the same tensor as quantizing it whole. Each block is cast
-    to ``dtype`` first (default: the weight's own), the dtype the quantized weight computes in.
+    so a large weight is quantized block by block of rows into one tensor of integer data, scales
+    and zero points: the same tensor as quantizing it whole. Each block (and each smaller weight)
+    is cast to ``dtype`` first (default: the weight's own), the dtype the quantized weight
+    computes in.
     """
     from torchao.quantization import quantize_
 
