@@ -1,5 +1,6 @@
-"""End-to-end export of tiny random Llama configs: contract, report, verification, runner."""
+"""End-to-end export of tiny random configs: contract, report, verification, runner."""
 
+import copy
 import json
 
 import pytest
@@ -11,6 +12,7 @@ from rne_tools.export.backends import BACKEND_CODES
 from rne_tools.export.custom_ops import use_custom_attention
 from rne_tools.export.verify import greedy
 from rne_tools.export.xnnpack_modules import use_xnnpack_friendly_modules
+from rne_tools.models import gemma4
 from rne_tools.runtime import PteRunner
 
 
@@ -100,6 +102,39 @@ def test_backend_transforms_preserve_eager_outputs():
         b_tokens, b_logits = greedy(step(swapped), prompt, 16, 8)
     assert a_tokens == b_tokens
     torch.testing.assert_close(torch.stack(a_logits), torch.stack(b_logits), atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("config", sorted(gemma4.RANDOM_CONFIGS))
+def test_gemma4_xnnpack_rewrites_preserve_eager_outputs(config):
+    """RMSNorm over a 4-D view, rotate-half as a linear, grouped-query heads folded into the
+    query rows (with an additive mask) and the tanh GELU through a sigmoid give Gemma 4's own
+    logits, in prefill chunks that cross the sliding window and in decode."""
+    args = gemma4.ModelArgs.from_hf_config(gemma4.RANDOM_CONFIGS[config])
+    base = gemma4.Transformer(args, max_context=64, max_chunk=8).init_random(0).eval()
+    swapped = copy.deepcopy(base)
+    use_xnnpack_friendly_modules(swapped)
+    kinds = {type(m).__name__ for m in swapped.modules()}
+    assert {"FourDimRMSNorm", "MatmulRotateRoPE", "FoldedGqaSDPA", "SigmoidGeluTanh"} <= kinds
+    assert not {"RMSNorm", "RoPE", "SDPA", "GeluTanh"} & kinds
+    tokens = torch.randint(0, args.vocab_size, (1, 40), generator=torch.Generator().manual_seed(1))
+    pos = 0
+    with torch.no_grad():
+        for n in (8, 3, 8, 8, 5, 1, 1, 1):
+            chunk, at = tokens[:, pos:pos + n], torch.tensor([pos])
+            torch.testing.assert_close(swapped(chunk, at), base(chunk, at), atol=1e-4, rtol=0)
+            pos += n
+
+
+def test_gemma4_xnnpack_norms_and_attention_run_in_xnnpack():
+    """The Gemma 4 rewrites keep RMSNorm (mean over the last dim), the masked attention and its
+    grouped-query heads out of the portable CPU ops: each split its layer's delegate, and the
+    heads' expand copied the whole cache per query head."""
+    result = cached_export("gemma4_e2b", "xnnpack", "fp32", progress=False,
+                           random_config="tiny", max_context=64, max_chunk=5)
+    assert result.report["verification"]["passed"] is True
+    cpu_ops = result.report["delegation"]["cpu_ops"]
+    assert not {"aten_mean_dim", "aten_where_self", "aten_expand_copy_default"} & set(cpu_ops), \
+        cpu_ops
 
 
 @pytest.mark.parametrize("fixture", ["tiny_llama_8da4w", "tiny_llama_8da4w_emb4"])

@@ -267,14 +267,21 @@ class RoPE(nn.Module):
         inv_freq[: rot_dims // 2] = theta ** (-2.0 * i / head_dim) * scale
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
-    def forward(self, x: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
-        """Rotate ``x`` of shape [B, H, T, head_dim]."""
+    def cos_sin(
+        self, x: torch.Tensor, input_pos: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin [T, head_dim] of the chunk's positions, in ``x``'s dtype."""
         seq_len = x.shape[2]
         pos = (input_pos + torch.arange(seq_len, device=x.device)).float()
         # inv_freq stays float32 when the model is cast to bf16 (see Transformer.to_dtype).
         angles = pos[:, None] * self.inv_freq[None, :]
         cos = torch.cat([angles.cos(), angles.cos()], dim=-1).to(x.dtype)
         sin = torch.cat([angles.sin(), angles.sin()], dim=-1).to(x.dtype)
+        return cos, sin
+
+    def forward(self, x: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
+        """Rotate ``x`` of shape [B, H, T, head_dim]."""
+        cos, sin = self.cos_sin(x, input_pos)
         x1, x2 = x[..., : self.head_dim // 2], x[..., self.head_dim // 2 :]
         return x * cos + torch.cat([-x2, x1], dim=-1) * sin
 
@@ -389,6 +396,14 @@ class Attention(nn.Module):
         return self.wo(out.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim))
 
 
+class GeluTanh(nn.Module):
+    """Tanh-approximated GELU (``gelu_pytorch_tanh``). A module so backends can swap in an
+    equivalent their delegate computes exactly."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.gelu(x, approximate="tanh")
+
+
 class FeedForward(nn.Module):
     """Gated MLP with tanh-approximated GELU."""
 
@@ -397,9 +412,10 @@ class FeedForward(nn.Module):
         self.w1 = nn.Linear(dim, hidden, bias=False)  # gate
         self.w3 = nn.Linear(dim, hidden, bias=False)  # up
         self.w2 = nn.Linear(hidden, dim, bias=False)  # down
+        self.act = GeluTanh()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w2(F.gelu(self.w1(x), approximate="tanh") * self.w3(x))
+        return self.w2(self.act(self.w1(x)) * self.w3(x))
 
 
 class TransformerBlock(nn.Module):
@@ -419,6 +435,7 @@ class TransformerBlock(nn.Module):
             self.ple_gate = nn.Linear(args.dim, args.ple_dim, bias=False)
             self.ple_proj = nn.Linear(args.ple_dim, args.dim, bias=False)
             self.ple_norm = RMSNorm(args.dim, eps)
+            self.ple_act = GeluTanh()
         self.register_buffer("layer_scalar", torch.ones(1))
 
     def forward(
@@ -433,7 +450,7 @@ class TransformerBlock(nn.Module):
         x = x + self.post_attention_norm(h)
         x = x + self.post_ffn_norm(self.feed_forward(self.ffn_norm(x)))
         if ple is not None:
-            g = F.gelu(self.ple_gate(x), approximate="tanh") * ple
+            g = self.ple_act(self.ple_gate(x)) * ple
             x = x + self.ple_norm(self.ple_proj(g))
         return x * self.layer_scalar
 
