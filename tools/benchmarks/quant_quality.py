@@ -2,7 +2,7 @@
 cached), teacher-forced over each fp32 answer up to its end-of-sequence token.
 
 .venv/bin/python tools/benchmarks/quant_quality.py [--quantization 8w|8da4w|8da8w]
-    [--embedding-quantization 8w|4w]
+    [--embedding-quantization 8w|4w] [--prompts demo|more|all]
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from rne_tools.runtime.quiet import configure_python_noise, filtered_native_stde
 configure_python_noise()  # before the imports below: torchao logs its noise on import
 
 from rne_tools.export import cached_export  # noqa: E402
-from rne_tools.export.quality import PROMPTS, top1_agreement  # noqa: E402
+from rne_tools.export.quality import MORE_PROMPTS, PROMPTS, top1_agreement  # noqa: E402
 from rne_tools.gguf_import import smollm2_checkpoint  # noqa: E402
 
 
@@ -30,6 +30,14 @@ from rne_tools.gguf_import import smollm2_checkpoint  # noqa: E402
 )
 @click.option(
     "--embedding-quantization", type=click.Choice(["8w", "4w"]), default="8w", show_default=True
+)
+@click.option(
+    "--prompts",
+    "prompt_set",
+    type=click.Choice(["demo", "more", "all"]),
+    default="all",
+    show_default=True,
+    help="demo: the 10 prompts the recipes were chosen on; more: 40 others; all: both.",
 )
 @click.option("--new-tokens", type=int, default=32, show_default=True)
 @click.option(
@@ -49,11 +57,13 @@ from rne_tools.gguf_import import smollm2_checkpoint  # noqa: E402
 def main(
     quantization: str,
     embedding_quantization: str,
+    prompt_set: str,
     new_tokens: int,
     fp32_pte: Path | None,
     quantized_pte: Path | None,
 ) -> None:
     """Top-1 agreement of a quantized SmolLM2-135M-Instruct vs fp32 over a fixed prompt set."""
+    prompts = {"demo": PROMPTS, "more": MORE_PROMPTS, "all": PROMPTS + MORE_PROMPTS}[prompt_set]
     with filtered_native_stderr():
         if fp32_pte is None:
             fp32_pte = cached_export("smollm2_135m", "xnnpack", "fp32").pte_path
@@ -64,8 +74,8 @@ def main(
                 quantization,
                 embedding_quantization=embedding_quantization,
             ).pte_path
-        result = top1_agreement(fp32_pte, quantized_pte, smollm2_checkpoint(), PROMPTS, new_tokens)
-    click.echo(f"prompts: {len(PROMPTS)}, positions: {result.positions}")
+        result = top1_agreement(fp32_pte, quantized_pte, smollm2_checkpoint(), prompts, new_tokens)
+    click.echo(f"prompts: {len(prompts)} ({prompt_set}), positions: {result.positions}")
     click.echo("per prompt: " + ", ".join(f"{a:.2f}" for a in result.per_prompt))
     click.echo(
         f"top-1 agreement {quantization} (emb {embedding_quantization}) vs fp32: "

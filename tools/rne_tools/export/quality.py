@@ -30,6 +30,51 @@ PROMPTS: tuple[str, ...] = (
     "Suggest a name for a small bakery.",
 )
 
+# A broader set: everyday questions, facts, arithmetic, short writing and explanations. 8w's row
+# centring was chosen on it (in eager); PROMPTS, which it was not, checks that the gain holds.
+MORE_PROMPTS: tuple[str, ...] = (
+    "How do I boil an egg?",
+    "What is the largest planet in our solar system?",
+    "Translate 'good morning' into Spanish.",
+    "Write a short poem about autumn leaves.",
+    "What are the benefits of regular exercise?",
+    "Explain what a black hole is.",
+    "Give me three ideas for a birthday party.",
+    "What is the difference between weather and climate?",
+    "How many legs does a spider have?",
+    "Summarize the story of Cinderella in one sentence.",
+    "What does a computer's CPU do?",
+    "Recommend a book for a long flight.",
+    "How can I save money on groceries?",
+    "What is the boiling point of water in Fahrenheit?",
+    "Write a thank-you note to a teacher.",
+    "Why do leaves change color in the fall?",
+    "What is 15 plus 27?",
+    "Name a famous painting by Leonardo da Vinci.",
+    "How do airplanes stay in the air?",
+    "What should I pack for a beach vacation?",
+    "Tell me a fun fact about octopuses.",
+    "What is the capital of Japan?",
+    "Describe the taste of a lemon.",
+    "How do I make a cup of tea?",
+    "What is gravity?",
+    "Give me a motivational quote.",
+    "What are the primary colors?",
+    "Explain how a rainbow forms.",
+    "Who was the first person to walk on the moon?",
+    "What is a healthy breakfast?",
+    "How do bees make honey?",
+    "Write a limerick about a cat.",
+    "What is the speed of light?",
+    "Suggest a name for a pet goldfish.",
+    "How do I stay focused while studying?",
+    "What causes earthquakes?",
+    "What is the tallest mountain in the world?",
+    "Explain what DNA is in simple terms.",
+    "How many continents are there?",
+    "What is your favorite season and why?",
+)
+
 
 @dataclass(frozen=True)
 class AgreementResult:
