@@ -2,6 +2,8 @@
 
 - its greedy tokens equal the Python reference runner's (rne_tools.runtime) on the same fp32
   file, and its logits stay within fp16 rounding of them on a file with an fp16 KV cache,
+- tiny Gemma 4 on XNNPACK (LLM custom ops on its full-attention layers) gives the reference
+  runtime's logits,
 - the real SmolLM2 answers the Paris question through the chat template and the C++ tokenizer,
 - bad inputs fail with messages that name the problem.
 
@@ -74,6 +76,28 @@ def test_logits_match_the_reference_runner_on_a_tiny_fp16_cache_export(
           f"decisive {decisive.sum()}")
     assert diff.max() <= bound, f"forward {diff.argmax()} differs by {diff.max():.4f} > {bound:.4f}"
     assert agree[decisive].all()
+
+
+def test_gemma4_xnnpack_logits_match_the_reference_runner(rne_logits_host):
+    """Tiny Gemma 4 on XNNPACK through the host's runtime: its full-attention layers run the
+    host's ``llama::update_cache`` / ``llama::custom_sdpa`` (eight query heads per kv head, the
+    model's own scale, KV-shared layers attending from the last position), its sliding layers
+    the ring caches. fp32 throughout, so the two runtimes agree to float rounding."""
+    from rne_tools.export import cached_export
+    from rne_tools.export.cpp_runtime import forward_logits
+    from rne_tools.parity import Parity, random_tokens, reference_runtime_logits
+
+    export = cached_export("gemma4_e2b", "xnnpack", "fp32", progress=False,
+                           random_config="tiny", max_context=64, max_chunk=5)
+    tokens = random_tokens(export.report["vocab_size"], 40, seed=3)
+    chunks = [5, 3, 5, 4, 5, 2, 5] + [1] * 11  # past the sliding window, then decode
+    parity = Parity(forward_logits(export.pte_path, tokens, chunks, binary=rne_logits_host),
+                    reference_runtime_logits(export.pte_path, tokens, chunks), None)
+    bound = 1e-3 * parity.eager.std()
+    print(f"\nGEMMA 4 XNNPACK host vs reference: max|dlogit| {parity.diff.max():.2e}, "
+          f"logit std {parity.eager.std():.3f}")
+    assert parity.diff.max() <= bound
+    assert parity.agreement.all()
 
 
 @pytest.mark.slow

@@ -107,14 +107,18 @@ def test_backend_transforms_preserve_eager_outputs():
 @pytest.mark.parametrize("config", sorted(gemma4.RANDOM_CONFIGS))
 def test_gemma4_xnnpack_rewrites_preserve_eager_outputs(config):
     """RMSNorm over a 4-D view, rotate-half as a linear, grouped-query heads folded into the
-    query rows (with an additive mask) and the tanh GELU through a sigmoid give Gemma 4's own
-    logits, in prefill chunks that cross the sliding window and in decode."""
+    query rows (with an additive mask), full-attention layers on in-place caches and the causal
+    custom SDPA, and the tanh GELU through a sigmoid give Gemma 4's own logits, in prefill
+    chunks that cross the sliding window and in decode."""
     args = gemma4.ModelArgs.from_hf_config(gemma4.RANDOM_CONFIGS[config])
     base = gemma4.Transformer(args, max_context=64, max_chunk=8).init_random(0).eval()
     swapped = copy.deepcopy(base)
     use_xnnpack_friendly_modules(swapped)
     kinds = {type(m).__name__ for m in swapped.modules()}
-    assert {"FourDimRMSNorm", "MatmulRotateRoPE", "FoldedGqaSDPA", "SigmoidGeluTanh"} <= kinds
+    assert {
+        "FourDimRMSNorm", "MatmulRotateRoPE", "FoldedGqaSDPA", "SigmoidGeluTanh",
+        "InPlaceKVCache", "CustomOpCausalSDPA",
+    } <= kinds
     assert not {"RMSNorm", "RoPE", "SDPA", "GeluTanh"} & kinds
     tokens = torch.randint(0, args.vocab_size, (1, 40), generator=torch.Generator().manual_seed(1))
     pos = 0
@@ -128,13 +132,21 @@ def test_gemma4_xnnpack_rewrites_preserve_eager_outputs(config):
 def test_gemma4_xnnpack_norms_and_attention_run_in_xnnpack():
     """The Gemma 4 rewrites keep RMSNorm (mean over the last dim), the masked attention and its
     grouped-query heads out of the portable CPU ops: each split its layer's delegate, and the
-    heads' expand copied the whole cache per query head."""
+    heads' expand copied the whole cache per query head. Full-attention caches are written in
+    place (a functional write copies the whole cache twice); only the sliding layers' small
+    rings are still written with ``index_put``."""
     result = cached_export("gemma4_e2b", "xnnpack", "fp32", progress=False,
                            random_config="tiny", max_context=64, max_chunk=5)
     assert result.report["verification"]["passed"] is True
     cpu_ops = result.report["delegation"]["cpu_ops"]
     assert not {"aten_mean_dim", "aten_where_self", "aten_expand_copy_default"} & set(cpu_ops), \
         cpu_ops
+    args = gemma4.ModelArgs.from_hf_config(gemma4.RANDOM_CONFIGS["tiny"])
+    full = [t == gemma4.FULL for t in args.layer_types]
+    own = [i for i in range(args.n_layers) if args.kv_source[i] == i]
+    assert cpu_ops.get("update_cache") == 2 * sum(full[i] for i in own), cpu_ops
+    assert cpu_ops.get("aten_index_put_default") == 2 * sum(not full[i] for i in own), cpu_ops
+    assert cpu_ops.get("llama_custom_sdpa_default") == sum(full), cpu_ops
 
 
 @pytest.mark.parametrize("fixture", ["tiny_llama_8da4w", "tiny_llama_8da4w_emb4"])

@@ -11,6 +11,13 @@ query head before its matmuls: a copy of the whole cache per head, per layer and
 CPU. ``FoldedGqaSDPA`` folds the heads into the query rows instead, and masks by adding a bias
 (XNNPACK has no ``where``).
 
+Its full-attention layers (the long caches: ``max_context`` slots of the widest heads) go
+further, onto ExecuTorch's LLM custom CPU ops: ``llama::update_cache`` writes the chunk's keys and
+values into the cache in place, and ``llama::custom_sdpa`` attends causally over the written
+slots ``[0, start + T)`` only. The functional cache write (``index_put`` into a copy, then a
+copy back: two copies of the whole cache per layer and step) and the attention over unwritten
+slots both go. Sliding layers keep their small ring caches and ``FoldedGqaSDPA``.
+
 ExecuTorch's XNNPACK partitioner takes ``aten.gelu`` without its ``approximate`` argument and
 runs the erf GELU, so Gemma 4's tanh-approximated GELU changed (tiny Gemma 4 fp32 logits moved
 by 2.7e-2 of their std). ``SigmoidGeluTanh`` writes it as ``x * sigmoid(2u)``, which equals
@@ -122,9 +129,93 @@ class FoldedGqaSDPA(nn.Module):
         return out.view(h_kv, self.n_rep, t, d).reshape(1, h, t, d)
 
 
+class InPlaceKVCache(gemma4.KVCache):
+    """A full-attention cache ``[1, size, H_kv, D]`` written in place by ``llama::update_cache``.
+
+    ``update`` and ``read`` return the cache itself in that layout (a transposed view would be
+    a copy of it once lowered), which only ``CustomOpCausalSDPA`` reads.
+    """
+
+    def __init__(self, cache: gemma4.KVCache) -> None:
+        nn.Module.__init__(self)
+        import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401  (llama::*)
+
+        if cache.ring:
+            raise ValueError("InPlaceKVCache replaces flat (full-attention) caches only")
+        _, n_kv_heads, size, head_dim = cache.k.shape
+        self.size, self.ring = size, False
+        shape = (1, size, n_kv_heads, head_dim)
+        self.register_buffer("k", torch.zeros(shape, dtype=cache.k.dtype), persistent=False)
+        self.register_buffer("v", torch.zeros(shape, dtype=cache.v.dtype), persistent=False)
+
+    def update(
+        self, input_pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        seq_len = k.shape[2]
+        start = input_pos[0].item()
+        torch._check(start >= 0)
+        torch._check(start + seq_len <= self.size)
+        torch.ops.llama.update_cache(k.transpose(1, 2).contiguous(), self.k, start)
+        torch.ops.llama.update_cache(v.transpose(1, 2).contiguous(), self.v, start)
+        self._written = (start, seq_len)
+        return self.k, self.v
+
+    def read(self, input_pos: torch.Tensor, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.k, self.v
+
+    def query_start(self, seq_len: int) -> int:
+        """Position of the first of the last ``seq_len`` positions written (as a SymInt): the
+        queries of this forward's attention over the cache. KV-shared layers run after the
+        write, on its last positions; their start is derived from the write's SymInt because
+        ``.item()`` of a computed position tensor does not lower."""
+        start, written = self._written
+        return start + written - seq_len
+
+
+class CustomOpCausalSDPA(nn.Module):
+    """``gemma4.SDPA`` of a full-attention layer as ``llama::custom_sdpa`` over an
+    ``InPlaceKVCache``: query row i (position start + i) sees slots ``[0, start + i]``, which
+    is the model's mask for these layers. The kernel groups query heads per kv head itself."""
+
+    def __init__(self, sdpa: gemma4.SDPA, cache: InPlaceKVCache) -> None:
+        super().__init__()
+        self.scale = sdpa.scale
+        # Not a submodule: the cache belongs to the model (and to several layers).
+        self._cache = (cache,)
+
+    def forward(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        mask: torch.Tensor,
+        input_pos: torch.Tensor,
+    ) -> torch.Tensor:
+        """q [1, H, T, D]; k/v the caches [1, S, H_kv, D] -> [1, H, T, D]."""
+        start = self._cache[0].query_start(q.shape[2])
+        out = torch.ops.llama.custom_sdpa(
+            q.transpose(1, 2).to(k.dtype), k, v, start, None, 0.0, True, self.scale
+        )
+        return out.to(q.dtype).transpose(1, 2)
+
+
+def use_in_place_full_attention(model: gemma4.Transformer) -> None:
+    """Give Gemma 4's full-attention layers ``InPlaceKVCache`` + ``CustomOpCausalSDPA``, in
+    place (KV-shared layers read their source's cache through the same SDPA)."""
+    args = model.args
+    for key, cache in list(model.caches.items()):
+        if args.layer_types[int(key)] == gemma4.FULL:
+            model.caches[key] = InPlaceKVCache(cache)
+    for i, layer in enumerate(model.layers):
+        if args.layer_types[i] == gemma4.FULL:
+            layer.attention.sdpa = CustomOpCausalSDPA(layer.attention.sdpa, model.cache_for(i))
+
+
 def use_xnnpack_friendly_modules(model: nn.Module) -> None:
-    """Swap RMSNorm, RotateHalf and Gemma 4's RoPE, SDPA and GELU modules for the equivalents
-    above, in place."""
+    """Swap RMSNorm, RotateHalf and Gemma 4's RoPE, SDPA, full-attention caches and GELU
+    modules for the equivalents above, in place."""
+    if isinstance(model, gemma4.Transformer):
+        use_in_place_full_attention(model)
     for module in list(model.modules()):
         for name, child in list(module.named_children()):
             if isinstance(child, (llama.RMSNorm, gemma4.RMSNorm)):

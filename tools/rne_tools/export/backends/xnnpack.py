@@ -42,6 +42,7 @@ class XnnpackBackend:
         return model
 
     def partitioners(self, options: ExportOptions) -> list[Any]:
+        _skip_passes_without_work()
         from executorch.backends.xnnpack.partition.config import ALL_PARTITIONER_CONFIGS
         from executorch.backends.xnnpack.partition.config.gemm_configs import LinearConfig
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
@@ -94,6 +95,68 @@ def _weight_only_linear_config() -> type:
             return super()._get_output_deps(node, ep, precision)
 
     return WeightOnlyLinearConfig
+
+
+def _ops_a_pass_rewrites() -> dict[type, list[set[str]]]:
+    """For XNNPACK passes that rewrite only specific ops or op patterns: the op sets, one of
+    which a graph must contain in full for the pass to have anything to do (op names as
+    ``node.target.__name__``)."""
+    from executorch.backends.xnnpack import _passes as xp
+    from executorch.backends.xnnpack.partition.graphs import bilinear_2d, sdpa
+
+    def patterns(graphs: Any) -> list[set[str]]:
+        return [
+            {n.target.__name__ for n in g.graph.nodes if n.op == "call_function"} for g in graphs
+        ]
+
+    batch_norm = [
+        {"aten.native_batch_norm.default"},
+        {"aten._native_batch_norm_legit_no_training.default"},
+    ]
+    return {
+        xp.ConvertToUpsampleBilinear2d: patterns(bilinear_2d.get_graphs_dict()),
+        xp.ConvertToSDPAPass: patterns(sdpa.get_graphs()),
+        xp.FuseBatchNormPass: batch_norm,
+        xp.DecomposeBatchNorm: batch_norm,
+        xp.DecomposeConcatenate: [{"aten.cat.default"}],
+        xp.RemoveGetItemPass: [{"aten.max_pool2d_with_indices.default"}, {"aten.max.dim"}],
+        xp.InsertPadQDQPass: [{"aten.constant_pad_nd.default"}],
+        xp.Conv1dUnsqueezePass: [{"aten.convolution.default"}],
+        xp.PReLUReshapePass: [{"aten._prelu_kernel.default"}],
+    }
+
+
+def _skip_passes_without_work() -> None:
+    """Make XNNPACK's preprocessing skip a pass when the graph has none of the ops it rewrites.
+
+    Each of its ~17 passes ends by re-tracing the whole delegated graph with fake tensors,
+    changed or not; for an LLM most of them (batch norm, convolution, upsampling, PReLU, ...)
+    find nothing to change, and those re-traces were about a sixth of an 8da4w SmolLM2 export.
+    Whether a pass has work is decided on the graph as the passes before it left it.
+    """
+    from executorch.backends.xnnpack._passes import XNNPACKPassManager
+
+    if getattr(XNNPACKPassManager.transform, "skips_passes_without_work", False):
+        return
+    run_all = XNNPACKPassManager.transform
+    rewrites = _ops_a_pass_rewrites()
+
+    def transform(self: Any) -> Any:
+        program = self.exported_program
+        for pass_ in self.passes:
+            present = {
+                getattr(n.target, "__name__", "")
+                for n in program.graph.nodes
+                if n.op == "call_function"
+            }
+            if pass_ in rewrites and not any(ops <= present for ops in rewrites[pass_]):
+                continue
+            program = run_all(XNNPACKPassManager(program, passes=[pass_]))
+        return program
+
+    transform.skips_passes_without_work = True  # type: ignore[attr-defined]
+    transform.runs_every_pass = run_all  # type: ignore[attr-defined]
+    XNNPACKPassManager.transform = transform
 
 
 BACKEND = XnnpackBackend()
