@@ -24,6 +24,33 @@ def _load_ops() -> None:
     import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401  (registers llama::*)
 
 
+def chunk_start(input_pos: torch.Tensor, seq_len: int, limit: int) -> int:
+    """The chunk's first position as a SymInt, bounded so that ``seq_len`` slots from it fit in
+    ``limit``: torch.export needs the bounds to prove the in-place cache writes in range. It is
+    read from the graph input ``input_pos``, which every backend can turn into a runtime int."""
+    start = input_pos[0].item()
+    torch._check(start >= 0)
+    torch._check(start + seq_len <= limit)
+    return start
+
+
+class LastWrite:
+    """Mixin for a cache written in place: remembers the last write's start SymInt and length.
+
+    KV-shared layers run after the write in the same forward, on its last positions. Their
+    start is derived from the write's SymInt, because ``.item()`` of a computed position
+    tensor (their own ``input_pos`` is a view of the positions) does not lower.
+    """
+
+    def remember_write(self, start: int, seq_len: int) -> None:
+        self._written = (start, seq_len)
+
+    def start_of_last(self, seq_len: int) -> int:
+        """Position of the first of the last ``seq_len`` positions written."""
+        start, written = self._written
+        return start + written - seq_len
+
+
 class CustomOpKVCacheAttention(nn.Module):
     """Drop-in for ``llama.KVCacheAttention`` with caches laid out ``[1, S, Hkv, D]`` in
     ``cache_dtype`` (the attention's dtype too; its output comes back in the query's)."""
@@ -47,9 +74,7 @@ class CustomOpKVCacheAttention(nn.Module):
         input_pos: torch.Tensor,
         mask: torch.Tensor,
     ) -> torch.Tensor:
-        start = input_pos[0].item()
-        torch._check(start >= 0)
-        torch._check(start < self.max_context)
+        start = chunk_start(input_pos, q.shape[2], self.max_context)
         dtype = self.k_cache.dtype
         # -> [1, T, heads, D] in the cache's dtype
         q_c, k_c, v_c = (x.transpose(1, 2).to(dtype) for x in (q, k, v))

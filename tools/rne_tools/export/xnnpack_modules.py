@@ -31,6 +31,7 @@ import math
 import torch
 from torch import nn
 
+from rne_tools.export.custom_ops import LastWrite, chunk_start
 from rne_tools.models import gemma4, llama
 
 
@@ -129,7 +130,7 @@ class FoldedGqaSDPA(nn.Module):
         return out.view(h_kv, self.n_rep, t, d).reshape(1, h, t, d)
 
 
-class InPlaceKVCache(gemma4.KVCache):
+class InPlaceKVCache(LastWrite, gemma4.KVCache):
     """A full-attention cache ``[1, size, H_kv, D]`` written in place by ``llama::update_cache``.
 
     ``update`` and ``read`` return the cache itself in that layout (a transposed view would be
@@ -152,24 +153,14 @@ class InPlaceKVCache(gemma4.KVCache):
         self, input_pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         seq_len = k.shape[2]
-        start = input_pos[0].item()
-        torch._check(start >= 0)
-        torch._check(start + seq_len <= self.size)
+        start = chunk_start(input_pos, seq_len, self.size)
         torch.ops.llama.update_cache(k.transpose(1, 2).contiguous(), self.k, start)
         torch.ops.llama.update_cache(v.transpose(1, 2).contiguous(), self.v, start)
-        self._written = (start, seq_len)
+        self.remember_write(start, seq_len)
         return self.k, self.v
 
     def read(self, input_pos: torch.Tensor, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
         return self.k, self.v
-
-    def query_start(self, seq_len: int) -> int:
-        """Position of the first of the last ``seq_len`` positions written (as a SymInt): the
-        queries of this forward's attention over the cache. KV-shared layers run after the
-        write, on its last positions; their start is derived from the write's SymInt because
-        ``.item()`` of a computed position tensor does not lower."""
-        start, written = self._written
-        return start + written - seq_len
 
 
 class CustomOpCausalSDPA(nn.Module):
@@ -192,7 +183,7 @@ class CustomOpCausalSDPA(nn.Module):
         input_pos: torch.Tensor,
     ) -> torch.Tensor:
         """q [1, H, T, D]; k/v the caches [1, S, H_kv, D] -> [1, H, T, D]."""
-        start = self._cache[0].query_start(q.shape[2])
+        start = self._cache[0].start_of_last(q.shape[2])
         out = torch.ops.llama.custom_sdpa(
             q.transpose(1, 2).to(k.dtype), k, v, start, None, 0.0, True, self.scale
         )

@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
-from rne_tools.export.custom_ops import use_custom_attention
+from rne_tools.export.custom_ops import LastWrite, chunk_start, use_custom_attention
 from rne_tools.models import gemma4, llama
 
 # Additive mask value: finite so fp16 cannot overflow into NaN, far below any real score.
@@ -44,14 +44,6 @@ MASKED = -30000.0
 def _load_ops() -> None:
     import executorch.backends.vulkan.custom_ops_lib  # noqa: F401  (et_vk::rms_norm, et_vk::sdpa)
     import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401  (llama::update_cache)
-
-
-def _start(input_pos: torch.Tensor, seq_len: int, limit: int) -> int:
-    """The chunk's first position as a SymInt (Vulkan's ``select_as_symint`` of the graph input)."""
-    start = input_pos[0].item()
-    torch._check(start >= 0)
-    torch._check(start + seq_len <= limit)
-    return start
 
 
 class VulkanRMSNorm(nn.Module):
@@ -69,7 +61,7 @@ class VulkanRMSNorm(nn.Module):
         return torch.ops.et_vk.rms_norm(x, self.weight, self.eps)
 
 
-class VulkanKVCache(gemma4.KVCache):
+class VulkanKVCache(LastWrite, gemma4.KVCache):
     """[1, slots, H_kv, D] cache written by ``llama::update_cache``.
 
     ``update`` and ``read`` return only the slots a chunk of T tokens at ``start`` can see, as
@@ -94,19 +86,15 @@ class VulkanKVCache(gemma4.KVCache):
         self, input_pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         seq_len = k.shape[2]
-        start = _start(input_pos, seq_len, self.max_context)
+        start = chunk_start(input_pos, seq_len, self.max_context)
         torch.ops.llama.update_cache(k.transpose(1, 2).contiguous(), self.k, start + self.pad)
         torch.ops.llama.update_cache(v.transpose(1, 2).contiguous(), self.v, start + self.pad)
-        self._written = (start, seq_len)
+        self.remember_write(start, seq_len)
         return self._span(start, seq_len)
 
     def read(self, input_pos: torch.Tensor, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
-        # KV-shared layers run after this cache's own layer in the same forward, on the last
-        # seq_len of the positions it wrote. Their start comes from that write's SymInt, not
-        # from input_pos: it is a view of computed positions, and Vulkan can only turn a graph
-        # input into a SymInt.
-        start, written = self._written
-        return self._span(start + written - seq_len, seq_len)
+        # KV-shared layers: Vulkan can only turn a graph input into a SymInt (LastWrite).
+        return self._span(self.start_of_last(seq_len), seq_len)
 
     def _span(self, start: int, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
         first = start if self.window else 0

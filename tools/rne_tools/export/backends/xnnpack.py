@@ -131,7 +131,7 @@ def _skip_passes_without_work() -> None:
 
     Each of its ~17 passes ends by re-tracing the whole delegated graph with fake tensors,
     changed or not; for an LLM most of them (batch norm, convolution, upsampling, PReLU, ...)
-    find nothing to change, and those re-traces were about a sixth of an 8da4w SmolLM2 export.
+    find nothing to change. Skipping them took a real 8da4w SmolLM2 export from 389 s to 304 s.
     Whether a pass has work is decided on the graph as the passes before it left it.
     """
     from executorch.backends.xnnpack._passes import XNNPACKPassManager
