@@ -8,12 +8,12 @@
 // libtorch_python, i.e. a Python interpreter in the process: dlopen fails on PyType_GenericAlloc.)
 // Caches are float32 or fp16 (the quantized exports' half-size KV cache); fp16 rows are widened
 // to float32 as they are read, and scores, softmax and sums are float32 either way.
-// Correctness is checked end to end: tests/test_cpp_runner_reference.py compares this runner's
-// greedy tokens with the Python reference runner's, which executes ExecuTorch's kernels.
+// Correctness is checked end to end: tests/test_cpp_runner.py compares this runner's greedy
+// tokens and logits with the Python reference runner's (ExecuTorch's kernels), up to a
+// 706-token context where the key spans run on the thread pool.
 //
-// Attention work items (one query position x one kv head, with the query heads that share it)
-// are spread over ExecuTorch's shared thread pool, the one XNNPACK runs on, so long contexts do
-// not serialise on one core.
+// Attention tasks (spans of keys, see attend) run on ExecuTorch's shared thread pool, the one
+// XNNPACK runs on, so long contexts do not serialise on one core.
 #include <executorch/runtime/core/function_ref.h>
 #include <executorch/runtime/kernel/kernel_includes.h>
 #include <executorch/runtime/kernel/operator_registry.h>
@@ -21,14 +21,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
-// The wheel ships libexecutorch_threadpool but not its header; these are the two functions of
+// The wheel ships libexecutorch_threadpool but not its header; these are the functions of
 // extension/threadpool/threadpool.h we call (the linker checks the mangled signatures).
 namespace executorch::extension::threadpool {
 class ThreadPool {
  public:
+  size_t get_thread_count() const;
   void run(::executorch::runtime::FunctionRef<void(size_t)> fn, size_t range);
 };
 ThreadPool* get_threadpool();
@@ -135,72 +137,140 @@ void update_cache_out(rt::KernelRuntimeContext& context, rt::Span<rt::EValue*> s
   }
 }
 
+// y += alpha * x (vectorises).
+inline void axpy(float* __restrict y, const float* __restrict x, float alpha, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
 // Attention of query [1, T, H, D] over the caches in element type T (float or Half); shapes
 // and strides were checked by custom_sdpa_out.
+//
+// A task is one span of keys of every kv head: it reads the span's rows of the [S, Hkv, D]
+// caches front to back (a task per kv head would read one row in Hkv while the hardware
+// prefetcher streams the others' too), scores every query row against them (the T chunk
+// positions of the query heads sharing each kv head, so a cached row is read once), and
+// leaves per query row an unnormalised output with its max score and exp sum. The spans are
+// then merged by rescaling to the common max. Spans, not heads, are what the threads share:
+// a decode step has only T x Hkv rows (SmolLM2: 3) for 2+ threads.
 template <typename T>
 void attend(const Tensor& q, const Tensor& k, const Tensor& v, int64_t start, bool is_causal,
             float scale, Tensor& out) {
   const int64_t steps = q.size(1), heads = q.size(2), dim = q.size(3);
   const int64_t kv_heads = k.size(2);
   const int64_t group = heads / kv_heads;
+  const int64_t rows = steps * group;  // query rows per kv head, position-major
+  const int64_t num_keys = start + steps;
+  // Causal: position start + t sees keys [0, start + t]; otherwise everything written so far.
+  auto visible = [&](int64_t row) { return is_causal ? start + row / group + 1 : num_keys; };
   const T* qd = q.const_data_ptr<T>();
   const T* kd = k.const_data_ptr<T>();
   const T* vd = v.const_data_ptr<T>();
   T* od = out.mutable_data_ptr<T>();
   const auto qs = q.strides(), ks = k.strides(), vs = v.strides(), os = out.strides();
-  // One work item: query position t and kv head g, with the `group` query heads that share
-  // it, so each key and value row is read once per group instead of once per query head.
-  auto item = [&](size_t index) {
-    const int64_t t = static_cast<int64_t>(index) / kv_heads;
-    const int64_t g = static_cast<int64_t>(index) % kv_heads;
-    // Causal: position start+t sees keys 0..start+t. Otherwise everything written so far.
-    const int64_t keys = is_causal ? start + t + 1 : start + steps;
-    // Per thread, reused across calls: no allocation per item. scores is [group, keys].
-    thread_local std::vector<float> scores, acc, query, row_buffer;
-    scores.resize(static_cast<size_t>(group * keys));
-    acc.assign(static_cast<size_t>(group * dim), 0.0f);
-    query.resize(static_cast<size_t>(group * dim));
-    for (int64_t r = 0; r < group; ++r) {
-      const T* from = qd + t * qs[1] + (g * group + r) * qs[2];
-      for (int64_t d = 0; d < dim; ++d) query[r * dim + d] = static_cast<float>(from[d]);
+
+  // The query rows as float32: [kv head][row][dim].
+  std::vector<float> queries(static_cast<size_t>(kv_heads * rows * dim));
+  for (int64_t h = 0; h < kv_heads; ++h) {
+    for (int64_t row = 0; row < rows; ++row) {
+      const T* from = qd + (row / group) * qs[1] + (h * group + row % group) * qs[2];
+      float* to = queries.data() + (h * rows + row) * dim;
+      for (int64_t d = 0; d < dim; ++d) to[d] = static_cast<float>(from[d]);
     }
-    const T* krow = kd + g * ks[2];
-    for (int64_t s = 0; s < keys; ++s, krow += ks[1]) {
-      const float* key = as_float(krow, dim, row_buffer);
-      for (int64_t r = 0; r < group; ++r) {
-        scores[r * keys + s] = dot_contiguous(query.data() + r * dim, key, dim) * scale;
-      }
-    }
-    for (int64_t r = 0; r < group; ++r) {
-      float* row = scores.data() + r * keys;
-      const float max_score = *std::max_element(row, row + keys);
-      float total = 0.0f;
-      for (int64_t s = 0; s < keys; ++s) total += row[s] = std::exp(row[s] - max_score);
-      const float inv = 1.0f / total;
-      for (int64_t s = 0; s < keys; ++s) row[s] *= inv;
-    }
-    const T* vrow = vd + g * vs[2];
-    for (int64_t s = 0; s < keys; ++s, vrow += vs[1]) {
-      const float* value = as_float(vrow, dim, row_buffer);
-      for (int64_t r = 0; r < group; ++r) {
-        const float p = scores[r * keys + s];
-        float* __restrict a = acc.data() + r * dim;
-        for (int64_t d = 0; d < dim; ++d) a[d] += p * value[d];  // vectorises
-      }
-    }
-    for (int64_t r = 0; r < group; ++r) {
-      T* to = od + t * os[1] + (g * group + r) * os[2];
-      for (int64_t d = 0; d < dim; ++d) to[d] = static_cast<T>(acc[r * dim + d]);
-    }
-  };
-  const size_t items = static_cast<size_t>(steps * kv_heads);
+  }
+
   // Short contexts: the pool's hand-off would cost more than the rows themselves.
   constexpr int64_t kParallelMinKeyReads = 4096;
+  // Fewest keys a span takes: below this, merging spans costs more than it parallelises.
+  constexpr int64_t kMinSpanKeys = 64;
   auto* pool = ::executorch::extension::threadpool::get_threadpool();
-  if (pool != nullptr && items > 1 && heads * (start + steps) >= kParallelMinKeyReads) {
-    pool->run(item, items);
+  const bool parallel = pool != nullptr && heads * num_keys >= kParallelMinKeyReads;
+  const int64_t threads = parallel ? std::max<int64_t>(1, pool->get_thread_count()) : 1;
+  // Two spans per thread even out the causal chunk's uneven rows.
+  int64_t spans = std::max<int64_t>(1, std::min(2 * threads, ceil_div(num_keys, kMinSpanKeys)));
+  const int64_t span_len = ceil_div(num_keys, spans);
+  spans = ceil_div(num_keys, span_len);
+
+  // Per span, kv head and query row: the unnormalised output, then its max score and exp sum.
+  const int64_t row_floats = dim + 2;
+  const int64_t span_floats = kv_heads * rows * row_floats;
+  std::vector<float> partial(static_cast<size_t>(spans * span_floats));
+
+  auto task = [&](size_t index) {
+    const int64_t span = static_cast<int64_t>(index);
+    const int64_t first = span * span_len;
+    const int64_t count = std::min(span_len, num_keys - first);
+    // Per thread, reused across calls: no allocation per task. scores is [kv head][row][count].
+    thread_local std::vector<float> scores, row_buffer;
+    scores.resize(static_cast<size_t>(kv_heads * rows * count));
+    // Keys of this span row `row` sees; it grows with the row (rows are position-major), so the
+    // rows that see key j are a suffix, walked from the last.
+    auto seen = [&](int64_t row) { return std::clamp<int64_t>(visible(row) - first, 0, count); };
+    const int64_t last_seen = seen(rows - 1);  // the last row sees the most keys
+    for (int64_t j = 0; j < last_seen; ++j) {
+      for (int64_t h = 0; h < kv_heads; ++h) {
+        const float* key = as_float(kd + (first + j) * ks[1] + h * ks[2], dim, row_buffer);
+        for (int64_t row = rows - 1; row >= 0 && j < seen(row); --row) {
+          scores[(h * rows + row) * count + j] =
+              dot_contiguous(queries.data() + (h * rows + row) * dim, key, dim) * scale;
+        }
+      }
+    }
+    float* results = partial.data() + span * span_floats;
+    for (int64_t h = 0; h < kv_heads; ++h) {
+      for (int64_t row = 0; row < rows; ++row) {
+        float* p = scores.data() + (h * rows + row) * count;
+        float* result = results + (h * rows + row) * row_floats;
+        const int64_t n = seen(row);
+        const float max_score = n > 0 ? *std::max_element(p, p + n) : 0.0f;
+        float total = 0.0f;
+        for (int64_t j = 0; j < n; ++j) total += p[j] = std::exp(p[j] - max_score);
+        std::fill(result, result + dim, 0.0f);
+        result[dim] = max_score;
+        result[dim + 1] = total;  // 0: the row sees none of this span
+      }
+    }
+    for (int64_t j = 0; j < last_seen; ++j) {
+      for (int64_t h = 0; h < kv_heads; ++h) {
+        const float* value = as_float(vd + (first + j) * vs[1] + h * vs[2], dim, row_buffer);
+        for (int64_t row = rows - 1; row >= 0 && j < seen(row); --row) {
+          axpy(results + (h * rows + row) * row_floats, value,
+               scores[(h * rows + row) * count + j], dim);
+        }
+      }
+    }
+  };
+  if (parallel && spans > 1) {
+    pool->run(task, static_cast<size_t>(spans));
   } else {
-    for (size_t i = 0; i < items; ++i) item(i);
+    for (int64_t span = 0; span < spans; ++span) task(static_cast<size_t>(span));
+  }
+
+  std::vector<float> merged(static_cast<size_t>(dim));
+  for (int64_t h = 0; h < kv_heads; ++h) {
+    for (int64_t row = 0; row < rows; ++row) {
+      auto result = [&](int64_t span) {
+        return partial.data() + span * span_floats + (h * rows + row) * row_floats;
+      };
+      float max_score = -std::numeric_limits<float>::infinity();
+      for (int64_t span = 0; span < spans; ++span) {
+        if (result(span)[dim + 1] > 0.0f) max_score = std::max(max_score, result(span)[dim]);
+      }
+      std::fill(merged.begin(), merged.end(), 0.0f);
+      float total = 0.0f;
+      for (int64_t span = 0; span < spans; ++span) {
+        const float* r = result(span);
+        if (r[dim + 1] > 0.0f) {
+          const float weight = std::exp(r[dim] - max_score);
+          total += weight * r[dim + 1];
+          axpy(merged.data(), r, weight, dim);
+        }
+      }
+      const float inv = total > 0.0f ? 1.0f / total : 0.0f;
+      T* to = od + (row / group) * os[1] + (h * group + row % group) * os[2];
+      for (int64_t d = 0; d < dim; ++d) to[d] = static_cast<T>(merged[d] * inv);
+    }
   }
 }
 
