@@ -48,6 +48,25 @@ def test_greedy_tokens_equal_the_reference_runner_on_a_tiny_export(
     assert ours["tokens"] == reference_greedy(export.pte_path, prompt, 24)
 
 
+def host_vs_reference(binary: Path, pte: Path, tokens: list[int], chunks: list[int]):
+    """Teacher-forced logits of the host build (``binary``, rne_logits) and of the reference
+    runtime on the same tokens, fed in the same chunks."""
+    from rne_tools.export.cpp_runtime import forward_logits
+    from rne_tools.parity import Parity, reference_runtime_logits
+
+    return Parity(forward_logits(pte, tokens, chunks, binary=binary),
+                  reference_runtime_logits(pte, tokens, chunks), None)
+
+
+def assert_equal_to_float_rounding(parity, label: str) -> None:
+    """fp32 caches and weights: the runtimes agree to 1e-3 of the logit std, top-1 everywhere."""
+    bound = 1e-3 * parity.eager.std()
+    print(f"\n{label} host vs reference: max|dlogit| {parity.diff.max():.2e}, "
+          f"logit std {parity.eager.std():.3f}")
+    assert parity.diff.max() <= bound
+    assert parity.agreement.all()
+
+
 # A quantized export keeps its KV cache in fp16, so each runtime rounds the attention output to
 # fp16 in its own kernel: the host's (llm_custom_ops.cpp) and the wheel's differ by an fp16 ulp
 # here and there, which the tiny random model's int8 dynamic activations amplify. Measured on
@@ -60,15 +79,13 @@ FP16_CACHE_BOUND_PER_STD = 0.15
 def test_logits_match_the_reference_runner_on_a_tiny_fp16_cache_export(
     rne_logits_host, tiny_llama_8da4w
 ):
-    from rne_tools.export.cpp_runtime import forward_logits
-    from rne_tools.parity import Parity, random_tokens, reference_runtime_logits
+    from rne_tools.parity import random_tokens
 
     export = tiny_llama_8da4w
     assert export.report["kv_cache_dtype"] == "float16"
     tokens = random_tokens(export.report["vocab_size"], 60, seed=5)
     chunks = [16, 16, 5] + [1] * 23  # prefill chunks, then decode past the context middle
-    parity = Parity(forward_logits(export.pte_path, tokens, chunks, binary=rne_logits_host),
-                    reference_runtime_logits(export.pte_path, tokens, chunks), None)
+    parity = host_vs_reference(rne_logits_host, export.pte_path, tokens, chunks)
     bound = FP16_CACHE_BOUND_PER_STD * parity.eager.std()
     diff, agree, decisive = parity.diff, parity.agreement, parity.decisive(bound)
     print(f"\nFP16 CACHE host vs reference: max|dlogit| {diff.max():.4f}, logit std "
@@ -84,20 +101,14 @@ def test_gemma4_xnnpack_logits_match_the_reference_runner(rne_logits_host):
     model's own scale, KV-shared layers attending from the last position), its sliding layers
     the ring caches. fp32 throughout, so the two runtimes agree to float rounding."""
     from rne_tools.export import cached_export
-    from rne_tools.export.cpp_runtime import forward_logits
-    from rne_tools.parity import Parity, random_tokens, reference_runtime_logits
+    from rne_tools.parity import random_tokens
 
     export = cached_export("gemma4_e2b", "xnnpack", "fp32", progress=False,
                            random_config="tiny", max_context=64, max_chunk=5)
     tokens = random_tokens(export.report["vocab_size"], 40, seed=3)
     chunks = [5, 3, 5, 4, 5, 2, 5] + [1] * 11  # past the sliding window, then decode
-    parity = Parity(forward_logits(export.pte_path, tokens, chunks, binary=rne_logits_host),
-                    reference_runtime_logits(export.pte_path, tokens, chunks), None)
-    bound = 1e-3 * parity.eager.std()
-    print(f"\nGEMMA 4 XNNPACK host vs reference: max|dlogit| {parity.diff.max():.2e}, "
-          f"logit std {parity.eager.std():.3f}")
-    assert parity.diff.max() <= bound
-    assert parity.agreement.all()
+    assert_equal_to_float_rounding(
+        host_vs_reference(rne_logits_host, export.pte_path, tokens, chunks), "GEMMA 4 XNNPACK")
 
 
 @pytest.mark.slow
@@ -107,19 +118,14 @@ def test_smollm2_logits_match_the_reference_runner_at_a_long_context(rne_logits_
     keys into spans across the thread pool and merges their softmax sums: 64-token prefill
     chunks (a causal limit per row inside each span) up to 700 tokens, then decode steps. fp32
     cache and weights, so the host and the reference runtime agree to float rounding."""
-    from rne_tools.export.cpp_runtime import forward_logits
-    from rne_tools.parity import Parity, random_tokens, reference_runtime_logits
+    from rne_tools.parity import random_tokens
 
     export = smollm2_fp32
     tokens = random_tokens(export.report["vocab_size"], 706, seed=11)
     chunks = [64] * 10 + [60] + [1] * 6
-    parity = Parity(forward_logits(export.pte_path, tokens, chunks, binary=rne_logits_host),
-                    reference_runtime_logits(export.pte_path, tokens, chunks), None)
-    bound = 1e-3 * parity.eager.std()
-    print(f"\nSMOLLM2 LONG CONTEXT host vs reference: max|dlogit| {parity.diff.max():.2e}, "
-          f"logit std {parity.eager.std():.3f}")
-    assert parity.diff.max() <= bound
-    assert parity.agreement.all()
+    assert_equal_to_float_rounding(
+        host_vs_reference(rne_logits_host, export.pte_path, tokens, chunks),
+        "SMOLLM2 LONG CONTEXT")
 
 
 @pytest.mark.slow

@@ -186,9 +186,12 @@ void attend(const Tensor& q, const Tensor& k, const Tensor& v, int64_t start, bo
   constexpr int64_t kMinSpanKeys = 64;
   auto* pool = ::executorch::extension::threadpool::get_threadpool();
   const bool parallel = pool != nullptr && heads * num_keys >= kParallelMinKeyReads;
-  const int64_t threads = parallel ? std::max<int64_t>(1, pool->get_thread_count()) : 1;
-  // Two spans per thread even out the causal chunk's uneven rows.
-  int64_t spans = std::max<int64_t>(1, std::min(2 * threads, ceil_div(num_keys, kMinSpanKeys)));
+  // Two spans per thread even out the causal chunk's uneven rows; one span when serial.
+  int64_t spans = 1;
+  if (parallel) {
+    const int64_t threads = std::max<int64_t>(1, pool->get_thread_count());
+    spans = std::max<int64_t>(1, std::min(2 * threads, ceil_div(num_keys, kMinSpanKeys)));
+  }
   const int64_t span_len = ceil_div(num_keys, spans);
   spans = ceil_div(num_keys, span_len);
 
