@@ -2,7 +2,7 @@ import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 
 import { screen, waitFor } from '@testing-library/react-native';
-import { FakeNative } from 'react-native-executorch/__tests__/support/fakeNative';
+import { FakeNative } from 'react-native-executorch/jest';
 
 import { documentDir, renderApp, words } from './support/app';
 import { MODEL_BYTES, startMirror, type Mirror } from './support/mirror';

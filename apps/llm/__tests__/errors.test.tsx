@@ -1,6 +1,6 @@
 import { screen, waitFor } from '@testing-library/react-native';
 import { models } from 'react-native-executorch';
-import { FakeNative, nativeError } from 'react-native-executorch/__tests__/support/fakeNative';
+import { FakeNative, nativeError } from 'react-native-executorch/jest';
 
 import { renderApp } from './support/app';
 import { startMirror, type Mirror } from './support/mirror';

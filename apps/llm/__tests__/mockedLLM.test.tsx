@@ -1,7 +1,8 @@
 /**
  * The chat screen against `react-native-executorch/jest`, the way an app tests its own UI:
  * `useLLM` is mocked and the test drives it (download progress, ready, streamed tokens,
- * errors); no model files, no native double, no network.
+ * errors); no model files, no network. The mock is the real hook on the package's fake native
+ * module, so these tests also hold it to the real hook's rules.
  */
 import { act, render, renderHook, screen, userEvent, within } from '@testing-library/react-native';
 import ReactNativeBlobUtil from 'react-native-blob-util';
@@ -46,7 +47,7 @@ function bubbles(label: 'Your message' | 'Answer'): string[] {
 }
 
 describe('an app screen on the mocked useLLM', () => {
-  test('shows download progress, then the chat with the resolved backend', () => {
+  test('shows download progress, then the chat with the resolved backend', async () => {
     renderChat();
     expect(screen.getByText('Downloading 0%')).toBeOnTheScreen();
     expect(llmMock.options?.model).toBe(model);
@@ -55,14 +56,14 @@ describe('an app screen on the mocked useLLM', () => {
     expect(screen.getByText('Downloading 42%')).toBeOnTheScreen();
     expect(screen.getByRole('progressbar', { name: 'Download progress' }).props.accessibilityValue.now).toBe(42);
 
-    act(() => llmMock.finishLoading());
+    await act(async () => llmMock.finishLoading());
     expect(screen.getByText(`Ask ${model.name} something.`)).toBeOnTheScreen();
     expect(screen.getByText('Backend in use: XNNPACK (CPU)')).toBeOnTheScreen();
   });
 
-  test('shows a load failure with its title and message', () => {
+  test('shows a load failure with its title and message', async () => {
     renderChat();
-    act(() => llmMock.failLoading(new ExecutorchError('download_failed', 'HTTP 503 from the mirror.')));
+    await act(async () => llmMock.failLoading(new ExecutorchError('download_failed', 'HTTP 503 from the mirror.')));
     expect(screen.getByRole('alert')).toHaveTextContent('The download failed');
     expect(screen.getByText('HTTP 503 from the mirror.')).toBeOnTheScreen();
     expect(screen.getByRole('button', { name: 'Retry' })).toBeOnTheScreen();
@@ -70,7 +71,7 @@ describe('an app screen on the mocked useLLM', () => {
 
   test('streams tokens the test sends into the answer bubble, then shows the stats', async () => {
     const user = renderChat();
-    act(() => llmMock.finishLoading());
+    await act(async () => llmMock.finishLoading());
     await send(user, 'Capital of France?');
 
     expect(bubbles('Your message')).toEqual(['Capital of France?']);
@@ -81,7 +82,7 @@ describe('an app screen on the mocked useLLM', () => {
     act(() => llmMock.streamToken('is.'));
     expect(bubbles('Answer')).toEqual(['Paris.']);
 
-    act(() => llmMock.finishGeneration({ timeToFirstTokenMs: 120, tokensPerSecond: 30 }));
+    await act(async () => llmMock.finishGeneration({ timeToFirstTokenMs: 120, tokensPerSecond: 30 }));
     expect(screen.getByLabelText('Stats')).toHaveTextContent(
       'first token 120 ms · prefill 0.0 tok/s · decode 30.0 tok/s · 2 tokens, finished',
     );
@@ -93,7 +94,7 @@ describe('an app screen on the mocked useLLM', () => {
 
   test('answers by itself with respondWith, and Stop interrupts', async () => {
     const user = renderChat();
-    act(() => llmMock.finishLoading());
+    await act(async () => llmMock.finishLoading());
     llmMock.respondWith((messages) => [`You said: `, messages.at(-1)?.content ?? '']);
     await send(user, 'hello');
     expect(await screen.findByText('You said: hello')).toBeOnTheScreen();
@@ -109,9 +110,9 @@ describe('an app screen on the mocked useLLM', () => {
 
   test('shows a generation failure and sends the message again', async () => {
     const user = renderChat();
-    act(() => llmMock.finishLoading());
+    await act(async () => llmMock.finishLoading());
     await send(user, 'a very long question');
-    act(() => llmMock.failGeneration(new ExecutorchError('context_full', 'The prompt does not fit.')));
+    await act(async () => llmMock.failGeneration(new ExecutorchError('context_full', 'The prompt does not fit.')));
     expect(await screen.findByRole('alert')).toHaveTextContent('The conversation is too long for the model');
     expect(llmMock.state.messageHistory).toEqual([]);
 
@@ -127,7 +128,8 @@ describe('the mocked hook keeps the real one\'s rules', () => {
     const { result } = renderHook(() => useLLM({ model }));
     await expect(result.current.sendMessage('too early')).rejects.toMatchObject({ code: 'model_not_loaded' });
 
-    act(() => llmMock.finishLoading('xnnpack'));
+    await act(async () => llmMock.finishLoading());
+    expect(result.current.backend).toBe('xnnpack');
     expect(() => result.current.configure({ generation: { topP: 2 } })).toThrow(/topP 2 is not in \(0, 1\]/);
     act(() => result.current.configure({ systemPrompt: 'Be terse.' }));
     const seen: (readonly Message[])[] = [];
@@ -159,6 +161,58 @@ describe('the mocked hook keeps the real one\'s rules', () => {
     await expect(result.current.sendMessage('hi')).rejects.toMatchObject({ code: 'model_not_loaded' });
     expect(result.current.isReady).toBe(false);
   });
+
+  test('the backend is resolved for the mock device, as on a phone', async () => {
+    const gemma = models.llm.gemma4_e2b;
+    const cases = [
+      [{ os: 'android' }, 'vulkan'],
+      [{ os: 'ios' }, 'mlx'],
+      [{ os: 'ios', isSimulator: true }, 'xnnpack'], // no MLX on the simulator
+    ] as const;
+    for (const [device, expected] of cases) {
+      llmMock.reset(device);
+      const { result, unmount } = renderHook(() => useLLM({ model: gemma }));
+      await act(async () => llmMock.finishLoading());
+      expect(result.current.backend).toBe(expected);
+      expect(result.current.getMaxContextLength()).toBe(gemma.variants[expected].maxContext);
+      unmount();
+    }
+  });
+
+  test('generation settings reach the native module: a stop string ends the answer', async () => {
+    const { result } = renderHook(() => useLLM({ model }));
+    await act(async () => llmMock.finishLoading());
+    act(() => result.current.configure({ generationConfig: { stopStrings: ['END'], maxNewTokens: 8 } }));
+    llmMock.respondWith(['Paris', '.END', ' ignored']);
+    await act(async () => {
+      await expect(result.current.sendMessage('Capital?')).resolves.toBe('Paris.');
+    });
+    expect(result.current.stats?.stopReason).toBe('stop_string');
+    expect(llmMock.nativeModule.configs.at(-1)).toMatchObject({ stopStrings: ['END'], maxNewTokens: 8 });
+    expect(llmMock.chatConfig.generation).toEqual({ stopStrings: ['END'], maxNewTokens: 8 });
+  });
+
+  test('works on fake timers: loading needs none, replies stream as timers advance', async () => {
+    jest.useFakeTimers();
+    try {
+      const { result, unmount } = renderHook(() => useLLM({ model }));
+      await act(async () => llmMock.finishLoading());
+      expect(result.current.isReady).toBe(true);
+      llmMock.respondWith(['a', 'b']);
+      let answer!: Promise<string>;
+      act(() => {
+        answer = result.current.sendMessage('hi');
+      });
+      await act(async () => {
+        await jest.runAllTimersAsync();
+      });
+      await expect(answer).resolves.toBe('ab');
+      expect(result.current.response).toBe('ab');
+      unmount();
+    } finally {
+      jest.useRealTimers();
+    }
+  });
 });
 
 describe('the mocked hook runs tool calls like the real one', () => {
@@ -180,7 +234,7 @@ describe('the mocked hook runs tool calls like the real one', () => {
 
   test('a reply that calls a tool runs executeToolCallback and answers with its result', async () => {
     const { result } = renderHook(() => useLLM({ model }));
-    act(() => llmMock.finishLoading());
+    await act(async () => llmMock.finishLoading());
     const executeToolCallback = jest.fn(async () => 'sunny, 24 C');
     act(() => result.current.configure({ toolsConfig: { tools: [weather], executeToolCallback } }));
     const seen: (readonly Message[])[] = [];
@@ -211,7 +265,7 @@ describe('the mocked hook runs tool calls like the real one', () => {
 
   test('displayToolCalls keeps the rounds; rounds driven by hand; maxRounds bounds a model that keeps calling', async () => {
     const { result } = renderHook(() => useLLM({ model }));
-    act(() => llmMock.finishLoading());
+    await act(async () => llmMock.finishLoading());
     const executeToolCallback = jest.fn(async () => 'rain');
     act(() =>
       result.current.configure({
@@ -224,16 +278,14 @@ describe('the mocked hook runs tool calls like the real one', () => {
       answer = result.current.sendMessage('Weather?');
     });
     act(() => llmMock.streamToken(call));
-    act(() => llmMock.finishGeneration());
-    await act(async () => {}); // the callback runs and the next round starts
+    await act(async () => llmMock.finishGeneration()); // the callback runs and the next round starts
     expect(executeToolCallback).toHaveBeenCalledTimes(1);
     expect(result.current.isGenerating).toBe(true);
     act(() => llmMock.streamToken(call));
-    act(() => llmMock.finishGeneration());
-    await act(async () => {});
+    await act(async () => llmMock.finishGeneration());
     // Third round of maxRounds 3: its text stands, calls or not.
     act(() => llmMock.streamToken(call));
-    act(() => llmMock.finishGeneration());
+    await act(async () => llmMock.finishGeneration());
     await act(async () => {
       await expect(answer).resolves.toBe('');
     });
@@ -246,7 +298,7 @@ describe('the mocked hook runs tool calls like the real one', () => {
 
   test('a callback that throws fails the turn and restores the history', async () => {
     const { result } = renderHook(() => useLLM({ model }));
-    act(() => llmMock.finishLoading());
+    await act(async () => llmMock.finishLoading());
     const executeToolCallback = jest.fn(async () => {
       throw new Error('weather service down');
     });

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 
 import { screen, waitFor, within } from '@testing-library/react-native';
 import { models } from 'react-native-executorch';
-import { FakeNative, type FakeNativeOptions } from 'react-native-executorch/__tests__/support/fakeNative';
+import { FakeNative, type FakeNativeOptions } from 'react-native-executorch/jest';
 import smolConfig from 'react-native-executorch/__tests__/fixtures/smollm2_tokenizer_config.json';
 
 import { documentDir, renderApp } from './support/app';

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 
 import { LLMModule, ResourceFetcher } from '../src';
 import { codeOf } from './support/errorCode';
-import { FakeNative } from './support/fakeNative';
+import { FakeNative } from '../src/testing/fakeNative';
 import { HfServer } from './support/hfServer';
 import { nodeAdapters } from './support/nodeAdapters';
 import { publishOn } from './support/publishedModel';

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 
 import { LLMModule, models, type HttpAdapter, type ModelFiles } from '../src';
 import smolConfig from './fixtures/smollm2_tokenizer_config.json';
-import { FakeNative } from './support/fakeNative';
+import { FakeNative } from '../src/testing/fakeNative';
 import { nodeAdapters } from './support/nodeAdapters';
 
 // An app without react-native-blob-util: its require fails, as Metro's would.

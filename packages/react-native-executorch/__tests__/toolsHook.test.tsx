@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { models, useLLM, type ModelFiles, type ToolCall } from '../src';
-import { FakeNative } from './support/fakeNative';
+import { FakeNative } from '../src/testing/fakeNative';
 import { nodeAdapters } from './support/nodeAdapters';
 import smolConfig from './fixtures/smollm2_tokenizer_config.json';
 

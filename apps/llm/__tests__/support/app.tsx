@@ -1,6 +1,6 @@
 import { render, userEvent } from '@testing-library/react-native';
 import ReactNativeBlobUtil from 'react-native-blob-util';
-import { FakeNative, type FakeNativeOptions } from 'react-native-executorch/__tests__/support/fakeNative';
+import { FakeNative, type FakeNativeOptions } from 'react-native-executorch/jest';
 
 import App, { type AppProps } from '../../src/App';
 

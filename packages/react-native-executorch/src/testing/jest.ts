@@ -1,7 +1,9 @@
 /**
- * `react-native-executorch/jest`: a stand-in for `useLLM` in an app's jest tests, driven by the
- * test (download progress, ready, streamed tokens, errors). It mocks the public hook, not the
- * native module, so app tests need neither model files nor native code:
+ * `react-native-executorch/jest`: `useLLM` for an app's jest tests, driven by the test
+ * (download progress, ready, streamed tokens, errors). It is the real hook and the real
+ * `LLMModule` (backend resolution, history, context, tool loop, errors), running on a scripted
+ * download and on the package's fake native module ({@link FakeNative}), so app tests need
+ * neither model files nor native code, and the mock cannot drift from the hook it stands for:
  *
  * ```ts
  * jest.mock('react-native-executorch', () => require('react-native-executorch/jest').mockExecutorch());
@@ -10,30 +12,31 @@
  * beforeEach(() => llmMock.reset());
  * test('answers', async () => {
  *   render(<Chat />);
- *   act(() => llmMock.setDownloadProgress(0.5));   // "Downloading 50%"
- *   act(() => llmMock.finishLoading());            // isReady
- *   llmMock.respondWith(['Paris', '.']);           // later generations stream these pieces
+ *   act(() => llmMock.setDownloadProgress(0.5));                 // "Downloading 50%"
+ *   await act(async () => llmMock.finishLoading());              // isReady
+ *   llmMock.respondWith(['Paris', '.']);                         // later generations stream these pieces
  *   ...
  * });
  * ```
  *
- * With `toolsConfig` configured, a generation's tool calls run through the app's
- * `executeToolCallback` and the conversation goes on, as in the real module (same loop).
- *
- * One model at a time: every mounted `useLLM` shows the same state.
+ * What the real module does after the native side answers (a load, the end of a generation)
+ * runs in promise callbacks: wrap the controls that end something in `await act(async () => ...)`.
  */
-import { useEffect, useSyncExternalStore } from 'react';
+import { useCallback, useEffect } from 'react';
 import { Platform } from 'react-native';
 
-import type { BackendOf } from '../backend';
 import type { Message } from '../chat/template';
 import { ExecutorchError } from '../errors';
-import { initialHistoryOf, mergeConfig, type ResolvedConfig } from '../llm/LLMModule';
-import { asExecutorchError, type LLMController, type UseLLMOptions } from '../llm/useLLM';
-import type { AnyLLMDescriptor, Backend, Platform as OS } from '../models';
-import type { GenerationStats } from '../native/seam';
-import type { ModelFiles } from '../resources/fetcher';
-import { runToolRounds, type Generated, type GenerateRound, type ToolTurn } from '../tools';
+import { mergeConfig, type ResolvedConfig } from '../llm/LLMModule';
+import type { LLMConfig } from '../llm/types';
+import { useLLM as realUseLLM, type LLMController, type UseLLMOptions } from '../llm/useLLM';
+import type { AnyLLMDescriptor, Backend, VariantDescriptor } from '../models';
+import type { GenerationStats, NativeLoadOptions } from '../native/seam';
+import type { FileSystemAdapter, HttpAdapter } from '../resources/adapters';
+import { ResourceFetcher, type FetchOptions, type ModelFiles } from '../resources/fetcher';
+import { FakeNative, type FakeGeneration } from './fakeNative';
+
+export { FakeGeneration, FakeNative, nativeError, type FakeNativeOptions } from './fakeNative';
 
 /** What the mock answers: text pieces, one string (one piece), or a function of the conversation. */
 export type MockReply =
@@ -63,30 +66,12 @@ export interface MockedOptions {
   readonly localFiles?: ModelFiles;
 }
 
-/** One generation (a round of a turn) that runs until the test finishes it (or the auto reply does). */
-interface Round {
-  readonly resolve: (generated: Generated) => void;
-  readonly reject: (error: ExecutorchError) => void;
-  text: string;
-  pieces: number;
-}
-
-/**
- * A `sendMessage` / `generate` call: one round, or with tools configured, rounds until the model
- * answers without calling one (as the real module's tool loop).
- */
-interface Turn {
-  /** `response`: every round's pieces, the call markup included (the real `onToken` stream). */
-  text: string;
-  round: Round | null;
-  /** Whether tools are configured: the rounds go through the tool loop. */
-  readonly withTools: boolean;
-  /**
-   * Ends the turn (state, history, and stats of the last round), once; called synchronously
-   * for a turn without tools.
-   */
-  readonly complete: (result: ToolTurn) => void;
-  readonly fail: (error: ExecutorchError) => void;
+/** The device the mocked hook resolves its backend for (default: `Platform.OS`, not a simulator, its usual backends linked). */
+export interface MockDevice {
+  readonly os?: 'ios' | 'android';
+  readonly isSimulator?: boolean;
+  /** What the native build links; default: MLX + XNNPACK on iOS, Vulkan + XNNPACK on Android. */
+  readonly backends?: Backend[];
 }
 
 const INITIAL: MockLLMState = {
@@ -101,50 +86,124 @@ const INITIAL: MockLLMState = {
   backend: null,
 };
 
-/** The mock's "tokenizer": every four characters are one token (like the package's own test double). */
-function mockTokenCount(input: string | readonly Message[]): number {
-  const text = typeof input === 'string' ? input : input.map((m) => `${m.role}\n${m.content}\n`).join('');
-  return Math.ceil(text.length / 4);
+const NO_CONFIG: ResolvedConfig = { chat: {}, generation: {}, tools: null };
+
+/**
+ * The mock model's chat template renders the conversation (and the tools, so the real module
+ * passes them to the template as it does for models whose template shows tools) as JSON: a
+ * reply function gets back the messages the real module rendered.
+ */
+const MOCK_TOKENIZER_CONFIG = JSON.stringify({
+  chat_template: "{{ {'messages': messages, 'tools': tools if tools is defined else []} | tojson }}",
+});
+
+interface TemplateMessage {
+  readonly role: Message['role'];
+  readonly content: string;
+  readonly tool_calls?: readonly {
+    readonly function: { readonly name: string; readonly arguments: Readonly<Record<string, unknown>> };
+  }[];
 }
 
-/** Resolves after the current macrotask (a fake-timers test advances it). */
-function nextMacrotask(): Promise<void> {
-  return new Promise((resolve) => setTimeout(() => resolve(), 0));
+/** The messages a prompt of {@link MOCK_TOKENIZER_CONFIG} was rendered from. */
+function messagesOf(prompt: string): Message[] {
+  const { messages } = JSON.parse(prompt) as { messages: readonly TemplateMessage[] };
+  return messages.map(({ role, content, tool_calls: calls }) =>
+    calls
+      ? { role, content, toolCalls: calls.map((c) => ({ toolName: c.function.name, arguments: c.function.arguments })) }
+      : { role, content },
+  );
 }
 
-/** Stats of a mocked generation: counts are real, timings zero unless given. */
-function mockStats(generatedTokens: number, overrides: Partial<GenerationStats>): GenerationStats {
-  return {
-    promptTokens: 0,
-    reusedTokens: 0,
-    generatedTokens,
-    cacheTokens: 0,
-    timeToFirstTokenMs: 0,
-    prefillMs: 0,
-    decodeMs: 0,
-    prefillTokensPerSecond: 0,
-    tokensPerSecond: 0,
-    stopReason: 'eos',
-    ...overrides,
-  };
+/** An adapter the scripted downloads never reach: every call says so. */
+function unreachable<T extends object>(): T {
+  return new Proxy({} as T, {
+    get: (_target, key) => {
+      if (key === 'documentDirectory') return '/llm-mock';
+      return () => Promise.reject(new Error(`llmMock: the mock has no files (${String(key)})`));
+    },
+  });
 }
 
-/** Test-side control of the mocked `useLLM`. Loading and generation controls need `act()`. */
+interface PendingLoad {
+  readonly files: ModelFiles;
+  readonly onProgress: ((progress: number) => void) | undefined;
+  readonly resolve: (files: ModelFiles) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+/**
+ * The mock's downloads: each load's download (or its check of `localFiles`) waits until the
+ * test finishes or fails it; the chat template is the mock's.
+ */
+class ScriptedDownloads extends ResourceFetcher {
+  readonly pending = new Set<PendingLoad>();
+
+  constructor() {
+    super({ fs: unreachable<FileSystemAdapter>(), http: unreachable<HttpAdapter>() });
+  }
+
+  override fetchModel(model: AnyLLMDescriptor, backend: string, options: FetchOptions = {}): Promise<ModelFiles> {
+    const dir = `${this.cacheDirectory}/${model.id}/${backend}`;
+    const files = {
+      modelPath: `${dir}/model.pte`,
+      tokenizerPath: `${dir}/tokenizer.json`,
+      chatTemplatePath: `${dir}/tokenizer_config.json`,
+    };
+    return this.wait(files, options);
+  }
+
+  override async verifyLocalFiles(_model: AnyLLMDescriptor, _backend: string, local: ModelFiles): Promise<void> {
+    await this.wait(local, {});
+  }
+
+  override readText(): Promise<string> {
+    return Promise.resolve(MOCK_TOKENIZER_CONFIG);
+  }
+
+  private wait(files: ModelFiles, { signal, onProgress }: FetchOptions): Promise<ModelFiles> {
+    return new Promise((resolve, reject) => {
+      const load: PendingLoad = {
+        files,
+        onProgress,
+        resolve: (value) => {
+          this.pending.delete(load);
+          resolve(value);
+        },
+        reject: (error) => {
+          this.pending.delete(load);
+          reject(error);
+        },
+      };
+      this.pending.add(load);
+      // release() (unmount, a new model) cancels the download, as the real fetcher does.
+      signal?.addEventListener('abort', () =>
+        load.reject(new ExecutorchError('download_cancelled', 'The download was cancelled.')),
+      );
+    });
+  }
+}
+
+/**
+ * Test-side control of the mocked `useLLM`. Loading and generation controls need `act()`;
+ * `finishLoading`, `failLoading`, `finishGeneration` and `failGeneration` take effect in
+ * promise callbacks: `await act(async () => ...)`.
+ */
 export class LLMMock {
-  private snapshot: MockLLMState = INITIAL;
-  private readonly listeners = new Set<() => void>();
+  private native!: FakeNative;
+  private downloads!: ScriptedDownloads;
+  private latest: MockLLMState = INITIAL;
   private mounted: MockedOptions | null = null;
-  private config: ResolvedConfig = { chat: {}, generation: {}, tools: null };
+  private config: ResolvedConfig = NO_CONFIG;
   private reply: MockReply | null = null;
-  /** Mock tokens of the running (else the last) round's conversation. */
-  private promptTokens = 0;
-  private turn: Turn | null = null;
-  /** The last finished round: its pieces (`stats.generatedTokens`, per round as the real module counts) and stats. */
-  private lastRound: { pieces: number; stats: Partial<GenerationStats> } = { pieces: 0, stats: {} };
 
-  /** The current state, as the hook returns it. */
+  constructor() {
+    this.reset();
+  }
+
+  /** The current state, as the last rendered hook returned it. */
   get state(): MockLLMState {
-    return this.snapshot;
+    return this.latest;
   }
 
   /** The options of the mounted `useLLM`, or null when none is mounted. */
@@ -157,294 +216,164 @@ export class LLMMock {
     return this.config;
   }
 
-  /** Back to nothing mounted, no reply, no configuration. Call it in `beforeEach`. */
-  reset(): void {
-    this.mounted = null;
-    this.config = { chat: {}, generation: {}, tools: null };
-    this.reply = null;
-    this.turn = null;
-    this.set(INITIAL);
+  /** The fake native module the hook runs on (its `prompts`, `configs`, `calls` record what it was asked). */
+  get nativeModule(): FakeNative {
+    return this.native;
   }
 
-  /** Download progress 0..1, as `downloadProgress`. */
+  /**
+   * Back to nothing mounted, no reply, no configuration, a fresh native module on `device`.
+   * Call it in `beforeEach`.
+   */
+  reset(device: MockDevice = {}): void {
+    this.native = new FakeNative({
+      os: device.os ?? (Platform.OS === 'android' ? 'android' : 'ios'),
+      isSimulator: device.isSimulator ?? false,
+      ...(device.backends ? { backends: device.backends } : {}),
+      answer: (prompt) => this.answer(prompt),
+      tokenIntervalMs: 0,
+      loadDelayMs: 0,
+      measureTime: false,
+      maxContext: (load) => this.maxContext(load),
+    });
+    this.downloads = new ScriptedDownloads();
+    this.latest = INITIAL;
+    this.mounted = null;
+    this.config = NO_CONFIG;
+    this.reply = null;
+  }
+
+  /** Download progress 0..1 of the running load, as `downloadProgress`. */
   setDownloadProgress(progress: number): void {
     if (!(progress >= 0 && progress <= 1)) throw new Error(`llmMock: progress ${progress} is not in [0, 1]`);
-    this.requireLoading('setDownloadProgress');
-    this.set({ downloadProgress: progress });
+    for (const load of this.requireLoading('setDownloadProgress')) load.onProgress?.(progress);
   }
 
-  /**
-   * The model is loaded: `isReady`, progress 1 and `backend` (default: the explicit `backend`
-   * option, else the model's default on `Platform.OS`).
-   */
-  finishLoading(backend?: Backend): void {
-    const options = this.requireLoading('finishLoading');
-    const os: OS = Platform.OS === 'android' ? 'android' : 'ios';
-    this.set({
-      isReady: true,
-      downloadProgress: 1,
-      backend: backend ?? options.backend ?? options.model.platformDefaults[os],
-    });
+  /** The download is done: the model loads on the backend the hook resolved for the device (see {@link reset}). */
+  finishLoading(): void {
+    for (const load of this.requireLoading('finishLoading')) load.resolve(load.files);
   }
 
-  /** Loading failed with `error` (as `useLLM().error`), e.g. `new ExecutorchError('download_failed', ...)`. */
+  /** Loading fails with `error` (as `useLLM().error`), e.g. `new ExecutorchError('download_failed', ...)`. */
   failLoading(error: ExecutorchError): void {
-    this.requireLoading('failLoading');
-    this.set({ error });
+    for (const load of this.requireLoading('failLoading')) load.reject(error);
   }
 
   /**
-   * Following generations answer by themselves: the pieces stream into `response` one per
-   * macrotask (`setTimeout(0)`: with fake timers, advance them), then the generation ends with
-   * `stopReason: 'eos'`. Without a reply, a generation runs until {@link streamToken} /
-   * {@link finishGeneration} / {@link failGeneration}.
+   * Following generations answer by themselves: the pieces stream into `response` on timers
+   * (with fake timers, advance them), then the generation ends with `stopReason: 'eos'`.
+   * Without a reply, a generation runs until {@link streamToken} / {@link finishGeneration} /
+   * {@link failGeneration}.
    */
   respondWith(reply: MockReply | null): void {
     this.reply = reply;
   }
 
-  /** Appends a piece to the running generation's `response`. */
+  /** The running generation produces `piece` (unless a stop rule ends it first, e.g. a stop string). */
   streamToken(piece: string): void {
-    const { turn, round } = this.requireRound('streamToken');
-    round.text += piece;
-    round.pieces += 1;
-    turn.text += piece;
-    this.set({ response: turn.text, token: piece });
+    this.requireGeneration('streamToken').push(piece);
   }
 
   /**
-   * Ends the running generation with its text so far. Without tools its promise resolves with
-   * it; with tools configured, the text's tool calls run through `executeToolCallback` and the
-   * next round starts (answered by `respondWith`, or driven by hand again) until an answer
-   * without calls.
+   * Ends the running generation with its text so far; `stats` replace fields of its stats
+   * (timings are 0 unless given). With tools configured, the text's tool calls then run through
+   * `executeToolCallback` and the next generation starts, answered by `respondWith` or driven
+   * by hand again.
    */
   finishGeneration(stats: Partial<GenerationStats> = {}): void {
-    const { turn, round } = this.requireRound('finishGeneration');
-    turn.round = null;
-    this.lastRound = { pieces: round.pieces, stats };
-    // Without tools the turn ends here, so the test sees the final state right after this call.
-    if (!turn.withTools) {
-      turn.complete({ answer: round.text, messages: [{ role: 'assistant', content: round.text }] });
-    }
-    round.resolve({ text: round.text, interrupted: stats.stopReason === 'interrupted' });
+    this.requireGeneration('finishGeneration').finish(stats.stopReason ?? 'eos', stats);
   }
 
   /** Fails the running generation: `error` is set and its promise rejects with it. */
   failGeneration(error: ExecutorchError): void {
-    const { turn, round } = this.requireRound('failGeneration');
-    turn.round = null;
-    if (!turn.withTools) turn.fail(error);
-    round.reject(error);
+    this.requireGeneration('failGeneration').fail(error);
   }
 
-  /** @internal The hook's subscription. */
-  subscribe = (listener: () => void): (() => void) => {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
-  };
-
-  /** @internal A `useLLM` mounted (or its model, backend or preventLoad changed): loading starts over. */
+  /** @internal A `useLLM` mounted (or its model, backend or preventLoad changed). */
   mount(options: MockedOptions): () => void {
     this.mounted = options;
-    this.turn = null;
-    this.set(INITIAL);
     return () => {
-      if (this.mounted !== options) return;
-      this.mounted = null;
-      this.turn = null;
+      if (this.mounted === options) this.mounted = null;
     };
   }
 
-  /** @internal */
-  controller<M extends AnyLLMDescriptor>(state: MockLLMState): LLMController<M> {
-    return {
-      ...(state as LLMController<M>),
-      backend: state.backend as BackendOf<M> | null,
-      sendMessage: (content) => {
-        const history = this.snapshot.messageHistory;
-        const user: Message = { role: 'user', content };
-        return this.start([...history, user], [...history, user], (turn) => {
-          // Like the real module: the tool rounds stay in the history only with displayToolCalls.
-          const kept = this.config.tools?.displayToolCalls
-            ? turn.messages
-            : [{ role: 'assistant', content: turn.answer } as const];
-          return [...history, user, ...kept];
-        });
-      },
-      generate: (messages) => {
-        const history = this.snapshot.messageHistory;
-        return this.start(messages, history, () => history);
-      },
-      interrupt: () => {
-        if (this.turn?.round) this.finishGeneration({ stopReason: 'interrupted' });
-      },
-      configure: (config) => {
-        this.config = mergeConfig(this.config, config);
-        const history = initialHistoryOf(config);
-        if (history !== undefined) this.set({ messageHistory: history });
-      },
-      clearHistory: () => {
-        this.assertCanGenerate();
-        this.set({ messageHistory: [], response: '', token: '' });
-      },
-      deleteMessage: (index) => {
-        this.assertCanGenerate();
-        const history = this.snapshot.messageHistory;
-        if (!Number.isInteger(index) || index < 0 || index >= history.length) {
-          throw new ExecutorchError('invalid_argument', `deleteMessage(${index}): no such message.`);
-        }
-        this.set({ messageHistory: history.slice(0, index) });
-      },
-      countTokens: (input) => mockTokenCount(input),
-      getMaxContextLength: () => this.maxContextLength(),
-      getGeneratedTokenCount: () => this.generatedTokens(),
-      getPromptTokenCount: () => this.promptTokens,
-      getTotalTokenCount: () => this.promptTokens + this.generatedTokens(),
-    };
+  /** @internal What the mounted hook renders. */
+  observe(state: MockLLMState): void {
+    this.latest = state;
   }
 
-  /**
-   * Starts a turn answering `conversation`: one round, or the tool loop when tools are
-   * configured. `pending` is the history shown while it runs, `historyAfter` the one after it
-   * finished (a failure restores the one before).
-   */
-  private start(
-    conversation: readonly Message[],
-    pending: readonly Message[],
-    historyAfter: (turn: ToolTurn) => readonly Message[],
-  ): Promise<string> {
-    try {
-      this.assertCanGenerate();
-    } catch (error) {
-      return Promise.reject(error);
-    }
-    const historyBefore = this.snapshot.messageHistory;
-    const tools = this.config.tools?.tools.length ? this.config.tools : null;
-    let settle!: { resolve: (answer: string) => void; reject: (error: ExecutorchError) => void };
-    const answer = new Promise<string>((resolve, reject) => {
-      settle = { resolve, reject };
-    });
-    const turn: Turn = {
-      text: '',
-      round: null,
-      withTools: tools !== null,
-      complete: (result) => {
-        if (this.turn === turn) {
-          this.turn = null;
-          this.set({
-            isGenerating: false,
-            messageHistory: historyAfter(result),
-            stats: mockStats(this.lastRound.pieces, this.lastRound.stats),
-          });
-        }
-        settle.resolve(result.answer);
-      },
-      fail: (error) => {
-        if (this.turn === turn) {
-          this.turn = null;
-          this.set({ isGenerating: false, error, messageHistory: historyBefore });
-        }
-        settle.reject(error);
-      },
-    };
-    this.turn = turn;
-    this.set({ isGenerating: true, response: '', token: '', error: null, messageHistory: pending });
-    const generate: GenerateRound = (messages) => this.startRound(turn, messages);
-    if (tools) {
-      runToolRounds(conversation, generate, tools, tools.maxRounds).then(
-        (result) => turn.complete(result),
-        (error: unknown) => turn.fail(asExecutorchError(error)),
-      );
-    } else {
-      generate(conversation).catch(() => {}); // finishGeneration / failGeneration end the turn
-    }
-    return answer;
+  /** @internal The hook's options for the real `useLLM`: the mock's native module and downloads. */
+  wire<M extends AnyLLMDescriptor>(options: UseLLMOptions<M>): UseLLMOptions<M> {
+    // Each piece reaches `response` at once, so a test sees what it streamed.
+    return { ...options, native: this.native, resources: this.downloads, tokenBatchMs: 0 };
   }
 
-  /** One round of `turn`: a generation answering `messages`, auto-played when a reply is set. */
-  private startRound(turn: Turn, messages: readonly Message[]): Promise<Generated> {
-    if (this.turn !== turn) return Promise.resolve({ text: '', interrupted: true });
-    let round!: Round;
-    const generated = new Promise<Generated>((resolve, reject) => {
-      round = { resolve, reject, text: '', pieces: 0 };
-    });
-    turn.round = round;
-    this.promptTokens = mockTokenCount(messages);
-    if (this.reply !== null) void this.play(this.reply, turn, round, messages);
-    return generated;
+  /** @internal Records what `configure` accepted. */
+  configured(config: LLMConfig): void {
+    this.config = mergeConfig(this.config, config);
   }
 
-  /** Streams the reply's pieces one per macrotask, as long as this round runs. */
-  private async play(reply: MockReply, turn: Turn, round: Round, conversation: readonly Message[]): Promise<void> {
-    const system = this.config.chat.systemPrompt;
-    const rendered: Message[] = system ? [{ role: 'system', content: system }, ...conversation] : [...conversation];
-    const answer = typeof reply === 'function' ? reply(rendered) : reply;
-    const running = () => this.turn === turn && turn.round === round;
-    for (const piece of typeof answer === 'string' ? [answer] : answer) {
-      await nextMacrotask();
-      if (!running()) return;
-      this.streamToken(piece);
-    }
-    await nextMacrotask();
-    if (running()) this.finishGeneration();
+  private answer(prompt: string): readonly string[] | null {
+    const reply = typeof this.reply === 'function' ? this.reply(messagesOf(prompt)) : this.reply;
+    return typeof reply === 'string' ? [reply] : reply;
   }
 
-  private generatedTokens(): number {
-    return this.turn?.round?.pieces ?? this.snapshot.stats?.generatedTokens ?? 0;
+  /** The mounted model's context length on the loaded backend, as its `.pte` declares it. */
+  private maxContext({ backend }: NativeLoadOptions): number {
+    const variants = (this.mounted?.model.variants ?? {}) as Partial<Record<Backend, VariantDescriptor>>;
+    return variants[backend]?.maxContext ?? 4096;
   }
 
-  /** The mounted model's context length on its backend (its first variant's without one). */
-  private maxContextLength(): number {
-    if (!this.mounted || !this.snapshot.isReady) {
-      throw new ExecutorchError('model_not_loaded', 'The model is not loaded yet.');
-    }
-    const model = this.mounted.model;
-    const backend = (this.snapshot.backend ?? Object.keys(model.variants)[0]) as keyof typeof model.variants;
-    return (model.variants[backend] as { maxContext: number }).maxContext;
-  }
-
-  private assertCanGenerate(): void {
-    if (this.mounted?.preventLoad) {
-      throw new ExecutorchError('model_not_loaded', 'Loading is prevented (preventLoad).');
-    }
-    if (!this.snapshot.isReady) throw new ExecutorchError('model_not_loaded', 'The model is not loaded yet.');
-    if (this.turn) {
-      throw new ExecutorchError('busy', 'A generation is already running; await it or call interrupt() first.');
-    }
-  }
-
-  private requireLoading(what: string): MockedOptions {
+  private requireLoading(what: string): PendingLoad[] {
     if (!this.mounted) throw new Error(`llmMock.${what}: no useLLM is mounted (render first)`);
     if (this.mounted.preventLoad) throw new Error(`llmMock.${what}: useLLM has preventLoad set`);
-    return this.mounted;
+    const loads = [...this.downloads.pending];
+    if (loads.length === 0) throw new Error(`llmMock.${what}: no load is waiting (it finished or failed)`);
+    return loads;
   }
 
-  private requireRound(what: string): { turn: Turn; round: Round } {
-    const turn = this.turn;
-    if (!turn?.round) throw new Error(`llmMock.${what}: no generation is running`);
-    return { turn, round: turn.round };
-  }
-
-  private set(patch: Partial<MockLLMState>): void {
-    this.snapshot = { ...this.snapshot, ...patch };
-    this.listeners.forEach((listener) => listener());
+  private requireGeneration(what: string): FakeGeneration {
+    const generation = this.native.running;
+    if (!generation) throw new Error(`llmMock.${what}: no generation is running`);
+    return generation;
   }
 }
 
 /** The mock's controls, shared by every test of a file (call `llmMock.reset()` in `beforeEach`). */
 export const llmMock = new LLMMock();
 
-/** The mocked `useLLM`: the state {@link llmMock} sets, and its actions. */
+/** The mocked `useLLM`: the real hook on {@link llmMock}'s downloads and native module. */
 export function useLLM<M extends AnyLLMDescriptor>(options: UseLLMOptions<M>): LLMController<M> {
   const { model, backend, preventLoad, localFiles } = options;
-  // Like the real hook: a new model, backend or preventLoad starts loading over.
   useEffect(
     () => llmMock.mount({ model, backend, preventLoad, localFiles }),
     // eslint-disable-next-line react-hooks/exhaustive-deps
     [model, backend, preventLoad],
   );
-  const state = useSyncExternalStore(llmMock.subscribe, () => llmMock.state);
-  return llmMock.controller<M>(preventLoad ? INITIAL : state);
+  const llm = realUseLLM(llmMock.wire(options));
+  const { isReady, isGenerating, downloadProgress, error, response, token, messageHistory, stats } = llm;
+  useEffect(() =>
+    llmMock.observe({
+      isReady,
+      isGenerating,
+      downloadProgress,
+      error,
+      response,
+      token,
+      messageHistory,
+      stats,
+      backend: llm.backend,
+    }),
+  );
+  const realConfigure = llm.configure;
+  const configure = useCallback(
+    (config: LLMConfig) => {
+      realConfigure(config);
+      llmMock.configured(config);
+    },
+    [realConfigure],
+  );
+  return { ...llm, configure };
 }
 
 declare const jest: { requireActual<T>(moduleName: string): T };

@@ -7,8 +7,9 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 import { models, type LLMDescriptor, type NativeExecutorch, type NativePlatformInfo } from '../../../src';
-import { FakeNative } from '../../support/fakeNative';
+import { FakeNative } from '../../../src/testing/fakeNative';
 import { sha256, type HfServer } from '../../support/hfServer';
+import { checkModelFiles } from './modelFiles';
 import { createRealNative, smollm2Files, type Smollm2Files } from './realNative';
 
 const PLATFORM: NativePlatformInfo = { os: 'android', isSimulator: false, osVersion: '34' };
@@ -39,7 +40,7 @@ export const TARGETS: readonly SeamTarget[] = [
         os: PLATFORM.os,
         answer: fakeAnswer,
         tokenIntervalMs: 3,
-        checkFiles: { modelVocabSize: SMOLLM2_VOCAB },
+        checkLoad: (load) => checkModelFiles(load, SMOLLM2_VOCAB),
         maxContext: SMOLLM2_MAX_CONTEXT,
       }),
   },

@@ -1,0 +1,389 @@
+/**
+ * A faithful test double of the native seam: it behaves like the JSI binding over the C++
+ * runner. Tokens arrive over time on timers (the binding posts them from a worker thread),
+ * interrupt stops after the current token and resolves with `interrupted`, a second generate on
+ * a busy handle rejects with `busy`, released handles are invalid, errors are `Error` objects
+ * with a native `code`, and the conversation is kept "in the KV cache": only the part of the
+ * prompt that extends the previous prompt + everything the model generated (a cut-off stop
+ * string included) counts as in the cache: like the runner, it reuses the longest common
+ * (fake-)token prefix of that and the next prompt and prefills only the rest.
+ *
+ * A generation either plays the pieces `answer` returns, or, when `answer` returns null, waits
+ * for the test to drive it ({@link FakeNative.running}: push pieces, finish, fail); the package's
+ * jest mock (`react-native-executorch/jest`) drives it that way. The package's unit tests use
+ * this fake, and __tests__/e2e/ runs the same suite against it and the real runner, so each of
+ * these claims is checked against the real thing.
+ */
+import type { Backend } from '../models';
+import type {
+  GenerationStats,
+  NativeExecutorch,
+  NativeGenerationConfig,
+  NativeLoadOptions,
+  NativeModelHandle,
+  NativePlatformInfo,
+  StopReason,
+} from '../native/seam';
+
+export interface FakeNativeOptions {
+  os?: 'ios' | 'android';
+  isSimulator?: boolean;
+  /** What the binary links; default: MLX + XNNPACK on iOS, Vulkan + XNNPACK on Android. */
+  backends?: Backend[];
+  /**
+   * The pieces the "model" answers with, given the prompt; null: the generation waits for the
+   * test to drive it through {@link FakeNative.running}.
+   */
+  answer?: (prompt: string) => readonly string[] | null;
+  /** Delay between tokens (the decode time). */
+  tokenIntervalMs?: number;
+  /** Delay of a load; 0 resolves it without a timer (for tests on fake timers). */
+  loadDelayMs?: number;
+  /**
+   * Checks the files at load as the runner does, throwing its native errors (default: only
+   * the `.pte` extension is checked).
+   */
+  checkLoad?: (options: NativeLoadOptions) => void;
+  /**
+   * KV-cache capacity in (fake) tokens, default 4096, or a function of the load (a model's
+   * capacity on its backend): a longer prompt rejects with `context_full`.
+   */
+  maxContext?: number | ((options: NativeLoadOptions) => number);
+  /**
+   * False: every timing and rate of the stats is 0, so a scripted test's stats do not depend on
+   * the machine. Default true (wall-clock timings).
+   */
+  measureTime?: boolean;
+}
+
+interface Session {
+  readonly options: NativeLoadOptions;
+  readonly maxContext: number;
+  /** Prompt + generated text in the "KV cache", and how many fake tokens it occupies. */
+  conversation: string;
+  cacheTokens: number;
+  generation: FakeGeneration | null;
+  released: boolean;
+  stats: GenerationStats | null;
+}
+
+export function nativeError(code: string, message: string): Error {
+  return Object.assign(new Error(message), { code });
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(() => resolve(), ms));
+/** The fake's "tokenizer": every four characters are one token. */
+const CHARS_PER_TOKEN = 4;
+const countTokens = (text: string) => Math.ceil(text.length / CHARS_PER_TOKEN);
+
+/** Whole fake tokens `a` and `b` share at their start. */
+function commonTokens(a: string, b: string): number {
+  let n = 0;
+  while (n < a.length && n < b.length && a[n] === b[n]) n += 1;
+  return Math.floor(n / CHARS_PER_TOKEN);
+}
+
+const DEFAULT_ANSWER = ['Hello', ',', ' world', '!'];
+
+/** The stats' timing fields, zeroed (see {@link FakeNativeOptions.measureTime}). */
+const NO_TIMINGS = {
+  timeToFirstTokenMs: 0,
+  prefillMs: 0,
+  decodeMs: 0,
+  prefillTokensPerSecond: 0,
+  tokensPerSecond: 0,
+} as const satisfies Partial<GenerationStats>;
+
+/** Where a generate call starts: its prompt split into cached and prefilled tokens. */
+interface PromptPlan {
+  readonly prompt: string;
+  readonly reusedTokens: number;
+  readonly promptTokens: number;
+}
+
+/**
+ * One generate call: pieces go in (from the fake's player or the test) and come out through
+ * `onToken` as the runner emits them, until a stop rule or the caller ends it; its end leaves
+ * the conversation in the session's "KV cache" and resolves the call with its stats.
+ */
+export class FakeGeneration {
+  readonly prompt: string;
+  readonly config: NativeGenerationConfig;
+  /** Pieces the generation emitted (a stop string's cut-off part excluded). */
+  private text = '';
+  /** Everything generated: `text` plus a stop string and what came with it. */
+  private produced = '';
+  private generated = 0;
+  private readonly startedAt: number;
+  private prefilledAt: number | null = null;
+  private firstTokenAt = 0;
+  private interruptRequested = false;
+  private ended = false;
+  private settle!: { resolve: (stats: GenerationStats) => void; reject: (error: Error) => void };
+  /** Resolves with the call's stats when it ends, rejects when it fails. */
+  readonly done: Promise<GenerationStats>;
+
+  constructor(
+    private readonly session: Session,
+    private readonly plan: PromptPlan,
+    config: NativeGenerationConfig,
+    private readonly onToken: (piece: string, generatedTokens: number) => void,
+    /** Driven by the test: an interrupt ends it at once (nothing else would push a piece). */
+    private readonly byHand: boolean,
+    /** False: the timings are zero (see {@link FakeNativeOptions.measureTime}). */
+    private readonly measured: boolean,
+  ) {
+    this.prompt = plan.prompt;
+    this.config = config;
+    this.startedAt = this.now();
+    this.done = new Promise((resolve, reject) => {
+      this.settle = { resolve, reject };
+    });
+  }
+
+  /** True until it finished or failed. */
+  get isRunning(): boolean {
+    return !this.ended;
+  }
+
+  /** The prompt is in the KV cache (the prefill's time ends here). */
+  prefilled(): void {
+    this.prefilledAt ??= this.now();
+  }
+
+  /**
+   * Generates `piece`, unless a stop rule ends the generation first (an interrupt, the KV
+   * cache is full, `maxNewTokens`, a stop string). Returns whether it goes on.
+   */
+  push(piece: string): boolean {
+    if (this.ended) throw new Error('FakeGeneration.push: the generation has ended');
+    this.prefilled();
+    const total = this.plan.reusedTokens + this.plan.promptTokens;
+    if (this.interruptRequested) return this.stop('interrupted');
+    if (total + this.generated >= this.session.maxContext) return this.stop('context_full');
+    if (this.generated >= this.config.maxNewTokens) return this.stop('max_new_tokens');
+    const stop = this.config.stopStrings.find((s) => (this.text + piece).includes(s));
+    if (stop !== undefined) {
+      const cut = (this.text + piece).indexOf(stop);
+      this.produced += piece;
+      this.generated += 1;
+      if (cut > this.text.length) this.onToken((this.text + piece).slice(this.text.length, cut), this.generated);
+      return this.stop('stop_string');
+    }
+    this.text += piece;
+    this.produced += piece;
+    this.generated += 1;
+    if (this.generated === 1) this.firstTokenAt = this.now();
+    this.onToken(piece, this.generated);
+    return true;
+  }
+
+  /** Asks it to stop after the current token (at once when the test drives it). */
+  interrupt(): void {
+    this.interruptRequested = true;
+    if (this.byHand && !this.ended) this.finish('interrupted');
+  }
+
+  /** Ends it with `stopReason`; `overrides` replace fields of its stats. */
+  finish(stopReason: StopReason = 'eos', overrides: Partial<GenerationStats> = {}): void {
+    if (this.ended) throw new Error('FakeGeneration.finish: the generation has ended');
+    this.prefilled();
+    this.ended = true;
+    const { session, plan, generated } = this;
+    session.generation = null;
+    session.conversation = plan.prompt + this.produced;
+    // Like the runner: the last generated token is fed (enters the cache) with the next call.
+    session.cacheTokens = plan.reusedTokens + plan.promptTokens + Math.max(generated - 1, 0);
+    const end = this.now();
+    const prefillMs = (this.prefilledAt as number) - this.startedAt;
+    const decodeMs = generated ? end - this.firstTokenAt : 0;
+    session.stats = {
+      promptTokens: plan.promptTokens,
+      reusedTokens: plan.reusedTokens,
+      generatedTokens: generated,
+      cacheTokens: session.cacheTokens,
+      timeToFirstTokenMs: generated ? this.firstTokenAt - this.startedAt : end - this.startedAt,
+      prefillMs,
+      decodeMs,
+      prefillTokensPerSecond: prefillMs > 0 ? (plan.promptTokens * 1000) / prefillMs : plan.promptTokens * 1000,
+      tokensPerSecond: decodeMs > 0 ? ((generated - 1) * 1000) / decodeMs : 0,
+      stopReason,
+      ...(this.measured ? {} : NO_TIMINGS),
+      ...overrides,
+    };
+    this.settle.resolve(session.stats);
+  }
+
+  /** Fails the call with `error` (e.g. {@link nativeError}); nothing of it stays in the cache. */
+  fail(error: Error): void {
+    if (this.ended) throw new Error('FakeGeneration.fail: the generation has ended');
+    this.ended = true;
+    this.session.generation = null;
+    this.session.conversation = '';
+    this.session.cacheTokens = 0;
+    this.settle.reject(error);
+  }
+
+  private now(): number {
+    return this.measured ? Date.now() : 0;
+  }
+
+  private stop(reason: StopReason): false {
+    this.finish(reason);
+    return false;
+  }
+}
+
+export class FakeNative implements NativeExecutorch {
+  readonly loads: NativeLoadOptions[] = [];
+  readonly prompts: string[] = [];
+  readonly configs: NativeGenerationConfig[] = [];
+  readonly calls: string[] = [];
+  /** The next loadLLM / generate rejects with this (once). */
+  failNextLoad: Error | null = null;
+  failNextGenerate: Error | null = null;
+  private readonly sessions = new Map<NativeModelHandle, Session>();
+  private latest: FakeGeneration | null = null;
+  private nextHandle = 1;
+
+  constructor(private readonly options: FakeNativeOptions = {}) {}
+
+  /** The generation started last, while it runs (null once it ended). */
+  get running(): FakeGeneration | null {
+    return this.latest?.isRunning ? this.latest : null;
+  }
+
+  availableBackends(): Backend[] {
+    const linked: Backend[] = this.platformInfo().os === 'ios' ? ['mlx', 'xnnpack'] : ['vulkan', 'xnnpack'];
+    return [...(this.options.backends ?? linked)];
+  }
+
+  platformInfo(): NativePlatformInfo {
+    const os = this.options.os ?? 'ios';
+    return { os, isSimulator: this.options.isSimulator ?? false, osVersion: os === 'ios' ? '17.4' : '34' };
+  }
+
+  async loadLLM(options: NativeLoadOptions): Promise<NativeModelHandle> {
+    this.calls.push('loadLLM');
+    this.loads.push(options);
+    const delay = this.options.loadDelayMs ?? 1;
+    if (delay > 0) await sleep(delay);
+    const failure = this.failNextLoad;
+    this.failNextLoad = null;
+    if (failure) throw failure;
+    if (this.options.checkLoad) {
+      this.options.checkLoad(options);
+    } else if (!options.modelPath.endsWith('.pte')) {
+      throw nativeError('invalid_model', `${options.modelPath} is not a .pte file`);
+    }
+    const handle = this.nextHandle++;
+    const { maxContext = 4096 } = this.options;
+    this.sessions.set(handle, {
+      options,
+      maxContext: typeof maxContext === 'function' ? maxContext(options) : maxContext,
+      conversation: '',
+      cacheTokens: 0,
+      generation: null,
+      released: false,
+      stats: null,
+    });
+    return handle;
+  }
+
+  private session(handle: NativeModelHandle): Session {
+    const session = this.sessions.get(handle);
+    if (!session || session.released) {
+      throw nativeError('invalid_argument', `Model handle ${handle} is not loaded (released?)`);
+    }
+    return session;
+  }
+
+  async generate(
+    handle: NativeModelHandle,
+    prompt: string,
+    config: NativeGenerationConfig,
+    onToken: (piece: string, generatedTokens: number) => void,
+  ): Promise<GenerationStats> {
+    this.calls.push('generate');
+    const session = this.session(handle);
+    if (session.generation) throw nativeError('busy', 'generate() is already running on this model');
+    const failure = this.failNextGenerate;
+    this.failNextGenerate = null;
+    if (failure) throw failure;
+    this.prompts.push(prompt);
+    this.configs.push(config);
+    // Like the runner: keep the longest common token prefix (at least one token is prefilled).
+    const total = countTokens(prompt);
+    const reusedTokens = Math.min(commonTokens(session.conversation, prompt), session.cacheTokens, total - 1);
+    if (total > session.maxContext) {
+      session.conversation = '';
+      session.cacheTokens = 0;
+      throw nativeError(
+        'context_full',
+        `The prompt needs ${total} positions but the KV cache holds ${session.maxContext}`,
+      );
+    }
+    const pieces = (this.options.answer ?? (() => DEFAULT_ANSWER))(prompt);
+    const generation = new FakeGeneration(
+      session,
+      { prompt, reusedTokens, promptTokens: total - reusedTokens },
+      config,
+      onToken,
+      pieces === null,
+      this.options.measureTime ?? true,
+    );
+    session.generation = generation;
+    this.latest = generation;
+    if (pieces !== null) void this.play(generation, pieces);
+    return generation.done;
+  }
+
+  /** Plays `pieces` into `generation` on timers, as the runner's decode loop posts them. */
+  private async play(generation: FakeGeneration, pieces: readonly string[]): Promise<void> {
+    await sleep(1); // prefill
+    generation.prefilled();
+    for (const piece of pieces) {
+      if (!generation.push(piece)) return;
+      await sleep(this.options.tokenIntervalMs ?? 2);
+    }
+    generation.finish();
+  }
+
+  interrupt(handle: NativeModelHandle): void {
+    this.calls.push('interrupt');
+    this.session(handle).generation?.interrupt();
+  }
+
+  reset(handle: NativeModelHandle): void {
+    this.calls.push('reset');
+    const session = this.session(handle);
+    if (session.generation) throw nativeError('busy', 'reset() while generating; interrupt() first');
+    session.conversation = '';
+    session.cacheTokens = 0;
+  }
+
+  countTokens(handle: NativeModelHandle, text: string): number {
+    this.session(handle);
+    return countTokens(text);
+  }
+
+  maxContextLength(handle: NativeModelHandle): number {
+    return this.session(handle).maxContext;
+  }
+
+  stats(handle: NativeModelHandle): GenerationStats | null {
+    return this.session(handle).stats;
+  }
+
+  release(handle: NativeModelHandle): void {
+    this.calls.push('release');
+    const session = this.session(handle);
+    session.released = true;
+    session.generation?.interrupt();
+  }
+
+  /** Handles loaded and not released. */
+  liveHandles(): number {
+    return [...this.sessions.values()].filter((s) => !s.released).length;
+  }
+}
