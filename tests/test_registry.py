@@ -79,6 +79,11 @@ def test_unknown_model_and_backend_name_the_alternatives() -> None:
             "gemma4.yaml: models[0].platform_defaults.android: 'coreml' is not one of",
         ),
         (
+            "default backend that does not run on the platform",
+            lambda d: gemma(d)["platform_defaults"].update(android="mlx"),
+            "gemma4.yaml: models[0].platform_defaults.android: 'mlx' does not run on android",
+        ),
+        (
             "default backend not among the variants",
             lambda d: gemma(d)["variants"].pop(2),
             "gemma4.yaml: models[0].platform_defaults.android: 'vulkan' is not a shipped variant",
@@ -116,7 +121,8 @@ def test_unknown_model_and_backend_name_the_alternatives() -> None:
         (
             "unknown backend",
             lambda d: gemma(d)["variants"][2].update(backend="opencl"),
-            "gemma4.yaml: models[0].variants[2].backend: 'opencl' is not one of",
+            "gemma4.yaml: models[0].variants[2].backend: 'opencl' is not one of ['xnnpack', "
+            "'vulkan', 'mlx'] (expected a backend declared in model-registry/backends.yaml)",
         ),
         (
             "chunk above context",
@@ -176,11 +182,12 @@ def test_generation_is_deterministic(reg_dir: Path) -> None:
         path.write_text(yaml.safe_dump(yaml.safe_load(path.read_text()), sort_keys=True))
     assert registry.generate_typescript(registry.load_registry(reg_dir)) == first
     assert first.index("gemma4_e2b: {") < first.index("smollm2_135m: {")
-    assert "export type Backend = 'mlx' | 'vulkan' | 'xnnpack';" in first
+    # The backend union is the backend catalog's (tests/test_backend_catalog.py).
+    assert "import type { Backend, Platform } from '../backends.generated';" in first
 
 
-def test_generated_file_in_repo_is_current() -> None:
-    assert not registry.is_stale(registry.load_registry())
+def test_generated_files_in_repo_are_current() -> None:
+    assert registry.stale_files(registry.load_registry()) == []
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -193,25 +200,39 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_check_detects_a_stale_file_and_names_the_command(reg_dir: Path, tmp_path: Path) -> None:
-    out = tmp_path / "registry.generated.ts"
-    common = ("--registry-dir", str(reg_dir), "--output", str(out))
-    assert run_cli("--check", *common).returncode == 1  # missing file is stale
+    package = tmp_path / "package"
+    common = ("--registry-dir", str(reg_dir), "--package-dir", str(package))
+    assert run_cli("--check", *common).returncode == 1  # missing files are stale
     written = run_cli(*common)
     assert written.returncode == 0, written.stderr
-    content = out.read_bytes()
-    assert run_cli(*common).stdout.startswith("unchanged")
-    assert out.read_bytes() == content
+    outputs = sorted(p for p in package.rglob("*") if p.is_file())
+    assert [p.relative_to(package).as_posix() for p in outputs] == [
+        "cpp/seam/backend_catalog.generated.h",
+        "src/backends.generated.ts",
+        "src/models/registry.generated.ts",
+    ]
+    content = [p.read_bytes() for p in outputs]
+    assert all(line.startswith("unchanged") for line in run_cli(*common).stdout.splitlines()[:3])
+    assert [p.read_bytes() for p in outputs] == content
     assert run_cli("--check", *common).returncode == 0
 
     edit(reg_dir, "gemma4.yaml", lambda d: gemma(d).update(context_length=8192))
     stale = run_cli("--check", *common)
     assert stale.returncode == 1
-    assert "is stale" in stale.stderr
+    assert "src/models/registry.generated.ts is stale" in stale.stderr
     assert registry.REGENERATE_COMMAND in stale.stderr
+
+    # Each generated file is checked, not only the models' one.
+    run_cli(*common)
+    header = package / "cpp" / "seam" / "backend_catalog.generated.h"
+    header.write_text(header.read_text().replace('"MLXBackend"', '"MlxBackend"'))
+    stale = run_cli("--check", *common)
+    assert stale.returncode == 1
+    assert "backend_catalog.generated.h is stale" in stale.stderr
 
 
 def test_check_rejects_an_invalid_registry(reg_dir: Path, tmp_path: Path) -> None:
     edit(reg_dir, "gemma4.yaml", lambda d: gemma(d)["platform_defaults"].update(ios="vulkan2"))
-    result = run_cli("--check", "--registry-dir", str(reg_dir), "--output", str(tmp_path / "x.ts"))
+    result = run_cli("--check", "--registry-dir", str(reg_dir), "--package-dir", str(tmp_path))
     assert result.returncode == 1
     assert "gemma4.yaml: models[0].platform_defaults.ios" in result.stderr

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-"""Validate model-registry/*.yaml and generate the TypeScript `models` object.
+"""Validate model-registry/ and generate what the npm package derives from it.
 
-python tools/gen_registry.py            # validate, then (re)write the generated file
-python tools/gen_registry.py --check    # validate; exit 1 if the generated file is stale
+From the model family files (*.yaml): the TypeScript `models` object; from the backend catalog
+(backends.yaml): the TypeScript backend tables and the C++ header of the native seam.
+
+python tools/gen_registry.py            # validate, then (re)write the generated files
+python tools/gen_registry.py --check    # validate; exit 1 if a generated file is stale
 """
 
 from __future__ import annotations
@@ -12,13 +15,18 @@ from pathlib import Path
 
 import click
 
-from rne_tools import registry
+from rne_tools import backend_catalog, registry
 from rne_tools.errors import RegistryError
-from rne_tools.paths import REPO_ROOT
+from rne_tools.paths import PACKAGE_DIR, REPO_ROOT
+
+
+def _shown(path: Path) -> Path:
+    resolved = path.resolve()
+    return resolved.relative_to(REPO_ROOT) if resolved.is_relative_to(REPO_ROOT) else path
 
 
 @click.command()
-@click.option("--check", is_flag=True, help="Only check that the generated file is up to date.")
+@click.option("--check", is_flag=True, help="Only check that the generated files are up to date.")
 @click.option(
     "--registry-dir",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
@@ -27,35 +35,36 @@ from rne_tools.paths import REPO_ROOT
     help="Directory of the family YAML files.",
 )
 @click.option(
-    "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=registry.GENERATED_TS,
-    help="Generated TypeScript file.",
+    "--package-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=PACKAGE_DIR,
+    help="The npm package the generated files go into (at their usual places in it).",
 )
-def main(check: bool, registry_dir: Path, output: Path) -> None:
-    """Validate the model registry and generate its TypeScript `models` object."""
+def main(check: bool, registry_dir: Path, package_dir: Path) -> None:
+    """Validate the model registry and the backend catalog, and generate their outputs."""
     try:
+        catalog = backend_catalog.load_catalog()
         reg = registry.load_registry(registry_dir)
     except RegistryError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
-    shown = (
-        output.resolve().relative_to(REPO_ROOT)
-        if output.resolve().is_relative_to(REPO_ROOT)
-        else output
-    )
+    valid = f"{len(reg.models)} models and {len(catalog.backends)} backends valid"
     if check:
-        if registry.is_stale(reg, output):
-            click.echo(
-                f"error: {shown} is stale: it does not match model-registry/*.yaml.\n"
-                f"Regenerate it with: {registry.REGENERATE_COMMAND}",
-                err=True,
-            )
+        stale = registry.stale_files(reg, package_dir)
+        if stale:
+            for path in stale:
+                click.echo(
+                    f"error: {_shown(path)} is stale: it does not match model-registry/*.yaml.",
+                    err=True,
+                )
+            click.echo(f"Regenerate with: {registry.REGENERATE_COMMAND}", err=True)
             sys.exit(1)
-        click.echo(f"ok: {len(reg.models)} models valid; {shown} is up to date")
+        click.echo(f"ok: {valid}; the generated files are up to date")
         return
-    changed = registry.write_typescript(reg, output)
-    click.echo(f"{'wrote' if changed else 'unchanged'}: {shown} ({len(reg.models)} models)")
+    changed = registry.write_generated(reg, package_dir)
+    for path in registry.generated_files(reg, package_dir):
+        click.echo(f"{'wrote' if path in changed else 'unchanged'}: {_shown(path)}")
+    click.echo(valid)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 
 It is the single source of truth for models and their per-backend variants. This module
 loads and validates it (JSON Schema plus cross-checks that a schema cannot express) and
-generates the TypeScript ``models`` object the React Native package ships.
+generates the TypeScript ``models`` object the React Native package ships, and from the
+backend catalog (``model-registry/backends.yaml``, ``rne_tools.backend_catalog``) the
+TypeScript backend tables and the C++ header of the native seam.
 
 Every problem is reported as ``<file>: <field path>: <what is wrong>`` so a maintainer can
 go straight to the line.
@@ -20,6 +22,14 @@ from typing import Any, Literal
 import jsonschema
 import yaml
 
+from rne_tools import strict_yaml
+from rne_tools.backend_catalog import (
+    CATALOG_FILE,
+    PROCESSORS,
+    SIMULATOR_RULES,
+    BackendCatalog,
+    load_catalog,
+)
 from rne_tools.errors import RegistryError
 from rne_tools.paths import PACKAGE_DIR, REGISTRY_DIR
 
@@ -47,6 +57,8 @@ JS_PROTOTYPE_NAMES = frozenset(
 # The file every tokenizer file set must hold: the runtimes load it.
 TOKENIZER_JSON = "tokenizer.json"
 GENERATED_TS = PACKAGE_DIR / "src" / "models" / "registry.generated.ts"
+GENERATED_BACKENDS_TS = PACKAGE_DIR / "src" / "backends.generated.ts"
+GENERATED_BACKENDS_H = PACKAGE_DIR / "cpp" / "seam" / "backend_catalog.generated.h"
 REGENERATE_COMMAND = ".venv/bin/python tools/gen_registry.py"
 
 
@@ -141,34 +153,15 @@ def _field_path(parts: Iterable[str | int]) -> str:
 
 
 def _schema() -> dict[str, Any]:
-    return json.loads((REGISTRY_DIR / SCHEMA_FILE).read_text())
+    """The registry's JSON Schema, its backend enum filled in from the backend catalog."""
+    schema = json.loads((REGISTRY_DIR / SCHEMA_FILE).read_text())
+    schema["$defs"]["backend"]["enum"] = list(load_catalog().names())
+    return schema
 
 
 def revision_pattern() -> str:
     """The schema's rule for a pinned revision (a 40-hex commit or a release tag)."""
     return _schema()["$defs"]["revision"]["pattern"]
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A safe loader that refuses duplicate mapping keys (PyYAML keeps the last one silently)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None,
-                    None,
-                    f"duplicate key {key!r} (each key may appear once per mapping)",
-                    key_node.start_mark,
-                )
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-def _load_yaml(text: str) -> Any:
-    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
 
 
 def _schema_problems(doc: Any, name: str, validator: jsonschema.Draft202012Validator) -> list[str]:
@@ -218,6 +211,7 @@ def _file_set_problems(file_set: dict[str, Any], name: str, where: str) -> Itera
 
 
 def _cross_problems(doc: dict[str, Any], name: str) -> Iterator[str]:
+    catalog = load_catalog()
     if doc["family"] != Path(name).stem:
         yield f"{name}: family: '{doc['family']}' must match the file name '{Path(name).stem}'"
     for m, model in enumerate(doc["models"]):
@@ -240,6 +234,12 @@ def _cross_problems(doc: dict[str, Any], name: str) -> Iterator[str]:
                 yield (
                     f"{name}: {where}.platform_defaults.{platform}: '{backend}' is not a shipped "
                     f"variant (shipped: {', '.join(backends)})"
+                )
+            elif platform not in catalog.backend(backend).platforms:
+                yield (
+                    f"{name}: {where}.platform_defaults.{platform}: '{backend}' does not run on "
+                    f"{platform} ({catalog.source.name}: "
+                    f"{', '.join(catalog.preference(platform))} do)"
                 )
         yield from _file_set_problems(model["tokenizer"], name, f"{where}.tokenizer")
         chat_template = model["tokenizer"]["chat_template"]
@@ -316,8 +316,8 @@ def _model_spec(raw: dict[str, Any], family: str, source_file: Path) -> ModelSpe
 
 
 def registry_files(directory: Path = REGISTRY_DIR) -> list[Path]:
-    """The family files of the registry, in a stable order."""
-    return sorted(directory.glob("*.yaml"))
+    """The family files of the registry, in a stable order (the backend catalog is not one)."""
+    return sorted(p for p in directory.glob("*.yaml") if p.name != CATALOG_FILE.name)
 
 
 def load_registry(directory: Path = REGISTRY_DIR) -> Registry:
@@ -336,7 +336,7 @@ def load_registry(directory: Path = REGISTRY_DIR) -> Registry:
     for path in files:
         name = path.name
         try:
-            doc = _load_yaml(path.read_text())
+            doc = strict_yaml.load(path.read_text())
         except yaml.YAMLError as exc:
             problems.append(f"{name}: not valid YAML: {exc}")
             continue
@@ -361,18 +361,19 @@ def load_registry(directory: Path = REGISTRY_DIR) -> Registry:
 
 # --- TypeScript generation ---------------------------------------------------------------
 
-_TS_HEADER = f"""\
-// GENERATED FILE: do not edit. Source: model-registry/*.yaml.
-// Regenerate with: {REGENERATE_COMMAND}
-/* eslint-disable */
-"""
+def _generated_header(comment: str, source: str) -> str:
+    return (
+        f"{comment} GENERATED FILE: do not edit. Source: model-registry/{source}.\n"
+        f"{comment} Regenerate with: {REGENERATE_COMMAND}\n"
+    )
+
+
+_TS_HEADER = _generated_header("//", "<family>.yaml") + "/* eslint-disable */\n"
 
 _TS_TYPES = """\
-/** A compute backend a model variant is exported for. */
-export type Backend = {backends};
+import type {{ Backend, Platform }} from '../backends.generated';
 
-/** A platform the SDK runs on. */
-export type Platform = 'ios' | 'android';
+export type {{ Backend, Platform }};
 
 /** A weight/activation quantization scheme of a variant. */
 export type Quantization = {quantizations};
@@ -556,7 +557,6 @@ def generate_typescript(registry: Registry) -> str:
     parts = [
         _TS_HEADER,
         _TS_TYPES.format(
-            backends=_union(sorted(defs["backend"]["enum"])),
             quantizations=_union(defs["quantization"]["enum"]),
             capabilities=_union(capabilities),
         ),
@@ -581,9 +581,8 @@ def generate_typescript(registry: Registry) -> str:
     return "\n".join(parts)
 
 
-def write_typescript(registry: Registry, target: Path = GENERATED_TS) -> bool:
-    """Write the generated file (atomically); returns whether its content changed."""
-    content = generate_typescript(registry)
+def _write(target: Path, content: str) -> bool:
+    """Write ``target`` atomically; returns whether its content changed."""
     if target.exists() and target.read_text() == content:
         return False
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -593,6 +592,146 @@ def write_typescript(registry: Registry, target: Path = GENERATED_TS) -> bool:
     return True
 
 
+def write_typescript(registry: Registry, target: Path = GENERATED_TS) -> bool:
+    """Write the generated file (atomically); returns whether its content changed."""
+    return _write(target, generate_typescript(registry))
+
+
 def is_stale(registry: Registry, target: Path = GENERATED_TS) -> bool:
     """Whether ``target`` differs from what the registry generates now."""
     return not target.exists() or target.read_text() != generate_typescript(registry)
+
+
+# --- Backend catalog outputs ---------------------------------------------------------------
+
+_BACKENDS_TS = """\
+/** A platform the SDK runs on. */
+export type Platform = {platforms};
+
+/** A compute backend a model variant is exported for. */
+export type Backend = {backends};
+
+/**
+ * How a backend may run on a platform's simulator or emulator: `never` (not even when asked
+ * for), `explicit_only` (when asked for by name, never chosen automatically) or `allowed`.
+ */
+export type SimulatorRule = {rules};
+
+/** What the SDK knows of a backend. */
+export interface BackendInfo {{
+  readonly name: Backend;
+  /** Its name in messages: "MLX". */
+  readonly title: string;
+  /** Its name in UIs: "MLX (GPU)". */
+  readonly label: string;
+  readonly processor: {processors};
+  /** The rule on each platform's simulator or emulator. */
+  readonly simulator: {{ readonly [P in Platform]: SimulatorRule }};
+}}
+
+/** Every backend, by name. */
+export const BACKENDS: {{ readonly [B in Backend]: BackendInfo }} = {table};
+
+/** Backends each platform prefers, best first (after the model's own default). */
+export const PLATFORM_PREFERENCE: {{ readonly [P in Platform]: readonly Backend[] }} = {preference};
+"""
+
+
+def generate_backends_typescript(catalog: BackendCatalog) -> str:
+    """The content of ``backends.generated.ts``: the ``Backend`` union and the catalog as data."""
+    table = {
+        b.name: {
+            "name": b.name,
+            "title": b.title,
+            "label": b.label,
+            "processor": b.processor,
+            "simulator": {p: b.simulator_rule(p) for p in catalog.platforms},
+        }
+        for b in sorted(catalog.backends, key=lambda b: b.name)
+    }
+    body = _BACKENDS_TS.format(
+        platforms=_union(catalog.platforms),
+        backends=_union(sorted(catalog.names())),
+        rules=_union(SIMULATOR_RULES),
+        processors=_union(PROCESSORS),
+        table=_ts(table, 0),
+        preference=_ts({p: list(catalog.preference(p)) for p in catalog.platforms}, 0),
+    )
+    return _generated_header("//", CATALOG_FILE.name) + "/* eslint-disable */\n\n" + body
+
+
+def _cpp_string(text: str) -> str:
+    # The catalog's loader allows only [A-Za-z0-9 .+_-] in the strings written here.
+    return json.dumps(text, ensure_ascii=True)
+
+
+def _cpp_enumerator(rule: str) -> str:
+    return "k" + "".join(part.capitalize() for part in rule.split("_"))  # explicit_only: kExplicitOnly
+
+
+def generate_backends_header(catalog: BackendCatalog) -> str:
+    """The content of ``backend_catalog.generated.h``: the catalog as the native seam uses it."""
+    rules = ", ".join(_cpp_enumerator(r) for r in SIMULATOR_RULES)
+    fields = "".join(
+        f"  SimulatorRule {p}_simulator;  // the rule on the {p} simulator / emulator\n"
+        for p in catalog.platforms
+    )
+    rows = "".join(
+        f"    {{{_cpp_string(b.name)}, {_cpp_string(b.runtime)}, "
+        + ", ".join(f"SimulatorRule::{_cpp_enumerator(b.simulator_rule(p))}" for p in catalog.platforms)
+        + "},\n"
+        for b in sorted(catalog.backends, key=lambda b: b.name)
+    )
+    lookups = "".join(
+        f'  if (os == "{p}") return backend.{p}_simulator;\n' for p in catalog.platforms
+    )
+    return (
+        _generated_header("//", CATALOG_FILE.name)
+        + "#pragma once\n\n#include <array>\n#include <string_view>\n\n"
+        "namespace rne::seam {\n\n"
+        "// How a backend may run on a platform's simulator or emulator: never (not even when asked\n"
+        "// for), explicit only (when asked for by name, never chosen automatically), or allowed.\n"
+        f"enum class SimulatorRule {{ {rules} }};\n\n"
+        "struct BackendInfo {\n"
+        '  const char* name;     // the SDK\'s name, as TypeScript passes it ("xnnpack")\n'
+        '  const char* runtime;  // the delegate\'s name in the ExecuTorch runtime ("XnnpackBackend")\n'
+        f"{fields}"
+        "};\n\n"
+        "// Every backend, by name.\n"
+        f"inline constexpr std::array<BackendInfo, {len(catalog.backends)}> kBackendCatalog{{{{\n"
+        f"{rows}"
+        "}};\n\n"
+        '// The backend\'s rule on the simulator of `os` ("ios", "android"); allowed elsewhere.\n'
+        "constexpr SimulatorRule simulator_rule(const BackendInfo& backend, std::string_view os) {\n"
+        f"{lookups}"
+        "  return SimulatorRule::kAllowed;\n"
+        "}\n\n"
+        "}  // namespace rne::seam\n"
+    )
+
+
+def generated_files(registry: Registry, package_dir: Path = PACKAGE_DIR) -> dict[Path, str]:
+    """Every file the registry and the backend catalog generate, with its content, placed in
+    ``package_dir`` as in the npm package."""
+    catalog = load_catalog()
+    outputs = {
+        GENERATED_TS: generate_typescript(registry),
+        GENERATED_BACKENDS_TS: generate_backends_typescript(catalog),
+        GENERATED_BACKENDS_H: generate_backends_header(catalog),
+    }
+    return {package_dir / p.relative_to(PACKAGE_DIR): text for p, text in outputs.items()}
+
+
+def write_generated(registry: Registry, package_dir: Path = PACKAGE_DIR) -> list[Path]:
+    """Write every generated file; returns those whose content changed."""
+    files = generated_files(registry, package_dir)
+    return [path for path, content in files.items() if _write(path, content)]
+
+
+def stale_files(registry: Registry, package_dir: Path = PACKAGE_DIR) -> list[Path]:
+    """The generated files that differ from what the registry and catalog generate now."""
+    return [
+        path
+        for path, content in generated_files(registry, package_dir).items()
+        if not path.exists() or path.read_text() != content
+    ]

@@ -1,13 +1,9 @@
+import { BACKENDS } from 'react-native-executorch';
 import type { Backend, ExecutorchError, GenerationStats, StopReason } from 'react-native-executorch';
 
-const BACKEND_LABELS: Record<Backend, string> = {
-  mlx: 'MLX (GPU)',
-  vulkan: 'Vulkan (GPU)',
-  xnnpack: 'XNNPACK (CPU)',
-};
-
+/** "MLX (GPU)": the label the SDK's backend catalog gives `backend`. */
 export function backendLabel(backend: Backend): string {
-  return BACKEND_LABELS[backend];
+  return BACKENDS[backend].label;
 }
 
 export function formatBytes(bytes: number): string {

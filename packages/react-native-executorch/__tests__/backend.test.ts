@@ -1,5 +1,7 @@
 import {
+  BACKENDS,
   ExecutorchError,
+  PLATFORM_PREFERENCE,
   candidateBackends,
   models,
   resolveBackend,
@@ -173,5 +175,37 @@ describe('simulators and emulators', () => {
   it('never runs MLX on the iOS simulator, even when asked', () => {
     expect(resolveBackend(gemma, iosSimulator)).toBe('xnnpack');
     expect(resolveError(() => resolveBackend(gemma, iosSimulator, 'mlx')).details.alternatives).toEqual(['xnnpack']);
+  });
+});
+
+describe('the backend catalog (model-registry/backends.yaml, generated)', () => {
+  it('declares every backend once, with its label, preference and simulator rules', () => {
+    expect(Object.keys(BACKENDS).sort()).toEqual(ALL);
+    for (const [name, info] of Object.entries(BACKENDS)) {
+      expect(info.name).toBe(name);
+      expect(info.label).toBe(`${info.title} (${info.processor})`);
+    }
+    expect(PLATFORM_PREFERENCE).toEqual({ ios: ['mlx', 'xnnpack'], android: ['vulkan', 'xnnpack'] });
+    expect(BACKENDS.mlx.simulator).toEqual({ ios: 'never', android: 'allowed' });
+    expect(BACKENDS.vulkan.simulator).toEqual({ ios: 'allowed', android: 'explicit_only' });
+    expect(BACKENDS.xnnpack.simulator).toEqual({ ios: 'allowed', android: 'allowed' });
+  });
+
+  it.each(ALL)('applies the catalog\'s simulator rules to %s', (backend) => {
+    for (const os of ['ios', 'android'] as const) {
+      const device: DeviceCapabilities = { os, isSimulator: true, osVersion: '34', availableBackends: ALL };
+      const model = {
+        ...gemma,
+        platformDefaults: { ios: backend, android: backend },
+        variants: { [backend]: { ...gemma.variants.xnnpack, backend, minPlatform: {} } },
+      } as unknown as typeof gemma;
+      const rule = BACKENDS[backend].simulator[os];
+      expect(candidateBackends(model, device)).toEqual(rule === 'allowed' ? [backend] : []);
+      if (rule === 'never') {
+        expect(() => resolveBackend(model, device, backend)).toThrow(`${BACKENDS[backend].title} does not run on the`);
+      } else {
+        expect(resolveBackend(model, device, backend)).toBe(backend);
+      }
+    }
   });
 });

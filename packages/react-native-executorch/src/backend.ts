@@ -1,10 +1,13 @@
+import { BACKENDS, PLATFORM_PREFERENCE, type SimulatorRule } from './backends.generated';
 import { ExecutorchError } from './errors';
 import type { AnyLLMDescriptor, Backend, MinPlatform, Platform } from './models';
 
-/** Backends each platform prefers, best first (after the model's own default). */
-export const PLATFORM_PREFERENCE: { readonly [P in Platform]: readonly Backend[] } = {
-  ios: ['mlx', 'xnnpack'],
-  android: ['vulkan', 'xnnpack'],
+export { PLATFORM_PREFERENCE };
+
+/** What each platform's simulator or emulator is called in messages. */
+const SIMULATOR_NAMES: { readonly [P in Platform]: string } = {
+  ios: 'iOS simulator',
+  android: 'Android emulator',
 };
 
 /** What the device can run, as the native module reports it. */
@@ -56,6 +59,11 @@ function osName(os: Platform, version: string): string {
   return os === 'ios' ? `iOS ${version}` : `Android API ${version}`;
 }
 
+/** The catalog's rule for `backend` on `device` (`allowed` on a real device). */
+function simulatorRule(backend: Backend, device: DeviceCapabilities): SimulatorRule {
+  return device.isSimulator ? BACKENDS[backend].simulator[device.os] : 'allowed';
+}
+
 /** Why a backend cannot run; `requiredOsVersion` when the device's OS is too old for its variant. */
 interface Unrunnable {
   readonly reason: string;
@@ -64,7 +72,7 @@ interface Unrunnable {
 
 /**
  * Why `backend` of `model` cannot run on `device` at all, or null when it can. Checked in this
- * order: shipped by the model, linked into the binary, GPU usable on a simulator, OS version.
+ * order: shipped by the model, linked into the binary, allowed on this simulator, OS version.
  */
 function whyNotRunnable(model: AnyLLMDescriptor, backend: Backend, device: DeviceCapabilities): Unrunnable | null {
   const variants = model.variants as Partial<Record<Backend, { readonly minPlatform: MinPlatform }>>;
@@ -73,9 +81,8 @@ function whyNotRunnable(model: AnyLLMDescriptor, backend: Backend, device: Devic
   if (!device.availableBackends.includes(backend)) {
     return { reason: `the native binary was built without the ${backend} backend` };
   }
-  // MLX needs a real Apple GPU; the simulator's Metal cannot run it.
-  if (backend === 'mlx' && device.os === 'ios' && device.isSimulator) {
-    return { reason: 'MLX does not run on the iOS simulator' };
+  if (simulatorRule(backend, device) === 'never') {
+    return { reason: `${BACKENDS[backend].title} does not run on the ${SIMULATOR_NAMES[device.os]}` };
   }
   const required = unmetMinimum(variant.minPlatform, device);
   if (required !== null) {
@@ -90,12 +97,11 @@ function whyNotRunnable(model: AnyLLMDescriptor, backend: Backend, device: Devic
 }
 
 /**
- * Whether automatic resolution skips `backend` on `device` although it could be requested:
- * emulators' Vulkan drivers (often a software or host-translated one) are unreliable for
- * ExecuTorch's compute shaders, so an Android emulator gets Vulkan only when asked for.
+ * Whether automatic resolution skips `backend` on `device` although it could be requested
+ * (Vulkan on an Android emulator, whose drivers are unreliable for ExecuTorch's shaders).
  */
 function skippedAutomatically(backend: Backend, device: DeviceCapabilities): boolean {
-  return backend === 'vulkan' && device.os === 'android' && device.isSimulator;
+  return simulatorRule(backend, device) === 'explicit_only';
 }
 
 /** Every backend `model` ships that can run on `device`, in the order of preference. */
@@ -113,9 +119,10 @@ function runnableBackends<M extends AnyLLMDescriptor>(model: M, device: DeviceCa
 /**
  * The backends of `model` that automatic resolution would choose from on `device`, in order:
  * the model's platform default, then the platform's preference order, then anything else the
- * model ships. Excludes what cannot run here (not linked, MLX on the iOS simulator, a variant
- * whose registry `minPlatform` is above the device's OS version) and Vulkan on an Android
- * emulator (which an explicit `backend: 'vulkan'` still gets).
+ * model ships. Excludes what cannot run here (not linked, a backend whose simulator rule is
+ * `never` on this simulator such as MLX on the iOS simulator, a variant whose registry
+ * `minPlatform` is above the device's OS version) and one whose rule is `explicit_only` (Vulkan
+ * on an Android emulator, which an explicit `backend: 'vulkan'` still gets).
  */
 export function candidateBackends<M extends AnyLLMDescriptor>(model: M, device: DeviceCapabilities): BackendOf<M>[] {
   return runnableBackends(model, device).filter((b) => !skippedAutomatically(b, device));
@@ -150,7 +157,10 @@ export function resolveBackend<M extends AnyLLMDescriptor>(
 function whyNotChosen(model: AnyLLMDescriptor, backend: Backend, device: DeviceCapabilities): string {
   const why = whyNotRunnable(model, backend, device);
   if (why !== null) return why.reason;
-  return `${backend} is not chosen automatically on an Android emulator (pass \`backend: '${backend}'\` to force it)`;
+  return (
+    `${backend} is not chosen automatically on an ${SIMULATOR_NAMES[device.os]} ` +
+    `(pass \`backend: '${backend}'\` to force it)`
+  );
 }
 
 function checkExplicit<M extends AnyLLMDescriptor>(

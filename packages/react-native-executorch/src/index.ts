@@ -11,6 +11,7 @@ export {
   type BackendOf,
   type DeviceCapabilities,
 } from './backend';
+export { BACKENDS, type BackendInfo, type SimulatorRule } from './backends.generated';
 export {
   ExecutorchError,
   isExecutorchError,
@@ -18,7 +19,15 @@ export {
   type ExecutorchErrorDetails,
   type NativeErrorCode,
 } from './errors';
-export { ChatTemplate, type Message, type RenderOptions, type Role } from './chat/template';
+export {
+  ChatTemplate,
+  type ContentPart,
+  type Message,
+  type RenderOptions,
+  type Role,
+  type ThoughtMarkers,
+  type ToolCallSyntax,
+} from './chat/template';
 export { DEFAULT_MAX_TOOL_ROUNDS, fallbackToolInstruction, parseToolCalls, type ParsedAnswer } from './tools';
 export { LLMModule, type GenerateOptions, type JsonSchema, type LoadOptions } from './llm/LLMModule';
 export { useLLM, type LLMController, type UseLLMOptions } from './llm/useLLM';
@@ -60,5 +69,6 @@ export type {
   NativeLoadOptions,
   NativeModelHandle,
   NativePlatformInfo,
+  SamplingOptions,
   StopReason,
 } from './native/seam';

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rne_tools.backend_catalog import load_catalog
 from rne_tools.binaries import shared_library
 from rne_tools.binaries.errors import BuildError
 from rne_tools.binaries.lock import SourceLock
@@ -41,6 +42,15 @@ BUILD_TYPE = "Release"
 # CMake 4 refuses projects declaring cmake_minimum_required < 3.5, which some of ExecuTorch's
 # third-party submodules still do; this keeps them configuring with today's CMake.
 _POLICY_FLOOR = "-DCMAKE_POLICY_VERSION_MINIMUM=3.5"
+
+
+def _on(flag: bool) -> str:
+    return "ON" if flag else "OFF"
+
+
+def _backend_flag(backend: str, on: bool) -> str:
+    """The CMake switch that builds ``backend``'s delegate (its ``build_flag`` in the catalog)."""
+    return f"-D{load_catalog().backend(backend).build_flag}={_on(on)}"
 
 # ---------------------------------------------------------------------------------------------
 # iOS
@@ -115,12 +125,12 @@ def _ios_configure_flags(s: IosSlice) -> tuple[str, ...]:
         "-DEXECUTORCH_BUILD_EXTENSION_TENSOR=ON",
         "-DEXECUTORCH_BUILD_EXTENSION_LLM=ON",
         "-DEXECUTORCH_BUILD_EXTENSION_LLM_RUNNER=OFF",
-        "-DEXECUTORCH_BUILD_XNNPACK=ON",
+        _backend_flag("xnnpack", True),
         "-DEXECUTORCH_XNNPACK_SHARED_WORKSPACE=ON",
         "-DEXECUTORCH_BUILD_KERNELS_OPTIMIZED=ON",
         "-DEXECUTORCH_BUILD_KERNELS_QUANTIZED=ON",
         "-DEXECUTORCH_BUILD_KERNELS_LLM=ON",
-        f"-DEXECUTORCH_BUILD_MLX={'ON' if s.mlx else 'OFF'}",
+        _backend_flag("mlx", s.mlx),
     )
 
 
@@ -226,11 +236,11 @@ def _android_configure_flags(abi: str) -> tuple[str, ...]:
         "-DEXECUTORCH_BUILD_EXTENSION_TRAINING=OFF",
         "-DEXECUTORCH_BUILD_QNN=OFF",
         "-DEXECUTORCH_BUILD_NEURON=OFF",
-        "-DEXECUTORCH_BUILD_VULKAN=ON",
+        _backend_flag("vulkan", True),
         # ExecuTorch looks for glslc on PATH and in $VULKAN_SDK/bin only, and the NDK's glslc
         # cannot compile its shaders (no GL_EXT_integer_dot_product): the LunarG SDK's, named.
         "-DGLSLC_PATH=$VULKAN_SDK/bin/glslc",
-        "-DEXECUTORCH_BUILD_XNNPACK=ON",
+        _backend_flag("xnnpack", True),
         "-DEXECUTORCH_XNNPACK_SHARED_WORKSPACE=ON",
         "-DEXECUTORCH_BUILD_EXTENSION_DATA_LOADER=ON",
         "-DEXECUTORCH_BUILD_EXTENSION_FLAT_TENSOR=ON",
@@ -360,14 +370,11 @@ def _glslc_configure_flags() -> tuple[str, ...]:
     )
 
 
-# What a linux build can hold; --components picks a subset (all by default). The CPU kernels
-# are what non-delegated ops (and our XNNPACK exports' custom ops) need; an MLX or Vulkan
-# program that is delegated whole runs without them.
-LINUX_COMPONENTS = ("kernels", "xnnpack", "vulkan", "mlx")
-
-
-def _on(flag: bool) -> str:
-    return "ON" if flag else "OFF"
+# What a linux build can hold: the CPU kernels and every backend of the catalog (Linux proves
+# each delegate); --components picks a subset (all by default). The CPU kernels are what
+# non-delegated ops (and our XNNPACK exports' custom ops) need; an MLX or Vulkan program that is
+# delegated whole runs without them.
+LINUX_COMPONENTS = ("kernels", *load_catalog().names())
 
 
 def _linux_configure_flags(paths: dict[str, str], components: tuple[str, ...]) -> tuple[str, ...]:
@@ -397,10 +404,10 @@ def _linux_configure_flags(paths: dict[str, str], components: tuple[str, ...]) -
         f"-DEXECUTORCH_BUILD_KERNELS_OPTIMIZED={_on(kernels)}",
         f"-DEXECUTORCH_BUILD_KERNELS_QUANTIZED={_on(kernels)}",
         f"-DEXECUTORCH_BUILD_KERNELS_LLM={_on(kernels)}",
-        f"-DEXECUTORCH_BUILD_XNNPACK={_on('xnnpack' in components)}",
-        f"-DEXECUTORCH_BUILD_VULKAN={_on(vulkan)}",
+        _backend_flag("xnnpack", "xnnpack" in components),
+        _backend_flag("vulkan", vulkan),
         *((f"-DGLSLC_PATH={paths['glslc']}",) if vulkan else ()),
-        f"-DEXECUTORCH_BUILD_MLX={_on(mlx)}",
+        _backend_flag("mlx", mlx),
         # MLX's own configure would download these; the locked local copies instead.
         *(("-DFETCHCONTENT_SOURCE_DIR_JSON=$SOURCE/third-party/json",
            f"-DFETCHCONTENT_SOURCE_DIR_FMT={paths['fmt_source']}") if mlx else ()),

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rne_tools.backend_catalog import load_catalog
+
 # Relative to the repository root, like every step's working directory.
 PROJECT = "packages/react-native-executorch/cpp/shared_library"
 EXPORTS_MAP = f"{PROJECT}/exports.map"
@@ -80,7 +82,12 @@ COMPONENTS: dict[str, Component] = {
     ),
 }
 
-ANDROID_COMPONENTS = ("runtime", "kernels", "xnnpack", "vulkan")
+# The runtime, the CPU kernels and every backend the catalog runs on Android.
+ANDROID_COMPONENTS = (
+    "runtime",
+    "kernels",
+    *(b.name for b in load_catalog().backends if "android" in b.platforms),
+)
 # XNNPACK's Arm KleidiAI kernels exist only in arm64 builds.
 ARM64_ARCHIVES = ("backends/xnnpack/third-party/XNNPACK/kleidiai/libkleidiai.a",)
 

@@ -1,12 +1,10 @@
-// GENERATED FILE: do not edit. Source: model-registry/*.yaml.
+// GENERATED FILE: do not edit. Source: model-registry/<family>.yaml.
 // Regenerate with: .venv/bin/python tools/gen_registry.py
 /* eslint-disable */
 
-/** A compute backend a model variant is exported for. */
-export type Backend = 'mlx' | 'vulkan' | 'xnnpack';
+import type { Backend, Platform } from '../backends.generated';
 
-/** A platform the SDK runs on. */
-export type Platform = 'ios' | 'android';
+export type { Backend, Platform };
 
 /** A weight/activation quantization scheme of a variant. */
 export type Quantization = 'fp32' | 'fp16' | 'bf16' | 'int4' | '8w' | '8da4w' | '8da8w';
