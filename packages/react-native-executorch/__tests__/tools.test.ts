@@ -216,7 +216,7 @@ describe('LLMModule tool loop', () => {
     expect(llm.messageHistory).toEqual([
       { role: 'user', content: 'Weather in Paris?' },
       { role: 'assistant', content: '', toolCalls: [{ toolName: 'get_weather', arguments: { city: 'Paris' } }] },
-      { role: 'tool', content: 'sunny' },
+      { role: 'tool', content: 'sunny', toolName: 'get_weather' },
       { role: 'assistant', content: 'It is sunny in Paris.' },
     ]);
     // The next turn renders that history through the template again.

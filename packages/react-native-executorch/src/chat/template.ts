@@ -1,17 +1,38 @@
-import { Template } from '@huggingface/jinja';
-
 import { ExecutorchError } from '../errors';
 import type { ToolCall, ToolDefinition } from '../llm/types';
+import { PythonJinjaTemplate } from './jinja';
 
 /** Who wrote a message; `tool` carries the result of a tool call back to the model. */
 export type Role = 'system' | 'user' | 'assistant' | 'tool';
 
+/**
+ * One part of a multimodal message, as Hugging Face chat templates read content parts: the
+ * template writes the model's placeholder for a media part (Gemma 4: `<|image|>`, `<|audio|>`,
+ * `<|video|>`); the media itself goes to the model separately.
+ */
+export type ContentPart =
+  | { readonly type: 'text'; readonly text: string }
+  | { readonly type: 'image' }
+  | { readonly type: 'audio' }
+  | { readonly type: 'video' };
+
 /** One turn of a conversation. */
 export interface Message {
   readonly role: Role;
+  /** The text (for a message with `parts`: its text parts, joined). */
   readonly content: string;
+  /** Multimodal content: when set, the template renders these parts instead of `content`. */
+  readonly parts?: readonly ContentPart[];
   /** On an assistant message: the tool calls the model made in it. */
   readonly toolCalls?: readonly ToolCall[];
+  /** On a `tool` message: the tool whose result it is (Gemma 4's template names it). */
+  readonly toolName?: string;
+  /**
+   * On an assistant message of a thinking model: its thought, kept apart from the answer in
+   * `content`. Templates get it as `reasoning_content` and show it only where their own rules
+   * say (Gemma 4's interleaved template: on tool-call turns after the last user message).
+   */
+  readonly thought?: string;
 }
 
 /** Options of {@link ChatTemplate.render}. */
@@ -20,21 +41,28 @@ export interface RenderOptions {
   readonly addGenerationPrompt?: boolean;
   /** Tools the model may call, passed to the template's `tools` variable. */
   readonly tools?: readonly ToolDefinition[];
+  /**
+   * The template's `enable_thinking` variable: true lets a thinking model think before it
+   * answers; unset leaves the template's own default.
+   */
+  readonly thinking?: boolean;
   /** Further template variables. */
   readonly extra?: Record<string, unknown>;
 }
 
 /** A message in the form Hugging Face chat templates read (OpenAI-style `tool_calls`). */
-function templateMessage(message: Message): Record<string, unknown> {
-  const rendered: Record<string, unknown> = { role: message.role, content: message.content };
+export function templateMessage(message: Message): Record<string, unknown> {
+  const content = message.parts ? message.parts.map((part) => ({ ...part })) : message.content;
+  const rendered: Record<string, unknown> = { role: message.role, content };
   // Only when present: some templates test `'tool_calls' in message`.
-  if (message.toolCalls?.length) {
-    rendered.tool_calls = message.toolCalls.map((call) => ({
-      type: 'function',
-      function: { name: call.toolName, arguments: call.arguments },
-    }));
-  }
+  if (message.toolCalls?.length) rendered.tool_calls = message.toolCalls.map(templateToolCall);
+  if (message.thought) rendered.reasoning_content = message.thought;
   return rendered;
+}
+
+/** A tool call in the form templates read (OpenAI-style). */
+export function templateToolCall(call: ToolCall): Record<string, unknown> {
+  return { type: 'function', function: { name: call.toolName, arguments: call.arguments } };
 }
 
 /** A tool in the form `apply_chat_template(tools=...)` passes it (OpenAI-style function). */
@@ -51,6 +79,21 @@ const PROBE_TOOL: ToolDefinition = {
   description: 'probe',
   parameters: { type: 'object', properties: {} },
 };
+
+/**
+ * How a template writes tool calls: `'gemma4'` is Gemma 4's own
+ * `<|tool_call>call:NAME{key:<|"|>text<|"|>}<tool_call|>`; `'json'` is every other format
+ * (JSON objects in tags, or bare).
+ */
+export type ToolCallSyntax = 'gemma4' | 'json';
+
+/** The markers around a thinking model's thought (Gemma 4: `<|channel>thought\n` ... `<channel|>`). */
+export interface ThoughtMarkers {
+  readonly open: string;
+  readonly close: string;
+}
+
+const GEMMA4_THOUGHT: ThoughtMarkers = { open: '<|channel>thought\n', close: '<channel|>' };
 
 type TokenSpec = string | { readonly content?: string } | null | undefined;
 
@@ -76,13 +119,15 @@ function tokenText(spec: TokenSpec): string | undefined {
  * tokens included.
  */
 export class ChatTemplate {
-  private readonly template: Template;
+  private readonly template: PythonJinjaTemplate;
   private readonly specialTokens: Readonly<Record<string, string>>;
   private toolSupport: boolean | undefined;
+  private callSyntax: ToolCallSyntax | undefined;
+  private thoughtMarkers: ThoughtMarkers | null | undefined;
 
   private constructor(source: string, specialTokens: Record<string, string>) {
     try {
-      this.template = new Template(source);
+      this.template = new PythonJinjaTemplate(source);
     } catch (error) {
       throw new ExecutorchError(
         'chat_template',
@@ -103,21 +148,8 @@ export class ChatTemplate {
    * (the one named "default" when it holds several) and its special tokens.
    */
   static fromTokenizerConfig(config: string | object): ChatTemplate {
-    let parsed: TokenizerConfig;
-    try {
-      parsed = (typeof config === 'string' ? JSON.parse(config) : config) as TokenizerConfig;
-    } catch (error) {
-      throw new ExecutorchError(
-        'chat_template',
-        `tokenizer_config.json is not valid JSON: ${(error as Error).message}`,
-        { cause: error },
-      );
-    }
-    const raw = parsed.chat_template;
-    const source =
-      typeof raw === 'string'
-        ? raw
-        : (raw?.find((t) => t.name === 'default') ?? raw?.[0])?.template;
+    const parsed = parseConfig(config);
+    const source = templateOf(parsed);
     if (source === undefined) {
       throw new ExecutorchError(
         'chat_template',
@@ -125,22 +157,80 @@ export class ChatTemplate {
           '`generate` with a raw prompt, or a chat (instruct) model.',
       );
     }
-    const specialTokens: Record<string, string> = {};
-    for (const key of SPECIAL_TOKENS) {
-      const text = tokenText(parsed[key]);
-      if (text !== undefined) specialTokens[key] = text;
-    }
-    return new ChatTemplate(source, specialTokens);
+    return new ChatTemplate(source, specialTokensOf(parsed));
   }
 
   /**
-   * Whether the template renders the `tools` it is given (Qwen 2.5, Llama 3.x, Hermes, ...).
-   * Templates that ignore them (SmolLM2, Gemma 3) get tools through the fallback format of
-   * `src/tools`.
+   * From a model's Hugging Face files, found the way transformers finds them: the template of
+   * `chat_template.jinja` when there is one, else the `chat_template` of
+   * `tokenizer_config.json`; the special tokens (`bos_token`, ...) from `tokenizer_config.json`.
+   */
+  static fromFiles(files: {
+    readonly chatTemplateJinja?: string | null;
+    readonly tokenizerConfig?: string | object | null;
+  }): ChatTemplate {
+    const { chatTemplateJinja, tokenizerConfig } = files;
+    if (chatTemplateJinja == null) {
+      if (tokenizerConfig == null) {
+        throw new ExecutorchError(
+          'chat_template',
+          'Neither chat_template.jinja nor tokenizer_config.json was given: no chat format.',
+        );
+      }
+      return ChatTemplate.fromTokenizerConfig(tokenizerConfig);
+    }
+    const special = tokenizerConfig == null ? {} : specialTokensOf(parseConfig(tokenizerConfig));
+    return new ChatTemplate(chatTemplateJinja, special);
+  }
+
+  /**
+   * Whether the template renders the `tools` it is given (Qwen 2.5, Llama 3.x, Hermes, Gemma 4,
+   * ...). Templates that ignore them (SmolLM2, Gemma 3) get tools through the fallback format
+   * of `src/tools`.
    */
   get supportsTools(): boolean {
     this.toolSupport ??= this.renders(PROBE_TOOL.name, { tools: [PROBE_TOOL] });
     return this.toolSupport;
+  }
+
+  /**
+   * How the template writes an assistant's tool calls, found by rendering one (not from the
+   * model's name): Gemma 4's templates write `<|tool_call>call:NAME{...}<tool_call|>`.
+   */
+  get toolCallSyntax(): ToolCallSyntax {
+    if (this.callSyntax === undefined) {
+      const call: ToolCall = { toolName: PROBE_TOOL.name, arguments: { n: 1 } };
+      const messages: Message[] = [
+        { role: 'user', content: 'Hi' },
+        { role: 'assistant', content: '', toolCalls: [call] },
+      ];
+      let text = '';
+      try {
+        text = this.render(messages, { tools: [PROBE_TOOL], addGenerationPrompt: false });
+      } catch {
+        // A template that cannot render a call has no native syntax for one.
+      }
+      this.callSyntax = text.includes(`<|tool_call>call:${PROBE_TOOL.name}{n:1}<tool_call|>`) ? 'gemma4' : 'json';
+    }
+    return this.callSyntax;
+  }
+
+  /**
+   * The markers around the model's thought when the template has Gemma 4's thought channel
+   * (found by rendering: without thinking, its generation prompt ends with an empty channel),
+   * else null.
+   */
+  get thoughtChannel(): ThoughtMarkers | null {
+    if (this.thoughtMarkers === undefined) {
+      let text = '';
+      try {
+        text = this.render([{ role: 'user', content: 'Hi' }], { thinking: false });
+      } catch {
+        // No channel can be seen in a template that fails on a plain conversation.
+      }
+      this.thoughtMarkers = text.endsWith(GEMMA4_THOUGHT.open + GEMMA4_THOUGHT.close) ? GEMMA4_THOUGHT : null;
+    }
+    return this.thoughtMarkers;
   }
 
   private renders(text: string, options: RenderOptions): boolean {
@@ -153,15 +243,25 @@ export class ChatTemplate {
 
   /**
    * Renders `messages` into a prompt, as `apply_chat_template(messages, tools=...,
-   * add_generation_prompt=..., tokenize=False)` does.
+   * add_generation_prompt=..., enable_thinking=..., tokenize=False)` does.
    */
   render(messages: readonly Message[], options: RenderOptions = {}): string {
+    return this.renderTemplateMessages(messages.map(templateMessage), options);
+  }
+
+  /**
+   * Renders messages already in the form Hugging Face templates read (OpenAI-style
+   * `tool_calls`, content parts, and whatever fields the template itself reads, such as Gemma
+   * 4's `tool_responses`).
+   */
+  renderTemplateMessages(messages: readonly Record<string, unknown>[], options: RenderOptions = {}): string {
     try {
       return this.template.render({
         ...this.specialTokens,
         ...options.extra,
-        messages: messages.map(templateMessage),
+        messages,
         ...(options.tools?.length ? { tools: options.tools.map(templateTool) } : {}),
+        ...(options.thinking === undefined ? {} : { enable_thinking: options.thinking }),
         add_generation_prompt: options.addGenerationPrompt ?? true,
       });
     } catch (error) {
@@ -172,4 +272,31 @@ export class ChatTemplate {
       );
     }
   }
+}
+
+function parseConfig(config: string | object): TokenizerConfig {
+  try {
+    return (typeof config === 'string' ? JSON.parse(config) : config) as TokenizerConfig;
+  } catch (error) {
+    throw new ExecutorchError(
+      'chat_template',
+      `tokenizer_config.json is not valid JSON: ${(error as Error).message}`,
+      { cause: error },
+    );
+  }
+}
+
+/** The template of a tokenizer config: its `chat_template`, the one named "default" of several. */
+function templateOf(config: TokenizerConfig): string | undefined {
+  const raw = config.chat_template;
+  return typeof raw === 'string' ? raw : (raw?.find((t) => t.name === 'default') ?? raw?.[0])?.template;
+}
+
+function specialTokensOf(config: TokenizerConfig): Record<string, string> {
+  const specialTokens: Record<string, string> = {};
+  for (const key of SPECIAL_TOKENS) {
+    const text = tokenText(config[key]);
+    if (text !== undefined) specialTokens[key] = text;
+  }
+  return specialTokens;
 }

@@ -1,5 +1,7 @@
 import { resolveBackend, type BackendOf } from '../backend';
 import { ChatTemplate, type Message } from '../chat/template';
+import { loadChatTemplate } from '../chat/files';
+import { ThoughtSplitter } from '../chat/thought';
 import { ExecutorchError, fromNativeError } from '../errors';
 import type { AnyLLMDescriptor } from '../models';
 import { getNativeExecutorch } from '../native';
@@ -25,8 +27,16 @@ export interface LoadOptions {
 
 /** Options of one generation. */
 export interface GenerateOptions {
-  /** Each decoded text piece, in order, as the model produces it. */
+  /**
+   * Each decoded text piece of the answer, in order, as the model produces it (a thinking
+   * model's thought goes to `onThought` instead).
+   */
   readonly onToken?: (piece: string) => void;
+  /**
+   * Each piece of a thinking model's thought (`chatConfig.thinking`), streamed before the
+   * answer. The thought is kept on the assistant message (`thought`), apart from its `content`.
+   */
+  readonly onThought?: (piece: string) => void;
   /**
    * A JSON Schema (an object, or `true`): the answer is one JSON document that parses and
    * validates against it, enforced while sampling. Supported keywords: type, enum, const,
@@ -99,6 +109,14 @@ function checkToolsConfig(config: ToolsConfig): void {
   }
 }
 
+/** The value that turns each optional sampling filter off (what the native defaults are). */
+const SAMPLING_OFF = { topK: 0, topP: 1, minP: 0, repetitionPenalty: 1 } as const;
+
+/** `object` without its unset (undefined or null) fields, so spreading it keeps earlier values. */
+function setFields<T extends object>(object: T): T {
+  return Object.fromEntries(Object.entries(object).filter(([, value]) => value != null)) as T;
+}
+
 function checkGenerationConfig(config: GenerationConfig): void {
   const bad = (what: string) => {
     throw new ExecutorchError('invalid_argument', `Invalid generation config: ${what}.`);
@@ -143,6 +161,8 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
   private released = false;
   private loading: Promise<void> | null = null;
   private lastStats: GenerationStats | null = null;
+  private lastThought = '';
+  private lastThoughtUnfinished = false;
   private cancelLoad: () => void = () => {};
 
   constructor(options: LLMOptions<M>) {
@@ -171,6 +191,21 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
   /** Stats of the last finished generation. */
   get stats(): GenerationStats | null {
     return this.lastStats;
+  }
+
+  /** The thought of the last generation of a thinking model ('' when it did not think). */
+  get thought(): string {
+    return this.lastThought;
+  }
+
+  /**
+   * True when the last generation stopped inside its thought (`maxNewTokens` reached, or
+   * interrupted): the recovery is that the whole text is kept as the thought and the answer is
+   * empty (the history gets an assistant message with `content: ''` and the `thought`); raise
+   * `maxNewTokens` or turn `thinking` off to get an answer.
+   */
+  get thoughtUnfinished(): boolean {
+    return this.lastThoughtUnfinished;
   }
 
   /**
@@ -224,7 +259,7 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
       onDownloadProgress?.(1);
     }
     this.assertLive();
-    const template = ChatTemplate.fromTokenizerConfig(await fetcher.readText(files.chatTemplatePath));
+    const template = await loadChatTemplate((path) => fetcher.readText(path), files.chatTemplatePath);
     let handle: NativeModelHandle;
     try {
       handle = await native.loadLLM({
@@ -328,9 +363,10 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
     this.assertCanGenerate();
     const user: Message = { role: 'user', content };
     const turn = await this.run([...this.history, user], options);
-    const kept = this.config.tools?.displayToolCalls
+    const thought = turn.messages[turn.messages.length - 1]?.thought;
+    const kept: readonly Message[] = this.config.tools?.displayToolCalls
       ? turn.messages
-      : [{ role: 'assistant', content: turn.answer } as const];
+      : [{ role: 'assistant', content: turn.answer, ...(thought ? { thought } : {}) }];
     this.history = [...this.history, user, ...kept];
     return turn.answer;
   }
@@ -393,19 +429,18 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
     }
   }
 
+  /**
+   * The native options, keyed by name: the app's settings over the model's defaults over
+   * "off". Every option flows through by name, so a new one needs no line here.
+   */
   private nativeConfig(): NativeGenerationConfig {
-    const defaults = this.model.generation;
-    const g = this.config.generation;
-    return {
-      maxNewTokens: g.maxNewTokens ?? defaults.maxNewTokens,
-      temperature: g.temperature ?? defaults.temperature,
-      topK: g.topK ?? defaults.topK ?? 0,
-      topP: g.topP ?? defaults.topP ?? 1,
-      minP: g.minP ?? defaults.minP ?? 0,
-      repetitionPenalty: g.repetitionPenalty ?? defaults.repetitionPenalty ?? 1,
-      seed: g.seed ?? Math.floor(Math.random() * 2 ** 31),
-      stopStrings: g.stopStrings ?? [],
+    const { seed, stopStrings, ...options } = {
+      ...SAMPLING_OFF,
+      ...setFields(this.model.generation),
+      ...setFields(this.config.generation),
     };
+    const randomSeed = () => Math.floor(Math.random() * 2 ** 31);
+    return { ...options, seed: seed ?? randomSeed(), stopStrings: stopStrings ?? [] };
   }
 
   private withSystemPrompt(messages: readonly Message[]): Message[] {
@@ -418,7 +453,9 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
   private renderPrompt(messages: readonly Message[]): string {
     const template = this.template as ChatTemplate;
     const tools = this.config.tools?.tools;
-    return tools?.length ? new ToolPrompt(template, tools).render(messages) : template.render(messages);
+    // Always said, so a template whose own default is to think (Qwen 3) stays off by default.
+    const options = { thinking: this.config.chat.thinking ?? false };
+    return tools?.length ? new ToolPrompt(template, tools).render(messages, options) : template.render(messages, options);
   }
 
   /** The messages to send: the whole conversation, fitted into the context by the strategy. */
@@ -435,21 +472,24 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
   private async run(messages: readonly Message[], options: GenerateOptions): Promise<ToolTurn> {
     const tools = this.config.tools;
     if (!tools?.tools.length) {
-      const answer = await this.generateOnce(messages, options);
-      return { answer, messages: [{ role: 'assistant', content: answer }] };
+      const { text: answer, thought } = await this.generateOnce(messages, options);
+      return { answer, messages: [{ role: 'assistant', content: answer, ...(thought ? { thought } : {}) }] };
     }
+    // A forced call is constrained as JSON (the runner's grammar speaks JSON); the parser reads
+    // it in any template's syntax and the history re-renders it in the template's own.
     const generate: GenerateRound = async (conversation, forcedTool) => {
       const round = forcedTool ? { ...options, responseFormat: toolCallSchema(forcedTool) } : options;
-      const text = await this.generateOnce(conversation, round);
-      return { text, interrupted: this.lastStats?.stopReason === 'interrupted' };
+      const { text, thought } = await this.generateOnce(conversation, round);
+      return { text, thought, interrupted: this.lastStats?.stopReason === 'interrupted' };
     };
-    return runToolRounds(messages, generate, tools, tools.maxRounds);
+    const syntax = (this.template as ChatTemplate).toolCallSyntax;
+    return runToolRounds(messages, generate, tools, tools.maxRounds, syntax);
   }
 
   private async generateOnce(
     messages: readonly Message[],
-    { onToken, responseFormat }: GenerateOptions,
-  ): Promise<string> {
+    { onToken, onThought, responseFormat }: GenerateOptions,
+  ): Promise<{ text: string; thought: string }> {
     const config: NativeGenerationConfig = {
       ...this.nativeConfig(),
       ...(responseFormat === undefined ? {} : { responseFormat: JSON.stringify(responseFormat) }),
@@ -460,12 +500,16 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
     this.promptTokenCount = native.countTokens(handle, prompt);
     this.generatedTokenCount = 0;
     this.generating = true;
-    let answer = '';
+    // A forced JSON document has no thought channel in front of it.
+    const splitter = new ThoughtSplitter(responseFormat === undefined ? (this.template as ChatTemplate).thoughtChannel : null);
+    this.lastThought = '';
+    this.lastThoughtUnfinished = false;
     try {
       this.lastStats = await native.generate(handle, prompt, config, (piece, generatedTokens) => {
-        answer += piece;
         this.generatedTokenCount = generatedTokens;
-        onToken?.(piece);
+        const split = splitter.push(piece);
+        if (split.thought) onThought?.(split.thought);
+        if (split.answer) onToken?.(split.answer);
       });
       this.generatedTokenCount = this.lastStats.generatedTokens;
       this.promptTokenCount = this.lastStats.reusedTokens + this.lastStats.promptTokens;
@@ -474,6 +518,9 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
     } finally {
       this.generating = false;
     }
-    return answer;
+    const { answer, thought, thoughtUnfinished } = splitter.finish();
+    this.lastThought = thought;
+    this.lastThoughtUnfinished = thoughtUnfinished;
+    return { text: answer, thought };
   }
 }

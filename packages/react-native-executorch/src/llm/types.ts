@@ -1,25 +1,16 @@
 import type { BackendOf } from '../backend';
 import type { Message } from '../chat/template';
 import type { AnyLLMDescriptor } from '../models';
-import type { NativeExecutorch } from '../native/seam';
+import type { NativeExecutorch, SamplingOptions } from '../native/seam';
 import type { ResourceAdapters } from '../resources/adapters';
 import type { ModelFiles, ResourceFetcher } from '../resources/fetcher';
 
-/** Sampling and stopping settings; unset fields use the model's registry defaults. */
-export interface GenerationConfig {
-  /** 0 is greedy. */
-  readonly temperature?: number;
-  /** Keep the k most likely tokens; 0 is off. */
-  readonly topK?: number;
-  /** Nucleus sampling mass, in (0, 1]; 1 is off. */
-  readonly topP?: number;
-  /** Drop tokens below minP * p(best), in [0, 1); 0 is off. */
-  readonly minP?: number;
-  /** > 0; 1 is off. */
-  readonly repetitionPenalty?: number;
+/**
+ * Sampling and stopping settings; unset fields use the model's registry defaults. The sampling
+ * options are those of {@link SamplingOptions}, each optional.
+ */
+export interface GenerationConfig extends Partial<SamplingOptions> {
   readonly maxNewTokens?: number;
-  /** Fixes the random draw: same seed + same conversation = same answer. Random when unset. */
-  readonly seed?: number;
   /** Generation stops at the first of these strings (which is not included in the response). */
   readonly stopStrings?: readonly string[];
 }
@@ -69,6 +60,13 @@ export interface ChatConfig {
    * Default: the generation's `maxNewTokens`.
    */
   readonly contextReserveTokens?: number;
+  /**
+   * Let a thinking model think before it answers (the template's `enable_thinking`; Gemma 4,
+   * Qwen 3). Default false. The thought streams to `onThought` (`useLLM().thought`), apart from
+   * the answer, and is kept on the assistant message as `thought`; the chat template decides
+   * whether earlier thoughts are shown to the model again (Gemma 4 drops them).
+   */
+  readonly thinking?: boolean;
   /** @deprecated Use `generationConfig` of {@link LLMConfig}; still applied. */
   readonly generation?: GenerationConfig;
 }

@@ -5,7 +5,7 @@ import type { Message } from '../chat/template';
 import { ExecutorchError } from '../errors';
 import type { AnyLLMDescriptor } from '../models';
 import type { GenerationStats } from '../native/seam';
-import { initialHistoryOf, LLMModule, mergeConfig, type ResolvedConfig } from './LLMModule';
+import { initialHistoryOf, LLMModule, mergeConfig, type GenerateOptions, type ResolvedConfig } from './LLMModule';
 import { TokenBatcher } from './tokenBatcher';
 import type { LLMConfig, LLMOptions } from './types';
 
@@ -30,6 +30,11 @@ export interface LLMController<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
   readonly response: string;
   /** The last text piece the model produced (streamed, batched like `response`). */
   readonly token: string;
+  /**
+   * The thought of the answer being generated, or of the last one, when `chatConfig.thinking`
+   * is on and the model thinks (streamed, batched like `response`; '' otherwise).
+   */
+  readonly thought: string;
   /** The conversation `sendMessage` builds (the pending user message included while it runs). */
   readonly messageHistory: readonly Message[];
   /** Time to first token, tok/s, ... of the last generation. */
@@ -71,6 +76,7 @@ interface HookState<M extends AnyLLMDescriptor> {
   error: ExecutorchError | null;
   response: string;
   token: string;
+  thought: string;
   messageHistory: readonly Message[];
   stats: GenerationStats | null;
   backend: BackendOf<M> | null;
@@ -84,6 +90,7 @@ function initialState<M extends AnyLLMDescriptor>(): HookState<M> {
     error: null,
     response: '',
     token: '',
+    thought: '',
     messageHistory: [],
     stats: null,
     backend: null,
@@ -122,6 +129,7 @@ export function useLLM<M extends AnyLLMDescriptor>(options: UseLLMOptions<M>): L
   const optionsRef = useRef(options);
   optionsRef.current = options;
   const batcherRef = useRef<TokenBatcher | null>(null);
+  const thoughtBatcherRef = useRef<TokenBatcher | null>(null);
 
   const update = useCallback((patch: Partial<HookState<M>>) => {
     setState((s) => ({ ...s, ...patch }));
@@ -153,6 +161,8 @@ export function useLLM<M extends AnyLLMDescriptor>(options: UseLLMOptions<M>): L
       controller.abort();
       batcherRef.current?.cancel();
       batcherRef.current = null;
+      thoughtBatcherRef.current?.cancel();
+      thoughtBatcherRef.current = null;
       module.release();
       moduleRef.current = null;
     };
@@ -169,7 +179,7 @@ export function useLLM<M extends AnyLLMDescriptor>(options: UseLLMOptions<M>): L
 
   const stream = useCallback(
     async (
-      start: (module: LLMModule<M>, onToken: (piece: string) => void) => Promise<string>,
+      start: (module: LLMModule<M>, options: Pick<GenerateOptions, 'onToken' | 'onThought'>) => Promise<string>,
       pendingHistory: (module: LLMModule<M>) => readonly Message[],
     ): Promise<string> => {
       const module = moduleRef.current;
@@ -183,32 +193,43 @@ export function useLLM<M extends AnyLLMDescriptor>(options: UseLLMOptions<M>): L
       const batcher = new TokenBatcher(tokenBatchMs, (response) => {
         if (moduleRef.current === module) update({ response, token });
       });
+      const thoughtBatcher = new TokenBatcher(tokenBatchMs, (thought) => {
+        if (moduleRef.current === module) update({ thought });
+      });
       const wasGenerating = module.isGenerating;
-      const promise = start(module, (piece) => {
-        token = piece;
-        batcher.push(piece);
+      const promise = start(module, {
+        onToken: (piece) => {
+          token = piece;
+          batcher.push(piece);
+        },
+        onThought: (piece) => thoughtBatcher.push(piece),
       });
       // Refused (busy, not loaded yet): the promise rejects with the typed error; the running
       // generation's state stays as it is.
       if (wasGenerating || !module.isGenerating) return promise;
       batcherRef.current?.cancel();
       batcherRef.current = batcher;
+      thoughtBatcherRef.current?.cancel();
+      thoughtBatcherRef.current = thoughtBatcher;
       update({
         isGenerating: true,
         response: '',
         token: '',
+        thought: '',
         error: null,
         messageHistory: pendingHistory(module),
       });
       try {
         const answer = await promise;
         batcher.finish();
+        thoughtBatcher.finish();
         if (moduleRef.current === module) {
           update({ isGenerating: false, messageHistory: module.messageHistory, stats: module.stats });
         }
         return answer;
       } catch (error) {
         batcher.finish();
+        thoughtBatcher.finish();
         const failure = asExecutorchError(error);
         if (moduleRef.current === module) {
           update({ isGenerating: false, error: failure, messageHistory: module.messageHistory });
@@ -222,7 +243,7 @@ export function useLLM<M extends AnyLLMDescriptor>(options: UseLLMOptions<M>): L
   const sendMessage = useCallback(
     (content: string) =>
       stream(
-        (module, onToken) => module.sendMessage(content, { onToken }),
+        (module, callbacks) => module.sendMessage(content, callbacks),
         (module) => [...module.messageHistory, { role: 'user', content }],
       ),
     [stream],
@@ -231,7 +252,7 @@ export function useLLM<M extends AnyLLMDescriptor>(options: UseLLMOptions<M>): L
   const generate = useCallback(
     (messages: readonly Message[]) =>
       stream(
-        (module, onToken) => module.generate(messages, { onToken }),
+        (module, callbacks) => module.generate(messages, callbacks),
         (module) => module.messageHistory,
       ),
     [stream],
@@ -260,7 +281,7 @@ export function useLLM<M extends AnyLLMDescriptor>(options: UseLLMOptions<M>): L
     const module = moduleRef.current;
     if (!module) return;
     module.clearHistory();
-    update({ messageHistory: [], response: '', token: '' });
+    update({ messageHistory: [], response: '', token: '', thought: '' });
   }, [update]);
 
   const deleteMessage = useCallback(

@@ -1,4 +1,6 @@
+import type { ToolCallSyntax } from '../chat/template';
 import type { ToolCall } from '../llm/types';
+import { gemma4CallBlocks, parseGemma4Call } from './gemma4';
 
 /** What a model's answer holds: its tool calls, the text around them, and calls it botched. */
 export interface ParsedAnswer {
@@ -7,6 +9,8 @@ export interface ParsedAnswer {
   readonly content: string;
   /** One line per call that could not be read (bad JSON, no name), to tell the model. */
   readonly errors: readonly string[];
+  /** Per entry of `errors`: the tool the unreadable call named, when it named one. */
+  readonly errorTools?: readonly (string | undefined)[];
 }
 
 /** Hermes / Qwen 2.5 / our fallback: `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`. */
@@ -61,14 +65,19 @@ function collect(results: readonly CallOrError[], content: string): ParsedAnswer
 }
 
 /**
- * Reads the tool calls out of a model's answer, in the formats chat templates teach:
+ * Reads the tool calls out of a model's answer, in the syntax its chat template teaches
+ * ({@link ChatTemplate.toolCallSyntax}):
+ * - `'gemma4'`: Gemma 4's `<|tool_call>call:NAME{key:<|"|>text<|"|>,n:3}<tool_call|>`, any
+ *   number, with text around them (a last call the answer ended inside still counts). An answer
+ *   without that markup is read as below, so a call forced as JSON (`toolChoice`) still counts;
  * - tagged (Hermes, Qwen 2.5, and our fallback): `<tool_call>{"name": "f", "arguments": {...}}</tool_call>`,
  *   any number, with text around them; a last tag the answer ended inside still counts;
  * - bare JSON (Llama 3.x): the whole answer is `{"name": "f", "parameters": {...}}` (or a list
  *   of such), optionally after `<|python_tag|>`.
  * An answer that is neither has no calls; its text is the content.
  */
-export function parseToolCalls(answer: string): ParsedAnswer {
+export function parseToolCalls(answer: string, syntax: ToolCallSyntax = 'json'): ParsedAnswer {
+  if (syntax === 'gemma4' && answer.includes('<|tool_call>')) return parseGemma4Answer(answer);
   const tagged = [...answer.matchAll(TAGGED_CALL)];
   if (tagged.length > 0) {
     const results = tagged.flatMap((match) => callsFromJson((match[1] as string).trim()));
@@ -82,4 +91,21 @@ export function parseToolCalls(answer: string): ParsedAnswer {
     if (results.some((r) => 'call' in r)) return collect(results, '');
   }
   return { calls: [], content: answer, errors: [] };
+}
+
+function parseGemma4Answer(answer: string): ParsedAnswer {
+  const { bodies, rest } = gemma4CallBlocks(answer);
+  const calls: ToolCall[] = [];
+  const errors: string[] = [];
+  const errorTools: (string | undefined)[] = [];
+  for (const body of bodies) {
+    const result = parseGemma4Call(body);
+    if ('call' in result) {
+      calls.push(result.call);
+    } else {
+      errors.push(result.error);
+      errorTools.push(result.toolName);
+    }
+  }
+  return { calls, content: rest.trim(), errors, errorTools };
 }

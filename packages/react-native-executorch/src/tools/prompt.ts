@@ -1,4 +1,4 @@
-import type { ChatTemplate, Message } from '../chat/template';
+import { templateMessage, type ChatTemplate, type Message, type RenderOptions } from '../chat/template';
 import type { ToolCall, ToolDefinition } from '../llm/types';
 
 /**
@@ -69,9 +69,71 @@ export function toFallbackMessages(
 }
 
 /**
+ * A tool's result as Gemma 4's template takes it (`response:NAME{...}`): a result that is a JSON
+ * object is given as that object (its fields become the response's), anything else as its text
+ * (`response:NAME{value:<|"|>text<|"|>}`).
+ */
+function gemma4Response(result: Message): Record<string, unknown> {
+  let response: unknown = result.content;
+  try {
+    const parsed: unknown = JSON.parse(result.content);
+    if (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)) response = parsed;
+  } catch {
+    // Plain text stays text.
+  }
+  return result.toolName ? { name: result.toolName, response } : { response };
+}
+
+/**
+ * The conversation in Gemma 4's own tool form: the tool results after an assistant message
+ * with calls become that message's `tool_responses`, and an answer that follows them joins it as
+ * its content, so the template renders one model turn
+ * `<|tool_call>...<tool_call|><|tool_response>...<tool_response|>answer<turn|>`, as the model
+ * wrote it. (Gemma 4's template has no `tool` role.) A result with no call before it is given to
+ * the model as a user turn holding the response.
+ */
+export function toGemma4Messages(messages: readonly Message[]): Record<string, unknown>[] {
+  const out: Record<string, unknown>[] = [];
+  // The assistant message whose calls the next results answer, and whether an answer joined it.
+  let open: { message: Record<string, unknown>; responses: Record<string, unknown>[] } | null = null;
+  for (const message of messages) {
+    if (message.role === 'tool') {
+      if (open === null) {
+        const responses: Record<string, unknown>[] = [];
+        open = { message: { role: 'user', content: '', tool_responses: responses }, responses };
+        out.push(open.message);
+      }
+      open.responses.push(gemma4Response(message));
+      continue;
+    }
+    const answersOpen =
+      open !== null && open.responses.length > 0 && message.role === 'assistant' && !message.toolCalls?.length;
+    if (answersOpen && open !== null && !open.message.content) {
+      open.message.content = message.content;
+      if (message.thought && !open.message.reasoning_content) open.message.reasoning_content = message.thought;
+      open = null;
+      continue;
+    }
+    const rendered = templateMessage(message);
+    out.push(rendered);
+    open = null;
+    if (message.role === 'assistant' && message.toolCalls?.length) {
+      const responses: Record<string, unknown>[] = [];
+      rendered.tool_responses = responses;
+      open = { message: rendered, responses };
+    }
+  }
+  for (const message of out) {
+    if (Array.isArray(message.tool_responses) && message.tool_responses.length === 0) delete message.tool_responses;
+  }
+  return out;
+}
+
+/**
  * Renders conversations that offer `tools`: through the model's own chat template when it
- * renders tools (its `tools` variable, `tool_calls` on assistant messages, `tool` messages),
- * else in the fallback format. Either way the answer is read by {@link parseToolCalls}.
+ * renders tools (its `tools` variable, `tool_calls` on assistant messages, `tool` messages; in
+ * Gemma 4's own form for its templates), else in the fallback format. Either way the answer is
+ * read by {@link parseToolCalls} in the template's {@link ChatTemplate.toolCallSyntax}.
  */
 export class ToolPrompt {
   /** True when the model's own template renders the tools. */
@@ -84,8 +146,11 @@ export class ToolPrompt {
     this.native = template.supportsTools;
   }
 
-  render(messages: readonly Message[]): string {
-    if (this.native) return this.template.render(messages, { tools: this.tools });
-    return this.template.render(toFallbackMessages(messages, this.tools));
+  render(messages: readonly Message[], options: Omit<RenderOptions, 'tools'> = {}): string {
+    if (!this.native) return this.template.render(toFallbackMessages(messages, this.tools), options);
+    if (this.template.toolCallSyntax === 'gemma4') {
+      return this.template.renderTemplateMessages(toGemma4Messages(messages), { ...options, tools: this.tools });
+    }
+    return this.template.render(messages, { ...options, tools: this.tools });
   }
 }

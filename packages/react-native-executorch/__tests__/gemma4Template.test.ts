@@ -1,0 +1,139 @@
+/**
+ * Gemma 4's real chat templates (fixtures/gemma4/, with their provenance) rendered by
+ * ChatTemplate (TypeScript, @huggingface/jinja with our Python-Jinja layer) equal transformers'
+ * apply_chat_template byte for byte: system prompts, several turns, tools with nested / enum /
+ * array parameters, tool calls and responses, thinking on and off, earlier thoughts, image /
+ * audio / video parts, unicode, and the template's own errors. Fixtures written by
+ * fixtures/make_gemma4_fixtures.py (which also records the token ids; the e2e suite compares
+ * those with the runner's tokenizer).
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+import { ChatTemplate, ExecutorchError, type Message, type ToolDefinition } from '../src';
+import expected from './fixtures/gemma4_chat_expected.json';
+
+const GEMMA4 = join(__dirname, 'fixtures', 'gemma4');
+const read = (name: string) => readFileSync(join(GEMMA4, name), 'utf8');
+
+function template(name: string): ChatTemplate {
+  return ChatTemplate.fromFiles({ chatTemplateJinja: read(name), tokenizerConfig: read('tokenizer_config.json') });
+}
+
+interface FixtureCase {
+  readonly name: string;
+  readonly messages: Record<string, unknown>[];
+  readonly tools?: { function: ToolDefinition }[];
+  readonly add_generation_prompt: boolean;
+  readonly enable_thinking?: boolean;
+  readonly prompt?: string;
+  readonly error?: string;
+}
+
+const cases = Object.entries(expected.templates).flatMap(([file, list]) =>
+  (list as unknown as FixtureCase[]).map((c) => [file, c.name, c] as const),
+);
+
+describe("Gemma 4's chat templates", () => {
+  it('has the fixture set the issue asks for, on both templates', () => {
+    expect(cases.length).toBe(36);
+    expect(cases.filter(([, , c]) => c.error).length).toBe(4);
+  });
+
+  it.each(cases)('%s: %s renders exactly like transformers', (file, _, c) => {
+    const render = () =>
+      template(file).renderTemplateMessages(c.messages, {
+        tools: c.tools?.map((t) => t.function),
+        addGenerationPrompt: c.add_generation_prompt,
+        thinking: c.enable_thinking,
+      });
+    if (c.error !== undefined) {
+      expect(render).toThrow(ExecutorchError);
+      expect(render).toThrow(expect.objectContaining({ code: 'chat_template' }));
+    } else {
+      expect(render()).toBe(c.prompt);
+    }
+  });
+
+  it("renders the SDK's messages (parts, calls, thoughts) as the fixtures' template messages", () => {
+    const byName = (file: string, name: string) => cases.find(([f, n]) => f === file && n === name)![2];
+    const media = byName('gemma4.jinja', 'image, audio and video parts');
+    const messages: Message[] = [
+      {
+        role: 'user',
+        content: 'What is in this picture and this clip?',
+        parts: [
+          { type: 'image' },
+          { type: 'text', text: '  What is in this picture and this clip?  ' },
+          { type: 'audio' },
+          { type: 'video' },
+        ],
+      },
+      { role: 'assistant', content: 'A cat and a purr.', thought: 'look' },
+      { role: 'user', content: 'And this?', parts: [{ type: 'text', text: 'And this?' }, { type: 'image' }] },
+    ];
+    expect(template('gemma4.jinja').render(messages)).toBe(media.prompt);
+  });
+
+  it('finds the tool-call syntax and the thought channel by rendering, not by name', () => {
+    const gemma4 = template('gemma4.jinja');
+    expect(gemma4.supportsTools).toBe(true);
+    expect(gemma4.toolCallSyntax).toBe('gemma4');
+    expect(gemma4.thoughtChannel).toEqual({ open: '<|channel>thought\n', close: '<channel|>' });
+    expect(template('google-gemma-4-31B-it-interleaved.jinja').toolCallSyntax).toBe('gemma4');
+    const gemma3 = ChatTemplate.fromTokenizerConfig(readFileSync(join(__dirname, 'fixtures', 'gemma3_tokenizer_config.json'), 'utf8'));
+    expect(gemma3.toolCallSyntax).toBe('json');
+    expect(gemma3.thoughtChannel).toBeNull();
+    const qwen = ChatTemplate.fromTokenizerConfig(
+      readFileSync(join(__dirname, 'fixtures', 'tool_templates', 'qwen2_5_tokenizer_config.json'), 'utf8'),
+    );
+    expect(qwen.toolCallSyntax).toBe('json');
+  });
+});
+
+describe('ChatTemplate.fromFiles (the way transformers finds a template)', () => {
+  const withTemplate = JSON.stringify({ bos_token: '<s>', chat_template: 'CONFIG {{ bos_token }}' });
+
+  it('prefers chat_template.jinja over tokenizer_config.json, whose special tokens it uses', () => {
+    const t = ChatTemplate.fromFiles({ chatTemplateJinja: 'JINJA {{ bos_token }}', tokenizerConfig: withTemplate });
+    expect(t.render([{ role: 'user', content: 'x' }])).toBe('JINJA <s>');
+  });
+
+  it("falls back to tokenizer_config.json's chat_template", () => {
+    expect(ChatTemplate.fromFiles({ tokenizerConfig: withTemplate }).render([])).toBe('CONFIG <s>');
+    expect(ChatTemplate.fromFiles({ chatTemplateJinja: null, tokenizerConfig: withTemplate }).render([])).toBe('CONFIG <s>');
+  });
+
+  it('refuses to guess without either file', () => {
+    expect(() => ChatTemplate.fromFiles({})).toThrow(expect.objectContaining({ code: 'chat_template' }));
+  });
+});
+
+describe('the Python-Jinja layer', () => {
+  const render = (source: string, variables: Record<string, unknown> = {}) =>
+    ChatTemplate.fromString(source).renderTemplateMessages([], { extra: variables, addGenerationPrompt: false });
+
+  it('prints none and booleans as Python does', () => {
+    expect(render('{{ none }}|{{ x }}|{{ true }}|{{ y }}|{{ z }}', { x: null, y: false })).toBe('None|None|True|False|');
+  });
+
+  it('select / reject with and without tests, map with a filter name, upper of a list and a dict', () => {
+    expect(render("{{ ['a', 'null', 'b'] | reject('equalto', 'null') | list | join(',') }}")).toBe('a,b');
+    expect(render("{{ [0, 1, '', 'x'] | select | list | length }}")).toBe('2');
+    expect(render("{{ [1, 2, 3] | select('odd') | list | length }}")).toBe('2');
+    expect(render("{{ ['a', 'b'] | map('upper') | list | join('-') }}")).toBe('A-B');
+    expect(render("{{ ['string', 'null'] | upper }}")).toBe("['STRING', 'NULL']");
+    expect(render("{{ {'k': [1, none, true, \"it's\"]} | upper }}")).toBe(`{'K': [1, NONE, TRUE, "IT'S"]}`);
+  });
+
+  it('raises on an attribute of an undefined value, as Python does, but not on an undefined one', () => {
+    expect(render("{{ x['a'] is defined }}", { x: {} })).toBe('False');
+    expect(() => render("{{ x['a']['b'] }}", { x: {} })).toThrow(expect.objectContaining({ code: 'chat_template' }));
+  });
+
+  it('gives raise_exception, range and strftime_now', () => {
+    expect(() => render("{{ raise_exception('nope') }}")).toThrow(/nope/);
+    expect(render('{% for i in range(3) %}{{ i }}{% endfor %}')).toBe('012');
+    expect(render("{{ strftime_now('%Y') }}")).toBe(String(new Date().getFullYear()));
+  });
+});
