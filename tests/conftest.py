@@ -41,9 +41,9 @@ def tiny_llama_8da4w_emb4() -> ExportResult:
 
 @pytest.fixture(scope="session")
 def smollm2_checkpoint() -> Path:
-    from rne_tools.gguf_import import smollm2_checkpoint as import_smollm2
+    from rne_tools.gguf_import import default_checkpoint
 
-    return import_smollm2()
+    return default_checkpoint("smollm2_135m")
 
 
 # The real SmolLM2 with the registry's xnnpack variant shape (context 2048, chunk 64).
@@ -90,6 +90,26 @@ def pytest_terminal_summary(terminalreporter, config):
     line = getattr(config, "_rne_not_run", None)
     if line:
         terminalreporter.write_line(line, yellow=True)
+    _save_durations(terminalreporter)
+
+
+# Every test's time (setup + call + teardown), slowest first, kept under build/ so the slow tests
+# of the last run are visible without re-running anything.
+DURATIONS_FILE = REPO_ROOT / "build" / "pytest-durations.tsv"
+
+
+def _save_durations(terminalreporter) -> None:
+    totals: dict[str, float] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if hasattr(report, "duration") and getattr(report, "nodeid", ""):
+                totals[report.nodeid] = totals.get(report.nodeid, 0.0) + report.duration
+    if not totals:
+        return
+    DURATIONS_FILE.parent.mkdir(parents=True, exist_ok=True)
+    rows = sorted(totals.items(), key=lambda item: -item[1])
+    DURATIONS_FILE.write_text("seconds\ttest\n" + "".join(f"{t:.2f}\t{n}\n" for n, t in rows))
+    terminalreporter.write_line(f"test durations, slowest first: {DURATIONS_FILE}")
 
 
 @pytest.fixture(scope="session")

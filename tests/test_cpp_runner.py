@@ -1,6 +1,6 @@
 """The C++ runner (rne_llm, built from packages/react-native-executorch/cpp) on real exports.
 
-- its greedy tokens equal the Python reference runner's (rne_tools.runtime) on the same fp32
+- its greedy tokens equal the Python reference runner's (rne_tools.checks.runner) on the same fp32
   file, and its logits stay within fp16 rounding of them on a file with an fp16 KV cache,
 - tiny Gemma 4 on XNNPACK (LLM custom ops on its full-attention layers) gives the reference
   runtime's logits,
@@ -29,7 +29,7 @@ def run_json(binary: Path, *args: str) -> dict:
 
 
 def reference_greedy(pte: Path, prompt: list[int], max_new_tokens: int) -> list[int]:
-    from rne_tools.runtime.runner import PteRunner
+    from rne_tools.checks.runner import PteRunner
 
     return PteRunner(pte).generate(prompt, max_new_tokens, stop_at_eos=False).tokens
 
@@ -51,8 +51,8 @@ def test_greedy_tokens_equal_the_reference_runner_on_a_tiny_export(
 def host_vs_reference(binary: Path, pte: Path, tokens: list[int], chunks: list[int]):
     """Teacher-forced logits of the host build (``binary``, rne_logits) and of the reference
     runtime on the same tokens, fed in the same chunks."""
-    from rne_tools.export.cpp_runtime import forward_logits
-    from rne_tools.parity import Parity, reference_runtime_logits
+    from rne_tools.checks.cpp_runtime import forward_logits
+    from rne_tools.checks.parity import Parity, reference_runtime_logits
 
     return Parity(forward_logits(pte, tokens, chunks, binary=binary),
                   reference_runtime_logits(pte, tokens, chunks), None)
@@ -79,7 +79,7 @@ FP16_CACHE_BOUND_PER_STD = 0.15
 def test_logits_match_the_reference_runner_on_a_tiny_fp16_cache_export(
     rne_logits_host, tiny_llama_8da4w
 ):
-    from rne_tools.parity import random_tokens
+    from rne_tools.checks.parity import random_tokens
 
     export = tiny_llama_8da4w
     assert export.report["kv_cache_dtype"] == "float16"
@@ -100,8 +100,8 @@ def test_gemma4_xnnpack_logits_match_the_reference_runner(rne_logits_host):
     host's ``llama::update_cache`` / ``llama::custom_sdpa`` (eight query heads per kv head, the
     model's own scale, KV-shared layers attending from the last position), its sliding layers
     the ring caches. fp32 throughout, so the two runtimes agree to float rounding."""
+    from rne_tools.checks.parity import random_tokens
     from rne_tools.export import cached_export
-    from rne_tools.parity import random_tokens
 
     export = cached_export("gemma4_e2b", "xnnpack", "fp32", progress=False,
                            random_config="tiny", max_context=64, max_chunk=5)
@@ -118,7 +118,7 @@ def test_smollm2_logits_match_the_reference_runner_at_a_long_context(rne_logits_
     keys into spans across the thread pool and merges their softmax sums: 64-token prefill
     chunks (a causal limit per row inside each span) up to 700 tokens, then decode steps. fp32
     cache and weights, so the host and the reference runtime agree to float rounding."""
-    from rne_tools.parity import random_tokens
+    from rne_tools.checks.parity import random_tokens
 
     export = smollm2_fp32
     tokens = random_tokens(export.report["vocab_size"], 706, seed=11)

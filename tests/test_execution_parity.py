@@ -18,10 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+from rne_tools.checks import cpp_runtime
+from rne_tools.checks.parity import Parity, compare, random_tokens
 from rne_tools.errors import VerificationError
-from rne_tools.export import cached_export, cpp_runtime, export_llm
-from rne_tools.export.backends import get_backend, vulkan_ops
-from rne_tools.parity import Parity, compare, random_tokens
+from rne_tools.export import cached_export, export_llm
+from rne_tools.export.backends import vulkan_ops
 
 pytestmark = [pytest.mark.executorch_source, pytest.mark.slow]
 
@@ -73,7 +74,7 @@ CASES = {
     # fp32 XNNPACK kernels and ExecuTorch's own LLM custom ops (custom_sdpa, update_cache) vs
     # eager fp32: only summation order differs. Measured here: max |dlogit| 1.5e-4 (3.2e-5 std).
     "xnnpack-fp32-smollm2": Case("smollm2_135m", "xnnpack", "fp32", {}, 1e-3),
-    # Gemma 4 on XNNPACK with its rewrites (xnnpack_modules): fp32 kernels, sliding and full
+    # Gemma 4 on XNNPACK with its rewrites (xnnpack_ops): fp32 kernels, sliding and full
     # layers, KV sharing, prefill chunks and decode against eager fp32. Before the GELU rewrite
     # the delegate's erf GELU moved these logits by 2.7e-2 std.
     "xnnpack-fp32-gemma4-tiny": Case("gemma4_e2b", "xnnpack", "fp32", GEMMA_TINY, 1e-3),
@@ -175,7 +176,7 @@ TINY_LONG = dict(random_config="tiny", max_context=256, max_chunk=64)
 @SDPA_PATHS
 def test_fp16_cache_long_context_matches_the_reference_runtime(monkeypatch, sdpa_path):
     """Prefill chunks of 64 and decode past 136 cached keys, so spans are merged both ways."""
-    from rne_tools.parity import reference_runtime_logits
+    from rne_tools.checks.parity import reference_runtime_logits
 
     _use_sdpa_path(monkeypatch, sdpa_path)
     export = cached_export("smollm2_135m", "xnnpack", "8da4w", progress=False, **TINY_LONG)
@@ -195,11 +196,11 @@ def test_fp16_cache_long_context_matches_the_reference_runtime(monkeypatch, sdpa
 
 def _check_parity(name: str, case: Case, result, chunks: list[int] = CHUNKS) -> None:
     tokens = random_tokens(result.report["vocab_size"], sum(chunks))
-    parity = compare(result.pte_path, result.report, tokens, chunks)
+    parity = compare(result.pte_path, result.plan, tokens, chunks)
     runtime, eager = parity.runtime, parity.eager
     if case.bound_per_std is None:
         bound = PRECISION_FACTOR * parity.precision_drift
-        print(f"\nPARITY {name}: eager in {get_backend(case.backend).compute_dtype} moves the "
+        print(f"\nPARITY {name}: eager in {result.plan.backend.compute_dtype} moves the "
               f"logits by up to {parity.precision_drift:.4f}")
     else:
         bound = case.bound_per_std * eager.std()

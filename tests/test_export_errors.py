@@ -149,13 +149,13 @@ def test_failed_verification_leaves_nothing(tmp_path, monkeypatch):
 
 def test_verification_detects_a_different_model(tiny_llama_fp32):
     from rne_tools.checkpoints import random_model
-    from rne_tools.export.backends import get_backend
-    from rne_tools.export.pipeline import resolve_options
-    from rne_tools.export.verify import verify_program
+    from rne_tools.checks.verify import verify_program
+    from rne_tools.export import plan_export
 
     other, _, _ = random_model("llama", "tiny", 64, 16, seed=1)
-    options = resolve_options("smollm2_135m", "xnnpack", "fp32", 64, 16)
-    result = verify_program(tiny_llama_fp32.pte_path, other, options, get_backend("xnnpack"))
+    plan = plan_export("smollm2_135m", "xnnpack", "fp32", random_config="tiny", max_context=64,
+                       max_chunk=16)
+    result = verify_program(tiny_llama_fp32.pte_path, other, plan)
     assert result["status"] == "mismatch" and result["passed"] is False
     assert result["max_abs_logit_diff"] > 1e-2
 

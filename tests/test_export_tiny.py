@@ -7,13 +7,12 @@ import pytest
 import torch
 
 from rne_tools.checkpoints import random_model
+from rne_tools.checks.eager import greedy
+from rne_tools.checks.runner import PteRunner
 from rne_tools.export import cached_export
 from rne_tools.export.backends import BACKEND_CODES
-from rne_tools.export.custom_ops import use_custom_attention
-from rne_tools.export.verify import greedy
-from rne_tools.export.xnnpack_modules import use_xnnpack_friendly_modules
+from rne_tools.export.backends.xnnpack_ops import apply_xnnpack_transforms
 from rne_tools.models import gemma4
-from rne_tools.runtime import PteRunner
 
 
 def _eager():
@@ -90,8 +89,7 @@ def test_generation_budget_is_bounded_by_cache_not_chunk(tiny_llama_fp32):
 def test_backend_transforms_preserve_eager_outputs():
     base = _eager()
     swapped = _eager()
-    use_custom_attention(swapped)
-    use_xnnpack_friendly_modules(swapped)
+    apply_xnnpack_transforms(swapped)
     prompt = list(range(5, 45))
 
     def step(model):
@@ -113,13 +111,13 @@ def test_gemma4_xnnpack_rewrites_preserve_eager_outputs(config):
     args = gemma4.ModelArgs.from_hf_config(gemma4.RANDOM_CONFIGS[config])
     base = gemma4.Transformer(args, max_context=64, max_chunk=8).init_random(0).eval()
     swapped = copy.deepcopy(base)
-    use_xnnpack_friendly_modules(swapped)
+    apply_xnnpack_transforms(swapped)
     kinds = {type(m).__name__ for m in swapped.modules()}
     assert {
-        "FourDimRMSNorm", "MatmulRotateRoPE", "FoldedGqaSDPA", "SigmoidGeluTanh",
+        "FourDimRMSNorm", "MatmulRotateHalf", "FoldedGqaSDPA", "SigmoidGeluTanh",
         "InPlaceKVCache", "CustomOpCausalSDPA",
     } <= kinds
-    assert not {"RMSNorm", "RoPE", "SDPA", "GeluTanh"} & kinds
+    assert not {"RMSNorm", "RotateHalf", "MatmulSDPA", "GeluTanh"} & kinds
     tokens = torch.randint(0, args.vocab_size, (1, 40), generator=torch.Generator().manual_seed(1))
     pos = 0
     with torch.no_grad():
@@ -227,14 +225,15 @@ def test_cli_cached_returns_the_shared_export(tiny_llama_fp32, tmp_path):
 
 def test_cache_key_covers_only_the_code_an_export_runs(monkeypatch):
     """Editing Gemma 4 or the Vulkan backend keeps the Llama XNNPACK exports' keys (the CI
-    re-exports only what an edit can change); editing shared export code changes every key."""
-    from rne_tools.export import cache
+    re-exports only what an edit can change); editing shared export or verification code changes
+    every key."""
+    from rne_tools.export import cache, plan_export
 
-    llama = dict(model_id="smollm2_135m", backend="xnnpack", quantization="fp32",
-                 random_config="tiny", max_context=64, max_chunk=16)
-    gemma = dict(model_id="gemma4_e2b", backend="vulkan", quantization="fp16",
-                 random_config="tiny", max_context=64, max_chunk=5)
-    before = cache.cache_key(**llama), cache.cache_key(**gemma)
+    llama = plan_export("smollm2_135m", "xnnpack", "fp32", random_config="tiny", max_context=64,
+                        max_chunk=16)
+    gemma = plan_export("gemma4_e2b", "vulkan", "fp16", random_config="tiny", max_context=64,
+                        max_chunk=5)
+    before = cache.cache_key(llama), cache.cache_key(gemma)
     path_type = type(cache._PACKAGE_ROOT)
     original_read = path_type.read_text
 
@@ -248,7 +247,13 @@ def test_cache_key_covers_only_the_code_an_export_runs(monkeypatch):
 
     edited.paths = {"models/gemma4.py", "export/backends/vulkan_ops.py"}
     monkeypatch.setattr(path_type, "read_text", edited)
-    assert cache.cache_key(**llama) == before[0]
-    assert cache.cache_key(**gemma) != before[1]
+    assert cache.cache_key(llama) == before[0]
+    assert cache.cache_key(gemma) != before[1]
+    # Checks run on finished exports only, and terminal filters, keep every key.
+    edited.paths = {"checks/parity.py", "checks/quality.py", "runtime/quiet.py"}
+    assert cache.cache_key(llama) == before[0]
     edited.paths = {"export/pipeline.py"}
-    assert cache.cache_key(**llama) != before[0]
+    assert cache.cache_key(llama) != before[0]
+    # The export's own verification decides whether a program is kept.
+    edited.paths = {"checks/verify.py"}
+    assert cache.cache_key(llama) != before[0]

@@ -24,7 +24,7 @@ from huggingface_hub import constants as hf_constants
 from hub_server import RunningHub, serve_hub
 from rne_tools import registry
 from rne_tools.export import ExportResult
-from rne_tools.gguf_import import smollm2_checkpoint
+from rne_tools.gguf_import import default_checkpoint
 from rne_tools.paths import REGISTRY_DIR, REPO_ROOT
 from rne_tools.publish import (
     DownloadError,
@@ -49,7 +49,7 @@ def tiny_export(tiny_llama_8w) -> ExportResult:
 
 @pytest.fixture(scope="session")
 def tokenizer_dir() -> Path:
-    return smollm2_checkpoint()
+    return default_checkpoint("smollm2_135m")
 
 
 @pytest.fixture
@@ -195,7 +195,7 @@ def test_publish_round_trip(
     assert got.chat_template.read_bytes() == (tokenizer_dir / "tokenizer_config.json").read_bytes()
     assert ("GET", f"/cdn/{stored.sha256}") in hub.state.requests  # LFS bytes came via the CDN
     # What came back is a program the ExecuTorch runtime loads, with the registry's shape.
-    from rne_tools.runtime import PteRunner
+    from rne_tools.checks.runner import PteRunner
 
     assert PteRunner(got.pte).info.max_chunk == variant.max_chunk
 

@@ -22,7 +22,7 @@ CHILD = textwrap.dedent(
     import torch
     import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401
     from executorch.runtime import Runtime
-    from rne_tools.runtime import PteRunner
+    from rne_tools.checks.runner import PteRunner
 
     with filtered_native_stderr():
         # Loading a program probes the CPU; the bindings print that through sys.stderr.

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from rne_tools.checkpoints import load_model
-from rne_tools.runtime import PteRunner
+from rne_tools.checks.runner import PteRunner
 from rne_tools.runtime.text import ChatTokenizer
 
 QUESTION = "What is the capital of France?"
@@ -60,7 +60,7 @@ def test_the_demo_recipe_keeps_the_fp32_answers(smollm2_fp32, smollm2_8w, smollm
     default needs: teacher-forced top-1 agreement with fp32 over chat answers >= 95% (measured
     97.4% over both prompt sets, 96.8% over the 10 the recipe was chosen on; 8da8w 91%, 8da4w
     65%: tools/benchmarks/quant_quality.py)."""
-    from rne_tools.export.quality import MORE_PROMPTS, PROMPTS, top1_agreement
+    from rne_tools.checks.quality import MORE_PROMPTS, PROMPTS, top1_agreement
 
     result = top1_agreement(
         smollm2_fp32.pte_path,

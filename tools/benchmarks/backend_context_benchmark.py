@@ -28,7 +28,8 @@ from rne_tools.runtime.quiet import configure_python_noise, filtered_native_stde
 
 configure_python_noise()  # before the imports below: torchao logs its noise on import
 
-from rne_tools.export import cached_export, cpp_runtime  # noqa: E402
+from rne_tools.checks import cpp_runtime  # noqa: E402
+from rne_tools.export import cached_export  # noqa: E402
 from rne_tools.models import gemma4  # noqa: E402
 from rne_tools.paths import REPO_ROOT  # noqa: E402
 

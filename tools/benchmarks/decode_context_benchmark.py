@@ -179,12 +179,14 @@ def ratio(a: float, b: float) -> float:
 @click.option("--json", "as_json", is_flag=True, help="Also print the numbers as JSON.")
 def main(quantization: str, llamacpp_python: Path | None, contexts: str, prefill_tokens: int,
          new_tokens: int, rounds: int, threads: int, plot_path: Path, as_json: bool) -> None:
-    from rne_tools.gguf_import import smollm2_gguf_path
+    from rne_tools.gguf_import import packaged_gguf_path
+    from rne_tools.registry import load_registry
 
+    gguf = packaged_gguf_path(load_registry().model("smollm2_135m").source)
     context_list = [int(c) for c in contexts.split(",")]
     lengths = sorted(set(context_list) | {prefill_tokens})
     pte, tokenizer = default_model(quantization)
-    engines = Engines(pte, tokenizer, smollm2_gguf_path(), llamacpp_python, new_tokens, threads)
+    engines = Engines(pte, tokenizer, gguf, llamacpp_python, new_tokens, threads)
     if llamacpp_python is None:
         click.echo("llama.cpp skipped (no --llamacpp-python)", err=True)
     if "ours (source)" not in engines.ours:
@@ -192,7 +194,7 @@ def main(quantization: str, llamacpp_python: Path | None, contexts: str, prefill
                    "tools/build_binaries.py --platform linux)", err=True)
     best = interleaved_best(engines, lengths, rounds)
 
-    click.echo(f"model {pte.name} vs {smollm2_gguf_path().name} | {new_tokens} new tokens | "
+    click.echo(f"model {pte.name} vs {gguf.name} | {new_tokens} new tokens | "
                f"best of {rounds} interleaved rounds")
     header = f"{'engine':14}{f'prefill@{prefill_tokens}':>14}" + "".join(
         f"{f'decode@{n}':>13}" for n in context_list) + f"{'cost@max/min':>14}"

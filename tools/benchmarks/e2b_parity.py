@@ -27,9 +27,10 @@ from rne_tools.runtime.quiet import configure_python_noise, filtered_native_stde
 
 configure_python_noise()  # before the imports below: torchao logs its noise on import
 
+from rne_tools.checks import cpp_runtime  # noqa: E402
+from rne_tools.checks.parity import compare, random_tokens  # noqa: E402
 from rne_tools.errors import RneError  # noqa: E402
-from rne_tools.export import cpp_runtime, export_llm  # noqa: E402
-from rne_tools.parity import compare, random_tokens  # noqa: E402
+from rne_tools.export import export_llm  # noqa: E402
 
 VARIANTS = {"mlx:int4": dict(embedding_quantization="4w"), "vulkan:fp16": {},
             "vulkan:8da4w": dict(embedding_quantization="4w")}
@@ -62,7 +63,7 @@ def main(layers: int, variants: str) -> None:
                 seconds = time.perf_counter() - start  # export + its verification
                 v = result.report["verification"]
                 tokens = random_tokens(result.report["vocab_size"], sum(CHUNKS))
-                p = compare(result.pte_path, result.report, tokens, CHUNKS, config)
+                p = compare(result.pte_path, result.plan, tokens, CHUNKS)
             except RneError as e:  # a row that fails says why; the rest run
                 print(f"{name:<14}{time.perf_counter() - start:>9.0f}  failed: {e}", flush=True)
                 continue

@@ -35,7 +35,7 @@ E2B_LAYERS, E2B_CACHE_LAYERS = 35, 15
 
 
 def gemma4_e2b_config(n_layers: int) -> dict[str, Any]:
-    """Gemma 4 E2B's text config (shared/DESIGN.md) truncated to its first ``n_layers``: up to
+    """Gemma 4 E2B's text config (docs/design.md) truncated to its first ``n_layers``: up to
     15 they all own a KV cache; from the 16th on they share one (E2B's last 20 of 35)."""
     if not 1 <= n_layers <= E2B_LAYERS:
         raise click.BadParameter(f"E2B rows take 1..{E2B_LAYERS} layers")
@@ -97,8 +97,8 @@ def run_row(name: str, prompt_tokens: int, decode_tokens: int) -> dict[str, Any]
     """Export + time one row in this process; returns the numbers."""
     import torch
 
+    from rne_tools.checks.runner import PteRunner
     from rne_tools.export import export_llm
-    from rne_tools.runtime import PteRunner
 
     spec = dict(ROWS[name])
     if isinstance(spec.get("random_config"), tuple):

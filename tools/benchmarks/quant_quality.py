@@ -19,9 +19,9 @@ from rne_tools.runtime.quiet import configure_python_noise, filtered_native_stde
 
 configure_python_noise()  # before the imports below: torchao logs its noise on import
 
+from rne_tools.checks.quality import MORE_PROMPTS, PROMPTS, top1_agreement  # noqa: E402
 from rne_tools.export import cached_export  # noqa: E402
-from rne_tools.export.quality import MORE_PROMPTS, PROMPTS, top1_agreement  # noqa: E402
-from rne_tools.gguf_import import smollm2_checkpoint  # noqa: E402
+from rne_tools.gguf_import import default_checkpoint  # noqa: E402
 
 
 @click.command()
@@ -74,7 +74,8 @@ def main(
                 quantization,
                 embedding_quantization=embedding_quantization,
             ).pte_path
-        result = top1_agreement(fp32_pte, quantized_pte, smollm2_checkpoint(), prompts, new_tokens)
+        checkpoint = default_checkpoint("smollm2_135m")
+        result = top1_agreement(fp32_pte, quantized_pte, checkpoint, prompts, new_tokens)
     click.echo(f"prompts: {len(prompts)} ({prompt_set}), positions: {result.positions}")
     click.echo("per prompt: " + ", ".join(f"{a:.2f}" for a in result.per_prompt))
     click.echo(

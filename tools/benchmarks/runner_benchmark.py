@@ -58,10 +58,10 @@ def ensure_rne_bench() -> Path:
 
 def default_model(quantization: str) -> tuple[Path, Path]:
     from rne_tools.export import cached_export
-    from rne_tools.gguf_import import smollm2_checkpoint
+    from rne_tools.gguf_import import default_checkpoint
 
     export = cached_export("smollm2_135m", "xnnpack", quantization)
-    return export.pte_path, smollm2_checkpoint() / "tokenizer.json"
+    return export.pte_path, default_checkpoint("smollm2_135m") / "tokenizer.json"
 
 
 def run_json(*args: object) -> dict:

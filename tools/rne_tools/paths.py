@@ -51,3 +51,9 @@ def _relative_path_problem(relative: str) -> str | None:
     if any(segment in ("", ".", "..") for segment in segments):
         return "has an empty, '.' or '..' segment"
     return None
+
+
+def export_stem(model_id: str, backend: str, quantization: str) -> str:
+    """File name stem of an exported variant, ``<model>_<backend>_<quant>``: what the exporter
+    writes (``<stem>.pte``, ``<stem>.report.json``) and the publisher looks for."""
+    return f"{model_id}_{backend}_{quantization}"

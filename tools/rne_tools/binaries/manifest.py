@@ -9,7 +9,6 @@ reproducible rebuild writes an identical manifest. ``verify_manifest`` re-hashes
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tempfile
@@ -17,16 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rne_tools.binaries.errors import ManifestError
+from rne_tools.hashing import sha256_file
 
 SCHEMA = 1
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _files_under(root: Path, entry: str) -> list[Path]:

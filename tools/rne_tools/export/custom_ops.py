@@ -1,23 +1,26 @@
-"""Source transforms onto ExecuTorch's LLM custom CPU ops (``llama::update_cache``,
-``llama::custom_sdpa``).
+"""Replacements on ExecuTorch's LLM custom CPU ops (``llama::update_cache``,
+``llama::custom_sdpa``), shared by the XNNPACK and Vulkan tables.
 
 The portable decomposition of masked SDPA over a static cache is many small CPU ops that split
 the XNNPACK partition at every layer, and it reads every cache slot, written or not. The custom
 ops write the new keys/values in place and attend causally over positions ``[0, start + T)``
-only, which is both faster and independent of the cache's initial contents.
+only, which is both faster and independent of the cache's initial contents. They serve
+full-attention layers (flat caches); a KV-shared layer reads its source's cache through the same
+SDPA.
 
 The cache may be kept in a narrower dtype than the model computes in (fp16 for the quantized
-exports, as llama.cpp keeps its own): a decode step at long context reads the whole cache, so
-half the bytes is most of the step's attention cost. Attention then runs on fp16 q/k/v (the ops
-take one dtype for all three) and its output is widened back.
+Llama exports, as llama.cpp keeps its own): a decode step at long context reads the whole cache,
+so half the bytes is most of the step's attention cost. Attention then runs on fp16 q/k/v (the
+ops take one dtype for all three) and its output is widened back.
 """
 
 from __future__ import annotations
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
-from rne_tools.models import llama
+from rne_tools.export.transforms import Decoder, Factory
+from rne_tools.models import layers
 
 
 def _load_ops() -> None:
@@ -51,50 +54,69 @@ class LastWrite:
         return start + written - seq_len
 
 
-class CustomOpKVCacheAttention(nn.Module):
-    """Drop-in for ``llama.KVCacheAttention`` with caches laid out ``[1, S, Hkv, D]`` in
-    ``cache_dtype`` (the attention's dtype too; its output comes back in the query's)."""
+class InPlaceKVCache(LastWrite, layers.KVCache):
+    """A flat cache ``[1, size, H_kv, D]`` in ``dtype`` (default: the replaced cache's), written
+    in place by ``llama::update_cache``.
 
-    def __init__(self, n_heads: int, n_kv_heads: int, head_dim: int, max_context: int,
-                 cache_dtype: torch.dtype = torch.float32) -> None:
-        super().__init__()
+    ``update`` and ``read`` return the cache itself in that layout (a transposed view would be
+    a copy of it once lowered), which only ``CustomOpCausalSDPA`` reads.
+    """
+
+    def __init__(self, cache: layers.KVCache, dtype: torch.dtype | None = None) -> None:
+        nn.Module.__init__(self)
         _load_ops()
-        self.n_heads, self.head_dim, self.max_context = n_heads, head_dim, max_context
-        cache_shape = (1, max_context, n_kv_heads, head_dim)
-        self.register_buffer("k_cache", torch.zeros(cache_shape, dtype=cache_dtype),
-                             persistent=False)
-        self.register_buffer("v_cache", torch.zeros(cache_shape, dtype=cache_dtype),
-                             persistent=False)
+        if cache.ring:
+            raise ValueError("InPlaceKVCache replaces flat (full-attention) caches only")
+        _, n_kv_heads, size, head_dim = cache.k.shape
+        self.size, self.window = size, None
+        shape = (1, size, n_kv_heads, head_dim)
+        dtype = dtype or cache.k.dtype
+        self.register_buffer("k", torch.zeros(shape, dtype=dtype), persistent=False)
+        self.register_buffer("v", torch.zeros(shape, dtype=dtype), persistent=False)
 
-    def forward(
-        self,
-        q: torch.Tensor,
-        k: torch.Tensor,
-        v: torch.Tensor,
-        input_pos: torch.Tensor,
-        mask: torch.Tensor,
-    ) -> torch.Tensor:
-        start = chunk_start(input_pos, q.shape[2], self.max_context)
-        dtype = self.k_cache.dtype
-        # -> [1, T, heads, D] in the cache's dtype
-        q_c, k_c, v_c = (x.transpose(1, 2).to(dtype) for x in (q, k, v))
-        torch.ops.llama.update_cache(k_c, self.k_cache, start)
-        torch.ops.llama.update_cache(v_c, self.v_cache, start)
-        out = torch.ops.llama.custom_sdpa(q_c, self.k_cache, self.v_cache, start, None, 0.0, True)
-        return out.to(q.dtype).reshape(1, -1, self.n_heads * self.head_dim)
+    def update(
+        self, input_pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        seq_len = k.shape[2]
+        start = chunk_start(input_pos, seq_len, self.size)
+        for new, cache in ((k, self.k), (v, self.v)):
+            new = new.transpose(1, 2)
+            # A cast to the same dtype would still be a node of the exported graph.
+            new = new if new.dtype == cache.dtype else new.to(cache.dtype)
+            torch.ops.llama.update_cache(new, cache, start)
+        self.remember_write(start, seq_len)
+        return self.k, self.v
+
+    def read(self, input_pos: torch.Tensor, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.k, self.v
 
 
-def use_custom_attention(model: nn.Module, cache_dtype: torch.dtype | None = None) -> int:
-    """Replace every ``llama.KVCacheAttention`` in ``model``, with caches in ``cache_dtype``
-    (default: the replaced caches' own); returns how many were replaced."""
-    replaced = 0
-    for module in list(model.modules()):
-        for name, child in list(module.named_children()):
-            if isinstance(child, llama.KVCacheAttention):
-                new = CustomOpKVCacheAttention(
-                    child.n_heads, child.n_kv_heads, child.head_dim, child.k_cache.shape[2],
-                    cache_dtype or child.k_cache.dtype,
-                )
-                setattr(module, name, new)
-                replaced += 1
-    return replaced
+class CustomOpCausalSDPA(layers.SDPA):
+    """A full-attention layer's SDPA as ``llama::custom_sdpa`` over an ``InPlaceKVCache``: query
+    row i (position start + i) sees slots ``[0, start + i]``, which is the causal mask of these
+    layers. The kernel groups query heads per kv head itself."""
+
+    def __init__(self, sdpa: layers.SDPA, cache: InPlaceKVCache) -> None:
+        super().__init__(sdpa.spec)
+        if sdpa.spec.window is not None:
+            raise ValueError("CustomOpCausalSDPA replaces full-attention layers only")
+        # Not a submodule: the cache belongs to the model (and to several layers).
+        self._cache = (cache,)
+
+    def forward(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor, input_pos: Tensor) -> Tensor:
+        """q [1, H, T, D]; k/v the caches [1, S, H_kv, D] -> [1, T, H * D]."""
+        start = self._cache[0].start_of_last(q.shape[2])
+        out = torch.ops.llama.custom_sdpa(
+            q.transpose(1, 2).to(k.dtype), k, v, start, None, 0.0, True, self.spec.scale
+        )
+        return out.to(q.dtype).reshape(1, -1, self.spec.n_heads * self.spec.head_dim)
+
+
+def in_place_caches(dtype: torch.dtype | None = None) -> Factory:
+    """Factory for ``layers.KVCache``: flat caches in place (in ``dtype``), rings kept."""
+    return lambda cache: cache if cache.ring else InPlaceKVCache(cache, dtype)
+
+
+def custom_op_sdpa(model: Decoder, sdpa: layers.SDPA) -> CustomOpCausalSDPA:
+    """``CustomOpCausalSDPA`` over the (already replaced) cache the layer reads."""
+    return CustomOpCausalSDPA(sdpa, model.cache_for(sdpa.spec.layer))

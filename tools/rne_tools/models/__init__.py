@@ -1,8 +1,12 @@
 """Model definitions, one module per architecture.
 
 Every architecture module exports ``ModelArgs`` (with ``from_hf_config``), ``RANDOM_CONFIGS``,
-``Transformer(args, max_context, max_chunk)`` and ``hf_to_local_name``; see ``shared/DESIGN.md``.
+``Transformer(args, max_context, max_chunk)`` and ``hf_to_local_name``; see ``docs/design.md``.
 Modules import lazily so that using one architecture never imports the others.
+
+Architectures compose the building blocks of ``layers`` (RMSNorm, RoPE, KV caches, the declared
+SDPA step with its ``AttentionSpec``), which the backends' transform tables replace, and their
+``Transformer`` gives ``cache_for(layer)``, the cache a layer attends over.
 """
 
 from __future__ import annotations

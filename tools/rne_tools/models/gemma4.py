@@ -18,8 +18,9 @@ Architecture, as in transformers' ``Gemma4ForCausalLM``:
 Caches: full layers keep a flat cache of ``max_context`` slots. Sliding layers keep a ring buffer of
 ``W + max_chunk - 1`` slots: after writing a chunk of ``T <= max_chunk`` tokens the ring still holds
 the ``W - 1`` keys before the chunk's first token, which is all any query of the chunk may see.
-Shared layers own no cache. Attention, RoPE and cache updates are small modules so that backend
-source transforms (MLX, Vulkan) can swap them for their custom ops.
+Shared layers own no cache. Norms, RoPE, caches and attention are the shared building blocks of
+``models.layers``, which backend source transforms swap for their custom ops; each attention
+layer declares its window and KV source (``layers.AttentionSpec``).
 """
 
 from __future__ import annotations
@@ -29,18 +30,22 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from rne_tools.errors import CheckpointError
+from rne_tools.models.layers import (
+    AttentionSpec,
+    GeluTanh,
+    KVCache,
+    MatmulSDPA,
+    RMSNorm,
+    RoPE,
+    init_like_trained,
+)
 
 SLIDING = "sliding_attention"
 FULL = "full_attention"
 _HALF_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
-# Random weights are drawn this many elements at a time: E2B's per-layer table would otherwise
-# need two float32 temporaries of 9.4 GB each. Chunks of a multiple of 16 rows keep the
-# generator's stream identical to drawing the tensor in one piece.
-_INIT_CHUNK = 1 << 24
 
 
 @dataclass(frozen=True)
@@ -234,121 +239,9 @@ RANDOM_CONFIGS: dict[str, dict[str, Any]] = {
 }
 
 
-class RMSNorm(nn.Module):
-    """RMSNorm computed in float32; ``with_scale=False`` is Gemma's weightless v_norm."""
-
-    def __init__(self, dim: int, eps: float, with_scale: bool = True) -> None:
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim)) if with_scale else None
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        xf = x.float()
-        out = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        if self.weight is not None:
-            out = out * self.weight.float()
-        return out.type_as(x)
-
-
-class RoPE(nn.Module):
-    """Split-half rotary embedding whose first ``rot_dims // 2`` frequency pairs rotate.
-
-    Matches transformers' "default" (all pairs) and "proportional" RoPE: frequencies are
-    ``theta ** (-2i / head_dim)`` for ``i < rot_dims // 2`` and zero (identity) above, and the
-    pairs are ``(i, i + head_dim // 2)``. Positions are ``input_pos + arange(T)``.
-    """
-
-    def __init__(self, head_dim: int, rot_dims: int, theta: float, scale: float = 1.0) -> None:
-        super().__init__()
-        self.head_dim, self.rot_dims, self.theta, self.scale = head_dim, rot_dims, theta, scale
-        half = head_dim // 2
-        inv_freq = torch.zeros(half)
-        i = torch.arange(rot_dims // 2, dtype=torch.float32)
-        inv_freq[: rot_dims // 2] = theta ** (-2.0 * i / head_dim) * scale
-        self.register_buffer("inv_freq", inv_freq, persistent=False)
-
-    def cos_sin(
-        self, x: torch.Tensor, input_pos: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos and sin [T, head_dim] of the chunk's positions, in ``x``'s dtype."""
-        seq_len = x.shape[2]
-        pos = (input_pos + torch.arange(seq_len, device=x.device)).float()
-        # inv_freq stays float32 when the model is cast to bf16 (see Transformer.to_dtype).
-        angles = pos[:, None] * self.inv_freq[None, :]
-        cos = torch.cat([angles.cos(), angles.cos()], dim=-1).to(x.dtype)
-        sin = torch.cat([angles.sin(), angles.sin()], dim=-1).to(x.dtype)
-        return cos, sin
-
-    def forward(self, x: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
-        """Rotate ``x`` of shape [B, H, T, head_dim]."""
-        cos, sin = self.cos_sin(x, input_pos)
-        x1, x2 = x[..., : self.head_dim // 2], x[..., self.head_dim // 2 :]
-        return x * cos + torch.cat([-x2, x1], dim=-1) * sin
-
-
-class KVCache(nn.Module):
-    """Static key/value cache [1, H_kv, size, D]; ``ring=True`` writes position p at p % size."""
-
-    def __init__(self, n_kv_heads: int, size: int, head_dim: int, ring: bool) -> None:
-        super().__init__()
-        self.size, self.ring = size, ring
-        shape = (1, n_kv_heads, size, head_dim)
-        self.register_buffer("k", torch.zeros(shape), persistent=False)
-        self.register_buffer("v", torch.zeros(shape), persistent=False)
-
-    def slots(self, input_pos: torch.Tensor, seq_len: int) -> torch.Tensor:
-        """Cache slots written by a chunk of ``seq_len`` tokens starting at ``input_pos``."""
-        pos = input_pos + torch.arange(seq_len, device=input_pos.device)
-        return torch.remainder(pos, self.size) if self.ring else pos
-
-    def update(
-        self, input_pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Write k, v [1, H_kv, T, D] and return the whole cache."""
-        slots = self.slots(input_pos, k.shape[2])
-        self.k.index_copy_(2, slots, k)
-        self.v.index_copy_(2, slots, v)
-        return self.k, self.v
-
-    def read(self, input_pos: torch.Tensor, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Keys and values [1, H_kv, size, D] a KV-shared layer's chunk attends over: the whole
-        cache here (backends whose caches keep a narrower span use the chunk's positions)."""
-        return self.k, self.v
-
-    def slot_positions(self, last_pos: torch.Tensor) -> torch.Tensor:
-        """Absolute position held by each slot once position ``last_pos`` [1] is written
-        (negative = never written)."""
-        j = torch.arange(self.size, device=last_pos.device)
-        if not self.ring:
-            return j
-        return last_pos - torch.remainder(last_pos - j, self.size)
-
-
-class SDPA(nn.Module):
-    """Scaled dot-product attention over a whole cache with a boolean mask [T, S]."""
-
-    def __init__(self, n_heads: int, n_kv_heads: int, scale: float) -> None:
-        super().__init__()
-        self.n_rep, self.scale = n_heads // n_kv_heads, scale
-
-    def forward(
-        self,
-        q: torch.Tensor,
-        k: torch.Tensor,
-        v: torch.Tensor,
-        mask: torch.Tensor,
-        input_pos: torch.Tensor,
-    ) -> torch.Tensor:
-        """q [1, H, T, D], k/v [1, H_kv, S, D] -> [1, H, T, D]. ``mask`` says which slots each
-        query sees; ``input_pos`` (the chunk's first position) is for backends whose kernels
-        bound attention by position instead."""
-        if self.n_rep > 1:
-            b, h, s, d = k.shape
-            k = k[:, :, None].expand(b, h, self.n_rep, s, d).reshape(b, h * self.n_rep, s, d)
-            v = v[:, :, None].expand(b, h, self.n_rep, s, d).reshape(b, h * self.n_rep, s, d)
-        scores = (q @ k.transpose(-1, -2)).float() * self.scale
-        scores = scores.masked_fill(~mask, float("-inf"))
-        return torch.softmax(scores, dim=-1).to(q.dtype) @ v
+def _norm(dim: int, eps: float, with_scale: bool = True) -> RMSNorm:
+    """Gemma's RMSNorm: scaled by its weight in float32, before the cast back."""
+    return RMSNorm(dim, eps, with_scale=with_scale, scale_in_float=True)
 
 
 class Attention(nn.Module):
@@ -363,7 +256,7 @@ class Attention(nn.Module):
         kind = args.layer_types[layer]
         self.wq = nn.Linear(args.dim, self.n_heads * self.head_dim, bias=False)
         self.wo = nn.Linear(self.n_heads * self.head_dim, args.dim, bias=False)
-        self.q_norm = RMSNorm(self.head_dim, args.norm_eps)
+        self.q_norm = _norm(self.head_dim, args.norm_eps)
         if not self.shared:
             self.wk = nn.Linear(args.dim, self.n_kv_heads * self.head_dim, bias=False)
             self.wv = (
@@ -371,12 +264,21 @@ class Attention(nn.Module):
                 if args.k_eq_v[layer]
                 else nn.Linear(args.dim, self.n_kv_heads * self.head_dim, bias=False)
             )
-            self.k_norm = RMSNorm(self.head_dim, args.norm_eps)
-            self.v_norm = RMSNorm(self.head_dim, args.norm_eps, with_scale=False)
+            self.k_norm = _norm(self.head_dim, args.norm_eps)
+            self.v_norm = _norm(self.head_dim, args.norm_eps, with_scale=False)
         self.rope = RoPE(
-            self.head_dim, args.rope_dims[kind], args.rope_theta[kind], args.rope_scale[kind]
+            self.head_dim, args.rope_theta[kind], args.rope_dims[kind], args.rope_scale[kind]
         )
-        self.sdpa = SDPA(self.n_heads, self.n_kv_heads, scale=1.0)
+        spec = AttentionSpec(
+            layer,
+            self.n_heads,
+            self.n_kv_heads,
+            self.head_dim,
+            scale=1.0,
+            window=args.sliding_window if kind == SLIDING else None,
+            kv_source=args.kv_source[layer],
+        )
+        self.sdpa = MatmulSDPA(spec)
 
     def forward(
         self, x: torch.Tensor, input_pos: torch.Tensor, cache: KVCache, mask: torch.Tensor
@@ -392,16 +294,7 @@ class Attention(nn.Module):
             k = self.rope(self.k_norm(k).transpose(1, 2), input_pos)
             v = self.v_norm(v).transpose(1, 2)
             k, v = cache.update(input_pos, k, v)
-        out = self.sdpa(q, k, v, mask, input_pos)
-        return self.wo(out.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim))
-
-
-class GeluTanh(nn.Module):
-    """Tanh-approximated GELU (``gelu_pytorch_tanh``). A module so backends can swap in an
-    equivalent their delegate computes exactly."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.gelu(x, approximate="tanh")
+        return self.wo(self.sdpa(q, k, v, mask, input_pos))
 
 
 class FeedForward(nn.Module):
@@ -426,15 +319,15 @@ class TransformerBlock(nn.Module):
         eps = args.norm_eps
         self.attention = Attention(args, layer)
         self.feed_forward = FeedForward(args.dim, args.ffn_dims[layer])
-        self.attention_norm = RMSNorm(args.dim, eps)
-        self.post_attention_norm = RMSNorm(args.dim, eps)
-        self.ffn_norm = RMSNorm(args.dim, eps)
-        self.post_ffn_norm = RMSNorm(args.dim, eps)
+        self.attention_norm = _norm(args.dim, eps)
+        self.post_attention_norm = _norm(args.dim, eps)
+        self.ffn_norm = _norm(args.dim, eps)
+        self.post_ffn_norm = _norm(args.dim, eps)
         self.has_ple = args.ple_dim > 0
         if self.has_ple:
             self.ple_gate = nn.Linear(args.dim, args.ple_dim, bias=False)
             self.ple_proj = nn.Linear(args.ple_dim, args.dim, bias=False)
-            self.ple_norm = RMSNorm(args.dim, eps)
+            self.ple_norm = _norm(args.dim, eps)
             self.ple_act = GeluTanh()
         self.register_buffer("layer_scalar", torch.ones(1))
 
@@ -475,9 +368,9 @@ class Transformer(nn.Module):
                 "ple_embed_scale", torch.tensor(args.ple_dim**0.5), persistent=False
             )
             self.ple_projection = nn.Linear(args.dim, width, bias=False)
-            self.ple_norm = RMSNorm(args.ple_dim, args.norm_eps)
+            self.ple_norm = _norm(args.ple_dim, args.norm_eps)
         self.layers = nn.ModuleList(TransformerBlock(args, i) for i in range(args.n_layers))
-        self.norm = RMSNorm(args.dim, args.norm_eps)
+        self.norm = _norm(args.dim, args.norm_eps)
         self.output = nn.Linear(args.dim, args.vocab_size, bias=False)
         if args.tie_word_embeddings:
             self.output.weight = self.tok_embeddings.weight
@@ -492,7 +385,7 @@ class Transformer(nn.Module):
                     args.n_kv_heads[i],
                     ring_size if sliding else max_context,
                     args.head_dims[i],
-                    ring=sliding,
+                    window=args.sliding_window if sliding else None,
                 )
 
     @property
@@ -582,14 +475,7 @@ class Transformer(nn.Module):
     def init_random(self, seed: int = 0) -> Transformer:
         """Fill the weights with seeded random values of a trained model's rough scale."""
         g = torch.Generator().manual_seed(seed)
-        for p in self.parameters():
-            if p.dim() == 1:  # norm weights: around 1, not exactly 1
-                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
-                continue
-            step = max(16, _INIT_CHUNK // p[0].numel() // 16 * 16)
-            for start in range(0, p.shape[0], step):
-                rows = p[start : start + step]
-                rows.copy_(torch.randn(rows.shape, generator=g) / math.sqrt(p.shape[-1]))
+        init_like_trained(self, g)
         for layer in self.layers:
             layer.layer_scalar.copy_(0.5 + torch.rand(1, generator=g))
         return self

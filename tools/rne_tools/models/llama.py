@@ -1,12 +1,14 @@
 """Llama-family decoder (SmolLM2, Llama 2/3 style), written for export.
 
-One file, math visible: RMSNorm -> GQA attention with rotate-half RoPE -> RMSNorm -> SwiGLU MLP.
+One file, math visible: RMSNorm -> GQA attention with rotate-half RoPE -> RMSNorm -> SwiGLU MLP,
+composed from the shared building blocks of ``models.layers``.
 Weight names follow the Hugging Face layout minus the ``model.`` prefix, so checkpoints load
 without renaming or permuting.
 
 Export-oriented choices:
-- Static KV caches are non-persistent buffers ``[1, n_kv_heads, max_context, head_dim]`` updated
-  with ``index_copy_`` at tensor positions (no ``.item()``), so one graph serves prefill and decode.
+- Static flat KV caches (``layers.KVCache``) are non-persistent buffers updated with
+  ``index_copy_`` at tensor positions (no ``.item()``), so one graph serves prefill and decode.
+- RoPE angles are looked up once per forward from precomputed tables (float64 angles).
 - The causal mask is read from a precomputed ``[max_context, max_context]`` table by position.
 - ``forward`` returns the logits of the last position only.
 """
@@ -18,9 +20,19 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
 from rne_tools.errors import CheckpointError
+from rne_tools.models.layers import (
+    AttentionSpec,
+    KVCache,
+    RMSNorm,
+    RotateHalf,
+    TorchSDPA,
+    apply_rope,
+    init_like_trained,
+    rope_tables,
+)
 
 
 @dataclass(frozen=True)
@@ -132,100 +144,32 @@ def hf_to_local_name(hf_name: str) -> str | None:
     return hf_name.removeprefix("model.")
 
 
-class RMSNorm(nn.Module):
-    def __init__(self, dim: int, eps: float) -> None:
-        super().__init__()
-        self.dim, self.eps = dim, eps
-        self.weight = nn.Parameter(torch.ones(dim))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # Normalise in fp32 like the reference, then cast back.
-        xf = x.float()
-        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * xf.to(x.dtype)
-
-
-def rope_tables(head_dim: int, max_context: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos/sin tables ``[max_context, head_dim]`` in the rotate-half layout."""
-    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
-    angles = torch.outer(torch.arange(max_context, dtype=torch.float64), inv_freq)
-    angles = torch.cat([angles, angles], dim=-1)
-    return angles.cos().float(), angles.sin().float()
-
-
-class RotateHalf(nn.Module):
-    """``[x1, x2] -> [-x2, x1]`` over the last dim (HF's rotate-half RoPE layout). A module so
-    backends can swap in an equivalent that their delegate accepts."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        half = x.shape[-1] // 2
-        return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-
-
-def apply_rope(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, rotate_half: nn.Module
-) -> torch.Tensor:
-    """x: [1, H, T, D]; cos/sin: [T, D]."""
-    return x * cos + rotate_half(x) * sin
-
-
-class KVCacheAttention(nn.Module):
-    """Static KV cache + attention over it. Backends may swap this module for custom kernels
-    (see ``rne_tools.export.custom_ops``), so it owns exactly the cache and the attention."""
-
-    def __init__(self, n_heads: int, n_kv_heads: int, head_dim: int, max_context: int) -> None:
-        super().__init__()
-        self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, head_dim
-        cache_shape = (1, n_kv_heads, max_context, head_dim)
-        self.register_buffer("k_cache", torch.zeros(cache_shape), persistent=False)
-        self.register_buffer("v_cache", torch.zeros(cache_shape), persistent=False)
-
-    def forward(
-        self,
-        q: torch.Tensor,
-        k: torch.Tensor,
-        v: torch.Tensor,
-        input_pos: torch.Tensor,
-        mask: torch.Tensor,
-    ) -> torch.Tensor:
-        """q: [1, H, T, D], k/v: [1, Hkv, T, D] at positions ``input_pos[0] + [0, T)`` ->
-        [1, T, H * D]."""
-        positions = input_pos + torch.arange(k.shape[2], dtype=torch.long)
-        self.k_cache.index_copy_(2, positions, k.to(self.k_cache.dtype))
-        self.v_cache.index_copy_(2, positions, v.to(self.v_cache.dtype))
-        # Attend over the whole cache; the mask hides unwritten and future slots.
-        out = F.scaled_dot_product_attention(
-            q, self.k_cache, self.v_cache, attn_mask=mask, enable_gqa=True
-        )
-        return out.transpose(1, 2).reshape(1, -1, self.n_heads * self.head_dim)
-
-
 class Attention(nn.Module):
-    def __init__(self, args: ModelArgs, max_context: int) -> None:
+    def __init__(self, args: ModelArgs, layer: int, max_context: int) -> None:
         super().__init__()
         self.n_heads, self.n_kv_heads, self.head_dim = args.n_heads, args.n_kv_heads, args.head_dim
         self.q_proj = nn.Linear(args.dim, args.n_heads * args.head_dim, bias=False)
         self.k_proj = nn.Linear(args.dim, args.n_kv_heads * args.head_dim, bias=False)
         self.v_proj = nn.Linear(args.dim, args.n_kv_heads * args.head_dim, bias=False)
         self.o_proj = nn.Linear(args.n_heads * args.head_dim, args.dim, bias=False)
-        self.rotate_half = RotateHalf()
-        self.attend = KVCacheAttention(args.n_heads, args.n_kv_heads, args.head_dim, max_context)
+        self.rotate_half = RotateHalf(args.head_dim)
+        self.cache = KVCache(args.n_kv_heads, max_context, args.head_dim, window=None)
+        spec = AttentionSpec(
+            layer, args.n_heads, args.n_kv_heads, args.head_dim, scale=None, window=None,
+            kv_source=layer,
+        )
+        self.sdpa = TorchSDPA(spec)
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        input_pos: torch.Tensor,
-        cos: torch.Tensor,
-        sin: torch.Tensor,
-        mask: torch.Tensor,
-    ) -> torch.Tensor:
+    def forward(self, x: Tensor, input_pos: Tensor, cos: Tensor, sin: Tensor, mask: Tensor) -> Tensor:
         # Reshapes spell the dynamic T as -1 so delegates see static shapes elsewhere.
         q = self.q_proj(x).view(1, -1, self.n_heads, self.head_dim).transpose(1, 2)
         k = self.k_proj(x).view(1, -1, self.n_kv_heads, self.head_dim).transpose(1, 2)
         v = self.v_proj(x).view(1, -1, self.n_kv_heads, self.head_dim).transpose(1, 2)
         q = apply_rope(q, cos, sin, self.rotate_half)
         k = apply_rope(k, cos, sin, self.rotate_half)
-        return self.o_proj(self.attend(q, k, v, input_pos, mask))
+        # Attend over the whole cache; the mask hides unwritten and future slots.
+        k, v = self.cache.update(input_pos, k, v)
+        return self.o_proj(self.sdpa(q, k, v, mask, input_pos))
 
 
 class MLP(nn.Module):
@@ -240,21 +184,14 @@ class MLP(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, args: ModelArgs, max_context: int) -> None:
+    def __init__(self, args: ModelArgs, layer: int, max_context: int) -> None:
         super().__init__()
         self.input_layernorm = RMSNorm(args.dim, args.norm_eps)
-        self.self_attn = Attention(args, max_context)
+        self.self_attn = Attention(args, layer, max_context)
         self.post_attention_layernorm = RMSNorm(args.dim, args.norm_eps)
         self.mlp = MLP(args.dim, args.hidden_dim)
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        input_pos: torch.Tensor,
-        cos: torch.Tensor,
-        sin: torch.Tensor,
-        mask: torch.Tensor,
-    ) -> torch.Tensor:
+    def forward(self, x: Tensor, input_pos: Tensor, cos: Tensor, sin: Tensor, mask: Tensor) -> Tensor:
         x = x + self.self_attn(self.input_layernorm(x), input_pos, cos, sin, mask)
         return x + self.mlp(self.post_attention_layernorm(x))
 
@@ -266,7 +203,9 @@ class Transformer(nn.Module):
             raise ValueError(f"need 1 <= max_chunk ({max_chunk}) <= max_context ({max_context})")
         self.args, self.max_context, self.max_chunk = args, max_context, max_chunk
         self.embed_tokens = nn.Embedding(args.vocab_size, args.dim)
-        self.layers = nn.ModuleList(DecoderLayer(args, max_context) for _ in range(args.n_layers))
+        self.layers = nn.ModuleList(
+            DecoderLayer(args, i, max_context) for i in range(args.n_layers)
+        )
         self.norm = RMSNorm(args.dim, args.norm_eps)
         self.lm_head = nn.Linear(args.dim, args.vocab_size, bias=False)
         if args.tie_word_embeddings:
@@ -293,6 +232,10 @@ class Transformer(nn.Module):
         h = self.norm(h[:, -1, :])
         return self.lm_head(h).float()
 
+    def cache_for(self, layer: int) -> KVCache:
+        """The cache layer ``layer`` attends over (every Llama layer writes its own)."""
+        return self.layers[layer].self_attn.cache
+
     def to_dtype(self, dtype: torch.dtype) -> Transformer:
         """Cast weights, caches and RoPE tables to ``dtype``."""
         return self.to(dtype)
@@ -300,12 +243,7 @@ class Transformer(nn.Module):
     @torch.no_grad()
     def init_random(self, seed: int = 0) -> Transformer:
         """Fill the weights with seeded random values of a trained model's rough scale."""
-        g = torch.Generator().manual_seed(seed)
-        for p in self.parameters():
-            if p.dim() == 1:  # norm weights: around 1, not exactly 1
-                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
-            else:
-                p.copy_(torch.randn(p.shape, generator=g) / p.shape[-1] ** 0.5)
+        init_like_trained(self, torch.Generator().manual_seed(seed))
         return self
 
 

@@ -7,7 +7,6 @@ different bytes the download fails naming the file, the expected and the receive
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,11 +15,10 @@ from huggingface_hub.errors import HfHubHTTPError
 from tqdm import tqdm
 
 from rne_tools import registry
+from rne_tools.hashing import sha256_file
 from rne_tools.paths import contained_path
 from rne_tools.publish.errors import DownloadError
 from rne_tools.registry import FileSpec
-
-PROGRESS_MIN_BYTES = 256 * 1024 * 1024  # hashing smaller files is too quick to need a bar
 
 
 @dataclass(frozen=True)
@@ -34,27 +32,6 @@ class DownloadedVariant:
     pte: Path
     tokenizer_files: dict[str, Path]  # repository path -> local path
     chat_template: Path  # the tokenizer file that holds the chat template
-
-
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    """Hex sha256 of a file, read in chunks; a progress bar for large files (several GB)."""
-    digest = hashlib.sha256()
-    size = Path(path).stat().st_size
-    with (
-        open(path, "rb") as f,
-        tqdm(
-            total=size,
-            unit="B",
-            unit_scale=True,
-            desc=f"sha256 {Path(path).name}",
-            leave=False,
-            disable=size < PROGRESS_MIN_BYTES,
-        ) as bar,
-    ):
-        while block := f.read(chunk):
-            digest.update(block)
-            bar.update(len(block))
-    return digest.hexdigest()
 
 
 def _mismatch(path: Path, expected: FileSpec) -> str | None:

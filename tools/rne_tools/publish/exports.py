@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rne_tools.paths import contained_path
-from rne_tools.publish.download import sha256_file
+from rne_tools.hashing import sha256_file
+from rne_tools.paths import contained_path, export_stem
 from rne_tools.publish.errors import PublishError
 from rne_tools.registry import ModelSpec, VariantSpec
 
@@ -32,11 +32,6 @@ class ExportArtifact:
     max_context: int
     max_chunk: int
     verification: str  # one-line summary for the model card
-
-
-def export_stem(model_id: str, backend: str, quantization: str) -> str:
-    """File name stem the exporter writes for a variant."""
-    return f"{model_id}_{backend}_{quantization}"
 
 
 def _export_command(spec: ModelSpec, variant: VariantSpec, exports_dir: Path) -> str:

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from rne_tools.gguf_import import smollm2_checkpoint
+from rne_tools.gguf_import import default_checkpoint
 from rne_tools.paths import REPO_ROOT
 
 
@@ -16,7 +16,7 @@ def main() -> None:
          "--quantization", "fp32", "--cached", "--quiet"],
         cwd=REPO_ROOT, capture_output=True, text=True, check=True)
     pte = export.stdout.strip().splitlines()[-1]
-    print(json.dumps({"RNE_E2E_PTE": pte, "RNE_E2E_TOKENIZER_DIR": str(smollm2_checkpoint())}))
+    print(json.dumps({"RNE_E2E_PTE": pte, "RNE_E2E_TOKENIZER_DIR": str(default_checkpoint("smollm2_135m"))}))
 
 
 if __name__ == "__main__":

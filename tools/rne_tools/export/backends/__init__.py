@@ -1,24 +1,28 @@
 """Export backends: each turns a model into partitioned, lowered ExecuTorch code for one target.
 
-A backend is a small object in ``backends/<name>.py`` implementing :class:`Backend`; register it
-in ``_BACKEND_MODULES``. The pipeline (``rne_tools.export.pipeline``) calls, in order:
-``validate`` (refuse impossible options before any work), ``transform`` (source rewrites such
-as custom ops), ``quantize``, then lowers with ``partitioners`` and ``compile_config``.
+A backend is a small object in ``backends/<name>.py``, a subclass of :class:`Backend`, for each
+backend of the catalog (``model-registry/backends.yaml``). ``rne_tools.export.plan`` calls
+``validate`` (refuse impossible options before any work) once, when it resolves a request;
+``rne_tools.export.pipeline`` then calls, in order: ``transform`` (source rewrites such as
+custom ops, with their check), ``quantize``, ``transform_passes``, ``partitioners`` and
+``compile_config`` to lower, and ``inspect`` on the lowered program.
 """
 
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 from torch import nn
 
+from rne_tools.backend_catalog import load_catalog
 from rne_tools.errors import ExportError
 
-# Integer codes returned by the `get_backend` constant method (the .pte contract is string-free).
-BACKEND_CODES: dict[str, int] = {"xnnpack": 1, "vulkan": 2, "mlx": 3}
+# Integer codes returned by the `get_backend` constant method (the .pte contract is string-free),
+# from the backend catalog (model-registry/backends.yaml).
+BACKEND_CODES: dict[str, int] = load_catalog().pte_codes()
 
 EMBEDDING_QUANTIZATIONS = ("8w", "4w", "none")
 
@@ -37,7 +41,19 @@ class ExportOptions:
     group_size: int = 32
 
 
-class Backend(Protocol):
+@dataclass(frozen=True)
+class TransformResult:
+    """A backend's source-transformed model and, for backends that check their rewrite on an
+    eager probe (``rne_tools.checks.transform``), that check's summary (``passed``, ``error``)."""
+
+    model: nn.Module
+    check: dict[str, Any] | None = None
+
+
+class Backend:
+    """What the export calls on a backend; subclasses set the attributes and override the
+    methods without a default."""
+
     name: str
     # Backend name as the ExecuTorch runtime registers it (e.g. "XnnpackBackend"), used to decide
     # whether the Python runtime here can run the program for verification.
@@ -51,24 +67,40 @@ class Backend(Protocol):
 
     def validate(self, options: ExportOptions) -> None:
         """Raise ExportError naming the allowed values if ``options`` cannot be exported."""
+        raise NotImplementedError
 
-    def transform(self, model: nn.Module, options: ExportOptions) -> nn.Module:
-        """Source transforms before quantization (custom ops etc.); may return ``model``."""
+    def transform(self, model: nn.Module, options: ExportOptions) -> TransformResult:
+        """Source transforms before quantization (custom ops etc.); the result's model may be
+        ``model`` itself."""
+        raise NotImplementedError
 
     def quantize(self, model: nn.Module, options: ExportOptions) -> nn.Module:
         """Quantize in place / return the quantized model for ``options.quantization``."""
+        raise NotImplementedError
+
+    def transform_passes(self, options: ExportOptions) -> list[Any] | None:
+        """Graph passes run before partitioning (e.g. MLX's fusions); None: the default ones."""
+        return None
 
     def partitioners(self, options: ExportOptions) -> list[Any]:
         """Partitioners handed to ``to_edge_transform_and_lower``."""
+        raise NotImplementedError
 
     def compile_config(self) -> Any:
         """The ``EdgeCompileConfig`` for lowering."""
+        raise NotImplementedError
+
+    def inspect(
+        self, model: nn.Module, program: Any, options: ExportOptions
+    ) -> dict[str, Any] | None:
+        """Checks of the lowered ``program`` for the report's ``backend_checks`` (raising
+        VerificationError when it fails them); None for a backend without any."""
+        return None
 
 
+# Every backend of the catalog exports through its own module, backends/<name>.py.
 _BACKEND_MODULES: dict[str, str] = {
-    "xnnpack": "rne_tools.export.backends.xnnpack",
-    "mlx": "rne_tools.export.backends.mlx",
-    "vulkan": "rne_tools.export.backends.vulkan",
+    name: f"rne_tools.export.backends.{name}" for name in load_catalog().names()
 }
 
 
@@ -96,4 +128,14 @@ def check_quantization(backend: Backend, options: ExportOptions) -> None:
         raise ExportError(
             f"Unknown embedding quantization {options.embedding_quantization!r}; "
             f"allowed: {', '.join(EMBEDDING_QUANTIZATIONS)}."
+        )
+
+
+def require_architecture(backend: Backend, architecture: str, supported: tuple[str, ...]) -> None:
+    """Shared check: the backend's source transforms are written for ``architecture``."""
+    if architecture not in supported:
+        raise ExportError(
+            f"The {backend.name} backend's source transforms are written for the "
+            f"{' and '.join(supported)} architectures; {architecture!r} models export with "
+            "--backend xnnpack."
         )

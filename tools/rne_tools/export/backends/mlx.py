@@ -14,11 +14,15 @@ from typing import Any
 import torch
 from torch import nn
 
+from rne_tools.backend_catalog import load_catalog
+from rne_tools.checks.delegation import delegation_by_op
+from rne_tools.checks.transform import check_transform
 from rne_tools.errors import ExportError, VerificationError
-from rne_tools.export.backends import ExportOptions, check_quantization
-from rne_tools.export.backends.gpu_checks import (
-    check_transform,
-    delegation_by_op,
+from rne_tools.export.backends import (
+    Backend,
+    ExportOptions,
+    TransformResult,
+    check_quantization,
     require_architecture,
 )
 
@@ -28,16 +32,16 @@ MAX_CHUNK = 512
 DATA_DEPENDENT_NODES = ("ItemIntNode",)
 
 
-class MLXBackend:
+class MLXBackend(Backend):
     name = "mlx"
-    runtime_name = "MLXBackend"
+    runtime_name = load_catalog().backend("mlx").runtime
     allowed_quantizations = ("int4",)
     # bf16 activations (quantize() casts the model): verified against the same weights in fp32.
     compute_dtype = torch.bfloat16
 
     def validate(self, options: ExportOptions) -> None:
         check_quantization(self, options)
-        require_architecture(self.name, options.architecture, ("gemma4",))
+        require_architecture(self, options.architecture, ("gemma4",))
         if options.group_size not in GROUP_SIZES:
             raise ExportError(
                 f"MLX fuses int4 weights into quantized matmuls for group sizes "
@@ -55,7 +59,7 @@ class MLXBackend:
                 f"got --max-chunk {options.max_chunk}. Allowed: 1..{MAX_CHUNK}."
             )
 
-    def transform(self, model: nn.Module, options: ExportOptions) -> nn.Module:
+    def transform(self, model: nn.Module, options: ExportOptions) -> TransformResult:
         from rne_tools.export.backends.mlx_ops import apply_mlx_transforms
 
         window = model.args.sliding_window
@@ -64,8 +68,7 @@ class MLXBackend:
                 f"MLX exports cap the prefill chunk at the sliding window ({window}); got "
                 f"--max-chunk {options.max_chunk}. Allowed: 1..{min(window, MAX_CHUNK)}."
             )
-        model, model.transform_check = check_transform(model, apply_mlx_transforms)
-        return model
+        return TransformResult(*check_transform(model, apply_mlx_transforms))
 
     def quantize(self, model: nn.Module, options: ExportOptions) -> nn.Module:
         from torchao.quantization import IntxWeightOnlyConfig
@@ -118,7 +121,7 @@ class MLXBackend:
         return EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=True)
 
     def inspect(self, model: nn.Module, program: Any, options: ExportOptions) -> dict[str, Any]:
-        """MLX instruction histogram of the delegate(s) plus the transform check; raises
+        """MLX instruction histogram of the delegate(s); raises
         VerificationError if anything runs outside MLX or reads a data-dependent scalar."""
         ops = mlx_instructions(program.buffer)
         outside = {op: c["cpu"] for op, c in delegation_by_op(program).items() if c["cpu"]}
@@ -126,7 +129,6 @@ class MLXBackend:
         report = {
             "mlx_instructions": dict(sorted(ops.items())),
             "ops_outside_mlx": outside,
-            "transform_check": getattr(model, "transform_check", None),
             "left_unquantized": getattr(model, "left_unquantized", []),
         }
         if outside or bad:

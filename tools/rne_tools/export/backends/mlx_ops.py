@@ -1,4 +1,4 @@
-"""Source transforms that put the Gemma 4 decoder on the MLX backend's fused ops.
+"""MLX's transform table: the Gemma 4 decoder's building blocks on the MLX backend's fused ops.
 
 - RoPE -> ``rne_mlx::rope``: MLX's fused rope (``mx.fast.rope``) with the position offset taken
   from the ``input_pos`` *tensor*. The wheel's ``mlx::rope`` only takes an int offset, which
@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
-from rne_tools.models import gemma4
+from rne_tools.export.transforms import apply_replacements
+from rne_tools.models import layers
 
 _lib = torch.library.Library("rne_mlx", "DEF")
 _lib.define(
@@ -105,7 +106,7 @@ def register_mlx_handlers() -> None:
 class MLXRoPE(nn.Module):
     """RoPE through ``rne_mlx::rope``; expects rotated dims first (see ``permute_partial_rope``)."""
 
-    def __init__(self, rope: gemma4.RoPE) -> None:
+    def __init__(self, rope: layers.RoPE) -> None:
         super().__init__()
         self.dims = rope.rot_dims
         # theta ** (-2i / head_dim) == (theta ** (dims / head_dim)) ** (-2i / dims)
@@ -116,32 +117,26 @@ class MLXRoPE(nn.Module):
         return torch.ops.rne_mlx.rope(x, self.dims, input_pos, False, self.base, self.scale)
 
 
-class MLXSDPA(nn.Module):
+class MLXSDPA(layers.SDPA):
     """``mlx::custom_sdpa`` over the whole cache with an additive mask (GQA handled by MLX)."""
 
-    def __init__(self, sdpa: gemma4.SDPA) -> None:
-        super().__init__()
-        self.scale = sdpa.scale
+    def __init__(self, sdpa: layers.SDPA) -> None:
+        super().__init__(sdpa.spec)
 
-    def forward(
-        self,
-        q: torch.Tensor,
-        k: torch.Tensor,
-        v: torch.Tensor,
-        mask: torch.Tensor,
-        input_pos: torch.Tensor,
-    ) -> torch.Tensor:
+    def forward(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor, input_pos: Tensor) -> Tensor:
         # MLX cannot replay a data-dependent start position, so the mask carries the positions.
         bias = torch.zeros(mask.shape, dtype=q.dtype).masked_fill(~mask, float("-inf"))
         # custom_sdpa attends over key[:start_pos + T]; this start_pos spans the whole cache.
-        start_pos = k.shape[2] - q.shape[2]
-        return torch.ops.mlx.custom_sdpa(q, k, v, start_pos, bias, 0.0, False, self.scale)
+        b, h, t, d = q.shape
+        start_pos = k.shape[2] - t
+        out = torch.ops.mlx.custom_sdpa(q, k, v, start_pos, bias, 0.0, False, self.spec.scale)
+        return out.transpose(1, 2).reshape(b, t, h * d)
 
 
 class MLXRMSNorm(nn.Module):
     """RMSNorm as ``aten.rms_norm`` (MLX RMSNormNode); ``weight`` None is the v_norm form."""
 
-    def __init__(self, norm: gemma4.RMSNorm) -> None:
+    def __init__(self, norm: layers.RMSNorm) -> None:
         super().__init__()
         self.eps = norm.eps
         self.weight = norm.weight
@@ -170,7 +165,7 @@ def _permute_rows(linear: nn.Linear, perm: torch.Tensor, heads: int) -> None:
 
 
 @torch.no_grad()
-def permute_partial_rope(model: gemma4.Transformer) -> None:
+def permute_partial_rope(model: nn.Module) -> None:
     """Reorder q/k head dims of partially rotated layers so MLX's rope can rotate a prefix."""
     args = model.args
     for i, layer in enumerate(model.layers):
@@ -190,18 +185,12 @@ def permute_partial_rope(model: gemma4.Transformer) -> None:
             attn.wo.weight.copy_(w[:, :, perm].reshape_as(attn.wo.weight))
 
 
-def apply_mlx_transforms(model: gemma4.Transformer) -> gemma4.Transformer:
-    """Swap RoPE, SDPA and RMSNorm modules for their MLX-op versions, in place."""
-    if not isinstance(model, gemma4.Transformer):
-        raise TypeError("the MLX source transforms are written for the gemma4 Transformer")
+def apply_mlx_transforms(model: nn.Module) -> nn.Module:
+    """Apply MLX's table (RoPE, SDPA and RMSNorm on MLX ops) in place, after reordering the
+    partially rotated heads' dims for MLX's rope."""
     load_mlx_ops()
     permute_partial_rope(model)
-    for module in list(model.modules()):
-        for name, child in list(module.named_children()):
-            if isinstance(child, gemma4.RoPE):
-                setattr(module, name, MLXRoPE(child))
-            elif isinstance(child, gemma4.SDPA):
-                setattr(module, name, MLXSDPA(child))
-            elif isinstance(child, gemma4.RMSNorm):
-                setattr(module, name, MLXRMSNorm(child))
+    apply_replacements(
+        model, {layers.RoPE: MLXRoPE, layers.SDPA: MLXSDPA, layers.RMSNorm: MLXRMSNorm}
+    )
     return model

@@ -15,11 +15,15 @@ from typing import Any
 import torch
 from torch import nn
 
+from rne_tools.backend_catalog import load_catalog
+from rne_tools.checks.delegation import delegation_by_op
+from rne_tools.checks.transform import check_transform
 from rne_tools.errors import ExportError, VerificationError
-from rne_tools.export.backends import ExportOptions, check_quantization
-from rne_tools.export.backends.gpu_checks import (
-    check_transform,
-    delegation_by_op,
+from rne_tools.export.backends import (
+    Backend,
+    ExportOptions,
+    TransformResult,
+    check_quantization,
     require_architecture,
 )
 from rne_tools.export.quantize import quantize_8da4w
@@ -48,15 +52,15 @@ def _fit_textures_conservatively() -> None:
     utils.extents_are_valid = extents_are_valid
 
 
-class VulkanBackend:
+class VulkanBackend(Backend):
     name = "vulkan"
-    runtime_name = "VulkanBackend"
+    runtime_name = load_catalog().backend("vulkan").runtime
     allowed_quantizations = ("fp16", "8da4w")
     compute_dtype = torch.float16
 
     def validate(self, options: ExportOptions) -> None:
         check_quantization(self, options)
-        require_architecture(self.name, options.architecture, tuple(FUSED_OPS))
+        require_architecture(self, options.architecture, tuple(FUSED_OPS))
         # The partitioner claims 8-bit tables too, but the runtime has no kernel for the
         # torchao.dequantize_affine they lower to (the program fails to load): Vulkan executes
         # quantized embeddings only as 4-bit symmetric groups (et_vk.embedding_q4gsw).
@@ -67,11 +71,10 @@ class VulkanBackend:
                 "--embedding-quantization 4w (or none for float tables)."
             )
 
-    def transform(self, model: nn.Module, options: ExportOptions) -> nn.Module:
+    def transform(self, model: nn.Module, options: ExportOptions) -> TransformResult:
         from rne_tools.export.backends.vulkan_ops import apply_vulkan_transforms
 
-        model, model.transform_check = check_transform(model, apply_vulkan_transforms)
-        return model
+        return TransformResult(*check_transform(model, apply_vulkan_transforms))
 
     def quantize(self, model: nn.Module, options: ExportOptions) -> nn.Module:
         from rne_tools.export.backends.vulkan_ops import host_large_tables
@@ -112,7 +115,6 @@ class VulkanBackend:
             "compute_ops_delegated_share": round(share, 4),
             "ops_on_cpu": {k: c["cpu"] for k, c in by_op.items() if c["cpu"]},
             "fused_ops": fused,
-            "transform_check": getattr(model, "transform_check", None),
             "left_unquantized": getattr(model, "left_unquantized", []),
             # Weights over one storage buffer (2^27 bytes): linears split into row shards,
             # float tables looked up on the CPU.

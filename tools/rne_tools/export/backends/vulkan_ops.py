@@ -1,6 +1,10 @@
-"""Source transforms that put the Gemma 4 and Llama decoders on the Vulkan backend's fused ops.
+"""Vulkan's transform table: the decoders' building blocks on the Vulkan backend's fused ops.
 
-Gemma 4:
+A model whose attention layers all attend fully over their own caches (Llama: declared by their
+``AttentionSpec``) puts attention on ``llama::custom_sdpa`` + ``llama::update_cache`` (the
+XNNPACK export's own custom-op attention, ``export.custom_ops``), which Vulkan's lowering fuses
+into ``sdpa_with_kv_cache`` at the graph's one start position. Otherwise (sliding windows, KV
+sharing: Gemma 4):
 
 - Every RMSNorm (weighted q/k/layer norms and the weightless v_norm, which gets a constant
   all-ones weight) -> ``et_vk::rms_norm``. Gemma 4 scales by ``weight`` itself (no ``1 + weight``
@@ -17,10 +21,7 @@ Gemma 4:
   (``llama::custom_sdpa`` is not used: Vulkan's lowering fuses it with the layer's own cache
   update at a single graph-wide start, which KV-shared layers and offset sliding slots break.)
 
-Llama: attention -> ``llama::custom_sdpa`` + ``llama::update_cache`` (the XNNPACK export's own
-custom-op attention), which Vulkan fuses into ``sdpa_with_kv_cache``; RMSNorm -> ``et_vk::rms_norm``.
-
-Both: weights larger than one storage buffer (Gemma 4 E2B's 262,144-row head and tables) are
+Every RMSNorm -> ``et_vk::rms_norm``. Weights larger than one storage buffer (Gemma 4 E2B's 262,144-row head and tables) are
 fitted to it: linears split into row shards (``ShardedLinear``), float tables left to the CPU
 (``HostEmbedding``).
 """
@@ -31,11 +32,12 @@ import math
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
-from rne_tools.export.custom_ops import LastWrite, chunk_start, use_custom_attention
-from rne_tools.models import gemma4, llama
+from rne_tools.export.custom_ops import LastWrite, chunk_start, custom_op_sdpa, in_place_caches
+from rne_tools.export.transforms import Factory, apply_replacements
+from rne_tools.models import layers
 
 # Additive mask value: finite so fp16 cannot overflow into NaN, far below any real score.
 MASKED = -30000.0
@@ -49,19 +51,19 @@ def _load_ops() -> None:
 class VulkanRMSNorm(nn.Module):
     """``et_vk::rms_norm``; the weightless form uses a constant ones weight."""
 
-    def __init__(self, norm: gemma4.RMSNorm | llama.RMSNorm, dim: int) -> None:
+    def __init__(self, norm: layers.RMSNorm) -> None:
         super().__init__()
         self.eps = norm.eps
         if norm.weight is not None:
             self.weight = norm.weight
         else:
-            self.register_buffer("weight", torch.ones(dim))
+            self.register_buffer("weight", torch.ones(norm.dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.ops.et_vk.rms_norm(x, self.weight, self.eps)
 
 
-class VulkanKVCache(LastWrite, gemma4.KVCache):
+class VulkanKVCache(LastWrite, layers.KVCache):
     """[1, slots, H_kv, D] cache written by ``llama::update_cache``.
 
     ``update`` and ``read`` return only the slots a chunk of T tokens at ``start`` can see, as
@@ -77,8 +79,9 @@ class VulkanKVCache(LastWrite, gemma4.KVCache):
         # max_chunk - 1 spare slots at the end, never read: torch.export bounds the start and
         # the chunk length separately, so it can only prove a span in range with them.
         size = max_context + self.pad + max_chunk - 1
-        super().__init__(n_kv_heads, size, head_dim, ring=False)
-        self.max_context, self.window = max_context, window
+        # Not a ring: ``window`` only offsets the slots (the attended span follows it).
+        super().__init__(n_kv_heads, size, head_dim, window=None)
+        self.max_context, self.attended_window = max_context, window
         self.k = torch.zeros(1, self.size, n_kv_heads, head_dim)
         self.v = torch.zeros(1, self.size, n_kv_heads, head_dim)
 
@@ -97,29 +100,24 @@ class VulkanKVCache(LastWrite, gemma4.KVCache):
         return self._span(self.start_of_last(seq_len), seq_len)
 
     def _span(self, start: int, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
-        first = start if self.window else 0
+        first = start if self.attended_window else 0
         end = start + seq_len + self.pad
         return self.k[:, first:end].transpose(1, 2), self.v[:, first:end].transpose(1, 2)
 
 
-class VulkanSDPA(nn.Module):
+class VulkanSDPA(layers.SDPA):
     """``et_vk::sdpa`` over the cache span ``VulkanKVCache`` returns, with an additive mask
     built from the chunk's position. Query row i is position start + i; span column j is
     position j (full attention) or start - window + 1 + j (sliding, where it must also be
     inside the window and not negative). GQA is folded into the query rows."""
 
-    def __init__(self, sdpa: gemma4.SDPA, window: int | None) -> None:
-        super().__init__()
-        self.n_rep, self.scale, self.window = sdpa.n_rep, sdpa.scale, window
+    def __init__(self, sdpa: layers.SDPA) -> None:
+        super().__init__(sdpa.spec)
+        spec = sdpa.spec
+        self.n_rep, self.window = spec.n_heads // spec.n_kv_heads, spec.window
+        self.scale = spec.scale if spec.scale is not None else spec.head_dim**-0.5
 
-    def forward(
-        self,
-        q: torch.Tensor,
-        k: torch.Tensor,
-        v: torch.Tensor,
-        mask: torch.Tensor,
-        input_pos: torch.Tensor,
-    ) -> torch.Tensor:
+    def forward(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor, input_pos: Tensor) -> Tensor:
         b, h, t, d = q.shape
         h_kv, span = k.shape[1], k.shape[2]
         i = torch.arange(t)[:, None]
@@ -133,7 +131,7 @@ class VulkanSDPA(nn.Module):
         q = q.contiguous().view(b, h_kv, self.n_rep * t, d)
         bias = bias.repeat(self.n_rep, 1).expand(b, h_kv, self.n_rep * t, span)
         out = torch.ops.et_vk.sdpa(q, k, v, bias, self.scale)
-        return out.unflatten(2, (self.n_rep, t)).flatten(1, 2)
+        return out.unflatten(2, (self.n_rep, t)).flatten(1, 2).transpose(1, 2).reshape(b, t, h * d)
 
 
 # Vulkan guarantees every device a maxStorageBufferRange of at least 2^27 bytes (many phones report
@@ -206,20 +204,26 @@ def _fits(weight: torch.Tensor, budget: int) -> bool:
     return weight.numel() * DEVICE_FLOAT_BYTES <= budget
 
 
+def _shard_if_wide(budget: int) -> Factory:
+    def factory(linear: nn.Module) -> nn.Module:
+        assert isinstance(linear, nn.Linear)
+        if _fits(linear.weight, budget):
+            return linear
+        max_rows = budget // (linear.in_features * DEVICE_FLOAT_BYTES)
+        if max_rows < 1:
+            raise ValueError(
+                f"one row of a linear {tuple(linear.weight.shape)} exceeds {budget} bytes"
+            )
+        return ShardedLinear(linear, max_rows)
+
+    return factory
+
+
 def shard_wide_linears(model: nn.Module, budget: int | None = None) -> list[str]:
     """Replace every linear whose fp16 weight exceeds ``budget`` bytes (default
     ``STORAGE_BUFFER_BYTES``) by a ``ShardedLinear``; returns the names replaced."""
     budget = STORAGE_BUFFER_BYTES if budget is None else budget
-    replaced = []
-    for parent_name, parent in list(model.named_modules()):
-        for name, child in list(parent.named_children()):
-            if isinstance(child, nn.Linear) and not _fits(child.weight, budget):
-                max_rows = budget // (child.in_features * DEVICE_FLOAT_BYTES)
-                if max_rows < 1:
-                    raise ValueError(f"one row of {parent_name}.{name} exceeds {budget} bytes")
-                setattr(parent, name, ShardedLinear(child, max_rows))
-                replaced.append(f"{parent_name}.{name}".lstrip("."))
-    return replaced
+    return apply_replacements(model, {nn.Linear: _shard_if_wide(budget)})
 
 
 def host_large_tables(model: nn.Module, budget: int | None = None) -> list[str]:
@@ -227,61 +231,39 @@ def host_large_tables(model: nn.Module, budget: int | None = None) -> list[str]:
     bytes by a ``HostEmbedding``; returns the names replaced. Run after quantization: a 4-bit
     table the quantizer made is placed by the partitioner itself, which counts its packed bytes."""
     budget = STORAGE_BUFFER_BYTES if budget is None else budget
-    replaced = []
-    for parent_name, parent in list(model.named_modules()):
-        for name, child in list(parent.named_children()):
-            if (
-                isinstance(child, nn.Embedding)
-                and not is_traceable_wrapper_subclass(child.weight)
-                and not _fits(child.weight, budget)
-            ):
-                setattr(parent, name, HostEmbedding(child))
-                replaced.append(f"{parent_name}.{name}".lstrip("."))
-    return replaced
+
+    def host_if_large(table: nn.Module) -> nn.Module:
+        assert isinstance(table, nn.Embedding)
+        if is_traceable_wrapper_subclass(table.weight) or _fits(table.weight, budget):
+            return table
+        return HostEmbedding(table)
+
+    return apply_replacements(model, {nn.Embedding: host_if_large})
 
 
 def apply_vulkan_transforms(model: nn.Module) -> nn.Module:
-    """Swap RMSNorm and attention (with its caches) for their Vulkan-op versions and shard
-    linears too wide for one storage buffer (before quantization, so each shard is quantized as
-    a linear of its own), in place. ``model.sharded_linears`` names the sharded ones."""
+    """Shard linears too wide for one storage buffer (before quantization, so each shard is
+    quantized as a linear of its own), then apply Vulkan's table in place (module docstring).
+    ``model.sharded_linears`` names the sharded ones."""
     _load_ops()
     model.sharded_linears = shard_wide_linears(model)
-    if isinstance(model, llama.Transformer):
-        return _apply_llama(model)
-    if not isinstance(model, gemma4.Transformer):
-        raise TypeError(
-            f"the Vulkan source transforms are written for the gemma4 and llama Transformers, "
-            f"not {type(model).__name__}"
-        )
-    args = model.args
-    dtype = model.tok_embeddings.weight.dtype
-
-    def window(layer: int) -> int | None:
-        return args.sliding_window if args.layer_types[layer] == gemma4.SLIDING else None
-
-    for key, cache in list(model.caches.items()):
-        n_kv_heads, head_dim = cache.k.shape[1], cache.k.shape[3]
-        model.caches[key] = VulkanKVCache(
-            n_kv_heads, model.max_context, model.max_chunk, head_dim, window(int(key))
-        ).to(dtype)
-    for i, layer in enumerate(model.layers):
-        layer.attention.sdpa = VulkanSDPA(layer.attention.sdpa, window(i))
-    for module in list(model.modules()):
-        for name, child in list(module.named_children()):
-            if isinstance(child, gemma4.RMSNorm):
-                dim = child.weight.numel() if child.weight is not None else module.head_dim
-                setattr(module, name, VulkanRMSNorm(child, dim).to(dtype))
-    return model
-
-
-def _apply_llama(model: llama.Transformer) -> llama.Transformer:
-    """Llama (flat caches, one attention type, no KV sharing): ``llama::custom_sdpa`` with its
-    own layer's ``update_cache`` at the graph's one start position is exactly the pattern
-    Vulkan's lowering fuses into ``sdpa_with_kv_cache``, whose kernel attends over
-    ``[0, start + T)`` only; RMSNorms go to ``et_vk::rms_norm``."""
-    use_custom_attention(model)
-    for module in list(model.modules()):
-        for name, child in list(module.named_children()):
-            if isinstance(child, llama.RMSNorm):
-                setattr(module, name, VulkanRMSNorm(child, child.dim))
+    # The graph's float dtype (the token table's), for the modules made here.
+    dtype = next(model.parameters()).dtype
+    specs = [m.spec for m in model.modules() if isinstance(m, layers.SDPA)]
+    fused = all(s.window is None and not s.shares_kv for s in specs)
+    table: dict[type, Factory]
+    if fused:
+        table = {
+            layers.KVCache: in_place_caches(),
+            layers.SDPA: lambda sdpa: custom_op_sdpa(model, sdpa),
+        }
+    else:
+        table = {
+            layers.KVCache: lambda c: VulkanKVCache(
+                c.k.shape[1], model.max_context, model.max_chunk, c.k.shape[3], c.window
+            ).to(dtype),
+            layers.SDPA: VulkanSDPA,
+        }
+    table[layers.RMSNorm] = lambda norm: VulkanRMSNorm(norm).to(dtype)
+    apply_replacements(model, table)
     return model

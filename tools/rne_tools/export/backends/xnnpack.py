@@ -9,28 +9,34 @@ from typing import Any
 import torch
 from torch import nn
 
-from rne_tools.export.backends import ExportOptions, check_quantization
-from rne_tools.export.custom_ops import use_custom_attention
+from rne_tools.backend_catalog import load_catalog
+from rne_tools.export.backends import (
+    Backend,
+    ExportOptions,
+    TransformResult,
+    check_quantization,
+)
+from rne_tools.export.backends.xnnpack_ops import apply_xnnpack_transforms
 from rne_tools.export.quantize import quantize_8da4w, quantize_8da8w, quantize_8w
-from rne_tools.export.xnnpack_modules import use_xnnpack_friendly_modules
 
 
-class XnnpackBackend:
+class XnnpackBackend(Backend):
     name = "xnnpack"
-    runtime_name = "XnnpackBackend"
+    runtime_name = load_catalog().backend("xnnpack").runtime
     allowed_quantizations = ("fp32", "8w", "8da4w", "8da8w")
     compute_dtype = None
 
     def validate(self, options: ExportOptions) -> None:
         check_quantization(self, options)
 
-    def transform(self, model: nn.Module, options: ExportOptions) -> nn.Module:
-        # Quantized variants keep the KV cache in fp16, as llama.cpp keeps its own: at long
-        # context a decode step reads the whole cache, and half the bytes is most of its
-        # attention time. fp32 stays the exact reference.
-        use_custom_attention(model, None if options.quantization == "fp32" else torch.float16)
-        use_xnnpack_friendly_modules(model)
-        return model
+    def transform(self, model: nn.Module, options: ExportOptions) -> TransformResult:
+        # Quantized Llama variants keep the KV cache in fp16, as llama.cpp keeps its own: at
+        # long context a decode step reads the whole cache, and half the bytes is most of its
+        # attention time. fp32 stays the exact reference; Gemma 4's caches keep the model's
+        # dtype (the fp16 cache was measured on Llama only).
+        half_cache = options.quantization != "fp32" and options.architecture == "llama"
+        apply_xnnpack_transforms(model, torch.float16 if half_cache else None)
+        return TransformResult(model)
 
     def quantize(self, model: nn.Module, options: ExportOptions) -> nn.Module:
         if options.quantization == "8da4w":

@@ -57,7 +57,7 @@ export function smollm2Files(): Smollm2Files {
     throw new Error(
       'Set RNE_E2E_PTE to the cached SmolLM2 fp32 export (`.venv/bin/python tools/export_model.py ' +
         '--model smollm2_135m --backend xnnpack --quantization fp32 --cached --quiet | tail -n1`) and ' +
-        'RNE_E2E_TOKENIZER_DIR to its checkpoint (rne_tools.gguf_import.smollm2_checkpoint()); ' +
+        'RNE_E2E_TOKENIZER_DIR to its checkpoint (rne_tools.gguf_import.default_checkpoint("smollm2_135m")); ' +
         'jest.e2e.config.js finds both (__tests__/e2e/globalSetup.js). ' +
         `Got RNE_E2E_PTE=${JSON.stringify(pte)}, RNE_E2E_TOKENIZER_DIR=${JSON.stringify(tokenizerDir)}.`,
     );

@@ -1,4 +1,10 @@
-"""``PteRunner``: load an exported LLM, read its contract, prefill in chunks and decode greedily."""
+"""``PteRunner``: load an exported LLM, read its contract, prefill in chunks and decode greedily.
+
+The Python reference runner, on the ExecuTorch Python runtime. It follows the runner contract of
+``docs/design.md`` exactly (chunked prefill in steps of the chunk size read from the method
+metadata, then T=1 decode) so that what passes here is what the C++ runner is expected to
+reproduce.
+"""
 
 from __future__ import annotations
 

@@ -14,34 +14,24 @@ where a real model's next-token distribution is flat. Random-weight models get r
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
-from rne_tools.export.backends import Backend, ExportOptions
+from rne_tools.checks import cpp_runtime
+from rne_tools.checks.eager import (
+    greedy,
+    precision_pair,
+    precision_reference,
+    teacher_forced_chunks,
+)
 
-Step = Callable[[Sequence[int], int], torch.Tensor]
-
-
-def greedy(
-    step: Step, prompt: Sequence[int], chunk: int, new_tokens: int
-) -> tuple[list[int], list[torch.Tensor]]:
-    """Chunked prefill then greedy decode; returns (tokens, logits that chose each token)."""
-    logits = None
-    for begin in range(0, len(prompt), chunk):
-        logits = step(prompt[begin : begin + chunk], begin)
-    tokens, chosen_from, pos = [], [], len(prompt)
-    for i in range(new_tokens):
-        chosen_from.append(logits[0].float())
-        tokens.append(int(logits.argmax(-1)[0]))
-        if i + 1 < new_tokens:
-            logits = step(tokens[-1:], pos)
-            pos += 1
-    return tokens, chosen_from
+if TYPE_CHECKING:
+    from rne_tools.export.backends import Backend
+    from rne_tools.export.plan import ExportPlan
 
 
 VERIFICATION_MESSAGE = (
@@ -57,9 +47,10 @@ VERIFICATION_MESSAGE = (
 
 
 def verification_prompt(
-    options: ExportOptions, vocab_size: int, new_tokens: int, checkpoint_dir: Path | None = None
+    plan: ExportPlan, vocab_size: int, new_tokens: int
 ) -> tuple[list[int], str]:
     """A fixed prompt spanning several chunks within the KV capacity; returns (ids, kind)."""
+    options, checkpoint_dir = plan.options, plan.source.checkpoint
     room = max(1, options.max_context - new_tokens)
     if checkpoint_dir is not None and (Path(checkpoint_dir) / "tokenizer.json").is_file():
         from rne_tools.runtime.text import ChatTokenizer
@@ -97,14 +88,9 @@ AGREEMENT_FLOOR = 0.25
 
 
 def verify_program(
-    pte_path: Path,
-    model: nn.Module,
-    options: ExportOptions,
-    backend: Backend,
-    new_tokens: int = 24,
-    checkpoint_dir: Path | None = None,
+    pte_path: Path, model: nn.Module, plan: ExportPlan, new_tokens: int = 24
 ) -> dict[str, Any]:
-    """Compare the greedy tokens of the program at ``pte_path`` with the eager ``model``'s.
+    """Compare the greedy tokens of ``plan``'s program at ``pte_path`` with the eager ``model``'s.
 
     Eager generates greedily; the program is fed the same prompt and tokens (teacher forcing),
     and at each step its top-1 token is compared with eager's. The program runs in the Python
@@ -113,8 +99,7 @@ def verify_program(
     ``verification`` section; ``status`` is "passed" (Python runtime), "executed" (C++ runner,
     agreeing), "mismatch", or "unavailable" (no runtime here has this backend).
     """
-    from rne_tools.export import cpp_runtime
-
+    options, backend = plan.options, plan.backend
     in_python = runtime_available(backend)
     if not in_python and not cpp_runtime.has_backend(options.backend):
         return {
@@ -128,7 +113,7 @@ def verify_program(
     if backend.compute_dtype is not None:
         model, low = precision_pair(model, backend.compute_dtype)
     vocab_size = int(model(torch.zeros(1, 1, dtype=torch.long), torch.tensor([0])).shape[-1])
-    prompt, prompt_kind = verification_prompt(options, vocab_size, new_tokens, checkpoint_dir)
+    prompt, prompt_kind = verification_prompt(plan, vocab_size, new_tokens)
 
     def eager_step(tokens: Sequence[int], pos: int) -> torch.Tensor:
         with torch.no_grad():
@@ -138,10 +123,10 @@ def verify_program(
     required = AGREEMENT_REQUIRED.get(options.quantization, QUANTIZED_AGREEMENT_REQUIRED)
     reference: dict[str, Any] = {}
     if low is not None:
-        reference = _precision_reference(low, prompt, expected, options.max_chunk)
+        reference = precision_reference(low, prompt, expected, options.max_chunk)
         required = min(required, max(AGREEMENT_FLOOR, reference["agreement"] - PRECISION_SLACK))
     if in_python:
-        from rne_tools.runtime import PteRunner
+        from rne_tools.checks.runner import PteRunner
 
         runner = PteRunner(pte_path)
         runtime_logits = [runner.prefill(prompt)]
@@ -186,44 +171,9 @@ def verify_program(
     return result
 
 
-def _dtype(model: nn.Module) -> torch.dtype:
-    return next(p for p in model.parameters() if p.is_floating_point()).dtype
-
-
-def precision_pair(model: nn.Module, dtype: torch.dtype) -> tuple[nn.Module, nn.Module]:
-    """The eager ``model`` in float32 and in ``dtype``, a delegate's compute precision.
-
-    A model already cast to ``dtype`` (MLX's transform: bf16) is the low one as it is, and a
-    float32 copy with the same (quantized) weights is the reference; otherwise the reverse.
-    """
-    if _dtype(model) == dtype:
-        return copy.deepcopy(model).to_dtype(torch.float32), model
-    return model, copy.deepcopy(model).to(dtype)
-
-
-def _precision_reference(low: nn.Module, prompt: list[int], expected: list[int],
-                         chunk: int) -> dict[str, Any]:
-    """How often the eager model run in its delegate's precision (``low``, teacher-forced like
-    the program) picks the fp32 greedy tokens: the agreement that precision alone allows."""
-    dtype = _dtype(low)
-    rows: list[torch.Tensor] = []
-    with torch.no_grad():
-        for start in range(0, len(prompt), chunk):
-            rows = [low(torch.tensor([prompt[start:start + chunk]]), torch.tensor([start]))]
-        for i, token in enumerate(expected[:-1]):
-            rows.append(low(torch.tensor([[token]]), torch.tensor([len(prompt) + i])))
-    got = [int(r.float().argmax(-1)[0]) for r in rows]
-    matching = sum(a == b for a, b in zip(expected, got, strict=True))
-    return {"dtype": str(dtype).removeprefix("torch."), "matching_tokens": matching,
-            "agreement": matching / len(expected)}
-
-
 def _cpp_teacher_forced(pte_path: Path, prompt: list[int], expected: list[int],
                         chunk: int) -> list[torch.Tensor]:
     """The last-position logits after the prompt and after each fed token, from the C++ runner."""
-    from rne_tools.export import cpp_runtime
-
-    chunks = [min(chunk, len(prompt) - b) for b in range(0, len(prompt), chunk)]
-    tokens = list(prompt) + list(expected[:-1])
-    rows = cpp_runtime.forward_logits(pte_path, tokens, chunks + [1] * (len(expected) - 1))
-    return [torch.from_numpy(r).unsqueeze(0) for r in rows[len(chunks) - 1:]]
+    chunks = teacher_forced_chunks(len(prompt), chunk, len(expected) - 1)
+    rows = cpp_runtime.forward_logits(pte_path, list(prompt) + list(expected[:-1]), chunks)
+    return [torch.from_numpy(r).unsqueeze(0) for r in rows[len(chunks) - len(expected):]]

@@ -1,9 +1,10 @@
-"""Checks shared by the GPU backends (MLX, Vulkan), whose runtimes do not exist on this machine.
+"""Transform checks: a backend's source rewrite checked on an eager probe.
 
 ``check_transform`` runs the same chunked-prefill + decode schedule on the model before and after
 the backend's source transforms (custom ops through their reference implementations) and
 compares logits and greedy tokens, with a prompt longer than the sliding window and chunks that
-straddle the ring buffer's wrap. ``delegation_by_op`` lists what the partitioner delegated.
+straddle the ring buffer's wrap. The GPU backends (MLX, Vulkan), whose runtimes do not exist on
+every machine, run it in their ``transform``.
 """
 
 from __future__ import annotations
@@ -14,26 +15,15 @@ from typing import Any
 import torch
 from torch import nn
 
-from rne_tools.errors import ExportError
-
-
-def require_architecture(backend: str, architecture: str, supported: tuple[str, ...]) -> None:
-    if architecture not in supported:
-        raise ExportError(
-            f"The {backend} backend's source transforms are written for the "
-            f"{' and '.join(supported)} architectures; {architecture!r} models export with "
-            "--backend xnnpack."
-        )
+from rne_tools.models.layers import KVCache
 
 
 def reset_caches(model: nn.Module) -> None:
-    """Zero every KV cache: Gemma 4's ``caches`` and Llama's per-layer cache buffers."""
-    for cache in getattr(model, "caches", {}).values():
-        cache.k.zero_()
-        cache.v.zero_()
-    for name, buffer in model.named_buffers():
-        if name.rsplit(".", 1)[-1] in ("k_cache", "v_cache"):
-            buffer.zero_()
+    """Zero every KV cache (every ``layers.KVCache``, replacements included)."""
+    for cache in model.modules():
+        if isinstance(cache, KVCache):
+            cache.k.zero_()
+            cache.v.zero_()
 
 
 def probe_schedule(args: Any, max_context: int, max_chunk: int) -> list[int]:
@@ -117,15 +107,3 @@ def check_transform(
         )
     return model, summary
 
-
-def delegation_by_op(program: Any) -> dict[str, dict[str, int]]:
-    """{op: {"delegated": n, "cpu": m}} of the program's compute ops (output unpacking, shape
-    queries and memory planning are bookkeeping and left out)."""
-    from executorch.devtools.backend_debug import get_delegation_info
-
-    info = get_delegation_info(program.exported_program().graph_module)
-    return {
-        op: {"delegated": b.delegated, "cpu": b.non_delegated}
-        for op, b in sorted(info.delegation_by_operator.items())
-        if op not in ("getitem", "sym_size", "alloc")
-    }

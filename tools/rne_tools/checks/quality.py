@@ -93,7 +93,7 @@ def top1_agreement(
     progress: bool = True,
 ) -> AgreementResult:
     """Top-1 agreement of ``candidate_pte`` with ``reference_pte`` over ``prompts``."""
-    from rne_tools.runtime import PteRunner
+    from rne_tools.checks.runner import PteRunner
     from rne_tools.runtime.text import ChatTokenizer
 
     tok = ChatTokenizer(checkpoint_dir)

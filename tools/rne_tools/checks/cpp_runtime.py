@@ -16,14 +16,14 @@ from pathlib import Path
 
 import numpy as np
 
+from rne_tools.backend_catalog import load_catalog
 from rne_tools.errors import RneError
 from rne_tools.paths import REPO_ROOT
 
 RNE_LOGITS = REPO_ROOT / "build" / "linux" / "host" / "rne_logits"
 MANIFEST = REPO_ROOT / "build" / "linux" / "manifest.json"
 # Our backend names -> the ExecuTorch CMake switch that builds each delegate.
-_BACKEND_FLAGS = {"xnnpack": "EXECUTORCH_BUILD_XNNPACK", "vulkan": "EXECUTORCH_BUILD_VULKAN",
-                  "mlx": "EXECUTORCH_BUILD_MLX"}
+_BACKEND_FLAGS = {b.name: b.build_flag for b in load_catalog().backends}
 
 
 class CppRuntimeError(RneError):

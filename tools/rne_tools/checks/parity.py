@@ -1,10 +1,10 @@
 """Execution parity: an export run by our C++ runner (``cpp_runtime``) against its eager model.
 
 Every forward of a token sequence fed in chunks is compared with the eager model the export was
-verified against (rebuilt from the report: transformed and quantized the same way). A backend
-that computes in a lower precision (Vulkan's fp16, MLX's bf16) is compared with that model in
-fp32, beside how far the eager model run in the backend's precision moves the same logits.
-Programs with an fp16 KV cache are compared with the same program on ExecuTorch's Python
+verified against (``eager.eager_model`` of its plan: transformed and quantized the same way). A
+backend that computes in a lower precision (Vulkan's fp16, MLX's bf16) is compared with that
+model in fp32, beside how far the eager model run in the backend's precision moves the same
+logits. Programs with an fp16 KV cache are compared with the same program on ExecuTorch's Python
 runtime instead (``reference_runtime_logits``). Used by ``tests/test_execution_parity.py``,
 ``tests/test_cpp_runner.py`` and ``tools/benchmarks/e2b_parity.py``.
 """
@@ -14,37 +14,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-from torch import nn
 
-from rne_tools.export import cpp_runtime
-from rne_tools.export.backends import ExportOptions, get_backend
-from rne_tools.export.pipeline import load_source, resolve_source
-from rne_tools.export.verify import precision_pair
+from rne_tools.checks import cpp_runtime
+from rne_tools.checks.eager import chunked_logits, eager_model, precision_pair
 
-
-def eager_model(report: dict[str, Any], random_config: dict[str, Any] | None = None) -> nn.Module:
-    """The eager model an export with this report was verified against. A random config given
-    as a dict (the report names it "custom") must be passed again."""
-    options = ExportOptions(**report["options"])
-    backend = get_backend(options.backend)
-    source = resolve_source(options, None, random_config or report["random_config"])
-    model = backend.quantize(backend.transform(load_source(source, options), options), options)
-    return model.eval()
-
-
-def chunked_logits(model: nn.Module, tokens: Sequence[int], chunks: Sequence[int]) -> np.ndarray:
-    """Logits ``[len(chunks), vocab]`` of the eager model's forward for each chunk."""
-    rows, pos = [], 0
-    with torch.no_grad():
-        for n in chunks:
-            out = model(torch.tensor([list(tokens[pos:pos + n])]), torch.tensor([pos]))
-            rows.append(out[0].float().numpy())
-            pos += n
-    return np.stack(rows)
+if TYPE_CHECKING:
+    from rne_tools.export.plan import ExportPlan
 
 
 def reference_runtime_logits(pte: Path, tokens: Sequence[int],
@@ -52,7 +31,7 @@ def reference_runtime_logits(pte: Path, tokens: Sequence[int],
     """Logits ``[len(chunks), vocab]`` of the same program on ExecuTorch's Python runtime (the
     wheel's kernels): the reference for a program whose own rounding (an fp16 KV cache) eager
     PyTorch does not reproduce op for op."""
-    from rne_tools.runtime import PteRunner
+    from rne_tools.checks.runner import PteRunner
 
     runner, rows, pos = PteRunner(pte), [], 0
     for n in chunks:
@@ -90,12 +69,13 @@ class Parity:
         return (top2[:, 1] - top2[:, 0]) > 2 * bound
 
 
-def compare(pte: Path, report: dict[str, Any], tokens: Sequence[int], chunks: Sequence[int],
-            random_config: dict[str, Any] | None = None) -> Parity:
-    """Run ``pte`` through our runner and its eager model on ``tokens`` fed in ``chunks``."""
+def compare(pte: Path, plan: ExportPlan, tokens: Sequence[int],
+            chunks: Sequence[int]) -> Parity:
+    """Run ``plan``'s program at ``pte`` through our runner and its eager model on ``tokens`` fed
+    in ``chunks``."""
     runtime = cpp_runtime.forward_logits(pte, tokens, chunks)
-    model = eager_model(report, random_config)
-    dtype = get_backend(report["options"]["backend"]).compute_dtype
+    model = eager_model(plan)
+    dtype = plan.backend.compute_dtype
     if dtype is None:
         return Parity(runtime, chunked_logits(model, tokens, chunks), None)
     full, low = precision_pair(model, dtype)

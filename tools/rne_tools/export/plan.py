@@ -1,0 +1,181 @@
+"""An export request resolved once: ``plan_export`` -> an immutable :class:`ExportPlan`.
+
+The plan holds everything the rest of the export reads: the options filled from the model
+registry's variant and validated by the backend, where the weights come from, the backend
+object and the architecture module. The cache key (``cache.cache_key``), the export
+(``pipeline.run_export``), its verification and parity (``rne_tools.checks``) all take the plan,
+so nothing downstream resolves the request again.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, TypedDict
+
+from torch import nn
+
+from rne_tools.checkpoints import load_model, random_model, read_config
+from rne_tools.errors import ExportError
+from rne_tools.export.backends import Backend, ExportOptions, get_backend
+from rne_tools.models import get_architecture
+from rne_tools.paths import export_stem
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where the weights come from: a checkpoint directory or a random config (a name of the
+    architecture's ``RANDOM_CONFIGS``, or ``"custom"`` for an HF config dict)."""
+
+    checkpoint: Path | None
+    random_config: str | None
+    hf_config: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ExportPlan:
+    options: ExportOptions
+    source: ModelSource
+    backend: Backend
+    # The module implementing ``options.architecture`` (``rne_tools.models.<name>``).
+    architecture: ModuleType
+
+    @property
+    def stem(self) -> str:
+        """File name stem of the exported variant: ``<model>_<backend>_<quant>``."""
+        return export_stem(self.options.model_id, self.options.backend, self.options.quantization)
+
+    def load_model(self) -> nn.Module:
+        """The eager model with the source's weights, as the export starts from it."""
+        o = self.options
+        if self.source.random_config is not None:
+            model, _, _ = random_model(o.architecture, self.source.hf_config, o.max_context,
+                                       o.max_chunk)
+            return model
+        model, _ = load_model(self.source.checkpoint, o.architecture, o.max_context, o.max_chunk)
+        return model
+
+    def special_token_ids(self) -> tuple[int, list[int]]:
+        """(bos id or -1, eos ids) from config.json / generation_config.json."""
+        hf_config, checkpoint = self.source.hf_config, self.source.checkpoint
+        cfg = hf_config.get("text_config", hf_config)
+        bos, eos = cfg.get("bos_token_id", hf_config.get("bos_token_id")), []
+        sources = [cfg.get("eos_token_id", hf_config.get("eos_token_id"))]
+        if checkpoint is not None and (checkpoint / "generation_config.json").is_file():
+            sources.append(
+                json.loads((checkpoint / "generation_config.json").read_text()).get("eos_token_id")
+            )
+        for value in sources:
+            for token in value if isinstance(value, list) else [value]:
+                if token is not None and int(token) not in eos:
+                    eos.append(int(token))
+        if not eos:
+            raise ExportError(
+                "The checkpoint's config declares no eos_token_id; the runner needs one."
+            )
+        return (-1 if bos is None else int(bos)), eos
+
+
+class RequestOptions(TypedDict, total=False):
+    """The optional keyword inputs of an export request, as ``plan_export`` takes them."""
+
+    checkpoint: Path | str | None
+    random_config: str | dict[str, Any] | None
+    max_context: int | None
+    max_chunk: int | None
+    embedding_quantization: str
+    group_size: int
+
+
+def plan_export(
+    model_id: str,
+    backend: str,
+    quantization: str | None = None,
+    *,
+    checkpoint: Path | str | None = None,
+    random_config: str | dict[str, Any] | None = None,
+    max_context: int | None = None,
+    max_chunk: int | None = None,
+    embedding_quantization: str = "8w",
+    group_size: int = 32,
+) -> ExportPlan:
+    """Resolve and validate an export request before any weights load.
+
+    Unspecified ``quantization``/``max_context``/``max_chunk`` come from the model registry's
+    variant for ``backend``; without ``checkpoint`` or ``random_config`` the weights are the
+    registry's source for the model (``gguf_import.default_checkpoint``). Raises
+    ``ExportError``/``CheckpointError``/``RegistryError`` on bad input.
+    """
+    from rne_tools.registry import load_registry
+
+    spec = load_registry().model(model_id)
+    variant = spec.variants.get(backend)
+    architecture = get_architecture(spec.architecture)  # unknown architecture -> clear error now
+    backend_impl = get_backend(backend)
+    if quantization is None:
+        if variant is None:
+            raise ExportError(
+                f"{model_id} has no {backend!r} variant in the registry; pass --quantization "
+                f"({', '.join(backend_impl.allowed_quantizations)})."
+            )
+        quantization = variant.quantization
+    if max_context is None:
+        max_context = variant.max_context if variant else spec.context_length
+    if max_chunk is None:
+        if variant is None:
+            raise ExportError(f"{model_id} has no {backend!r} variant; pass --max-chunk.")
+        max_chunk = variant.max_chunk
+    if max_context < 1 or max_chunk < 1:
+        raise ExportError(f"max context ({max_context}) and max chunk ({max_chunk}) must be >= 1.")
+    if max_chunk > max_context:
+        raise ExportError(
+            f"max chunk ({max_chunk}) is above max context ({max_context}): a prefill chunk "
+            "must fit in the KV cache. Lower --max-chunk or raise --max-context."
+        )
+    options = ExportOptions(
+        model_id=model_id,
+        architecture=spec.architecture,
+        backend=backend,
+        quantization=quantization,
+        max_context=max_context,
+        max_chunk=max_chunk,
+        embedding_quantization=embedding_quantization if quantization != "fp32" else "none",
+        group_size=group_size,
+    )
+    backend_impl.validate(options)
+    source = _resolve_source(options, architecture, checkpoint, random_config)
+    return ExportPlan(options, source, backend_impl, architecture)
+
+
+def _resolve_source(
+    options: ExportOptions,
+    architecture: ModuleType,
+    checkpoint: Path | str | None,
+    random_config: str | dict[str, Any] | None,
+) -> ModelSource:
+    """Pick the weights: an explicit checkpoint, a random config (a name of the architecture's
+    ``RANDOM_CONFIGS`` or an HF config dict), or the model's default checkpoint."""
+    if checkpoint is not None and random_config is not None:
+        raise ExportError("Pass either a checkpoint directory or a random config, not both.")
+    if isinstance(random_config, dict):
+        # A full HF config (e.g. a real model's widths at reduced depth, for benchmarks).
+        architecture.ModelArgs.from_hf_config(random_config)
+        return ModelSource(None, "custom", dict(random_config))
+    if random_config is not None:
+        configs = architecture.RANDOM_CONFIGS
+        if random_config not in configs:
+            raise ExportError(
+                f"Unknown random config {random_config!r} for {options.architecture}; "
+                f"known: {', '.join(sorted(configs))}."
+            )
+        return ModelSource(None, random_config, dict(configs[random_config]))
+    if checkpoint is None:
+        from rne_tools.gguf_import import default_checkpoint
+
+        checkpoint = default_checkpoint(options.model_id)
+    checkpoint = Path(checkpoint)
+    if not checkpoint.is_dir():
+        raise ExportError(f"Checkpoint directory {checkpoint} does not exist.")
+    return ModelSource(checkpoint, None, read_config(checkpoint))
