@@ -12,13 +12,20 @@ SDPA step with its ``AttentionSpec``), which the backends' transform tables repl
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from types import ModuleType
 
 from rne_tools.errors import CheckpointError
 
+# Modules of this package that are building blocks, not architectures.
+SHARED_MODULES = ("layers",)
+
+# Every other module of this package is an architecture, named by its file: adding one is
+# adding its file (and the registry entries that use it), nothing else.
 ARCHITECTURES: dict[str, str] = {
-    "llama": "rne_tools.models.llama",
-    "gemma4": "rne_tools.models.gemma4",
+    info.name: f"{__name__}.{info.name}"
+    for info in pkgutil.iter_modules(__path__)
+    if info.name not in SHARED_MODULES
 }
 
 

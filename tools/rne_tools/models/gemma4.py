@@ -351,6 +351,9 @@ class TransformerBlock(nn.Module):
 class Transformer(nn.Module):
     """Gemma 4 text decoder with static caches: ``forward(tokens[1, T], input_pos[1]) -> [1, V]``."""
 
+    # Caches keep the model's dtype: an fp16 cache was never measured on Gemma 4.
+    half_kv_cache_when_quantized = False
+
     def __init__(self, args: ModelArgs, max_context: int, max_chunk: int) -> None:
         super().__init__()
         if not 1 <= max_chunk <= max_context:

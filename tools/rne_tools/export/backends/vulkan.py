@@ -24,18 +24,22 @@ from rne_tools.export.backends import (
     ExportOptions,
     TransformResult,
     check_quantization,
-    require_architecture,
 )
 from rne_tools.export.quantize import quantize_8da4w
 
 MIN_DELEGATED_SHARE = 0.95
-# Edge op names of the fused kernels that must all be delegated, per architecture. The in-place
-# ``llama::update_cache`` shows up as its functionalization wrapper (the graph's only one). For
-# Llama the delegate then fuses each custom_sdpa with its cache updates (sdpa_with_kv_cache).
-FUSED_OPS = {
-    "gemma4": ("et_vk_rms_norm_default", "et_vk_sdpa_default", "auto_functionalized_v2"),
-    "llama": ("et_vk_rms_norm_default", "llama_custom_sdpa_default", "auto_functionalized_v2"),
-}
+
+def fused_ops(model: nn.Module) -> tuple[str, ...]:
+    """Edge op names of the fused kernels that must all be delegated, by the attention path the
+    transform table chose. The in-place ``llama::update_cache`` shows up as its
+    functionalization wrapper (the graph's only one). On the custom-op path (every layer full
+    attention over its own cache) the delegate fuses each custom_sdpa with its cache updates
+    (sdpa_with_kv_cache); otherwise attention is ``et_vk::sdpa``."""
+    from rne_tools.export.custom_ops import CustomOpCausalSDPA
+
+    custom = any(isinstance(m, CustomOpCausalSDPA) for m in model.modules())
+    sdpa = "llama_custom_sdpa_default" if custom else "et_vk_sdpa_default"
+    return ("et_vk_rms_norm_default", sdpa, "auto_functionalized_v2")
 
 
 def _fit_textures_conservatively() -> None:
@@ -60,7 +64,6 @@ class VulkanBackend(Backend):
 
     def validate(self, options: ExportOptions) -> None:
         check_quantization(self, options)
-        require_architecture(self, options.architecture, tuple(FUSED_OPS))
         # The partitioner claims 8-bit tables too, but the runtime has no kernel for the
         # torchao.dequantize_affine they lower to (the program fails to load): Vulkan executes
         # quantized embeddings only as 4-bit symmetric groups (et_vk.embedding_q4gsw).
@@ -109,7 +112,7 @@ class VulkanBackend(Backend):
         share = delegated / total if total else 0.0
         fused = {
             op: by_op.get(op, {"delegated": 0, "cpu": 0})
-            for op in FUSED_OPS[options.architecture]
+            for op in fused_ops(model)
         }
         report = {
             "compute_ops_delegated_share": round(share, 4),

@@ -30,11 +30,9 @@ class XnnpackBackend(Backend):
         check_quantization(self, options)
 
     def transform(self, model: nn.Module, options: ExportOptions) -> TransformResult:
-        # Quantized Llama variants keep the KV cache in fp16, as llama.cpp keeps its own: at
-        # long context a decode step reads the whole cache, and half the bytes is most of its
-        # attention time. fp32 stays the exact reference; Gemma 4's caches keep the model's
-        # dtype (the fp16 cache was measured on Llama only).
-        half_cache = options.quantization != "fp32" and options.architecture == "llama"
+        # The model declares whether its quantized variants may keep the KV cache in fp16; fp32
+        # stays the exact reference.
+        half_cache = options.quantization != "fp32" and model.half_kv_cache_when_quantized
         apply_xnnpack_transforms(model, torch.float16 if half_cache else None)
         return TransformResult(model)
 
