@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from rne_tools.binaries import BuildError, PatchError, apply_series, patch_series
+from rne_tools.binaries import BuildError, PatchError, apply_series, patch_series, platform_series
 from rne_tools.binaries.patches import PATCHES_DIR, conflicting_files
+from rne_tools.paths import REPO_ROOT
 
 FIXTURE = Path(__file__).parent / "fixtures" / "patch_tree"
 
@@ -151,6 +152,44 @@ def test_dropping_a_patch_that_adds_an_mlx_patch_takes_it_out_of_mlx(tmp_path):
     assert (mlx / "qmm.cpp").read_text() == "acc_t = T;\nreturn acc;\n"
 
 
+def test_a_patch_adds_a_repository_file_by_reference(tmp_path):
+    """``Adds-File:`` puts a file of this repository into the tree without a copy in the
+    patch: applying adds its current contents, the patch's hash follows them, and a changed
+    file replaces the old one in a reused tree (the recorded text is reverted first)."""
+    tree = _tree(tmp_path)
+    repo = tmp_path / "repo"
+    (repo / "cpp").mkdir(parents=True)
+    kernel = repo / "cpp" / "span.h"
+    kernel.write_text("#pragma once\nint span();\n")
+    series_dir = tmp_path / "series"
+    series_dir.mkdir()
+    edit = (FIXTURE / "clean" / "0001-enable-vulkan-by-default.patch").read_text()
+    (series_dir / "0001-span.patch").write_text(
+        "Subject: [PATCH] the span kernel\n\nAdds-File: src/rne_span.h from cpp/span.h\n\n" + edit)
+    first = patch_series(series_dir, repo)
+
+    assert apply_series(tree, first) == ["0001-span.patch"]
+    assert (tree / "src" / "rne_span.h").read_text() == kernel.read_text()
+    assert '"Build the Vulkan backend" ON' in (tree / "CMakeLists.txt").read_text()
+    assert apply_series(tree, first) == []
+
+    kernel.write_text("#pragma once\nint span(int keys);\n")
+    second = patch_series(series_dir, repo)
+    assert second[0].sha256 != first[0].sha256
+    assert apply_series(tree, second) == ["0001-span.patch"]
+    assert (tree / "src" / "rne_span.h").read_text() == kernel.read_text()
+
+    apply_series(tree, [])
+    assert not (tree / "src" / "rne_span.h").exists()
+    assert '"Build the Vulkan backend" OFF' in (tree / "CMakeLists.txt").read_text()
+
+
+def test_adds_file_must_name_a_repository_file(tmp_path):
+    (tmp_path / "0001-x.patch").write_text("Adds-File: src/x.h from cpp/missing.h\n")
+    with pytest.raises(BuildError, match="cpp/missing.h"):
+        patch_series(tmp_path, tmp_path)
+
+
 def test_conflict_names_patch_and_file_and_leaves_tree_untouched(tmp_path):
     tree = _tree(tmp_path)
     before = _snapshot(tree)
@@ -205,3 +244,14 @@ def test_project_series_is_well_formed():
     # The real series (possibly empty) must parse: names ordered, hashes computed.
     series = patch_series(PATCHES_DIR)
     assert [p.name for p in series] == sorted(p.name for p in series)
+
+
+def test_the_source_build_gets_the_host_builds_attention_kernel():
+    """One attention kernel source: linux/0003 adds cpp/kernels/attention_span.h itself, not a
+    copy, next to the op_sdpa.cpp that includes it."""
+    patch = next(p for p in platform_series("linux") if p.name.startswith("linux/0003-"))
+    kernel = REPO_ROOT / "packages/react-native-executorch/cpp/kernels/attention_span.h"
+    added = "".join(f"+{line}" for line in kernel.read_text().splitlines(keepends=True))
+    assert patch.text.decode().endswith(added)
+    assert "namespace rne::attention_span" not in patch.path.read_text()
+    assert '#include "rne_attention_span.h"' in patch.path.read_text()

@@ -29,14 +29,18 @@ Pod::Spec.new do |s|
   s.source_files = [
     "ios/**/*.{h,mm}",
     "cpp/jsi/**/*.{h,cpp}",
+    "cpp/json/include/**/*.h",
+    "cpp/json/src/**/*.cpp",
     "cpp/runner/include/**/*.h",
     "cpp/runner/src/**/*.{h,cpp}",
+    "cpp/seam/**/*.{h,cpp}",
     "cpp/tokenizer/include/**/*.h",
     "cpp/tokenizer/src/**/*.{h,cpp,inc}",
   ]
   # GoogleTest suites and the host-only tools (CLIs, benchmarks) must not be compiled into the app.
   s.exclude_files = [
     "cpp/jsi/tests/**/*",
+    "cpp/json/tests/**/*",
     "cpp/runner/tools/**/*",
     "cpp/tokenizer/tests/**/*",
     "cpp/tokenizer/tools/**/*",
@@ -54,8 +58,9 @@ Pod::Spec.new do |s|
     "HEADER_SEARCH_PATHS" => [
       "\"$(PODS_XCFRAMEWORKS_BUILD_DIR)/react-native-executorch/Headers/executorch/runtime/core/portable_type/c10\"",
       "\"$(PODS_TARGET_SRCROOT)/cpp/runner/include\"",
+      "\"$(PODS_TARGET_SRCROOT)/cpp/json/include\"",
       "\"$(PODS_TARGET_SRCROOT)/cpp/tokenizer/include\"",
-      "\"$(PODS_TARGET_SRCROOT)/cpp/tokenizer/src\"",
+      "\"$(PODS_TARGET_SRCROOT)/cpp/seam\"",
       "\"$(PODS_TARGET_SRCROOT)/cpp/jsi\"",
     ].join(" "),
   }

@@ -17,6 +17,13 @@ reverts that MLX patch.
 A platform's own patches live in ``third-party/patches/<platform>/`` and apply after the common
 series, to that platform's builds only: they change nothing another platform builds, and the
 linux source build in the cache (keyed by its source and the series it applies) keeps its tree.
+
+A patch may add a file of this repository to ExecuTorch's tree without holding a copy of it:
+an ``Adds-File: <path in ExecuTorch> from <path in this repository>`` line in its message makes
+the series append a new-file diff of that file's current contents when it is read. What is
+applied, recorded and hashed (``Patch.text``, ``Patch.sha256``) is that whole patch, so editing
+the file is editing the patch. The attention kernel the host build compiles
+(``cpp/kernels/attention_span.h``) reaches the source build this way.
 """
 
 from __future__ import annotations
@@ -46,14 +53,46 @@ _FAILED_FILE_RES = (
 )
 
 
+_ADDS_FILE_RE = re.compile(r"^Adds-File: (\S+) from (\S+)$", re.M)
+
+
 @dataclass(frozen=True)
 class Patch:
+    """One patch: ``path`` is the file in the series (plans name it), ``text`` what is applied
+    (the file plus the files its ``Adds-File`` lines add), ``sha256`` the hash of ``text``."""
+
     name: str
     path: Path
-    sha256: str
+    text: bytes
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text).hexdigest()
 
 
-def patch_series(directory: Path = PATCHES_DIR) -> list[Patch]:
+def _new_file_diff(tree_path: str, contents: bytes, source: Path) -> bytes:
+    """A git diff that creates ``tree_path`` holding ``contents`` (text ending in a newline)."""
+    if not contents.endswith(b"\n"):
+        raise BuildError(f"{source} must end with a newline to be added by a patch")
+    lines = contents.splitlines(keepends=True)
+    header = (f"diff --git a/{tree_path} b/{tree_path}\nnew file mode 100644\n"
+              f"--- /dev/null\n+++ b/{tree_path}\n@@ -0,0 +1,{len(lines)} @@\n")
+    return header.encode() + b"".join(b"+" + line for line in lines)
+
+
+def read_patch(name: str, path: Path, repo: Path = REPO_ROOT) -> Patch:
+    """The patch at ``path`` with the files its ``Adds-File`` lines name (under ``repo``)
+    appended as new-file diffs."""
+    text = path.read_bytes()
+    for tree_path, repo_path in _ADDS_FILE_RE.findall(text.decode()):
+        source = repo / repo_path
+        if not source.is_file():
+            raise BuildError(f"{path}: Adds-File names {repo_path}, which is not in {repo}")
+        text += _new_file_diff(tree_path, source.read_bytes(), source)
+    return Patch(name, path, text)
+
+
+def patch_series(directory: Path = PATCHES_DIR, repo: Path = REPO_ROOT) -> list[Patch]:
     """The series in application order. Files not named ``NNNN-name.patch`` are an error."""
     if not directory.is_dir():
         return []
@@ -66,7 +105,7 @@ def patch_series(directory: Path = PATCHES_DIR) -> list[Patch]:
                 f"patch {path} is not named NNNN-short-name.patch; rename it so its "
                 "position in the series is explicit"
             )
-        series.append(Patch(path.name, path, hashlib.sha256(path.read_bytes()).hexdigest()))
+        series.append(read_patch(path.name, path, repo))
     return series
 
 
@@ -76,18 +115,20 @@ def platform_series(platform: str, directory: Path = PATCHES_DIR) -> list[Patch]
     A platform patch is named by its path under ``directory`` (``ios/0001-x.patch``), which is
     also how plans and manifests refer to it.
     """
-    own = [Patch(f"{platform}/{p.name}", p.path, p.sha256)
+    own = [Patch(f"{platform}/{p.name}", p.path, p.text)
            for p in patch_series(directory / platform)]
     return patch_series(directory) + own
 
 
-def _git_apply(tree: Path, patch: Path, *flags: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        ["git", "apply", "--whitespace=nowarn", *flags, str(patch.resolve())],
-        cwd=tree,
-        capture_output=True,
-        text=True,
+def _git_apply(tree: Path, patch: bytes | Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    """``git apply`` of a patch's text (from stdin) or of a patch file."""
+    text = patch.read_bytes() if isinstance(patch, Path) else patch
+    result = subprocess.run(
+        ["git", "apply", "--whitespace=nowarn", *flags], cwd=tree, input=text, capture_output=True
     )
+    return subprocess.CompletedProcess(result.args, result.returncode,
+                                       result.stdout.decode(errors="replace"),
+                                       result.stderr.decode(errors="replace"))
 
 
 def conflicting_files(git_stderr: str) -> list[str]:
@@ -113,16 +154,16 @@ def apply_series(tree: Path, series: list[Patch]) -> list[str]:
     kept = _undo_dropped(tree, series)
     applied: list[Patch] = []
     for patch in series[kept:]:
-        if _git_apply(tree, patch.path, "--check").returncode == 0:
-            result = _git_apply(tree, patch.path)
+        if _git_apply(tree, patch.text, "--check").returncode == 0:
+            result = _git_apply(tree, patch.text)
             if result.returncode != 0:  # --check passed, so this is an I/O-level failure
                 _revert(tree, applied)
                 raise BuildError(f"applying {patch.name} to {tree} failed: {result.stderr.strip()}")
             applied.append(patch)
             continue
-        if _git_apply(tree, patch.path, "--check", "--reverse").returncode == 0:
+        if _git_apply(tree, patch.text, "--check", "--reverse").returncode == 0:
             continue  # already applied
-        check = _git_apply(tree, patch.path, "--check")
+        check = _git_apply(tree, patch.text, "--check")
         _revert(tree, applied)
         files = conflicting_files(check.stderr)
         raise PatchError(
@@ -155,8 +196,10 @@ def _undo_dropped(tree: Path, series: list[Patch]) -> int:
         if (entry["name"], entry["sha256"]) != (patch.name, patch.sha256):
             break
         keep += 1
+    # The recorded copies are the texts that were applied (added files included).
     stale = [
-        Patch(e["name"], _record_file(tree, e["name"]), e["sha256"]) for e in recorded[keep:]
+        Patch(e["name"], _record_file(tree, e["name"]), _record_file(tree, e["name"]).read_bytes())
+        for e in recorded[keep:]
     ]
     if stale:
         _revert(tree, stale)
@@ -170,7 +213,7 @@ def _write_record(tree: Path, series: list[Patch]) -> None:
         shutil.rmtree(record_dir)
     record_dir.mkdir()
     for patch in series:
-        shutil.copyfile(patch.path, _record_file(tree, patch.name))
+        _record_file(tree, patch.name).write_bytes(patch.text)
     entries = [{"name": p.name, "sha256": p.sha256} for p in series]
     (record_dir / "record.json").write_text(json.dumps(entries, indent=1) + "\n")
 
@@ -197,9 +240,9 @@ _MLX_SOURCE = "backends/mlx/third-party/mlx"
 _ADDED_FILE_RE = re.compile(r"^\+\+\+ b/(" + re.escape(_MLX_PATCHES) + r"/[^/\s]+\.patch)$", re.M)
 
 
-def _revert_inner_patches(tree: Path, patch: Path) -> None:
+def _revert_inner_patches(tree: Path, patch: Patch) -> None:
     mlx = tree / _MLX_SOURCE
-    for added in _ADDED_FILE_RE.findall(patch.read_text()):
+    for added in _ADDED_FILE_RE.findall(patch.text.decode(errors="replace")):
         inner = tree / added
         if inner.is_file() and mlx.is_dir() and _git_apply(mlx, inner, "--check", "--reverse").returncode == 0:
             result = _git_apply(mlx, inner, "--reverse")
@@ -210,8 +253,8 @@ def _revert_inner_patches(tree: Path, patch: Path) -> None:
 
 def _revert(tree: Path, applied: list[Patch]) -> None:
     for patch in reversed(applied):
-        _revert_inner_patches(tree, patch.path)
-        result = _git_apply(tree, patch.path, "--reverse")
+        _revert_inner_patches(tree, patch)
+        result = _git_apply(tree, patch.text, "--reverse")
         if result.returncode != 0:
             raise BuildError(
                 f"could not revert {patch.name} in {tree} ({result.stderr.strip()}); reset "

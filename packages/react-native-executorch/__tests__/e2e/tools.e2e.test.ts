@@ -88,7 +88,7 @@ describe('tool calling on the real runner (SmolLM2)', () => {
     expect(llm.messageHistory.slice(EXAMPLES.length)).toEqual([
       { role: 'user', content: 'What is the weather in Paris?' },
       { role: 'assistant', content: expect.any(String), toolCalls: calls },
-      { role: 'tool', content: 'Sunny, 24 degrees.' },
+      { role: 'tool', content: 'Sunny, 24 degrees.', toolName: 'get_weather' },
       { role: 'assistant', content: answer },
     ]);
     // Two generations: the call, then the answer (prefilled on top of the cached conversation).

@@ -32,9 +32,11 @@ if(TARGET executorch::kernels_quantized)
   target_link_libraries(rne_executorch INTERFACE executorch::kernels_quantized)
 endif()
 # The wheel has no C++ library with the LLM custom ops (llama::custom_sdpa, update_cache) our
-# XNNPACK exports call, so the host build brings its own (host/llm_custom_ops.cpp). The object
-# file goes into every executable: nothing references it, so an archive member would be dropped.
+# XNNPACK exports call, so the host build brings its own (host/llm_custom_ops.cpp, whose
+# attention is kernels/attention_span.h, the source build's too). The object file goes into
+# every executable: nothing references it, so an archive member would be dropped.
 add_library(rne_host_llm_ops OBJECT host/llm_custom_ops.cpp)
+target_include_directories(rne_host_llm_ops PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/kernels)
 # Host-only (the binaries run where they are built): the attention loops vectorise for this
 # CPU's widest vector unit instead of the x86-64 baseline's SSE2.
 include(CheckCXXCompilerFlag)

@@ -3,7 +3,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "json.h"  // rne_tokenizer's JSON reader (cpp/tokenizer/src)
+#include "rne/json/json.h"
 
 namespace rne::host {
 
@@ -23,9 +23,9 @@ Result<ChatTemplate> ChatTemplate::from_tokenizer_config(const std::string& path
   if (!file) return Error{ErrorCode::kNotFound, path + ": no such file or not readable"};
   std::stringstream buffer;
   buffer << file.rdbuf();
-  tokenizer::json::Value root;
-  tokenizer::json::ParseError parse_error;
-  if (!tokenizer::json::parse(buffer.str(), root, parse_error)) {
+  json::Value root;
+  json::ParseError parse_error;
+  if (!json::parse(buffer.str(), root, parse_error)) {
     return Error{ErrorCode::kInvalidArgument,
                  path + ": not valid JSON at byte " + std::to_string(parse_error.offset) + ": " +
                      parse_error.message};

@@ -18,7 +18,7 @@
 #include <executorch/runtime/platform/platform.h>
 
 #include "chat_template.h"
-#include "json.h"
+#include "rne/json/json.h"
 #include "model_integrity.h"
 #include "rne/runner/llm_runner.h"
 
@@ -202,9 +202,9 @@ std::optional<std::string> sha256_from_export_report(const std::string& model) {
   std::ifstream in(report, std::ios::binary);
   if (!in) return std::nullopt;
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  rne::tokenizer::json::Value doc;
-  rne::tokenizer::json::ParseError error;
-  if (!rne::tokenizer::json::parse(text, doc, error) || !doc.is_object()) return std::nullopt;
+  rne::json::Value doc;
+  rne::json::ParseError error;
+  if (!rne::json::parse(text, doc, error) || !doc.is_object()) return std::nullopt;
   const auto* file = doc.find("file");
   const auto* sha256 = doc.find("sha256");
   if (!file || !file->is_string() || file->as_string() != pte.filename().string()) return std::nullopt;
@@ -310,7 +310,7 @@ int main(int argc, char** argv) {
 
   if (o.json) {
     std::string text_json;
-    rne::tokenizer::json::write_string(text, text_json);
+    rne::json::write_string(text, text_json);
     std::cout << "{\"text\":" << text_json << ",\"prompt_ids\":" << ids_json(prompt_ids)
               << ",\"tokens\":" << ids_json(runner.last_tokens()) << ",\"max_chunk\":"
               << runner.contract().max_chunk << ",\"max_context\":" << runner.contract().max_context

@@ -70,6 +70,10 @@ class JsiObjectReader : public seam::ObjectReader {
  public:
   JsiObjectReader(j::Runtime& rt, j::Object object) : rt_(rt), object_(std::move(object)) {}
 
+  bool has(const char* name) const override {
+    return !object_.getProperty(rt_, name).isUndefined();
+  }
+
   std::optional<double> number(const char* name) const override {
     j::Value value = object_.getProperty(rt_, name);
     return value.isNumber() ? std::optional(value.asNumber()) : std::nullopt;

@@ -139,6 +139,10 @@ class NapiObjectReader : public seam::ObjectReader {
  public:
   NapiObjectReader(napi_env env, napi_value object) : env_(env), object_(object) {}
 
+  bool has(const char* name) const override {
+    return typeOf(env_, property(name)) != napi_undefined;
+  }
+
   std::optional<double> number(const char* name) const override {
     napi_value value = property(name);
     double number = 0;

@@ -1,8 +1,8 @@
 /**
  * The one seam between TypeScript and native code. The JSI binding (`cpp/jsi/`) installs an
  * object implementing {@link NativeExecutorch} as `globalThis.__RNExecutorch`; the Node-API addon
- * (`cpp/node/`, end-to-end tests) creates the same object over the same C++ core; unit tests pass
- * a double. Nothing else in the package talks to native code.
+ * (`cpp/node/`, end-to-end tests) creates the same object over the same C++ core (`cpp/seam/`);
+ * unit tests pass a double. Nothing else in the package talks to native code.
  */
 import type { Backend, Platform } from '../models';
 
@@ -15,21 +15,33 @@ export interface NativePlatformInfo {
   readonly osVersion: string;
 }
 
-/** Sampling and stopping options of one native generate call. */
-export interface NativeGenerationConfig {
-  readonly maxNewTokens: number;
+/**
+ * The sampler's options, by the names the native side reads: one row each in the option table of
+ * `cpp/seam/seam_core.cpp` (`kGenerationOptions`). The app's `GenerationConfig` is these,
+ * each optional. A later option is optional here too: an absent field keeps the native default
+ * (the option off).
+ */
+export interface SamplingOptions {
   /** 0 is greedy. */
   readonly temperature: number;
-  /** 0 is off. */
+  /** Keep the k most likely tokens; 0 is off. */
   readonly topK: number;
-  /** 1 is off. */
+  /** Nucleus sampling mass, in (0, 1]; 1 is off. */
   readonly topP: number;
-  /** 0 is off. */
+  /** Drop tokens below minP * p(best), in [0, 1); 0 is off. */
   readonly minP: number;
-  /** 1 is off. */
+  /** > 0; 1 is off. */
   readonly repetitionPenalty: number;
-  /** Same seed + same inputs = same tokens. */
+  /** Fixes the random draw: same seed + same conversation = same answer. Random when unset. */
   readonly seed: number;
+}
+
+/**
+ * Sampling and stopping options of one native generate call, an object keyed by option name
+ * (the native side reads each by name; unknown fields are ignored).
+ */
+export interface NativeGenerationConfig extends SamplingOptions {
+  readonly maxNewTokens: number;
   /** Generation stops once the text contains one of these (the string itself is not emitted). */
   readonly stopStrings: readonly string[];
   /**
@@ -37,8 +49,6 @@ export interface NativeGenerationConfig {
    * (grammar-constrained sampling in the C++ sampler). Absent: free text.
    */
   readonly responseFormat?: string;
-  // Extensible: later options are optional fields the native side reads when present; an
-  // absent field keeps today's behaviour.
 }
 
 /** Why a generation ended. */

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend_catalog.generated.h"
 #include "rne/runner/backends.h"
 #include "rne_jsi.h"
 #include "test_runtime.h"
@@ -168,17 +169,21 @@ TEST_F(BindingTest, ExposesTheSeamAndThePlatform) {
   for (size_t i = 0; i < backends.size(rt_); ++i) {
     list.push_back(backends.getValueAtIndex(rt_, i).getString(rt_).utf8(rt_));
   }
-  // Exactly the delegates the runtime registered (the wheel build: XNNPACK; the source build and
-  // its shared library: Vulkan, and MLX on CPU, too), MLX left out on this simulated iOS.
+  // Exactly the catalog's backends whose delegates the runtime registered (the wheel build:
+  // XNNPACK; the source build and its shared library: Vulkan, and MLX on CPU, too), less those
+  // that never run on this simulated iOS (MLX).
+  const std::vector<std::string> linked = rne::runner::registered_backends();
   std::vector<std::string> expected;
-  for (const std::string& delegate : rne::runner::registered_backends()) {
-    if (delegate == "XnnpackBackend") expected.push_back("xnnpack");
-    if (delegate == "VulkanBackend") expected.push_back("vulkan");
+  for (const rne::seam::BackendInfo& backend : rne::seam::kBackendCatalog) {
+    if (std::find(linked.begin(), linked.end(), backend.runtime) == linked.end()) continue;
+    if (rne::seam::simulator_rule(backend, "ios") == rne::seam::SimulatorRule::kNever) continue;
+    expected.push_back(backend.name);
   }
   std::sort(list.begin(), list.end());
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(list, expected);
   EXPECT_NE(std::find(list.begin(), list.end(), "xnnpack"), list.end());
+  EXPECT_EQ(std::find(list.begin(), list.end(), "mlx"), list.end());
 
   j::Value info = call("platformInfo");
   EXPECT_EQ(str(info, "os"), "ios");
@@ -195,9 +200,9 @@ TEST_F(BindingTest, LoadFailuresAreCodedRejections) {
 
   // A known backend this binary was not linked with is refused up front, naming it.
   const std::vector<std::string> linked = rne::runner::registered_backends();
-  for (const auto& [name, delegate] : {std::pair<std::string, std::string>{"vulkan", "VulkanBackend"},
-                                       {"mlx", "MLXBackend"}}) {
-    if (std::find(linked.begin(), linked.end(), delegate) != linked.end()) continue;
+  for (const rne::seam::BackendInfo& backend : rne::seam::kBackendCatalog) {
+    if (std::find(linked.begin(), linked.end(), backend.runtime) != linked.end()) continue;
+    const std::string name = backend.name;
     j::Value unlinked = call("loadLLM", loadOptions("/x.pte", "/t.json", name.c_str()));
     EXPECT_EQ(rt_.promiseState(unlinked), "rejected") << name;
     EXPECT_EQ(codeOf(rt_.promiseResult(unlinked)), "invalid_argument") << name;

@@ -4,11 +4,11 @@
 #include <cstdio>
 #include <set>
 
-#include "json.h"  // the tokenizer's JSON parser (one JSON reader in the core)
+#include "rne/json/json.h"
 
 namespace rne::runner {
 
-namespace json = rne::tokenizer::json;
+namespace json = rne::json;
 
 namespace {
 

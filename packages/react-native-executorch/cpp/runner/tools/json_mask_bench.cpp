@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "json.h"
+#include "rne/json/json.h"
 #include "rne/runner/json_constraint.h"
 #include "rne/runner/sampler.h"
 #include "rne/tokenizer/tokenizer.h"
@@ -27,7 +27,7 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
-namespace json = rne::tokenizer::json;
+namespace json = rne::json;
 
 double us_since(Clock::time_point start) {
   return std::chrono::duration<double, std::micro>(Clock::now() - start).count();

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "flat_index.h"
-#include "json.h"
+#include "rne/json/json.h"
 #include "rne/tokenizer/result.h"
 #include "rne/tokenizer/tokenizer.h"
 

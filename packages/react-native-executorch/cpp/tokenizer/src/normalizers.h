@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "json.h"
+#include "rne/json/json.h"
 #include "rne/tokenizer/result.h"
 
 namespace rne::tokenizer {

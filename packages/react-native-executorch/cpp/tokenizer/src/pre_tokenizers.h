@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "json.h"
+#include "rne/json/json.h"
 #include "rne/tokenizer/result.h"
 
 namespace rne::tokenizer {

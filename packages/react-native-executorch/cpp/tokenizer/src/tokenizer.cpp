@@ -11,7 +11,7 @@
 #include "bpe.h"
 #include "config.h"
 #include "decoders.h"
-#include "json.h"
+#include "rne/json/json.h"
 #include "normalizers.h"
 #include "pre_tokenizers.h"
 #include "unicode.h"

@@ -5,6 +5,8 @@
 #include <string>
 #include <string_view>
 
+#include "rne/json/json.h"
+
 namespace rne::tokenizer::unicode {
 
 enum class CharClass : uint8_t { kOther, kLetter, kNumber, kWhitespace };
@@ -21,7 +23,8 @@ bool is_word_char(uint32_t cp);
 // always make progress.
 size_t decode_utf8(std::string_view s, size_t pos, uint32_t& cp);
 
-void append_utf8(uint32_t cp, std::string& out);
+// The one UTF-8 encoder of the core lives with the JSON reader (\u escapes need it).
+using rne::json::append_utf8;
 
 // Length of the valid UTF-8 sequence at `pos`, or 0 when the bytes there are not one.
 size_t valid_sequence_length(std::string_view s, size_t pos);

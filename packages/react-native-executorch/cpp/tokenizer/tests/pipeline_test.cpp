@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "json.h"
+#include "rne/json/json.h"
 #include "pre_tokenizers.h"
 #include "test_util.h"
 
@@ -17,7 +17,7 @@ using rne::tokenizer::testing::bpe_json;
 using rne::tokenizer::testing::load;
 using Ids = std::vector<TokenId>;
 using Strings = std::vector<std::string>;
-namespace json = rne::tokenizer::json;
+namespace json = rne::json;
 
 namespace {
 

@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "json.h"
+#include "rne/json/json.h"
 #include "rne/tokenizer/tokenizer.h"
 #include "unicode.h"
 
@@ -37,7 +37,7 @@ namespace {
 
 using rne::tokenizer::TokenId;
 using rne::tokenizer::Tokenizer;
-namespace json = rne::tokenizer::json;
+namespace json = rne::json;
 
 void append_ids(const std::vector<TokenId>& ids, std::string& out) {
   out += '[';

@@ -1,5 +1,5 @@
 // One loaded .pte: the `forward` method plus the contract metadata the exporter wrote
-// (see shared/DESIGN.md, "The .pte contract"). Knows nothing about tokens' meaning or sampling.
+// (see docs/design.md, "The .pte contract"). Knows nothing about tokens' meaning or sampling.
 #pragma once
 
 #include <cstdint>

@@ -18,11 +18,11 @@
 
 #include "rne/tokenizer/result.h"
 
-namespace rne::tokenizer {
-
-namespace json {
+namespace rne::json {
 class Value;
 }
+
+namespace rne::tokenizer {
 
 using TokenId = int32_t;
 

@@ -40,6 +40,8 @@ inline constexpr std::array<const char*, 10> kMethodNames{
 class ObjectReader {
  public:
   virtual ~ObjectReader() = default;
+  // False when the property is missing (undefined).
+  virtual bool has(const char* name) const = 0;
   // nullopt when the property is missing or of another type.
   virtual std::optional<double> number(const char* name) const = 0;
   virtual std::optional<std::string> string(const char* name) const = 0;
@@ -54,7 +56,8 @@ struct LoadOptions {
 
 // loadLLM's options object; invalid_argument names the bad field.
 Result<LoadOptions> parseLoadOptions(const ObjectReader& options);
-// generate's config object (NativeGenerationConfig), range-checked by the sampler's rules.
+// generate's config object (NativeGenerationConfig), read option by option from the table in
+// seam_core.cpp (kGenerationOptions), then range-checked by the sampler's rules.
 Result<runner::GenerationConfig> parseGenerationConfig(const ObjectReader& config);
 
 // A GenerationStats object in the seam's field names: numbers, then the stop reason.

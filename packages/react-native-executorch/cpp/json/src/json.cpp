@@ -1,11 +1,9 @@
-#include "json.h"
+#include "rne/json/json.h"
 
 #include <cmath>
 #include <cstdlib>
 
-#include "unicode.h"
-
-namespace rne::tokenizer::json {
+namespace rne::json {
 
 bool Value::is_integer() const {
   if (!is_number()) return false;
@@ -212,7 +210,7 @@ class Parser {
           } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
             return fail("unpaired surrogate in \\u escape");
           }
-          unicode::append_utf8(cp, out);
+          append_utf8(cp, out);
           break;
         }
         default: --pos_; return fail("invalid escape character");
@@ -282,4 +280,22 @@ void write_string(std::string_view s, std::string& out) {
   out += '"';
 }
 
-}  // namespace rne::tokenizer::json
+void append_utf8(uint32_t cp, std::string& out) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+}  // namespace rne::json

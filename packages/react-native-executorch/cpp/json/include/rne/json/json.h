@@ -1,6 +1,8 @@
-// A small DOM JSON parser, enough for Hugging Face tokenizer.json files.
+// rne_json: the one JSON reader and writer of the C++ core. A small DOM parser, enough for
+// Hugging Face tokenizer.json files (the tokenizer), JSON Schemas (the grammar) and the host
+// tools' config files.
 //
-// Written here rather than vendored so the tokenizer builds with nothing but a C++17
+// Written here rather than vendored so the core builds with nothing but a C++17
 // compiler on every platform (host, iOS, Android). Objects keep their key order; lookups are
 // linear, which is fine for the small config objects (the big vocab object is only iterated).
 // Values are a std::variant (~40 bytes) because a 262k-entry vocab plus merges makes a million
@@ -14,7 +16,7 @@
 #include <variant>
 #include <vector>
 
-namespace rne::tokenizer::json {
+namespace rne::json {
 
 class Value;
 using Array = std::vector<Value>;
@@ -69,4 +71,7 @@ bool parse(std::string_view text, Value& out, ParseError& error);
 // Appends `s` (UTF-8) to `out` as a quoted, escaped JSON string literal.
 void write_string(std::string_view s, std::string& out);
 
-}  // namespace rne::tokenizer::json
+// Appends the UTF-8 encoding of code point `cp` to `out` (what a \u escape decodes to).
+void append_utf8(uint32_t cp, std::string& out);
+
+}  // namespace rne::json

@@ -2,24 +2,85 @@
 
 #include <algorithm>
 #include <string_view>
+#include <type_traits>
 
+#include "backend_catalog.generated.h"
 #include "rne/runner/backends.h"
 #include "rne/tokenizer/tokenizer.h"
 
 namespace rne::seam {
 namespace {
 
-// TypeScript backend names and the ExecuTorch delegates that run them.
-constexpr std::array<std::pair<std::string_view, const char*>, 3> kBackends{{
-    {"mlx", "MLXBackend"},
-    {"vulkan", "VulkanBackend"},
-    {"xnnpack", "XnnpackBackend"},
-}};
+// generate()'s options: one row per field of NativeGenerationConfig (src/native/seam.ts), with
+// the GenerationConfig field it sets; the JS type read (number, string, array of strings)
+// follows from the field's C++ type. Adding a sampler option: its SamplerConfig field and range
+// check (runner::validate), a kOptional row here (an app whose TypeScript omits it keeps the
+// field's default) and its TypeScript field (SamplingOptions).
+using runner::GenerationConfig;
+using runner::SamplerConfig;
 
-Result<double> requireNumber(const ObjectReader& object, const char* name) {
-  if (auto value = object.number(name)) return *value;
-  return invalidArgument(std::string("config.") + name + " must be a number");
+enum class Presence { kRequired, kOptional };
+
+// The field a row's member-pointer path (GenerationConfig::sampling, then SamplerConfig::top_k)
+// leads to.
+template <typename Object, typename Member, typename... Rest>
+auto& fieldAt(Object& object, Member member, Rest... rest) {
+  if constexpr (sizeof...(rest) == 0) {
+    return object.*member;
+  } else {
+    return fieldAt(object.*member, rest...);
+  }
 }
+
+template <auto... Path>
+Result<void> readOption(const ObjectReader& object, const char* name, Presence presence,
+                        GenerationConfig& config) {
+  if (presence == Presence::kOptional && !object.has(name)) return {};
+  auto& field = fieldAt(config, Path...);
+  using Field = std::remove_reference_t<decltype(field)>;
+  const auto wrong = [name](const char* type) {
+    return invalidArgument(std::string("config.") + name + " must be " + type);
+  };
+  if constexpr (std::is_arithmetic_v<Field>) {
+    auto value = object.number(name);
+    if (!value) return wrong("a number");
+    field = static_cast<Field>(*value);
+  } else if constexpr (std::is_same_v<Field, std::string>) {
+    auto value = object.string(name);
+    if (!value) return wrong("a string");
+    field = std::move(*value);
+  } else {
+    static_assert(std::is_same_v<Field, std::vector<std::string>>, "no JS type for this field");
+    auto value = object.strings(name);
+    if (!value) return wrong("an array of strings");
+    field = std::move(*value);
+  }
+  return {};
+}
+
+struct GenerationOption {
+  const char* name;
+  Presence presence;
+  Result<void> (*read)(const ObjectReader&, const char*, Presence, GenerationConfig&);
+};
+
+template <auto... Path>
+constexpr GenerationOption option(const char* name, Presence presence = Presence::kRequired) {
+  return {name, presence, &readOption<Path...>};
+}
+
+constexpr GenerationOption kGenerationOptions[] = {
+    option<&GenerationConfig::max_new_tokens>("maxNewTokens"),
+    option<&GenerationConfig::sampling, &SamplerConfig::temperature>("temperature"),
+    option<&GenerationConfig::sampling, &SamplerConfig::top_k>("topK"),
+    option<&GenerationConfig::sampling, &SamplerConfig::top_p>("topP"),
+    option<&GenerationConfig::sampling, &SamplerConfig::min_p>("minP"),
+    option<&GenerationConfig::sampling, &SamplerConfig::repetition_penalty>("repetitionPenalty"),
+    option<&GenerationConfig::sampling, &SamplerConfig::seed>("seed"),
+    option<&GenerationConfig::stop_strings>("stopStrings"),
+    // A JSON Schema's text; the runner constrains the answer to it.
+    option<&GenerationConfig::json_schema>("responseFormat", Presence::kOptional),
+};
 
 }  // namespace
 
@@ -40,27 +101,12 @@ Result<LoadOptions> parseLoadOptions(const ObjectReader& options) {
 }
 
 Result<runner::GenerationConfig> parseGenerationConfig(const ObjectReader& object) {
-  runner::GenerationConfig config;
-  double values[7];
-  const char* names[7] = {"maxNewTokens", "temperature", "topK", "topP",
-                          "minP",         "repetitionPenalty", "seed"};
-  for (int i = 0; i < 7; ++i) {
-    auto value = requireNumber(object, names[i]);
-    if (!value.ok()) return value.error();
-    values[i] = *value;
+  GenerationConfig config;
+  for (const GenerationOption& option : kGenerationOptions) {
+    if (auto read = option.read(object, option.name, option.presence, config); !read.ok()) {
+      return read.error();
+    }
   }
-  config.max_new_tokens = static_cast<int32_t>(values[0]);
-  config.sampling.temperature = static_cast<float>(values[1]);
-  config.sampling.top_k = static_cast<int32_t>(values[2]);
-  config.sampling.top_p = static_cast<float>(values[3]);
-  config.sampling.min_p = static_cast<float>(values[4]);
-  config.sampling.repetition_penalty = static_cast<float>(values[5]);
-  config.sampling.seed = static_cast<uint64_t>(values[6]);
-  auto stops = object.strings("stopStrings");
-  if (!stops) return invalidArgument("config.stopStrings must be an array of strings");
-  config.stop_strings = std::move(*stops);
-  // Optional: a JSON Schema's text; the runner constrains the answer to it.
-  if (auto schema = object.string("responseFormat")) config.json_schema = std::move(*schema);
   if (auto valid = runner::validate(config.sampling); !valid.ok()) return valid.error();
   return config;
 }
@@ -110,24 +156,27 @@ SeamCore::~SeamCore() {
 
 std::vector<std::string> SeamCore::availableBackends() const {
   std::vector<std::string> names;
-  for (const auto& [ts_name, delegate] : kBackends) {
-    if (!runner::has_backend(delegate)) continue;
-    // MLX needs a real Apple GPU; the simulator's Metal cannot run it.
-    if (ts_name == "mlx" && platform_.is_simulator) continue;
-    names.emplace_back(ts_name);
+  for (const BackendInfo& backend : kBackendCatalog) {
+    if (!runner::has_backend(backend.runtime)) continue;
+    // A backend that never runs on this platform's simulator (MLX) is not offered there.
+    if (platform_.is_simulator &&
+        simulator_rule(backend, platform_.os) == SimulatorRule::kNever) {
+      continue;
+    }
+    names.emplace_back(backend.name);
   }
   return names;
 }
 
 Result<void> SeamCore::loadLLM(LoadOptions options, LoadDone done) {
-  auto known = std::find_if(kBackends.begin(), kBackends.end(),
-                            [&](const auto& entry) { return entry.first == options.backend; });
-  if (known == kBackends.end()) {
+  auto known = std::find_if(kBackendCatalog.begin(), kBackendCatalog.end(),
+                            [&](const BackendInfo& entry) { return entry.name == options.backend; });
+  if (known == kBackendCatalog.end()) {
     return invalidArgument("Unknown backend \"" + options.backend + "\"");
   }
-  if (!runner::has_backend(known->second)) {
+  if (!runner::has_backend(known->runtime)) {
     return invalidArgument("This app's native binary was built without the " + options.backend +
-                           " backend (" + known->second + ")");
+                           " backend (" + known->runtime + ")");
   }
   worker_->post([this, options = std::move(options), done = std::move(done)] {
     auto loaded = runner::LlmRunner::load(options.model_path, options.tokenizer_path);

@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
-#include "json.h"
+#include "rne/json/json.h"
 
-namespace json = rne::tokenizer::json;
+namespace json = rne::json;
 
 namespace {
 
