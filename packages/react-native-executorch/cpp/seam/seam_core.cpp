@@ -80,6 +80,8 @@ constexpr GenerationOption kGenerationOptions[] = {
     option<&GenerationConfig::stop_strings>("stopStrings"),
     // A JSON Schema's text; the runner constrains the answer to it.
     option<&GenerationConfig::json_schema>("responseFormat", Presence::kOptional),
+    // Special tokens the streamed text keeps (a chat format's markers its parsers read).
+    option<&GenerationConfig::keep_special_tokens>("keepSpecialTokens", Presence::kOptional),
 };
 
 }  // namespace

@@ -517,6 +517,37 @@ TEST_F(SmolLM2Test, StructuredOutputClosesWithinATinyBudget) {
   EXPECT_GT(text.size(), 30u) << "the model wrote its own text before the close: " << text;
 }
 
+// keep_special_tokens on the real runner: the kept end-of-turn token's text reaches the
+// caller, the generation still stops on it, and a text the tokenizer lacks is refused up front.
+TEST_F(SmolLM2Test, KeptSpecialTokenIsStreamedAndStillStopsTheAnswer) {
+  const auto prompt = ids(turn("user", "Summarize the plot of Hamlet in detail, as JSON.") +
+                          "<|im_start|>assistant\n");
+  GenerationConfig config = greedy(24);
+  config.json_schema = kSummarySchema;  // ends with EOS (<|im_end|>) within the budget
+  auto run = [&](const std::vector<std::string>& keep) {
+    runner_->reset();
+    config.keep_special_tokens = keep;
+    std::string text;
+    auto stats = runner_->generate(prompt, config, [&](std::string_view piece) { text += piece; });
+    EXPECT_TRUE(stats.ok()) << stats.error().message;
+    if (stats.ok()) EXPECT_EQ(stats->stop_reason, StopReason::kEos) << text;
+    return std::pair{text, runner_->last_tokens()};
+  };
+  const auto [plain, plain_tokens] = run({});
+  const auto [kept, kept_tokens] = run({"<|im_end|>"});
+  EXPECT_EQ(kept_tokens, plain_tokens);
+  EXPECT_EQ(plain.find("<|im_end|>"), std::string::npos) << plain;
+  EXPECT_EQ(kept, plain + "<|im_end|>");
+
+  runner_->reset();
+  config.keep_special_tokens = {"<|im_end|>", "<|channel>"};
+  auto unknown = runner_->generate(prompt, config, nullptr);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(unknown.error().message.find("\"<|channel>\""), std::string::npos) << unknown.error().message;
+  EXPECT_EQ(runner_->position(), 0) << "refused before the prefill";
+}
+
 TEST_F(SmolLM2Test, BudgetBelowTheShortestDocumentIsRefusedBeforeThePrefill) {
   GenerationConfig config = greedy(10);  // {"summary":""} + EOS needs 15
   config.json_schema = kSummarySchema;

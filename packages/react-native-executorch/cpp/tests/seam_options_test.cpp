@@ -48,6 +48,7 @@ MapReader fullConfig() {
 TEST(SeamOptions, EachOptionLandsInItsField) {
   MapReader config = fullConfig();
   config.values["responseFormat"] = std::string(R"({"type":"object"})");
+  config.values["keepSpecialTokens"] = std::vector<std::string>{"<|channel>", "<channel|>"};
   auto parsed = rne::seam::parseGenerationConfig(config);
   ASSERT_TRUE(parsed.ok()) << parsed.error().message;
   const rne::runner::GenerationConfig& c = parsed.value();
@@ -60,12 +61,14 @@ TEST(SeamOptions, EachOptionLandsInItsField) {
   EXPECT_EQ(c.sampling.seed, 7u);
   EXPECT_EQ(c.stop_strings, std::vector<std::string>{"END"});
   EXPECT_EQ(c.json_schema, R"({"type":"object"})");
+  EXPECT_EQ(c.keep_special_tokens, (std::vector<std::string>{"<|channel>", "<channel|>"}));
 }
 
 TEST(SeamOptions, OptionalOptionsKeepTheirDefaultsWhenAbsent) {
   auto parsed = rne::seam::parseGenerationConfig(fullConfig());
   ASSERT_TRUE(parsed.ok()) << parsed.error().message;
   EXPECT_EQ(parsed.value().json_schema, "");
+  EXPECT_TRUE(parsed.value().keep_special_tokens.empty());
 }
 
 TEST(SeamOptions, MissingOrMistypedOptionsAreNamed) {

@@ -1,5 +1,5 @@
 import { resolveBackend, type BackendOf } from '../backend';
-import { ChatTemplate, type Message } from '../chat/template';
+import { ChatTemplate, type Message, type ThoughtMarkers } from '../chat/template';
 import { loadChatTemplate } from '../chat/files';
 import { ThoughtSplitter } from '../chat/thought';
 import { ExecutorchError, fromNativeError } from '../errors';
@@ -14,6 +14,7 @@ import type {
 import { resolveResourceFetcher } from '../resources/defaultFetcher';
 import type { ModelFiles, ResourceFetcher } from '../resources/fetcher';
 import { runToolRounds, toolCallSchema, ToolPrompt, type GenerateRound, type ToolTurn } from '../tools';
+import { GEMMA4_CALL_CLOSE, GEMMA4_CALL_OPEN } from '../tools/gemma4';
 import { fitContext, resolveContextSettings, type ContextSettings } from './context';
 import type { ChatConfig, GenerationConfig, LLMConfig, LLMOptions, ToolsConfig } from './types';
 
@@ -107,6 +108,22 @@ function checkToolsConfig(config: ToolsConfig): void {
   if (maxRounds !== undefined && !(Number.isInteger(maxRounds) && maxRounds > 0)) {
     throw new ExecutorchError('invalid_argument', `Invalid toolsConfig: maxRounds ${maxRounds} is not an integer > 0.`);
   }
+}
+
+/**
+ * Gemma 4's conversation markers are special tokens of its tokenizer, which the runner drops
+ * from the streamed text unless the generation keeps them: the thought channel's, and a tool
+ * call's (its strings are quoted by the `<|"|>` token).
+ */
+const GEMMA4_THOUGHT_TOKENS = ['<|channel>', '<channel|>'] as const;
+const GEMMA4_CALL_TOKENS = [GEMMA4_CALL_OPEN, GEMMA4_CALL_CLOSE, '<|"|>'] as const;
+
+/**
+ * The special tokens a generation keeps in its text: the markers that the thought splitter
+ * (`thought`) and the tool-call parser (`gemma4Calls`) read. None for templates without them.
+ */
+function markerTokens(thought: ThoughtMarkers | null, gemma4Calls: boolean): string[] {
+  return [...(thought ? GEMMA4_THOUGHT_TOKENS : []), ...(gemma4Calls ? GEMMA4_CALL_TOKENS : [])];
 }
 
 /** The value that turns each optional sampling filter off (what the native defaults are). */
@@ -490,9 +507,15 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
     messages: readonly Message[],
     { onToken, onThought, responseFormat }: GenerateOptions,
   ): Promise<{ text: string; thought: string }> {
+    const template = this.template as ChatTemplate;
+    // A forced JSON document has no thought channel in front of it.
+    const thoughtMarkers = responseFormat === undefined ? template.thoughtChannel : null;
+    const gemma4Calls = Boolean(this.config.tools?.tools.length) && template.toolCallSyntax === 'gemma4';
+    const keepSpecialTokens = markerTokens(thoughtMarkers, gemma4Calls);
     const config: NativeGenerationConfig = {
       ...this.nativeConfig(),
       ...(responseFormat === undefined ? {} : { responseFormat: JSON.stringify(responseFormat) }),
+      ...(keepSpecialTokens.length ? { keepSpecialTokens } : {}),
     };
     const prompt = this.renderPrompt(this.fittedMessages(messages, config.maxNewTokens));
     const native = this.native as NativeExecutorch;
@@ -500,8 +523,7 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
     this.promptTokenCount = native.countTokens(handle, prompt);
     this.generatedTokenCount = 0;
     this.generating = true;
-    // A forced JSON document has no thought channel in front of it.
-    const splitter = new ThoughtSplitter(responseFormat === undefined ? (this.template as ChatTemplate).thoughtChannel : null);
+    const splitter = new ThoughtSplitter(thoughtMarkers);
     this.lastThought = '';
     this.lastThoughtUnfinished = false;
     try {

@@ -49,6 +49,13 @@ export interface NativeGenerationConfig extends SamplingOptions {
    * (grammar-constrained sampling in the C++ sampler). Absent: free text.
    */
   readonly responseFormat?: string;
+  /**
+   * Texts of the tokenizer's special tokens the streamed text keeps (a chat format's markers
+   * that the TypeScript parsers read, e.g. Gemma 4's `<|channel>`, `<|tool_call>`, `<|"|>`);
+   * every other special token adds no text. A text that is not a special token of the model
+   * rejects with `invalid_argument`. Absent: none kept.
+   */
+  readonly keepSpecialTokens?: readonly string[];
 }
 
 /** Why a generation ended. */

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "rne/runner/text_stream.h"
+#include "rne/runner/token_text.h"
 #include "rne/tokenizer/tokenizer.h"
 
 namespace rne::runner {
@@ -126,8 +127,10 @@ Result<Stats> LlmRunner::generate_prompt(const std::vector<int64_t>& prompt,
 Result<Stats> LlmRunner::generate_text(const std::function<Result<Stats>(const TokenSink&)>& run,
                                        const GenerationConfig& config,
                                        const TextCallback& on_text) {
-  // Text pipeline per token: decoder bytes -> whole characters -> stop-string filter -> caller.
-  auto decoder = tokenizer_->stream_decoder(/*skip_special_tokens=*/true);
+  // Text pipeline per token: decoder bytes (special tokens dropped unless kept) -> whole
+  // characters -> stop-string filter -> caller.
+  auto decoder = TokenTextStream::create(*tokenizer_, config.keep_special_tokens);
+  if (!decoder.ok()) return decoder.error();
   Utf8Stream utf8;
   StopStringFilter stop(config.stop_strings);
   auto emit = [&](const std::string& text) {
@@ -136,7 +139,7 @@ Result<Stats> LlmRunner::generate_text(const std::function<Result<Stats>(const T
   last_tokens_.clear();
   auto sink = [&](int64_t token) {
     last_tokens_.push_back(token);
-    emit(stop.push(utf8.push(decoder.next(static_cast<tokenizer::TokenId>(token)))));
+    emit(stop.push(utf8.push(decoder->next(static_cast<tokenizer::TokenId>(token)))));
     return !stop.stopped();
   };
   auto stats = run(sink);

@@ -30,7 +30,8 @@ class Tokenizer;
 namespace rne::runner {
 
 // Receives generated text in order. Pieces are always whole UTF-8 characters, never contain
-// a stop string or what follows it, and never contain special tokens (e.g. <|im_end|>).
+// a stop string or what follows it, and never contain special tokens (e.g. <|im_end|>) other
+// than those GenerationConfig::keep_special_tokens names.
 using TextCallback = std::function<void(std::string_view text)>;
 
 // Ok when `text` is valid UTF-8; otherwise kInvalidArgument naming `what` (e.g. "prompt") and

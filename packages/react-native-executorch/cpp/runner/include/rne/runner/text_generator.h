@@ -33,6 +33,10 @@ struct GenerationConfig {
   SamplerConfig sampling;
   bool stop_on_eos = true;                 // false keeps generating past EOS (benchmarks)
   std::vector<std::string> stop_strings;   // applied by LlmRunner to the decoded text
+  // Applied by LlmRunner: texts of special tokens the streamed text keeps (e.g. Gemma 4's
+  // `<|channel>`, `<|tool_call>`); every other special token adds no text. Unknown texts are an
+  // kInvalidArgument error. Stopping on EOS does not depend on it.
+  std::vector<std::string> keep_special_tokens;
   // Applied by LlmRunner: a JSON Schema (its JSON text; empty = none) the answer must be one
   // document of, enforced by grammar-constrained sampling (json_schema.h lists what is
   // supported). LlmRunner turns it into `constraint`.
