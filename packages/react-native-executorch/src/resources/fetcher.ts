@@ -632,7 +632,7 @@ export class ResourceFetcher {
       const info = await this.fs.stat(path);
       if (!info) return;
       const wait = info.mtimeMs + RACY_WINDOW_MS - Date.now();
-      if (wait > 0) await new Promise((done) => setTimeout(done, Math.min(wait, RACY_WINDOW_MS)));
+      if (wait > 0) await new Promise<void>((done) => setTimeout(() => done(), Math.min(wait, RACY_WINDOW_MS)));
       const mark = { size: info.size, mtimeMs: info.mtimeMs, sha256: file.sha256.toLowerCase() };
       await this.fs.writeText(path + VERIFIED_SUFFIX, JSON.stringify(mark));
     } catch {
