@@ -15,7 +15,7 @@ from torchao.quantization.granularity import PerAxis, PerGroup
 
 from rne_tools.checkpoints import random_model
 from rne_tools.export import quantize
-from rne_tools.models import gemma4
+from rne_tools.models import layers
 
 CONFIGS = {
     "embedding 4w": (
@@ -63,7 +63,7 @@ def test_row_block_quantization_equals_quantizing_whole(monkeypatch, name):
 def test_random_weights_drawn_in_blocks_equal_drawn_whole(monkeypatch):
     whole, _, _ = random_model("gemma4", "tiny", max_context=32, max_chunk=8, seed=3)
     # Every 2-d weight now spans several blocks of 16 rows.
-    monkeypatch.setattr(gemma4, "_INIT_CHUNK", 16)
+    monkeypatch.setattr(layers, "_INIT_CHUNK", 16)
     blocks, _, _ = random_model("gemma4", "tiny", max_context=32, max_chunk=8, seed=3)
     for (name, a), (_, b) in zip(
         whole.state_dict().items(), blocks.state_dict().items(), strict=True
