@@ -14,7 +14,7 @@ import type {
 import { resolveResourceFetcher } from '../resources/defaultFetcher';
 import type { ModelFiles, ResourceFetcher } from '../resources/fetcher';
 import { runToolRounds, toolCallSchema, ToolPrompt, type GenerateRound, type ToolTurn } from '../tools';
-import { GEMMA4_CALL_CLOSE, GEMMA4_CALL_OPEN } from '../tools/gemma4';
+import { GEMMA4_CALL_CLOSE, GEMMA4_CALL_OPEN, GEMMA4_QUOTE } from '../tools/gemma4';
 import { fitContext, resolveContextSettings, type ContextSettings } from './context';
 import type { ChatConfig, GenerationConfig, LLMConfig, LLMOptions, ToolsConfig } from './types';
 
@@ -116,7 +116,7 @@ function checkToolsConfig(config: ToolsConfig): void {
  * call's (its strings are quoted by the `<|"|>` token).
  */
 const GEMMA4_THOUGHT_TOKENS = ['<|channel>', '<channel|>'] as const;
-const GEMMA4_CALL_TOKENS = [GEMMA4_CALL_OPEN, GEMMA4_CALL_CLOSE, '<|"|>'] as const;
+const GEMMA4_CALL_TOKENS = [GEMMA4_CALL_OPEN, GEMMA4_CALL_CLOSE, GEMMA4_QUOTE] as const;
 
 /**
  * The special tokens a generation keeps in its text: the markers that the thought splitter

@@ -11,7 +11,7 @@ import type { ToolCall } from '../llm/types';
 
 export const GEMMA4_CALL_OPEN = '<|tool_call>';
 export const GEMMA4_CALL_CLOSE = '<tool_call|>';
-const QUOTE = '<|"|>';
+export const GEMMA4_QUOTE = '<|"|>';
 
 class SyntaxFault extends Error {}
 
@@ -46,7 +46,7 @@ class Reader {
 
   value(): unknown {
     this.skipSpace();
-    if (this.at(QUOTE)) return this.quoted();
+    if (this.at(GEMMA4_QUOTE)) return this.quoted();
     const c = this.text[this.position];
     if (c === '{') return this.object();
     if (c === '[') return this.list();
@@ -56,11 +56,11 @@ class Reader {
   }
 
   private quoted(): string {
-    this.position += QUOTE.length;
-    const end = this.text.indexOf(QUOTE, this.position);
-    if (end < 0) this.fail(`a string opened by ${QUOTE} never closes`);
+    this.position += GEMMA4_QUOTE.length;
+    const end = this.text.indexOf(GEMMA4_QUOTE, this.position);
+    if (end < 0) this.fail(`a string opened by ${GEMMA4_QUOTE} never closes`);
     const text = this.text.slice(this.position, end);
-    this.position = end + QUOTE.length;
+    this.position = end + GEMMA4_QUOTE.length;
     return text;
   }
 
@@ -82,12 +82,12 @@ class Reader {
     const number = Number(word);
     if (word.trim() !== '' && Number.isFinite(number) && /^-?[\d.]/.test(word)) return number;
     this.position -= word.length;
-    return this.fail(`"${word}" is not a value (strings are quoted by ${QUOTE})`);
+    return this.fail(`"${word}" is not a value (strings are quoted by ${GEMMA4_QUOTE})`);
   }
 
   key(): string {
     this.skipSpace();
-    if (this.at(QUOTE)) return this.quoted();
+    if (this.at(GEMMA4_QUOTE)) return this.quoted();
     if (this.text[this.position] === '"') return this.jsonString();
     const match = /^[^:{}[\],<]+/.exec(this.text.slice(this.position));
     if (!match || match[0].trim() === '') this.fail('expected a key');

@@ -1,6 +1,6 @@
 import type { ToolCallSyntax } from '../chat/template';
 import type { ToolCall } from '../llm/types';
-import { gemma4CallBlocks, parseGemma4Call } from './gemma4';
+import { GEMMA4_CALL_OPEN, gemma4CallBlocks, parseGemma4Call } from './gemma4';
 
 /** What a model's answer holds: its tool calls, the text around them, and calls it botched. */
 export interface ParsedAnswer {
@@ -77,7 +77,7 @@ function collect(results: readonly CallOrError[], content: string): ParsedAnswer
  * An answer that is neither has no calls; its text is the content.
  */
 export function parseToolCalls(answer: string, syntax: ToolCallSyntax = 'json'): ParsedAnswer {
-  if (syntax === 'gemma4' && answer.includes('<|tool_call>')) return parseGemma4Answer(answer);
+  if (syntax === 'gemma4' && answer.includes(GEMMA4_CALL_OPEN)) return parseGemma4Answer(answer);
   const tagged = [...answer.matchAll(TAGGED_CALL)];
   if (tagged.length > 0) {
     const results = tagged.flatMap((match) => callsFromJson((match[1] as string).trim()));
