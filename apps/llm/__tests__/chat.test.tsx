@@ -15,9 +15,9 @@ afterEach(async () => {
 });
 
 /** Opens the mirror's model on a phone answering with `answer`, and waits until it is ready. */
-async function openChat(answer: string[], tokenIntervalMs = 5) {
-  mirror = await startMirror();
-  const native = new FakeNative({ os: 'android', answer: () => answer, tokenIntervalMs });
+async function openChat(answer: string[] | ((prompt: string) => string[]), tokenIntervalMs = 5, template?: 'gemma4') {
+  mirror = await startMirror(template ? { template } : {});
+  const native = new FakeNative({ os: 'android', answer: typeof answer === 'function' ? answer : () => answer, tokenIntervalMs });
   const app = renderApp(native, { catalog: [mirror.model], baseUrl: mirror.server.baseUrl });
   await app.user.press(screen.getByRole('button', { name: `Open ${mirror.model.name}` }));
   await screen.findByText(`Ask ${mirror.model.name} something.`, {}, { timeout: 3000 });
@@ -181,5 +181,39 @@ describe('chatting', () => {
     expect(screen.getByText('Choose a model')).toBeOnTheScreen();
     expect(native.liveHandles()).toBe(0);
     await screen.findByText(/^Downloaded: 200\.\d KB$/);
+  });
+});
+
+describe('thinking', () => {
+  // Gemma 4 opens a thought channel only when the prompt does not close it (thinking on).
+  const thinker = (prompt: string) =>
+    prompt.endsWith('<|turn>model\n')
+      ? ['<|channel>thought\n', 'Light ', 'scatters.', '<channel|>', 'Rayleigh', ' scattering.']
+      : ['Blue', '.'];
+
+  test('off by default: no thought, the prompt closes the thought channel', async () => {
+    const { user, native } = await openChat(thinker, 5, 'gemma4');
+    expect(screen.getByRole('button', { name: 'Think before answering' })).toHaveTextContent('Thinking: off');
+    await send(user, 'Why is the sky blue?');
+    await screen.findByText('Blue.');
+    expect(native.prompts[0]).toMatch(/<\|turn>model\n<\|channel>thought\n<channel\|>$/);
+    expect(screen.queryByRole('button', { name: 'Show thought' })).not.toBeOnTheScreen();
+  });
+
+  test('on: the thought is collapsed under the answer and opens on demand', async () => {
+    const { user, native } = await openChat(thinker, 5, 'gemma4');
+    await user.press(screen.getByRole('button', { name: 'Think before answering' }));
+    expect(screen.getByRole('button', { name: 'Think before answering' })).toHaveTextContent('Thinking: on');
+    await send(user, 'Why is the sky blue?');
+    await screen.findByText('Rayleigh scattering.', {}, { timeout: 3000 });
+    await screen.findByRole('button', { name: 'Send' });
+    expect(native.prompts[0]).toContain('<|turn>system\n<|think|>');
+    // The bubble shows the answer; the thought is collapsed beneath it.
+    expect(answerText()).toEqual(['Rayleigh scattering.Show thought']);
+    expect(screen.queryByLabelText('Thought')).not.toBeOnTheScreen();
+    await user.press(screen.getByRole('button', { name: 'Show thought' }));
+    expect(screen.getByLabelText('Thought')).toHaveTextContent('Light scatters.');
+    await user.press(screen.getByRole('button', { name: 'Hide thought' }));
+    expect(screen.queryByLabelText('Thought')).not.toBeOnTheScreen();
   });
 });

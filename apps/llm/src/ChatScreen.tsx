@@ -1,6 +1,6 @@
 import { useRef, useState } from 'react';
 import { KeyboardAvoidingView, Platform, ScrollView, StyleSheet, Text, TextInput, View } from 'react-native';
-import { useLLM, type ExecutorchError, type ResourceFetcher } from 'react-native-executorch';
+import { useLLM, type ExecutorchError, type Message, type ResourceFetcher } from 'react-native-executorch';
 
 import { backendLabel, describeError, formatPercent, formatStats } from './format';
 import type { Selection } from './ModelPicker';
@@ -24,6 +24,8 @@ export function ChatScreen({ selection, resources, onBack, onRetry }: ChatScreen
     ...(localFiles ? { localFiles } : {}),
   });
   const [draft, setDraft] = useState('');
+  // Off by default, as the chat templates default; a template without thinking ignores it.
+  const [thinking, setThinking] = useState(false);
   // The message of a failed generation, so that Retry can send it again.
   const [failedMessage, setFailedMessage] = useState<string | null>(null);
   // A generation error stays in llm.error until the next generation; clearing the conversation
@@ -73,8 +75,13 @@ export function ChatScreen({ selection, resources, onBack, onRetry }: ChatScreen
     );
   }
 
-  const messages = llm.isGenerating
-    ? [...llm.messageHistory, { role: 'assistant' as const, content: llm.response }]
+  const toggleThinking = () => {
+    llm.configure({ chatConfig: { thinking: !thinking } });
+    setThinking(!thinking);
+  };
+
+  const messages: readonly Message[] = llm.isGenerating
+    ? [...llm.messageHistory, { role: 'assistant', content: llm.response, ...(llm.thought ? { thought: llm.thought } : {}) }]
     : llm.messageHistory;
 
   return (
@@ -95,6 +102,9 @@ export function ChatScreen({ selection, resources, onBack, onRetry }: ChatScreen
             accessibilityLabel={m.role === 'user' ? 'Your message' : 'Answer'}
           >
             <Text style={styles.text}>{m.content}</Text>
+            {m.role === 'assistant' && m.thought ? (
+              <Thought text={m.thought} streaming={llm.isGenerating && i === messages.length - 1} />
+            ) : null}
           </View>
         ))}
       </ScrollView>
@@ -132,6 +142,14 @@ export function ChatScreen({ selection, resources, onBack, onRetry }: ChatScreen
       </View>
       <Button
         small
+        title={thinking ? 'Thinking: on' : 'Thinking: off'}
+        label="Think before answering"
+        selected={thinking}
+        disabled={llm.isGenerating}
+        onPress={toggleThinking}
+      />
+      <Button
+        small
         title="Clear conversation"
         disabled={llm.isGenerating || llm.messageHistory.length === 0}
         onPress={() => {
@@ -141,6 +159,26 @@ export function ChatScreen({ selection, resources, onBack, onRetry }: ChatScreen
         }}
       />
     </KeyboardAvoidingView>
+  );
+}
+
+/** A model's thought, collapsed under its answer until the user opens it. */
+function Thought({ text, streaming }: { readonly text: string; readonly streaming: boolean }) {
+  const [open, setOpen] = useState(false);
+  return (
+    <View style={styles.thought}>
+      <Button
+        small
+        title={open ? 'Hide thought' : streaming ? 'Thinking…' : 'Show thought'}
+        label={open ? 'Hide thought' : 'Show thought'}
+        onPress={() => setOpen(!open)}
+      />
+      {open && (
+        <Text style={styles.muted} accessibilityLabel="Thought">
+          {text}
+        </Text>
+      )}
+    </View>
   );
 }
 
@@ -188,6 +226,7 @@ const styles = StyleSheet.create({
   userBubble: { alignSelf: 'flex-end', backgroundColor: colors.user },
   assistantBubble: { alignSelf: 'flex-start', backgroundColor: colors.surface },
   text: { color: colors.text, fontSize: 16 },
+  thought: { marginTop: 6, gap: 4, alignItems: 'flex-start' },
   muted: { color: colors.muted },
   stats: { color: colors.muted, fontVariant: ['tabular-nums'] },
   inputRow: { flexDirection: 'row', gap: 8, alignItems: 'flex-end' },

@@ -2,6 +2,9 @@
  * A published model served by the package's Hugging Face style HTTP server on 127.0.0.1: the
  * registry entries are all unpublished today, so download tests need one with checksums.
  */
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+
 import { models, type Backend, type LLMDescriptor, type PublishedFile } from 'react-native-executorch';
 import smolConfig from 'react-native-executorch/__tests__/fixtures/smollm2_tokenizer_config.json';
 import { bytes, HfServer, sha256, type ServedFile } from 'react-native-executorch/__tests__/support/hfServer';
@@ -18,25 +21,39 @@ export interface Mirror {
 
 let repos = 0;
 
+/** Gemma 4's real template files, from the package's fixtures. */
+function gemma4TemplateFiles(): { jinja: Buffer; config: Buffer } {
+  const dir = join(dirname(require.resolve('react-native-executorch/package.json')), '__tests__', 'fixtures', 'gemma4');
+  return { jinja: readFileSync(join(dir, 'gemma4.jinja')), config: readFileSync(join(dir, 'tokenizer_config.json')) };
+}
+
 /**
- * Starts a server publishing SmolLM2's chat template, a tokenizer and a random `.pte` per
- * backend at `<backend>/mirror.pte` (`serveModelFiles: false` leaves them out: 404s).
- * `chunkDelayMs` slows the `.pte` down so that progress is visible.
+ * Starts a server publishing a chat template (SmolLM2's, or Gemma 4's with `template: 'gemma4'`),
+ * a tokenizer and a random `.pte` per backend at `<backend>/mirror.pte` (`serveModelFiles:
+ * false` leaves them out: 404s). `chunkDelayMs` slows the `.pte` down so that progress is visible.
  */
 export async function startMirror({
   backends = ['xnnpack'],
   chunkDelayMs = 0,
   serveModelFiles = true,
-}: { backends?: Backend[]; chunkDelayMs?: number; serveModelFiles?: boolean } = {}): Promise<Mirror> {
+  template = 'smollm2',
+}: {
+  backends?: Backend[];
+  chunkDelayMs?: number;
+  serveModelFiles?: boolean;
+  template?: 'smollm2' | 'gemma4';
+} = {}): Promise<Mirror> {
   const server = new HfServer();
   await server.start();
   // A new repo per mirror, so that no test finds another one's files in the cache.
   const repo = `acme/mirror-${++repos}`;
   const revision = 'r1';
   const tokenizer = Buffer.from('{"model": {"type": "BPE", "vocab": {}, "merges": []}}');
-  const config = Buffer.from(JSON.stringify(smolConfig));
+  const gemma4 = template === 'gemma4' ? gemma4TemplateFiles() : null;
+  const config = gemma4 ? gemma4.config : Buffer.from(JSON.stringify(smolConfig));
   server.add(repo, revision, 'tokenizer.json', { body: tokenizer });
   server.add(repo, revision, 'tokenizer_config.json', { body: config });
+  if (gemma4) server.add(repo, revision, 'chat_template.jinja', { body: gemma4.jinja });
   const modelPath = (backend: Backend) => `${backend}/mirror.pte`;
   const serveModel = (backend: Backend = backends[0]!, file: Partial<ServedFile> = {}) =>
     server.add(repo, revision, modelPath(backend), { body: MODEL_BYTES, chunkSize: 8192, chunkDelayMs, ...file });
@@ -57,8 +74,12 @@ export async function startMirror({
     hf: { repo, revision },
     tokenizer: {
       status: 'published',
-      chatTemplate: 'tokenizer_config.json',
-      files: [pub('tokenizer.json', tokenizer), pub('tokenizer_config.json', config)],
+      chatTemplate: gemma4 ? 'chat_template.jinja' : 'tokenizer_config.json',
+      files: [
+        pub('tokenizer.json', tokenizer),
+        pub('tokenizer_config.json', config),
+        ...(gemma4 ? [pub('chat_template.jinja', gemma4.jinja)] : []),
+      ],
     },
     // Android: its first backend; iOS: XNNPACK (what a CPU-only model defaults to).
     platformDefaults: { android: backends[0]!, ios: backends.includes('mlx') ? 'mlx' : 'xnnpack' },

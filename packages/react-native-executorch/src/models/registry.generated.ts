@@ -103,13 +103,16 @@ const llm = {
     },
     tokenizer: {
       status: 'unpublished',
-      chatTemplate: 'tokenizer_config.json',
+      chatTemplate: 'chat_template.jinja',
       files: [
         {
           path: 'tokenizer.json',
         },
         {
           path: 'tokenizer_config.json',
+        },
+        {
+          path: 'chat_template.jinja',
         },
       ],
     },
