@@ -192,6 +192,23 @@ describe('LLMModule tool loop on Gemma 4', () => {
     expect(native.prompts[2]).toContain('<tool_response|>It is sky:<|"|>sunny<|"|>,temperature:21.<turn|>\n<|turn>user\nThanks<turn|>');
   });
 
+  it('stops where the model opens the tool response itself, so an invented result is never read', async () => {
+    let round = 0;
+    const { llm, native } = await loaded(() =>
+      ++round === 1
+        ? `<|tool_call>call:get_weather{city:${Q}Oslo${Q}}<tool_call|><|tool_response>response:get_weather{sky:${Q}made up${Q}}<tool_response|>Made up.`
+        : 'Snow.',
+    );
+    const callback = jest.fn(async () => 'snow');
+    llm.configure({ toolsConfig: { tools: [WEATHER], executeToolCallback: callback } });
+    expect(await llm.sendMessage('Weather in Oslo?')).toBe('Snow.');
+    expect(native.configs[0]?.stopStrings).toContain('<|tool_response>');
+    expect(native.configs[0]?.keepSpecialTokens).toContain('<|tool_response>');
+    expect(callback).toHaveBeenCalledTimes(1);
+    expect(native.prompts[1]).toContain('<|tool_response>response:get_weather{value:<|"|>snow<|"|>}<tool_response|>');
+    expect(native.prompts[1]).not.toContain('made up');
+  });
+
   it('answers an unknown tool and a malformed call with error results the model can correct', async () => {
     let round = 0;
     const { llm, native } = await loaded(() =>

@@ -14,7 +14,7 @@ import type {
 import { resolveResourceFetcher } from '../resources/defaultFetcher';
 import type { ModelFiles, ResourceFetcher } from '../resources/fetcher';
 import { runToolRounds, toolCallSchema, ToolPrompt, type GenerateRound, type ToolTurn } from '../tools';
-import { GEMMA4_CALL_CLOSE, GEMMA4_CALL_OPEN, GEMMA4_QUOTE } from '../tools/gemma4';
+import { GEMMA4_CALL_CLOSE, GEMMA4_CALL_OPEN, GEMMA4_QUOTE, GEMMA4_RESPONSE_OPEN } from '../tools/gemma4';
 import { fitContext, resolveContextSettings, type ContextSettings } from './context';
 import type { ChatConfig, GenerationConfig, LLMConfig, LLMOptions, ToolsConfig } from './types';
 
@@ -116,7 +116,7 @@ function checkToolsConfig(config: ToolsConfig): void {
  * call's (its strings are quoted by the `<|"|>` token).
  */
 const GEMMA4_THOUGHT_TOKENS = ['<|channel>', '<channel|>'] as const;
-const GEMMA4_CALL_TOKENS = [GEMMA4_CALL_OPEN, GEMMA4_CALL_CLOSE, GEMMA4_QUOTE] as const;
+const GEMMA4_CALL_TOKENS = [GEMMA4_CALL_OPEN, GEMMA4_CALL_CLOSE, GEMMA4_QUOTE, GEMMA4_RESPONSE_OPEN] as const;
 
 /**
  * The special tokens a generation keeps in its text: the markers that the thought splitter
@@ -512,8 +512,12 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
     const thoughtMarkers = responseFormat === undefined ? template.thoughtChannel : null;
     const gemma4Calls = Boolean(this.config.tools?.tools.length) && template.toolCallSyntax === 'gemma4';
     const keepSpecialTokens = markerTokens(thoughtMarkers, gemma4Calls);
+    const base = this.nativeConfig();
     const config: NativeGenerationConfig = {
-      ...this.nativeConfig(),
+      ...base,
+      // After its calls Gemma 4 opens the tool response itself: the answer ends there, and the
+      // results are rendered in that place next round.
+      ...(gemma4Calls ? { stopStrings: [...base.stopStrings, GEMMA4_RESPONSE_OPEN] } : {}),
       ...(responseFormat === undefined ? {} : { responseFormat: JSON.stringify(responseFormat) }),
       ...(keepSpecialTokens.length ? { keepSpecialTokens } : {}),
     };

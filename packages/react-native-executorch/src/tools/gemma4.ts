@@ -12,6 +12,8 @@ import type { ToolCall } from '../llm/types';
 export const GEMMA4_CALL_OPEN = '<|tool_call>';
 export const GEMMA4_CALL_CLOSE = '<tool_call|>';
 export const GEMMA4_QUOTE = '<|"|>';
+/** Opens a tool's response: the model writes it after its calls, the host fills it in. */
+export const GEMMA4_RESPONSE_OPEN = '<|tool_response>';
 
 class SyntaxFault extends Error {}
 
