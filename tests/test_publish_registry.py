@@ -25,10 +25,12 @@ def reg_dir(tmp_path: Path) -> Path:
     return target
 
 
-def tokenizer_files() -> list[PublishedFile]:
+def tokenizer_files(with_template_file: bool = True) -> list[PublishedFile]:
+    """The tokenizer files Gemma 4 declares (SmolLM2's template is in tokenizer_config.json)."""
     return [
         PublishedFile("tokenizer.json", SHA_A, 2_000_000),
         PublishedFile("tokenizer_config.json", SHA_B, 4_000),
+        *([PublishedFile("chat_template.jinja", SHA_C, 16_000)] if with_template_file else []),
     ]
 
 
@@ -65,6 +67,8 @@ def test_update_touches_only_the_published_fields(reg_dir: Path, tmp_path: Path)
         "+          size: 2000000",
         f"+          sha256: {SHA_B}",
         "+          size: 4000",
+        f"+          sha256: {SHA_C}",
+        "+          size: 16000",
         "-        status: unpublished",
         "+        status: published",
         f"+            sha256: {SHA_C}",
@@ -121,7 +125,7 @@ def test_an_update_that_would_not_validate_is_not_written(reg_dir: Path, tmp_pat
         update_registry(
             "smollm2_135m",
             "v 1",  # not a valid revision per the schema
-            tokenizer=tokenizer_files(),
+            tokenizer=tokenizer_files(with_template_file=False),
             variants={},
             registry_dir=reg_dir,
             ts_output=tmp_path / "x.ts",

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ import yaml
 
 from rne_tools import registry
 from rne_tools.errors import RegistryError
-from rne_tools.paths import REGISTRY_DIR, REPO_ROOT
+from rne_tools.paths import PACKAGE_DIR, REGISTRY_DIR, REPO_ROOT
 
 GOOD_SHA = "ab" * 32
 
@@ -236,3 +238,167 @@ def test_check_rejects_an_invalid_registry(reg_dir: Path, tmp_path: Path) -> Non
     result = run_cli("--check", "--registry-dir", str(reg_dir), "--package-dir", str(tmp_path))
     assert result.returncode == 1
     assert "gemma4.yaml: models[0].platform_defaults.ios" in result.stderr
+
+
+def _schema_patterns(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "pattern" and isinstance(value, str):
+                yield value
+            else:
+                yield from _schema_patterns(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _schema_patterns(value)
+
+
+def test_every_schema_pattern_is_anchored() -> None:
+    """The validator matches patterns against the whole value (``re.fullmatch``); JSON Schema
+    tools match them anywhere. Both agree only for patterns anchored at both ends."""
+    patterns = list(_schema_patterns(registry._schema()))
+    assert len(patterns) >= 8
+    for pattern in patterns:
+        assert pattern.startswith("^") and pattern.endswith("$"), pattern
+
+
+def test_reserved_suffixes_cover_the_downloaders_own_files() -> None:
+    """Every `*_SUFFIX` the TypeScript downloader puts beside a cached file is refused at the
+    end of a registry path segment."""
+    sources = sorted((PACKAGE_DIR / "src" / "resources").glob("*.ts"))
+    suffixes = [
+        m[1] for src in sources for m in re.finditer(r"const \w+_SUFFIX = '([^']+)'", src.read_text())
+    ]
+    assert ".part" in suffixes and ".verified" in suffixes
+    for suffix in suffixes:
+        assert suffix.lower().endswith(registry.RESERVED_SUFFIXES), suffix
+
+
+def raw_edit(reg_dir: Path, old: str, new: str, name: str = "smollm2.yaml") -> None:
+    path = reg_dir / name
+    text = path.read_text()
+    assert old in text, old
+    path.write_text(text.replace(old, new, 1))
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        # A trailing newline used to pass every `^...$` pattern and reach the TypeScript.
+        ("revision: v0.1.0", 'revision: "v0.1.0\\n"', "models[0].hf.revision: 'v0.1.0\\n' does not match"),
+        ("id: smollm2_135m", 'id: "smollm2_135m\\n"', "models[0].id: 'smollm2_135m\\n' does not match"),
+        ("name: SmolLM2 135M Instruct", "name: 'SmolLM2 135M Instruct '", "models[0].name: "),
+        ("temperature: 0.2", "temperature: .nan", "models[0].generation.temperature: '.nan' is not a finite number"),
+        ("top_p: 0.9", "top_p: .inf", "models[0].generation.top_p: '.inf' is not a finite number"),
+        ("context_length: 2048", "context_length: 04000", "models[0].context_length: '04000': write integers in plain decimal"),
+        ("context_length: 2048", "context_length: 0o4000", "models[0].context_length: '0o4000' is text to YAML 1.1"),
+        ("context_length: 2048", "context_length: 34:08", "models[0].context_length: '34:08' is an integer to YAML 1.1"),
+        ("context_length: 2048", "context_length: 2048.0", "models[0].context_length: 2048.0 is not of type 'integer'"),
+        ("context_length: 2048", "context_length: 9007199254740992", "beyond 2^53-1"),
+        ("max_new_tokens: 256", "max_new_tokens: on", "models[0].generation.max_new_tokens: 'on' is a boolean to YAML 1.1"),
+        ("size: 98362432", "size: 1_000", "models[0].source.size: '1_000' is an integer to YAML 1.1"),
+        ("family: smollm2", "family: &a [x, *a]", "family[1]: alias *a has no complete anchor"),
+        ("family: smollm2", "family: !!python/object/apply:os.system ['true']", "family: the tag '!!python/object/apply:os.system' is not allowed"),
+        ("family: smollm2", "? [family]\n: smollm2", "<root>: a key must be text, not a sequence"),
+        ("family: smollm2", "family: smollm2\n---\nfamily: x", "<root>: a second YAML document"),
+        ("family: smollm2", "family: " + "[" * 40 + "]" * 40, "nested deeper than 32 levels"),
+        ("family: smollm2", "family: " + "x" * 5000, "family: a value of 5000 characters; at most 4096"),
+    ],
+)
+def test_values_are_read_as_yaml_1_2_and_checked_whole(
+    reg_dir: Path, old: str, new: str, expected: str
+) -> None:
+    raw_edit(reg_dir, old, new)
+    message = load_error(reg_dir)
+    assert expected in message
+    assert all(len(line) < 500 for line in message.splitlines())
+
+
+def test_an_alias_bomb_is_refused_without_expanding_it(reg_dir: Path) -> None:
+    levels = ["&a0 [" + ", ".join(["lol"] * 10) + "]"]
+    levels += [f"&a{d} [" + ", ".join([f"*a{d - 1}"] * 10) + "]" for d in range(1, 12)]
+    raw_edit(reg_dir, "display_name: SmolLM2", "display_name: [" + ", ".join(levels) + "]")
+    assert "display_name[3][7]: the document holds more than 10000 values once its aliases" in (
+        load_error(reg_dir)
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"family: smollm2\ndisplay_name: Sm\xf6lLM2\n", "not UTF-8 text (byte 0xf6 at line 2, column 17)"),
+        ("family: smollm2\n".encode("utf-16-le"), "not UTF-8 text (a NUL byte at line 1, column 2"),
+        (b"# x\n" * 300_000, "larger than 1048576 bytes"),
+    ],
+)
+def test_unreadable_bytes_are_named(reg_dir: Path, content: bytes, expected: str) -> None:
+    (reg_dir / "smollm2.yaml").write_bytes(content)
+    assert f"smollm2.yaml: {expected}" in load_error(reg_dir)
+
+
+def test_special_files_are_refused_without_reading_them(reg_dir: Path) -> None:
+    os.mkfifo(reg_dir / "fifo.yaml")  # opening it to read would block without O_NONBLOCK
+    (reg_dir / "folder.yaml").mkdir()
+    (reg_dir / "zero.yaml").symlink_to("/dev/zero")
+    message = load_error(reg_dir)
+    assert "fifo.yaml: not a regular file but a FIFO" in message
+    assert "folder.yaml: not a regular file but a directory" in message
+    assert "zero.yaml: not a regular file but a character device" in message
+
+
+def _add_file(where: str, path: str) -> Callable[[dict[str, Any]], None]:
+    def change(doc: dict[str, Any]) -> None:
+        model = gemma(doc)
+        target = model["tokenizer"] if where == "tokenizer" else model["variants"][int(where)]
+        target["files"].append({"path": path})
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("where", "path", "expected"),
+    [
+        ("1", "Tokenizer.json", "models[0].variants[1].files[1].path: 'Tokenizer.json' and "
+         "'tokenizer.json' (gemma4.yaml: models[0].tokenizer.files[0].path) differ only by case"),
+        ("tokenizer", "MLX/gemma4_e2b_mlx_int4.pte", "differ only by case"),
+        ("tokenizer", "xnnpack", "models[0].variants[1].files[0].path: "
+         "'xnnpack/gemma4_e2b_xnnpack_8da4w.pte' needs a folder where 'xnnpack' "
+         "(gemma4.yaml: models[0].tokenizer.files"),
+        ("0", "tokenizer.json/x.bin", "'tokenizer.json/x.bin' needs a folder where 'tokenizer.json'"),
+        ("0", "mlx/gemma4_e2b_mlx_int4.pte.part", "ends in '.part', a suffix the SDK's downloader"),
+        ("0", "mlx/gemma4_e2b_mlx_int4.pte.Verified", "ends in '.verified'"),
+        ("1", "cache.part/x.bin", "'cache.part' ends in '.part'"),
+    ],
+)
+def test_paths_that_would_clash_in_the_download_cache(
+    reg_dir: Path, where: str, path: str, expected: str
+) -> None:
+    edit(reg_dir, "gemma4.yaml", _add_file(where, path))
+    assert expected in load_error(reg_dir)
+
+
+def test_models_sharing_a_repository_share_identical_files_only(reg_dir: Path) -> None:
+    def twin(doc: dict[str, Any], pte: str | None = None) -> None:
+        copy = yaml.safe_load(yaml.safe_dump(doc["models"][0]))
+        copy["id"] = "smollm2_twin"
+        if pte is not None:
+            copy["variants"][0]["files"][0]["path"] = pte
+        doc["models"].append(copy)
+
+    edit(reg_dir, "smollm2.yaml", twin)  # same files, same repository: one download each
+    assert "smollm2_twin" in registry.load_registry(reg_dir).models
+    edit(reg_dir, "smollm2.yaml", lambda d: d["models"].pop())
+    edit(reg_dir, "smollm2.yaml", lambda d: twin(d, "XNNPACK/smollm2_135m_xnnpack_8w.pte"))
+    assert "models[1].variants[0].files[0].path: 'XNNPACK/smollm2_135m_xnnpack_8w.pte' and " in (
+        load_error(reg_dir)
+    )
+
+
+def test_cli_prints_one_error_line_per_problem(reg_dir: Path, tmp_path: Path) -> None:
+    raw_edit(reg_dir, "revision: v0.1.0", 'revision: "v0.1.0\\n"')
+    raw_edit(reg_dir, "temperature: 1.0", "temperature: .nan", "gemma4.yaml")
+    result = run_cli("--check", "--registry-dir", str(reg_dir), "--package-dir", str(tmp_path))
+    assert result.returncode == 1
+    lines = result.stderr.splitlines()
+    assert len(lines) == 2 and all(line.startswith("error: ") for line in lines), lines
+    assert any("error: smollm2.yaml: models[0].hf.revision: " in line for line in lines)
+    assert any("error: gemma4.yaml: models[0].generation.temperature: " in line for line in lines)

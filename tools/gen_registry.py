@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
@@ -23,6 +24,21 @@ from rne_tools.paths import PACKAGE_DIR, REPO_ROOT
 def _shown(path: Path) -> Path:
     resolved = path.resolve()
     return resolved.relative_to(REPO_ROOT) if resolved.is_relative_to(REPO_ROOT) else path
+
+
+def _fail(exc: Exception) -> NoReturn:
+    """Exit 1 with one ``error:`` line per problem (``RegistryError`` lists them as
+    ``header:\n  - problem``), each naming its file and field."""
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        lines = [f"cannot write the generated files: {where}{exc.strerror or exc}"]
+    else:
+        text = str(exc)
+        problems = [line[4:] for line in text.splitlines() if line.startswith("  - ")]
+        lines = problems or [" ".join(text.split())]
+    for line in lines:
+        click.echo(f"error: {line}", err=True)
+    sys.exit(1)
 
 
 @click.command()
@@ -46,8 +62,7 @@ def main(check: bool, registry_dir: Path, package_dir: Path) -> None:
         catalog = backend_catalog.load_catalog()
         reg = registry.load_registry(registry_dir)
     except RegistryError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(1)
+        _fail(exc)
     valid = f"{len(reg.models)} models and {len(catalog.backends)} backends valid"
     if check:
         stale = registry.stale_files(reg, package_dir)
@@ -61,7 +76,10 @@ def main(check: bool, registry_dir: Path, package_dir: Path) -> None:
             sys.exit(1)
         click.echo(f"ok: {valid}; the generated files are up to date")
         return
-    changed = registry.write_generated(reg, package_dir)
+    try:
+        changed = registry.write_generated(reg, package_dir)
+    except OSError as exc:
+        _fail(exc)
     for path in registry.generated_files(reg, package_dir):
         click.echo(f"{'wrote' if path in changed else 'unchanged'}: {_shown(path)}")
     click.echo(valid)

@@ -6,21 +6,26 @@ generates the TypeScript ``models`` object the React Native package ships, and f
 backend catalog (``model-registry/backends.yaml``, ``rne_tools.backend_catalog``) the
 TypeScript backend tables and the C++ header of the native seam.
 
-Every problem is reported as ``<file>: <field path>: <what is wrong>`` so a maintainer can
-go straight to the line.
+Every problem is reported as ``<file>: <field path>: <what is wrong>`` on one line, so a
+maintainer can go straight to the line. The files are read by ``rne_tools.strict_yaml`` (YAML 1.2
+core, bounded, regular files only); schema patterns must match the whole value (a trailing
+newline is not "the end"), numbers are finite and integers exact in JavaScript.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
 import re
+import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import jsonschema
-import yaml
+import jsonschema.validators
 
 from rne_tools import strict_yaml
 from rne_tools.backend_catalog import (
@@ -56,6 +61,13 @@ JS_PROTOTYPE_NAMES = frozenset(
 )
 # The file every tokenizer file set must hold: the runtimes load it.
 TOKENIZER_JSON = "tokenizer.json"
+# Suffixes the SDK's downloader puts beside a file in the cache (packages/react-native-executorch/
+# src/resources: `<path>.part` and `.range.part` while downloading, `.verified` marks, `.lock`
+# files; `.tmp` kept free for it). No path segment may end in one, in any case, or a registry file
+# could be taken for the downloader's own (tests/test_registry.py checks the TypeScript's list).
+RESERVED_SUFFIXES = (".part", ".verified", ".lock", ".tmp")
+# Where a problem line would exceed this, the value it quotes is cut (a line must stay readable).
+MAX_PROBLEM = 500
 GENERATED_TS = PACKAGE_DIR / "src" / "models" / "registry.generated.ts"
 GENERATED_BACKENDS_TS = PACKAGE_DIR / "src" / "backends.generated.ts"
 GENERATED_BACKENDS_H = PACKAGE_DIR / "cpp" / "seam" / "backend_catalog.generated.h"
@@ -145,11 +157,44 @@ class Registry:
             raise RegistryError(f"unknown model id '{model_id}'; known models: {known}") from None
 
 
-def _field_path(parts: Iterable[str | int]) -> str:
-    text = ""
-    for part in parts:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text or "<root>"
+def _fullmatch_pattern(
+    validator: Any, pattern: str, instance: Any, schema: dict[str, Any]
+) -> Iterator[jsonschema.ValidationError]:
+    """JSON Schema ``pattern`` against the whole value: Python's ``$`` also matches before a
+    trailing newline, so ``^[0-9a-f]{64}$`` alone would let ``"<sha>\\n"`` through."""
+    if validator.is_type(instance, "string") and re.fullmatch(pattern, instance) is None:
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _integer(checker: Any, instance: Any) -> bool:
+    # Not bool (an int subclass) and not 4096.0, which JSON Schema would call an integer.
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+def _finite_number(checker: Any, instance: Any) -> bool:
+    return _integer(checker, instance) or (isinstance(instance, float) and math.isfinite(instance))
+
+
+_Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    validators={"pattern": _fullmatch_pattern},
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine_many(
+        {"integer": _integer, "number": _finite_number}
+    ),
+)
+
+
+def _short(value: Any) -> str:
+    """``repr(value)``, cut to a readable length."""
+    text = repr(value)
+    if len(text) <= 80:
+        return text
+    size = f"{len(value)} characters" if isinstance(value, str) else f"{len(text)} characters shown"
+    return f"{text[:60]}... ({size})"
+
+
+def _clip(problem: str) -> str:
+    return problem if len(problem) <= MAX_PROBLEM else problem[: MAX_PROBLEM - 5] + " ..."
 
 
 def _schema() -> dict[str, Any]:
@@ -164,7 +209,7 @@ def revision_pattern() -> str:
     return _schema()["$defs"]["revision"]["pattern"]
 
 
-def _schema_problems(doc: Any, name: str, validator: jsonschema.Draft202012Validator) -> list[str]:
+def _schema_problems(doc: Any, name: str, validator: jsonschema.protocols.Validator) -> list[str]:
     problems = []
     for error in sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.absolute_path))):
         if error.validator == "oneOf" and error.context:
@@ -174,7 +219,11 @@ def _schema_problems(doc: Any, name: str, validator: jsonschema.Draft202012Valid
         # A pattern or bound alone is cryptic; the schema's description says the rule in words.
         rule = error.schema.get("description") if isinstance(error.schema, dict) else None
         hint = f" (expected {rule})" if rule and error.validator != "required" else ""
-        problems.append(f"{name}: {_field_path(error.absolute_path)}: {error.message}{hint}")
+        message = error.message
+        if isinstance(error.instance, (str, list, dict)):
+            message = message.replace(repr(error.instance), _short(error.instance))
+        where = strict_yaml.field_path(error.absolute_path)
+        problems.append(_clip(f"{name}: {where}: {message}{hint}"))
     return problems
 
 
@@ -248,16 +297,6 @@ def _cross_problems(doc: dict[str, Any], name: str) -> Iterator[str]:
                 f"{name}: {where}.tokenizer.chat_template: '{chat_template}' is not one of the "
                 "tokenizer files"
             )
-        paths: dict[str, str] = {}
-        file_sets = [(f"{where}.tokenizer", model["tokenizer"])] + [
-            (f"{where}.variants[{v}]", variant) for v, variant in enumerate(model["variants"])
-        ]
-        for set_where, file_set in file_sets:
-            for i, f in enumerate(file_set["files"]):
-                here = f"{set_where}.files[{i}].path"
-                if f["path"] in paths:
-                    yield f"{name}: {here}: '{f['path']}' is already used by {paths[f['path']]}"
-                paths.setdefault(f["path"], here)
         for v, variant in enumerate(model["variants"]):
             vwhere = f"{where}.variants[{v}]"
             yield from _file_set_problems(variant, name, vwhere)
@@ -274,6 +313,97 @@ def _cross_problems(doc: dict[str, Any], name: str) -> Iterator[str]:
                     f"{name}: {vwhere}.export.max_context: {export['max_context']} exceeds the "
                     f"model's context_length {model['context_length']}"
                 )
+
+
+@dataclass(frozen=True)
+class _CachedFile:
+    """A registry file where the downloader puts it: ``<repo>/<revision>/<path>``."""
+
+    name: str  # the family file that declares it
+    model: str
+    where: str  # its field: models[0].variants[1].files[0].path
+    path: str
+    content: tuple[str, str | None, int | None]  # status, sha256, size
+
+
+def _cached_files(name: str, doc: dict[str, Any]) -> Iterator[tuple[tuple[str, str], _CachedFile]]:
+    for m, model in enumerate(doc["models"]):
+        folder = (model["hf"]["repo"].casefold(), model["hf"]["revision"])
+        sets = [(f"models[{m}].tokenizer", model["tokenizer"])] + [
+            (f"models[{m}].variants[{v}]", variant) for v, variant in enumerate(model["variants"])
+        ]
+        for set_where, file_set in sets:
+            for i, f in enumerate(file_set["files"]):
+                content = (file_set["status"], f.get("sha256"), f.get("size"))
+                where = f"{set_where}.files[{i}].path"
+                yield folder, _CachedFile(name, model["id"], where, f["path"], content)
+
+
+def _cache_problems(docs: Iterable[tuple[str, dict[str, Any]]]) -> Iterator[str]:
+    """Paths that would clash in the downloader's cache, where the files of every model with the
+    same Hub repository and revision share one folder, on file systems that may ignore case:
+    two paths equal but for case, a path that is a file for one entry and a folder for another,
+    a segment ending in a suffix the downloader uses. The same file declared identically by two
+    models of one repository and revision is fine (it is one download)."""
+    files: dict[tuple[str, str, str], _CachedFile] = {}
+    folders: dict[tuple[str, str, str], _CachedFile] = {}
+    for name, doc in docs:
+        for folder, f in _cached_files(name, doc):
+            at = f"{f.name}: {f.where}: '{f.path}'"
+            model = f" (model {f.model!r})"
+            segments = f.path.split("/")
+            reserved = [
+                (seg, suffix)
+                for seg in segments
+                for suffix in RESERVED_SUFFIXES
+                if seg.casefold().endswith(suffix)
+            ]
+            if reserved:
+                seg, suffix = reserved[0]
+                yield (
+                    f"{at}: '{seg}' ends in '{suffix}', a suffix the SDK's downloader uses for its "
+                    f"own files beside a download ({', '.join(RESERVED_SUFFIXES)}); rename it{model}"
+                )
+            key = (*folder, f.path.casefold())
+            other = files.get(key)
+            if other is not None:
+                if other.path == f.path and other.content == f.content and other.model != f.model:
+                    continue  # one file, listed by two models of the same repository
+                if other.path == f.path and other.model == f.model:
+                    yield f"{at} is already used by {other.where}{model}"
+                elif other.path == f.path:
+                    yield (
+                        f"{at} is also declared by model {other.model!r} ({other.name}: "
+                        f"{other.where}) of the same repository and revision, with another "
+                        f"status, checksum or size: they would share one file{model}"
+                    )
+                else:
+                    yield (
+                        f"{at} and '{other.path}' ({other.name}: {other.where}) differ only by "
+                        "case: they are one file on case-insensitive file systems (iOS, macOS, "
+                        f"Windows){model}"
+                    )
+                continue
+            user = folders.get(key)
+            if user is not None:
+                yield (
+                    f"{at} is a file, but '{user.path}' ({user.name}: {user.where}) needs a "
+                    f"folder of that name{model}"
+                )
+                continue
+            for depth in range(1, len(segments)):
+                prefix = (*folder, "/".join(segments[:depth]).casefold())
+                clash = files.get(prefix)
+                if clash is not None:
+                    yield (
+                        f"{at} needs a folder where '{clash.path}' ({clash.name}: {clash.where}) "
+                        f"is a file{model}"
+                    )
+                    break
+            else:
+                files[key] = f
+                for depth in range(1, len(segments)):
+                    folders.setdefault((*folder, "/".join(segments[:depth]).casefold()), f)
 
 
 def _file_set(raw: dict[str, Any]) -> tuple[Status, tuple[FileSpec, ...]]:
@@ -326,24 +456,30 @@ def load_registry(directory: Path = REGISTRY_DIR) -> Registry:
     Raises ``RegistryError`` listing every problem found (not only the first), each naming
     the file and the field.
     """
-    validator = jsonschema.Draft202012Validator(_schema())
+    validator = _Validator(_schema())
     files = registry_files(directory)
     if not files:
         raise RegistryError(f"no model family files (*.yaml) in {directory}")
     problems: list[str] = []
     models: dict[str, ModelSpec] = {}
     seen_ids: dict[str, str] = {}
+    valid_docs: list[tuple[str, dict[str, Any]]] = []
     for path in files:
         name = path.name
         try:
-            doc = strict_yaml.load(path.read_text())
-        except yaml.YAMLError as exc:
-            problems.append(f"{name}: not valid YAML: {exc}")
+            doc = strict_yaml.load(strict_yaml.read_file(path))
+        except strict_yaml.FileReadError as exc:
+            problems.append(_clip(f"{name}: {exc}"))
+            continue
+        except strict_yaml.StrictYamlError as exc:  # one line naming the field and the line
+            lead = "not valid YAML: " if exc.invalid else ""
+            problems.append(_clip(f"{name}: {lead}{exc}"))
             continue
         schema_problems = _schema_problems(doc, name, validator)
         if schema_problems:
             problems.extend(_name_models(schema_problems, doc, name))
             continue
+        valid_docs.append((name, doc))
         problems.extend(_name_models(_cross_problems(doc, name), doc, name))
         for m, raw in enumerate(doc["models"]):
             if raw["id"] in seen_ids:
@@ -354,6 +490,7 @@ def load_registry(directory: Path = REGISTRY_DIR) -> Registry:
                 continue
             seen_ids[raw["id"]] = name
             models[raw["id"]] = _model_spec(raw, doc["family"], path)
+    problems.extend(_clip(p) for p in _cache_problems(valid_docs))
     if problems:
         raise RegistryError("invalid model registry:\n" + "\n".join(f"  - {p}" for p in problems))
     return Registry(models=models, directory=directory)
@@ -474,7 +611,7 @@ def _ts(value: Any, indent: int) -> str:
         return "true" if value else "false"
     if isinstance(value, str):
         return _ts_string(value)
-    if isinstance(value, (int, float)):
+    if isinstance(value, (int, float)) and math.isfinite(value):
         return repr(value)
     raise TypeError(f"cannot render {type(value).__name__} as TypeScript")
 
@@ -581,14 +718,32 @@ def generate_typescript(registry: Registry) -> str:
     return "\n".join(parts)
 
 
+def _matches(target: Path, content: str) -> bool:
+    """Whether ``target`` is a regular file holding exactly ``content`` (read without blocking:
+    a FIFO or a device there is simply not a match)."""
+    expected = content.encode()
+    try:
+        return strict_yaml.read_regular(target, len(expected)) == expected
+    except strict_yaml.FileReadError:
+        return False
+
+
 def _write(target: Path, content: str) -> bool:
-    """Write ``target`` atomically; returns whether its content changed."""
-    if target.exists() and target.read_text() == content:
+    """Write ``target`` atomically; returns whether its content changed. ``OSError`` if the
+    target's folder cannot take it."""
+    if _matches(target, content):
         return False
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(target.suffix + ".tmp")
-    tmp.write_text(content)
-    tmp.replace(target)
+    # A fresh file (never an existing one, which could be a FIFO or a link), renamed over it.
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(content.encode())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return True
 
 
@@ -599,7 +754,7 @@ def write_typescript(registry: Registry, target: Path = GENERATED_TS) -> bool:
 
 def is_stale(registry: Registry, target: Path = GENERATED_TS) -> bool:
     """Whether ``target`` differs from what the registry generates now."""
-    return not target.exists() or target.read_text() != generate_typescript(registry)
+    return not _matches(target, generate_typescript(registry))
 
 
 # --- Backend catalog outputs ---------------------------------------------------------------
@@ -733,5 +888,5 @@ def stale_files(registry: Registry, package_dir: Path = PACKAGE_DIR) -> list[Pat
     return [
         path
         for path, content in generated_files(registry, package_dir).items()
-        if not path.exists() or path.read_text() != content
+        if not _matches(path, content)
     ]
