@@ -8,8 +8,21 @@
  * typed error (nothing at the final path); a wrong file in place fails the suite. The summary
  * line is printed at the end.
  */
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { copyFile, mkdir, mkdtemp, rm, stat, utimes, writeFile } from 'node:fs/promises';
+import {
+  copyFile,
+  lstat,
+  mkdir,
+  mkdtemp,
+  readdir,
+  readlink,
+  rm,
+  stat,
+  symlink,
+  utimes,
+  writeFile,
+} from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -482,3 +495,424 @@ describe('Retry-After parsing', () => {
     expect(retryAfterMs(header, now)).toBe(expected);
   });
 });
+
+/**
+ * The second round: generated cases per class, from a seeded generator (`RNE_FAULT_SEED` picks
+ * another seed): hostile server behaviours (trickles, oversized, endless and compressed-bomb
+ * bodies, abrupt closes, wrong lengths), planted links, loops and special files in the cache,
+ * full disks, in-place changes of verified files and forged marks, and concurrent fetchers in
+ * one process and in two. Every case must end recovered (the right bytes) or in a typed error,
+ * within a time bound, with nothing outside the cache written or deleted and never a wrong file
+ * returned or left under a final name.
+ */
+const SEED = Number(process.env.RNE_FAULT_SEED ?? 39);
+const GEN_SIZE = 40_000;
+/** A case that takes longer than this is a hang. */
+const HANG_MS = 8000;
+const GEN: Partial<ResourceFetcherOptions> = {
+  idleTimeoutMs: 300,
+  retryDelayMs: 5,
+  maxRetryDelayMs: 50,
+  maxAttempts: 3,
+  minBytesPerSecond: 20_000,
+  rateWindowMs: 250,
+  deadlineGraceMs: 4000,
+  lockStaleMs: 600,
+  lockPollMs: 20,
+};
+const round2 = { cases: 0, recovered: 0, typed: 0, crashes: 0, hangs: 0, outside: 0, wrongFiles: 0, oversized: 0 };
+const crashes: string[] = [];
+
+function rng(seed: number): () => number {
+  let x = seed >>> 0 || 1;
+  return () => {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    return (x >>> 0) / 2 ** 32;
+  };
+}
+
+afterAll(() => {
+  console.log(
+    `download faults, round 2 (seed ${SEED}): cases ${round2.cases}, recovered ${round2.recovered}, ` +
+      `typed errors ${round2.typed}, crashes ${round2.crashes}, hangs ${round2.hangs}, ` +
+      `writes/deletes outside the cache ${round2.outside}, wrong files ${round2.wrongFiles}, ` +
+      `parts past the registry size ${round2.oversized}`,
+  );
+  expect(crashes).toEqual([]);
+  expect(round2).toMatchObject({ crashes: 0, hangs: 0, outside: 0, wrongFiles: 0, oversized: 0 });
+  // Both outcomes occur (unless `-t` selected a few cases).
+  if (round2.cases > 100) {
+    expect(round2.recovered).toBeGreaterThan(0);
+    expect(round2.typed).toBeGreaterThan(0);
+  }
+});
+
+/** Every path below `dir` (links not followed) with its type and content hash. */
+async function snapshot(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  const visit = async (path: string) => {
+    const s = await lstat(path);
+    if (s.isDirectory()) {
+      out.push(`${path}/`);
+      for (const name of (await readdir(path)).sort()) await visit(join(path, name));
+    } else if (s.isSymbolicLink()) out.push(`${path} -> ${await readlink(path)}`);
+    else if (s.isFile()) out.push(`${path} ${sha256(readFileSync(path))}`);
+    else out.push(`${path} special`);
+  };
+  await visit(dir);
+  return out;
+}
+
+type Planted = 'linkToFile' | 'linkToDir' | 'loop' | 'dangling' | 'dir' | 'fifo';
+const PLACES = ['owner', 'repo', 'revision', 'sub', 'final', 'part', 'verified', 'lock'] as const;
+
+describe.each(adapterSets)('round 2: generated cases, %s adapters', (adapterName, makeAdapters) => {
+  const node = adapterName === 'node';
+  const random = rng(SEED + (node ? 0 : 1000));
+  const pick = <T,>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
+  const int = (lo: number, hi: number) => lo + Math.floor(random() * (hi - lo + 1));
+  let server: HfServer;
+  let docs: string;
+  let outside: string;
+  let served = 0;
+
+  beforeEach(async () => {
+    server = new HfServer();
+    await server.start();
+    docs = await mkdtemp(join(tmpdir(), 'rne-round2-'));
+    outside = join(docs, 'outside');
+    await mkdir(join(outside, 'victimDir'), { recursive: true });
+    await writeFile(join(outside, 'victim.bin'), bytes(GEN_SIZE, 5));
+    await writeFile(join(outside, 'victimDir', 'inner.txt'), 'keep');
+  });
+
+  afterEach(async () => {
+    await server.stop();
+    await rm(docs, { recursive: true, force: true });
+  });
+
+  const root = () => join(docs, 'react-native-executorch/models');
+  const fetcher = (options: Partial<ResourceFetcherOptions> = {}, adapters = makeAdapters(docs)) =>
+    new ResourceFetcher({ ...adapters, baseUrl: server.baseUrl, ...GEN, ...options });
+
+  function serveGen(faults: readonly (Fault | undefined)[] = [], extra: Partial<ServedFile> = {}) {
+    served += 1;
+    const body = bytes(GEN_SIZE, 5000 + served);
+    const path = `sub/g${served}.pte`;
+    server.add(REPO, REV, path, { body, chunkSize: 8192, faults, ...extra });
+    const file: RemoteFile = { repo: REPO, revision: REV, path, sha256: sha256(body), size: body.length };
+    return { file, body, final: join(root(), REPO, REV, path) };
+  }
+
+  /**
+   * Runs one case: `op` must settle within HANG_MS, resolve or reject with an ExecutorchError,
+   * touch nothing outside the cache, and leave no wrong file at `final` nor a part past its size.
+   */
+  async function runCase(
+    label: string,
+    op: () => Promise<unknown>,
+    check: { final?: string; body?: Buffer; returned?: (value: unknown) => string[] } = {},
+  ): Promise<'ok' | string> {
+    round2.cases += 1;
+    const before = await snapshot(outside);
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const hang = new Promise<'hang'>((resolve) => {
+      timer = setTimeout(() => resolve('hang'), HANG_MS);
+    });
+    let outcome: 'ok' | string;
+    try {
+      const value = await Promise.race([op(), hang]);
+      if (value === 'hang') {
+        round2.hangs += 1;
+        crashes.push(`${label}: hang`);
+        return 'hang';
+      }
+      for (const path of check.returned?.(value) ?? []) {
+        if (!check.body || !readFileSync(path).equals(check.body)) {
+          round2.wrongFiles += 1;
+          crashes.push(`${label}: returned a wrong file ${path}`);
+        }
+      }
+      round2.recovered += 1;
+      outcome = 'ok';
+    } catch (error) {
+      if (error instanceof ExecutorchError) {
+        round2.typed += 1;
+        outcome = error.code;
+      } else {
+        round2.crashes += 1;
+        crashes.push(`${label}: ${String(error)}`);
+        outcome = 'crash';
+      }
+    } finally {
+      clearTimeout(timer);
+    }
+    if (JSON.stringify(await snapshot(outside)) !== JSON.stringify(before)) {
+      round2.outside += 1;
+      crashes.push(`${label}: changed ${outside}`);
+    }
+    if (check.final && check.body) {
+      const info = await lstat(check.final).catch(() => null);
+      if (info && !(info.isFile() && readFileSync(check.final).equals(check.body))) {
+        round2.wrongFiles += 1;
+        crashes.push(`${label}: a wrong file at ${check.final}`);
+      }
+      const part = await lstat(`${check.final}.part`).catch(() => null);
+      if (part && part.size > check.body.length) {
+        round2.oversized += 1;
+        crashes.push(`${label}: ${part.size} bytes in the part`);
+      }
+    }
+    return outcome;
+  }
+
+  const fetchCase = (label: string, f: ResourceFetcher, s: ReturnType<typeof serveGen>) =>
+    runCase(label, () => f.fetchFiles([s.file]), {
+      final: s.final,
+      body: s.body,
+      returned: (paths) => paths as string[],
+    });
+
+  /** One generated server misbehaviour. */
+  function genFault(): Fault | undefined {
+    switch (int(0, 9)) {
+      case 0:
+        return { kind: 'trickle', after: int(0, GEN_SIZE - 1000), everyMs: int(20, 120) };
+      case 1:
+        return { kind: 'oversize', extra: int(1, 50_000), declared: random() < 0.5 };
+      case 2:
+        return { kind: 'endless' };
+      case 3:
+        return { kind: 'gzipBomb' };
+      case 4:
+        return { kind: 'drop', after: int(0, GEN_SIZE - 1) };
+      case 5:
+        return { kind: 'closeEarly', after: int(0, GEN_SIZE - 1) };
+      case 6:
+        return { kind: 'shortLength', length: int(1, GEN_SIZE - 1) };
+      case 7:
+        return { kind: 'status', status: pick([500, 503, 429, 408]) };
+      case 8:
+        return { kind: 'stall', after: int(0, GEN_SIZE - 1) };
+      default:
+        return undefined;
+    }
+  }
+
+  it('hostile server behaviours: recovered or typed, never past the size', async () => {
+    for (let i = 0; i < 12; i += 1) {
+      const faults = Array.from({ length: int(1, 3) }, genFault);
+      const s = serveGen(faults);
+      const outcome = await fetchCase(`server ${JSON.stringify(faults)}`, fetcher(), s);
+      const tooMuch = faults.some((f) => f && ['oversize', 'endless', 'gzipBomb'].includes(f.kind));
+      // A body past the size is never retried into success.
+      if (tooMuch && outcome !== 'ok') expect(['checksum_mismatch', 'download_too_slow', 'download_failed']).toContain(outcome);
+    }
+  });
+
+  it('a trickle fails typed as too slow, within the window times the attempts', async () => {
+    const trickle: Fault = { kind: 'trickle', after: 1000, everyMs: 50 };
+    const s = serveGen([trickle, trickle, trickle]);
+    const started = Date.now();
+    expect(await fetchCase('trickle', fetcher(), s)).toBe('download_too_slow');
+    expect(Date.now() - started).toBeLessThan(3 * (250 + 300) + 1500);
+    // The part is kept for a resume.
+    expect(existsSync(`${s.final}.part`)).toBe(true);
+  });
+
+  it('a trickle fast enough for the window still meets the overall deadline', async () => {
+    const s = serveGen([{ kind: 'trickle', after: 0, everyMs: 20, bytes: 600 }]);
+    const f = fetcher({ deadlineGraceMs: 300, deadlineBytesPerSecond: 100_000, minBytesPerSecond: 1000 });
+    expect(await fetchCase('deadline', f, s)).toBe('download_too_slow');
+  });
+
+  it('bodies past the registry size: typed at the first byte over, the part deleted', async () => {
+    for (const fault of [
+      { kind: 'oversize', extra: 1, declared: true },
+      { kind: 'oversize', extra: 30_000, declared: false },
+      { kind: 'endless' },
+      { kind: 'gzipBomb' },
+    ] as Fault[]) {
+      const s = serveGen([fault]);
+      expect([fault, await fetchCase(`too much ${fault.kind}`, fetcher(), s)]).toEqual([fault, 'checksum_mismatch']);
+      expect(existsSync(`${s.final}.part`)).toBe(false);
+    }
+  });
+
+  it('disk full: typed disk_full, the partial deleted; resumes from zero once there is space', async () => {
+    for (let i = 0; i < 3; i += 1) {
+      const quota = int(0, GEN_SIZE - 1);
+      const s = serveGen([]);
+      const adapters = node ? nodeAdapters(docs, { diskQuotaBytes: quota }) : blobUtilAdapters(fakeBlobUtil(docs, { diskQuotaBytes: quota }));
+      expect(await fetchCase(`disk full at ${quota}`, fetcher({}, adapters), s)).toBe('disk_full');
+      expect(existsSync(`${s.final}.part`)).toBe(false);
+      expect(await fetchCase('space again', fetcher(), s)).toBe('ok');
+    }
+  });
+
+  it('too little free space is refused before the first request, the part kept', async () => {
+    if (!node) return; // blob-util has no trustworthy free-space figure (see blobUtil.ts).
+    const s = serveGen([]);
+    const adapters = nodeAdapters(docs);
+    const error = await fetcher({}, { ...adapters, fs: { ...adapters.fs, freeBytes: async () => 10 } })
+      .fetchFiles([s.file])
+      .catch((e: unknown) => e);
+    expect((error as ExecutorchError).code).toBe('disk_full');
+    expect(server.requests).toHaveLength(0);
+  });
+
+  it('planted entries in the cache: no write or delete outside, loops bounded, parts heal', async () => {
+    const kinds: Planted[] = node ? ['linkToFile', 'linkToDir', 'loop', 'dangling', 'dir', 'fifo'] : ['dir', 'fifo'];
+    // Links cannot be seen through react-native-blob-util's API (see blobUtil.ts): only the
+    // entries it can tell apart are planted there.
+    const places = node ? PLACES : (['final', 'part', 'verified', 'lock'] as const);
+    for (let i = 0; i < (node ? 16 : 8); i += 1) {
+      const s = serveGen([]);
+      const place = pick(places);
+      const kind = pick(kinds);
+      const dirs: Record<(typeof PLACES)[number], string> = {
+        owner: join(root(), 'acme'),
+        repo: join(root(), REPO),
+        revision: join(root(), REPO, REV),
+        sub: join(root(), REPO, REV, 'sub'),
+        final: s.final,
+        part: `${s.final}.part`,
+        verified: `${s.final}.verified`,
+        lock: `${s.final}.lock`,
+      };
+      const at = dirs[place];
+      // Earlier cases' folders stay: a planted entry replaces what was there.
+      await rm(at, { recursive: true, force: true });
+      await mkdir(join(at, '..'), { recursive: true });
+      if (kind === 'linkToFile') await symlink(join(outside, 'victim.bin'), at);
+      if (kind === 'linkToDir') await symlink(join(outside, 'victimDir'), at);
+      if (kind === 'loop') await symlink(at, at);
+      if (kind === 'dangling') await symlink(join(outside, 'nothing-here'), at);
+      if (kind === 'dir') await mkdir(join(at, 'inner'), { recursive: true });
+      if (kind === 'fifo') execFileSync('mkfifo', [at]);
+      // A loop inside the revision folder as well, for the listing.
+      if (node && random() < 0.5) {
+        await mkdir(dirs.revision, { recursive: true }).catch(() => {});
+        await symlink('.', join(dirs.revision, `loop${i}`)).catch(() => {});
+      }
+      const f = fetcher();
+      const label = `planted ${kind} at ${place}`;
+      await fetchCase(label, f, s);
+      await runCase(`${label}: list`, () => f.listCachedModels());
+      // Deleting through planted links must not reach outside.
+      await runCase(`${label}: delete`, () => f.deleteCachedModel({ repo: REPO, revision: REV }));
+    }
+  });
+
+  it('verified files changed in place (size and mtime kept) and forged marks: never returned', async () => {
+    for (let i = 0; i < 6; i += 1) {
+      const s = serveGen([]);
+      expect(await fetchCase('first download', fetcher(), s)).toBe('ok');
+      const { mtime } = await stat(s.final);
+      const damaged = readFileSync(s.final);
+      const at = int(0, GEN_SIZE - 1);
+      damaged[at] = damaged[at]! ^ (1 + int(0, 254));
+      const mode = pick(['inPlace', 'forgedOld', 'copiedMark'] as const);
+      await writeFile(s.final, damaged);
+      await utimes(s.final, mtime, mtime);
+      const mark = `${s.final}.verified`;
+      if (mode === 'forgedOld') {
+        await writeFile(mark, JSON.stringify({ size: GEN_SIZE, mtimeMs: mtime.getTime(), sha256: s.file.sha256 }));
+      }
+      if (mode === 'copiedMark') {
+        // The mark of another file with the same size and mtime, sha256 rewritten.
+        const other = serveGen([]);
+        await fetcher().fetchFiles([other.file]);
+        await utimes(other.final, mtime, mtime);
+        const saved = JSON.parse(readFileSync(`${other.final}.verified`, 'utf8')) as Record<string, unknown>;
+        await writeFile(mark, JSON.stringify({ ...saved, mtimeMs: mtime.getTime(), sha256: s.file.sha256 }));
+      }
+      // Not a racy mark: it is later than the file.
+      await utimes(mark, new Date(mtime.getTime() + 2000), new Date(mtime.getTime() + 2000));
+      expect(await fetchCase(`changed ${mode} at ${at}`, fetcher(), s)).toBe('ok');
+    }
+  });
+
+  it('two fetchers in one process on one cache: one download, both succeed', async () => {
+    for (let i = 0; i < 3; i += 1) {
+      const s = serveGen([], { chunkSize: 4096, chunkDelayMs: int(2, 8) });
+      const [a, b] = [fetcher(), fetcher()];
+      const both = Promise.all([a.fetchFiles([s.file]), b.fetchFiles([s.file])]);
+      expect(await runCase('two fetchers', () => both, { final: s.final, body: s.body, returned: (v) => (v as string[][]).flat() })).toBe('ok');
+      expect(server.requests.filter((r) => r.path.endsWith(s.file.path) && r.range === undefined)).toHaveLength(1);
+    }
+  });
+
+  it('two processes on one cache: one download, both succeed; a killed owner is taken over', async () => {
+    if (!node) return; // The child processes run the Node adapters.
+    const s = serveGen([], { chunkSize: 2048, chunkDelayMs: 5 });
+    const outputs = await Promise.all([0, 1].map(() => runChild(docs, server.baseUrl, s.file)));
+    for (const out of outputs) {
+      expect(out).toEqual({ path: s.final });
+      expect(readFileSync(s.final).equals(s.body)).toBe(true);
+    }
+    round2.cases += 2;
+    round2.recovered += 2;
+    expect(server.requests.filter((r) => r.path.endsWith(s.file.path))).toHaveLength(1);
+
+    // The owner dies holding the lock: the next fetcher takes over once it is stale.
+    const t = serveGen([], { chunkSize: 1024, chunkDelayMs: 10 });
+    const child = spawnChild(docs, server.baseUrl, t.file);
+    for (let i = 0; i < 200 && !existsSync(`${t.final}.part`); i += 1) await new Promise((r) => setTimeout(r, 10));
+    child.kill('SIGKILL');
+    await new Promise((r) => child.once('exit', r));
+    expect(await fetchCase('after a killed owner', fetcher(), t)).toBe('ok');
+  });
+
+  it('filesystem failures are typed, never raw', async () => {
+    const s = serveGen([]);
+    const blocked = join(docs, 'a-file');
+    await writeFile(blocked, 'not a folder');
+    expect(await fetchCase('cache root is a file', fetcher({ cacheDirectory: blocked }), s)).toBe('storage_error');
+    expect(await runCase('missing text', () => fetcher().readText(join(docs, 'nope.json')))).toBe('storage_error');
+    const fifo = join(docs, 'fifo.json');
+    execFileSync('mkfifo', [fifo]);
+    if (node) expect(await runCase('FIFO as text', () => fetcher().readText(fifo))).toBe('storage_error');
+    const model = publishOn(server, 'acme/local', 'r1');
+    const local = { modelPath: fifo, tokenizerPath: fifo, chatTemplatePath: fifo };
+    // blob-util's stat cannot tell a FIFO from an empty file: its size is then what is wrong.
+    expect(await runCase('FIFO as a local model', () => fetcher().verifyLocalFiles(model, 'xnnpack', local))).toBe(
+      node ? 'not_found' : 'checksum_mismatch',
+    );
+  });
+});
+
+/** A child Node process that fetches `file` with the Node adapters (the TypeScript sources, transpiled on load). */
+function spawnChild(docs: string, baseUrl: string, file: RemoteFile): ChildProcess {
+  const pkg = join(__dirname, '..');
+  const script = `
+    const ts = require('typescript');
+    const fs = require('node:fs');
+    require.extensions['.ts'] = (m, filename) => m._compile(ts.transpileModule(fs.readFileSync(filename, 'utf8'), {
+      compilerOptions: { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022, esModuleInterop: true },
+      fileName: filename,
+    }).outputText, filename);
+    const { ResourceFetcher } = require(${JSON.stringify(join(pkg, 'src/resources/fetcher.ts'))});
+    const { nodeAdapters } = require(${JSON.stringify(join(pkg, '__tests__/support/nodeAdapters.ts'))});
+    const [docs, baseUrl, file, options] = JSON.parse(process.argv[1]);
+    new ResourceFetcher({ ...nodeAdapters(docs), baseUrl, ...options })
+      .fetchFiles([file])
+      .then(([path]) => console.log(JSON.stringify({ path })), (e) => console.log(JSON.stringify({ code: e.code, message: e.message })));
+  `;
+  // A cold child process is slow to make its first request: generous timeouts, so that every
+  // request the server sees is a download, not a retry.
+  const options = { ...GEN, idleTimeoutMs: 5000, minBytesPerSecond: 0 };
+  return spawn(process.execPath, ['-e', script, JSON.stringify([docs, baseUrl, file, options])], {
+    cwd: pkg,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+}
+
+function runChild(docs: string, baseUrl: string, file: RemoteFile): Promise<unknown> {
+  const child = spawnChild(docs, baseUrl, file);
+  let out = '';
+  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  return new Promise((resolve) => child.once('exit', () => resolve(JSON.parse(out.trim() || 'null'))));
+}

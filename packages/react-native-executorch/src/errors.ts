@@ -29,6 +29,19 @@ export type ExecutorchErrorCode =
   | 'invalid_path'
   /** The download was cancelled by the caller. */
   | 'download_cancelled'
+  /**
+   * The server sent data too slowly: below `minBytesPerSecond` over `rateWindowMs` on every
+   * attempt, or the file missed its overall deadline. The part is kept for a later resume.
+   */
+  | 'download_too_slow'
+  /** No space left (or the quota is used up) for a download; its partial file was deleted. */
+  | 'disk_full'
+  /**
+   * A filesystem operation on the models cache or a local file failed (permissions, an I/O
+   * error, a cache folder that is not a folder); `details.path` names it, `details.cause` the
+   * underlying error.
+   */
+  | 'storage_error'
   /** No filesystem/HTTP adapter is configured for downloads. */
   | 'no_resource_adapter'
   /** The JSI binding is not installed (the native part of the package is not linked). */

@@ -4,7 +4,10 @@
  * response body (error pages included) is written, `stateChange` reports status and headers
  * when they arrive (to every task's listener, as the library's event emitter does; events carry
  * the `taskId`), progress reports bytes of this response, `cancel()` aborts, and `fs.*`
- * mirror its filesystem API (`appendFile(path, source, 'uri')` appends another file's bytes).
+ * mirror its filesystem API (`appendFile(path, source, 'uri')` appends another file's bytes,
+ * `createFile` refuses an existing path after a check, not atomically; `stat` follows links).
+ * `options.diskQuotaBytes` makes writes past that many bytes fail the way Android reports a full
+ * disk (an IOException whose message says "No space left on device").
  */
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
@@ -12,11 +15,42 @@ import * as fsp from 'node:fs/promises';
 
 import type { BlobUtilModule } from '../../src';
 
+/**
+ * The chunks of `body`, ending with an AbortError as soon as `signal` aborts (Node's fetch can
+ * leave a read pending when the signal aborts between the headers and the first chunk).
+ */
+async function* chunksOf(body: ReadableStream<Uint8Array> | null, signal: AbortSignal): AsyncGenerator<Uint8Array> {
+  if (!body) return;
+  const reader = body.getReader();
+  let onAbort = () => {};
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(new DOMException('This operation was aborted', 'AbortError'));
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+  });
+  aborted.catch(() => {});
+  try {
+    for (;;) {
+      const { done, value } = await Promise.race([reader.read(), aborted]);
+      if (done) return;
+      yield value;
+    }
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+    reader.cancel().catch(() => {});
+  }
+}
+
 type StateListener = (state: { taskId: string; status: number; headers: Record<string, string> }) => void;
 
-export function fakeBlobUtil(documentDir: string): BlobUtilModule {
+export function fakeBlobUtil(documentDir: string, options: { diskQuotaBytes?: number } = {}): BlobUtilModule {
   const stateListeners = new Set<StateListener>();
   let tasks = 0;
+  let left = options.diskQuotaBytes ?? Infinity;
+  const take = (bytes: number, path: string) => {
+    if (bytes > left) throw new Error(`ReactNativeBlobUtil: ${path}: write failed: ENOSPC (No space left on device)`);
+    left -= bytes;
+  };
   return {
     fs: {
       dirs: { DocumentDir: documentDir },
@@ -36,8 +70,26 @@ export function fakeBlobUtil(documentDir: string): BlobUtilModule {
       unlink: (path) => fsp.rm(path, { recursive: true }),
       ls: (path) => fsp.readdir(path),
       readFile: (path) => fsp.readFile(path, 'utf8'),
-      writeFile: (path, data) => fsp.writeFile(path, data, 'utf8'),
-      appendFile: async (path, source) => fsp.appendFile(path, await fsp.readFile(source)),
+      writeFile: async (path, data) => {
+        take(Buffer.byteLength(data), path);
+        await fsp.writeFile(path, data, 'utf8');
+      },
+      createFile: async (path, data) => {
+        if (existsSync(path)) throw Object.assign(new Error(`File '${path}' already exists`), { code: 'EEXIST' });
+        // The library's check and create are two steps; another caller can slip in between.
+        await new Promise((resolve) => setTimeout(resolve, 1));
+        take(Buffer.byteLength(data), path);
+        await fsp.writeFile(path, data, 'utf8');
+      },
+      appendFile: async (path, source) => {
+        const data = await fsp.readFile(source);
+        take(data.length, path);
+        await fsp.appendFile(path, data);
+      },
+      slice: async (src, dest, start, end) => {
+        const data = (await fsp.readFile(src)).subarray(start, end);
+        await fsp.writeFile(dest, data);
+      },
       hash: async (path) => createHash('sha256').update(readFileSync(path)).digest('hex'),
     },
     config: ({ path, overwrite }) => ({
@@ -53,7 +105,8 @@ export function fakeBlobUtil(documentDir: string): BlobUtilModule {
           const file = await fsp.open(path, overwrite ? 'w' : 'a');
           let received = 0;
           try {
-            for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+            for await (const chunk of chunksOf(response.body, controller.signal)) {
+              take(chunk.byteLength, path);
               await file.write(chunk);
               received += chunk.byteLength;
               onProgress(received, Number(response.headers.get('content-length') ?? -1));

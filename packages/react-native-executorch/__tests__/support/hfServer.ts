@@ -4,6 +4,7 @@
  * (`dropAfter`/`ignoreRange` for the simple cases, `faults` for a per-request script).
  */
 import { createHash } from 'node:crypto';
+import { gzipSync } from 'node:zlib';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
@@ -26,7 +27,18 @@ export type Fault =
   /** Content-Length (and the body, which ends cleanly) cut to `length` bytes: a short answer. */
   | { readonly kind: 'shortLength'; readonly length: number }
   /** Content-Length says the whole rest; after `after` bytes the server closes cleanly (FIN). */
-  | { readonly kind: 'closeEarly'; readonly after: number };
+  | { readonly kind: 'closeEarly'; readonly after: number }
+  /** Sends `after` bytes at full speed, then `bytes` bytes every `everyMs` (the right bytes). */
+  | { readonly kind: 'trickle'; readonly after: number; readonly everyMs: number; readonly bytes?: number }
+  /**
+   * Answers 200 with the file followed by `extra` more bytes; Content-Length counts them when
+   * `declared`, otherwise the body is chunked (no length).
+   */
+  | { readonly kind: 'oversize'; readonly extra: number; readonly declared: boolean }
+  /** Answers 200, chunked, with the file and then bytes until the client hangs up. */
+  | { readonly kind: 'endless' }
+  /** Answers 200 with `Content-Encoding: gzip` of the file and 8 MB of zeros after it. */
+  | { readonly kind: 'gzipBomb' };
 
 export interface ServedFile {
   readonly body: Buffer;
@@ -72,12 +84,17 @@ export class HfServer {
   readonly requests: RequestLog[] = [];
   private readonly files = new Map<string, ServedFile>();
   private readonly served = new Map<string, number>();
+  private readonly bombs = new Map<Buffer, Buffer>();
   private server: Server | null = null;
   baseUrl = '';
 
   /** Serves `file` as `<repo>/resolve/<revision>/<path>`. */
   add(repo: string, revision: string, path: string, file: ServedFile): void {
     this.files.set(`/${repo}/resolve/${revision}/${path}`, file);
+    // Compressed now: gzip on the request's turn would block the loop the client shares.
+    if (file.faults?.some((f) => f?.kind === 'gzipBomb')) {
+      this.bombs.set(file.body, gzipSync(Buffer.concat([file.body, Buffer.alloc(8 << 20)]), { level: 1 }));
+    }
   }
 
   async start(): Promise<void> {
@@ -115,6 +132,11 @@ export class HfServer {
       res.writeHead(fault.status, { 'content-type': 'text/html', ...headers }).end('<h1>Error</h1>');
       return;
     }
+    if (fault?.kind === 'oversize' || fault?.kind === 'endless' || fault?.kind === 'gzipBomb') {
+      log(200);
+      this.sendTooMuch(res, file.body, fault);
+      return;
+    }
     /** How many of `n` remaining bytes this response carries. */
     const sent = (n: number) => (fault?.kind === 'shortLength' ? Math.min(fault.length, n) : n);
     let start = 0;
@@ -149,6 +171,22 @@ export class HfServer {
     if (drop) body = body.subarray(0, scriptedDrop ? fault.after : file.dropAfter);
     // Stalling: the rest is never sent; the connection stays open until the client gives up.
     if (fault?.kind === 'stall') body = body.subarray(0, fault.after);
+    if (fault?.kind === 'trickle') {
+      const head = body.subarray(0, fault.after);
+      let at = head.length;
+      res.write(head);
+      const timer = setInterval(() => {
+        if (res.destroyed || at >= body.length) {
+          clearInterval(timer);
+          if (!res.destroyed) res.end();
+          return;
+        }
+        res.write(body.subarray(at, at + (fault.bytes ?? 1)));
+        at += fault.bytes ?? 1;
+      }, fault.everyMs);
+      res.on('close', () => clearInterval(timer));
+      return;
+    }
     const chunkSize = file.chunkSize ?? body.length;
     const send = (offset: number) => {
       if (res.destroyed) return;
@@ -164,5 +202,26 @@ export class HfServer {
       });
     };
     send(0);
+  }
+
+  /** The bodies of `oversize`, `endless` and `gzipBomb`. */
+  private sendTooMuch(res: ServerResponse, file: Buffer, fault: Fault): void {
+    if (fault.kind === 'gzipBomb') {
+      const bomb = this.bombs.get(file)!;
+      res.writeHead(200, { 'content-encoding': 'gzip', 'content-length': bomb.length }).end(bomb);
+      return;
+    }
+    if (fault.kind === 'oversize') {
+      const body = Buffer.concat([file, bytes(fault.extra, 77)]);
+      res.writeHead(200, fault.declared ? { 'content-length': body.length } : {}).end(body);
+      return;
+    }
+    res.writeHead(200, {});
+    res.write(file);
+    const junk = bytes(8192, 78);
+    const more = () => {
+      if (!res.destroyed) res.write(junk, () => setTimeout(more, 1));
+    };
+    more();
   }
 }

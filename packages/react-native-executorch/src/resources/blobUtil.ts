@@ -3,12 +3,25 @@
  * downloads straight to disk, can append one file to another, hashes files natively and follows
  * Hugging Face's CDN redirects. Only the parts of its API used here are typed, structurally, so
  * the package builds without it.
+ *
+ * What its API lacks, and what is done instead:
+ * - no lstat, inode or realpath: `stat` follows links and reports files and folders only, so
+ *   the cache cannot see a link planted inside it (the app's sandbox is the boundary: no other
+ *   app can write there); a FIFO looks like an empty file, and empty parts are discarded;
+ * - no O_EXCL: `createExclusive` is `fs.createFile` (which refuses an existing path after a
+ *   check), and the fetcher reads the lock back to catch the race between check and create;
+ * - no ranged read: `sha256Range` slices the range into a scratch file and hashes that;
+ * - no free-space figure worth trusting (iOS's leaves out purgeable space, which the system
+ *   frees on demand): no `freeBytes`, a full disk is caught when a write fails;
+ * - no control over the writes of a download: the body is cut off (task cancelled) when its
+ *   `Content-Length` or its progress passes `maxBytes`, and what went past it is deleted.
  */
-import type {
-  FileSystemAdapter,
-  HttpAdapter,
-  HttpDownloadResult,
-  ResourceAdapters,
+import {
+  bodyTooLargeError,
+  type FileSystemAdapter,
+  type HttpAdapter,
+  type HttpDownloadResult,
+  type ResourceAdapters,
 } from './adapters';
 
 /** What blob-util reports about a response (`stateChange` when headers arrive, `info()` at the end). */
@@ -30,7 +43,7 @@ interface BlobUtilTask extends PromiseLike<{ info(): BlobUtilResponseInfo }> {
 /** The subset of `react-native-blob-util`'s default export these adapters use. */
 export interface BlobUtilModule {
   fs: {
-    dirs: { DocumentDir: string };
+    dirs: { DocumentDir: string; CacheDir?: string };
     exists(path: string): Promise<boolean>;
     isDir(path: string): Promise<boolean>;
     stat(path: string): Promise<{ size: number | string; lastModified: number | string }>;
@@ -40,8 +53,12 @@ export interface BlobUtilModule {
     ls(path: string): Promise<string[]>;
     readFile(path: string, encoding: 'utf8'): Promise<string>;
     writeFile(path: string, data: string, encoding: 'utf8'): Promise<unknown>;
+    /** Rejects when something exists at `path`. */
+    createFile(path: string, data: string, encoding: 'utf8'): Promise<unknown>;
     /** With `'uri'`, `data` is a file path whose bytes are appended. */
     appendFile(path: string, data: string, encoding: 'uri'): Promise<unknown>;
+    /** Copies bytes `start` to `end` (exclusive) of `src` into a new file `dest`. */
+    slice(src: string, dest: string, start: number, end: number): Promise<unknown>;
     hash(path: string, algorithm: 'sha256'): Promise<string>;
   };
   config(options: { path: string; overwrite: boolean }): {
@@ -51,6 +68,8 @@ export interface BlobUtilModule {
 
 /** Where a ranged response is written before it is known to belong at the end of the part. */
 const RANGE_SUFFIX = '.range.part';
+/** Bytes past `maxBytes` tolerated while a response's status is not yet known. */
+const ERROR_PAGE_MARGIN = 1 << 20;
 
 function header(info: BlobUtilResponseInfo | null, name: string): string | undefined {
   const entry = Object.entries(info?.headers ?? {}).find(([k]) => k.toLowerCase() === name);
@@ -89,22 +108,69 @@ export function blobUtilAdapters(blobUtil: BlobUtilModule): ResourceAdapters {
       await fs.writeFile(path, text, 'utf8');
     },
     sha256: (path) => fs.hash(path, 'sha256'),
+    async sha256Range(path, start, end) {
+      const scratch = `${fs.dirs.CacheDir ?? fs.dirs.DocumentDir}/rne-sample-${Date.now()}-${Math.random().toString(36).slice(2)}`;
+      try {
+        await fs.slice(path, scratch, start, end);
+        return await fs.hash(scratch, 'sha256');
+      } finally {
+        await fileSystem.remove(scratch);
+      }
+    },
+    async createExclusive(path, text) {
+      try {
+        await fs.createFile(path, text, 'utf8');
+        return true;
+      } catch (error) {
+        if (await fs.exists(path)) return false;
+        throw error;
+      }
+    },
   };
 
   const http: HttpAdapter = {
-    async download({ url, destination, offset, signal, onProgress }): Promise<HttpDownloadResult> {
+    async download({ url, destination, offset, maxBytes, signal, onProgress }): Promise<HttpDownloadResult> {
       // blob-util writes every body to its path, error pages too. A ranged request therefore
       // goes to a side file, appended to the part only once it is known to be the asked-for
       // range; the part never holds a byte that is not the file's.
       const target = offset > 0 ? destination + RANGE_SUFFIX : destination;
+      // A leftover side file (or anything planted there) is not appended to.
+      if (offset > 0) await fileSystem.remove(target);
+      const limit = maxBytes ?? Infinity;
       let info: BlobUtilResponseInfo | null = null;
+      let over = false;
+      /** Bytes the part holds with `received` bytes of this body (a 200 starts from zero). */
+      const onDisk = (received: number) => (Number(info?.status) === 200 ? 0 : offset) + received;
+      const headers: Record<string, string> = { 'Accept-Encoding': 'identity' };
+      if (offset > 0) headers.Range = `bytes=${offset}-`;
       const task = blobUtil
         .config({ path: target, overwrite: true })
-        .fetch('GET', url, offset > 0 ? { Range: `bytes=${offset}-` } : {})
-        .progress({ interval: 250 }, (received) => onProgress(offset + Number(received)));
+        .fetch('GET', url, headers)
+        .progress({ interval: 250 }, (received) => {
+          // Only a body that goes to the part counts. Before the headers are known (no
+          // stateChange), an error page gets a margin: it is discarded, and never that big.
+          const status = Number(info?.status ?? 0);
+          if (status !== 0 && status !== 200 && status !== 206) return;
+          if (onDisk(Number(received)) > limit + (status === 0 ? ERROR_PAGE_MARGIN : 0)) {
+            over = true;
+            task.cancel();
+            return;
+          }
+          onProgress(Math.min(limit, onDisk(Number(received))));
+        });
       // Without it (or a taskId), a dropped ranged response's bytes are discarded, never guessed.
       task.stateChange?.((state) => {
-        if (state.taskId === task.taskId) info = state;
+        if (state.taskId !== task.taskId) return;
+        info = state;
+        const declared = Number(header(state, 'content-length') ?? NaN);
+        const encoded = (header(state, 'content-encoding') ?? 'identity') !== 'identity';
+        const status = Number(state.status);
+        // A range that starts elsewhere is discarded whole: stop it at once.
+        if (status === 206 && rangeStart(state) !== offset) task.cancel();
+        else if ((status === 200 || status === 206) && !encoded && onDisk(declared) > limit) {
+          over = true;
+          task.cancel();
+        }
       });
       const onAbort = () => task.cancel();
       signal.addEventListener('abort', onAbort);
@@ -118,6 +184,12 @@ export function blobUtilAdapters(blobUtil: BlobUtilModule): ResourceAdapters {
         signal.removeEventListener('abort', onAbort);
       }
       const status = Number((info as BlobUtilResponseInfo | null)?.status ?? 0);
+      // Progress comes every 250 ms: the bytes past the limit written meanwhile are deleted.
+      const written = (await fileSystem.stat(target))?.size ?? 0;
+      if (over || (status === 200 || status === 206 ? onDisk(written) > limit : false)) {
+        await fileSystem.remove(target);
+        throw bodyTooLargeError(limit);
+      }
       const wrongRange = status === 206 && rangeStart(info) !== offset;
       if (offset === 0) {
         if (status !== 200) await fileSystem.remove(destination);

@@ -59,24 +59,71 @@ export interface ResourceFetcherOptions extends ResourceAdapters {
    */
   readonly idleTimeoutMs?: number;
   /**
+   * A request whose average rate over the last `rateWindowMs` is below this is aborted and
+   * counts as a failed attempt (a trickle of bytes keeps the idle timer alive; this does not).
+   * 0 turns the check off. Default 1024 bytes/s.
+   */
+  readonly minBytesPerSecond?: number;
+  /** The sliding window of `minBytesPerSecond`. Default 60 000 ms. */
+  readonly rateWindowMs?: number;
+  /**
+   * Overall deadline of one file's download (all its attempts and waits):
+   * `deadlineGraceMs + size / deadlineBytesPerSecond`. Past it the download stops with
+   * `download_too_slow` (the part is kept). Defaults: 300 000 ms and 16 384 bytes/s.
+   */
+  readonly deadlineGraceMs?: number;
+  readonly deadlineBytesPerSecond?: number;
+  /**
    * Wait before retrying a request that failed without receiving data (HTTP 5xx, 429, no
    * connection); doubles with each such failure in a row. Default 1000 ms.
    */
   readonly retryDelayMs?: number;
   /** Upper bound of every retry wait, a server's `Retry-After` included. Default 30 000 ms. */
   readonly maxRetryDelayMs?: number;
+  /**
+   * A `<path>.lock` (the inter-process download lock) not refreshed for this long belongs to a
+   * fetcher that died and is taken over. Its owner refreshes it every third of this. Default
+   * 30 000 ms.
+   */
+  readonly lockStaleMs?: number;
+  /** How often a fetcher waiting for another one's download looks again. Default 250 ms. */
+  readonly lockPollMs?: number;
 }
 
 const PART_SUFFIX = '.part';
-/** Beside a verified file: `{ size, mtimeMs, sha256 }` of what was hashed, so it is hashed once. */
+/**
+ * Beside a verified file: what was hashed (size, mtime, identity, sha256 and sampled block
+ * hashes), so it is hashed in full once and only sampled on later loads.
+ */
 const VERIFIED_SUFFIX = '.verified';
+/** Beside a file being downloaded: who downloads it (see `acquireLock`). */
+const LOCK_SUFFIX = '.lock';
 /** Longer than the mtime clock tick of common filesystems other than FAT (ext4, APFS, f2fs). */
 const RACY_WINDOW_MS = 25;
+const MARK_VERSION = 2;
+/** A mark is a few hundred bytes; anything bigger was not written by this fetcher. */
+const MAX_MARK_BYTES = 64 * 1024;
+/** Sampled re-check of a remembered file: the first, the last and this many random blocks. */
+const SAMPLE_BLOCK_BYTES = 64 * 1024;
+const RANDOM_SAMPLES = 8;
+/** Bounds of a cache walk: a loop or a planted tree cannot make listing run forever. */
+const MAX_WALK_DEPTH = 32;
+const MAX_WALK_ENTRIES = 100_000;
+
+/** Lock files held by fetchers of this JS runtime (the in-process half of the download lock). */
+const heldLocks = new Set<string>();
 
 /** How one request for a file ended. */
 type Attempt =
   | { readonly ok: true }
-  | { readonly ok: false; readonly reason: string; readonly status?: number; readonly waitMs?: number };
+  | {
+      readonly ok: false;
+      readonly reason: string;
+      readonly status?: number;
+      readonly waitMs?: number;
+      /** Aborted for going below `minBytesPerSecond`. */
+      readonly slow?: boolean;
+    };
 
 /** Statuses that say "later": the request is retried after a delay. */
 function isTransientStatus(status: number): boolean {
@@ -92,6 +139,18 @@ interface Download {
   readonly listeners: Set<() => void>;
 }
 
+/** One file's download once started: the state its steps share. */
+interface Run {
+  readonly file: RemoteFile;
+  readonly path: string;
+  readonly url: string;
+  /** Aborted when every requester cancelled or the deadline passed. */
+  readonly signal: AbortSignal;
+  readonly deadlineMs: number;
+  expired: boolean;
+  setBytes(bytes: number): void;
+}
+
 function noop(): void {}
 
 /** Throws `invalid_path` when `file`'s repo, revision or path could leave its folder. */
@@ -104,17 +163,127 @@ function cancelledError(): ExecutorchError {
   return new ExecutorchError('download_cancelled', 'The download was cancelled.');
 }
 
+function errnoOf(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : undefined;
+}
+
+/** How the platforms word a full disk or quota (Node errno codes, Android and iOS messages). */
+const DISK_FULL_MESSAGE =
+  /\b(ENOSPC|EDQUOT)\b|no space left|not enough (free )?space|out of space|quota exceeded|disk (is )?full/i;
+
+function isDiskFull(error: unknown): boolean {
+  const code = errnoOf(error);
+  if (code === 'ENOSPC' || code === 'EDQUOT') return true;
+  return DISK_FULL_MESSAGE.test(error instanceof Error ? error.message : String(error));
+}
+
+/** Errno codes that say a download failed on the disk, not on the network: retrying cannot help. */
+const FILESYSTEM_ERRNOS = new Set([
+  'EACCES', 'EPERM', 'EROFS', 'EISDIR', 'ENOTDIR', 'ELOOP', 'ENXIO', 'EEXIST', 'EMLINK',
+  'ENAMETOOLONG', 'EIO', 'EBADF', 'EMFILE', 'ENFILE', 'EINVAL', 'ENOTEMPTY',
+]);
+
+function diskFullError(path: string, cause: unknown): ExecutorchError {
+  return new ExecutorchError(
+    'disk_full',
+    `No space left on the device (or the storage quota is used up) while writing ${path}. The ` +
+      'partial download was deleted so it does not keep the space; free up space (e.g. ' +
+      'deleteCachedModel for models you no longer need) and fetch again.',
+    { path, cause },
+  );
+}
+
+/** Any failure of a filesystem call, as an ExecutorchError that says what to do. */
+function storageError(what: string, path: string, cause: unknown): ExecutorchError {
+  if (cause instanceof ExecutorchError) return cause;
+  if (isDiskFull(cause)) return diskFullError(path, cause);
+  const message = cause instanceof Error ? cause.message : String(cause);
+  return new ExecutorchError(
+    'storage_error',
+    `Could not ${what} ${path}: ${message}. Check that the app may read and write there; ` +
+      'deleting the cached model (deleteCachedModel) or the cache folder resets the cache.',
+    { path, cause },
+  );
+}
+
+/** `fs` whose every call rejects with an ExecutorchError (`disk_full`, `storage_error`). */
+function typedFileSystem(fs: FileSystemAdapter): FileSystemAdapter {
+  function guard<A extends unknown[], R>(
+    what: string,
+    op: (path: string, ...rest: A) => Promise<R>,
+  ): (path: string, ...rest: A) => Promise<R> {
+    return async (path, ...rest) => {
+      try {
+        return await op.call(fs, path, ...rest);
+      } catch (error) {
+        throw storageError(what, path, error);
+      }
+    };
+  }
+  const optional = <A extends unknown[], R>(
+    what: string,
+    op: ((path: string, ...rest: A) => Promise<R>) | undefined,
+  ) => (typeof op === 'function' ? guard(what, op) : undefined);
+  return {
+    documentDirectory: fs.documentDirectory,
+    stat: guard('inspect', fs.stat),
+    mkdir: guard('create the folder', fs.mkdir),
+    rename: guard('rename', fs.rename),
+    remove: guard('delete', fs.remove),
+    readDir: guard('list', fs.readDir),
+    readText: guard('read', fs.readText),
+    writeText: guard('write', fs.writeText),
+    sha256: guard('hash', fs.sha256),
+    sha256Range: optional('hash', fs.sha256Range),
+    createExclusive: optional('create', fs.createExclusive),
+    realpath: optional('resolve', fs.realpath),
+    freeBytes: optional('measure the free space of', fs.freeBytes),
+  };
+}
+
+/** A regular file (adapters that cannot tell report files and directories only). */
+function isRegular(info: FileInfo): boolean {
+  return !info.isDirectory && (info.type === undefined || info.type === 'file');
+}
+
+/** A real directory, not a link to one. */
+function isRealDirectory(info: FileInfo): boolean {
+  return info.isDirectory && (info.type === undefined || info.type === 'directory');
+}
+
+function randomToken(): string {
+  return `${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}`;
+}
+
+/** Blocks `[start, end)` re-hashed on later loads: the first, the last and some at random. */
+function sampleBlocks(size: number): [number, number][] {
+  const blocks = Math.ceil(size / SAMPLE_BLOCK_BYTES);
+  const chosen = new Set<number>([0, blocks - 1]);
+  if (blocks <= RANDOM_SAMPLES + 2) for (let i = 0; i < blocks; i += 1) chosen.add(i);
+  while (chosen.size < Math.min(blocks, RANDOM_SAMPLES + 2)) {
+    chosen.add(Math.floor(Math.random() * blocks));
+  }
+  return [...chosen]
+    .filter((i) => i >= 0)
+    .sort((a, b) => a - b)
+    .map((i) => [i * SAMPLE_BLOCK_BYTES, Math.min(size, (i + 1) * SAMPLE_BLOCK_BYTES)]);
+}
+
 /**
  * Downloads published model files into the app's documents directory and hands out local paths
  * only for complete, verified files.
  *
  * Layout: `<cacheDirectory>/<repo>/<revision>/<path>`; repo, revision and path are checked to
- * stay inside the cache (`invalid_path`). A file is written as `<path>.part`, resumed with HTTP
- * Range when a connection drops, stalls or a fetch is cancelled, retried with backoff on HTTP
- * 5xx/429, checked against the registry's size and sha256 (a resumed file that fails is
- * downloaded again from zero, once), and only then renamed to `<path>`. A file found at its
- * final name is hashed once and remembered (`<path>.verified`), so what this returns is always
- * a verified file. Concurrent requests for the same file share one download.
+ * stay inside the cache (`invalid_path`), and no symbolic link below the cache root is followed
+ * for anything written or deleted. A file is written as `<path>.part` (never past the registry's
+ * size), resumed with HTTP Range when a connection drops, stalls, trickles or a fetch is
+ * cancelled, retried with backoff on HTTP 5xx/429, checked against the registry's size and
+ * sha256 (a resumed file that fails is downloaded again from zero, once), and only then renamed
+ * to `<path>`. A file found at its final name is hashed once and remembered (`<path>.verified`,
+ * bound to the file's identity and re-checked by sampled hashes), so what this returns is always
+ * a verified file. Concurrent requests for the same file share one download: in one fetcher
+ * directly, between fetchers and processes through `<path>.lock`.
  */
 export class ResourceFetcher {
   private readonly fs: FileSystemAdapter;
@@ -122,16 +291,28 @@ export class ResourceFetcher {
   private readonly baseUrl: string;
   private readonly maxAttempts: number;
   private readonly idleTimeoutMs: number;
+  private readonly minBytesPerSecond: number;
+  private readonly rateWindowMs: number;
+  private readonly deadlineGraceMs: number;
+  private readonly deadlineBytesPerSecond: number;
+  private readonly lockStaleMs: number;
+  private readonly lockPollMs: number;
   private readonly retry: RetryPolicy;
   readonly cacheDirectory: string;
   private readonly downloads = new Map<string, Download>();
 
   constructor(options: ResourceFetcherOptions) {
-    this.fs = options.fs;
+    this.fs = typedFileSystem(options.fs);
     this.http = options.http;
     this.baseUrl = (options.baseUrl ?? 'https://huggingface.co').replace(/\/+$/, '');
     this.maxAttempts = options.maxAttempts ?? 4;
     this.idleTimeoutMs = options.idleTimeoutMs ?? 30_000;
+    this.minBytesPerSecond = options.minBytesPerSecond ?? 1024;
+    this.rateWindowMs = options.rateWindowMs ?? 60_000;
+    this.deadlineGraceMs = options.deadlineGraceMs ?? 300_000;
+    this.deadlineBytesPerSecond = options.deadlineBytesPerSecond ?? 16_384;
+    this.lockStaleMs = options.lockStaleMs ?? 30_000;
+    this.lockPollMs = options.lockPollMs ?? 250;
     this.retry = {
       baseDelayMs: options.retryDelayMs ?? 1000,
       maxDelayMs: options.maxRetryDelayMs ?? 30_000,
@@ -210,10 +391,11 @@ export class ResourceFetcher {
   /**
    * Checks files already on the device (`localFiles`) against the registry before their first
    * load, when the registry publishes checksums for `model` on `backend` (otherwise there is
-   * nothing to check against and it returns). Each file is hashed once: a `.verified` mark
-   * beside it remembers it while its size and mtime stay the same (where the folder is
-   * writable). Throws `not_found` for a missing file and `checksum_mismatch` for a corrupt one,
-   * which is left in place: it is the caller's.
+   * nothing to check against and it returns). Each file is hashed in full once: a `.verified`
+   * mark beside it remembers it while its size, mtime and identity stay the same and its sampled
+   * blocks still hash the same (where the folder is writable). Throws `not_found` for a missing
+   * or non-regular file and `checksum_mismatch` for a corrupt one, which is left in place: it is
+   * the caller's.
    */
   async verifyLocalFiles(model: AnyLLMDescriptor, backend: string, local: ModelFiles): Promise<void> {
     const variant = (model.variants as Partial<Record<string, VariantDescriptor>>)[backend];
@@ -222,13 +404,19 @@ export class ResourceFetcher {
     const roles = ResourceFetcher.roles(model, backend, files);
     for (const role of Object.keys(roles) as (keyof ModelFiles)[]) {
       const file = files[roles[role]]!;
-      const path = local[role];
-      const info = await this.fs.stat(path);
-      if (!info || info.isDirectory) {
+      // The caller's files may be links (the cache's never are): check what they point at.
+      let path = local[role];
+      let info = await this.fs.stat(path);
+      if (info?.type === 'link' && this.fs.realpath) {
+        path = await this.fs.realpath(path).catch(() => path);
+        info = await this.fs.stat(path);
+      }
+      if (!info || !isRegular(info)) {
         throw new ExecutorchError(
           'not_found',
-          `${path} (${model.name}, ${file.path}) is not a file.`,
-          { path },
+          `${local[role]} (${model.name}, ${file.path}) is not a regular file. Pass the path of ` +
+            'the downloaded file itself.',
+          { path: local[role] },
         );
       }
       if (await this.isRemembered(file, path, info)) continue;
@@ -323,20 +511,25 @@ export class ResourceFetcher {
     return this.fs.readText(path);
   }
 
-  /** The models in the cache, with their files and sizes. */
+  /**
+   * The models in the cache, with their files and sizes. Symbolic links and special files are
+   * neither followed nor listed; unreadable folders are skipped; the walk is bounded in depth
+   * and entries, so a planted loop or tree cannot make it run forever.
+   */
   async listCachedModels(): Promise<CachedModel[]> {
     const result: CachedModel[] = [];
-    for (const owner of await this.readDirIfAny(this.cacheDirectory)) {
+    const budget = { entries: MAX_WALK_ENTRIES };
+    for (const owner of await this.entries(this.cacheDirectory, budget, true)) {
       const ownerDir = joinPath(this.cacheDirectory, owner);
-      for (const name of await this.readDirIfAny(ownerDir)) {
+      for (const name of await this.entries(ownerDir, budget)) {
         const repoDir = joinPath(ownerDir, name);
-        for (const revision of await this.readDirIfAny(repoDir)) {
+        for (const revision of await this.entries(repoDir, budget)) {
           const files: { path: string; size: number }[] = [];
           let sizeBytes = 0;
-          await this.walk(joinPath(repoDir, revision), '', async (path, size) => {
-            if (path.endsWith(VERIFIED_SUFFIX)) return;
-            sizeBytes += size;
-            if (!path.endsWith(PART_SUFFIX)) files.push({ path, size });
+          await this.walk(joinPath(repoDir, revision), '', 0, budget, (path, info) => {
+            if (path.endsWith(VERIFIED_SUFFIX) || path.endsWith(LOCK_SUFFIX)) return;
+            sizeBytes += info.size;
+            if (!path.endsWith(PART_SUFFIX)) files.push({ path, size: info.size });
           });
           files.sort((a, b) => (a.path < b.path ? -1 : 1));
           result.push({ repo: `${owner}/${name}`, revision, files, sizeBytes });
@@ -348,8 +541,10 @@ export class ResourceFetcher {
 
   /**
    * Deletes a model's cached files (complete and partial), given the model or its repo and
-   * revision. Refuses while one of its files is downloading; throws `invalid_path` (deleting
-   * nothing) when the repo or revision would leave the cache.
+   * revision. Refuses (`invalid_argument`) while one of its files is downloading, here or in
+   * another fetcher or process; throws `invalid_path` (deleting nothing) when the repo or
+   * revision would leave the cache. A symbolic link in the way is removed itself, never
+   * followed: nothing outside the cache is deleted.
    */
   async deleteCachedModel(
     target: AnyLLMDescriptor | { readonly repo: string; readonly revision: string },
@@ -357,34 +552,72 @@ export class ResourceFetcher {
     const { repo, revision } = 'hf' in target ? target.hf : target;
     checkedRepoRevision(repo, revision);
     const dir = joinPath(this.cacheDirectory, repo, revision);
+    const busy = () =>
+      new ExecutorchError(
+        'invalid_argument',
+        `${repo}@${revision} is downloading; cancel the download before deleting it.`,
+      );
     for (const path of this.downloads.keys()) {
-      if (path.startsWith(`${dir}/`)) {
-        throw new ExecutorchError(
-          'invalid_argument',
-          `${repo}@${revision} is downloading; cancel the download before deleting it.`,
-        );
-      }
+      if (path.startsWith(`${dir}/`)) throw busy();
     }
+    let current = this.cacheDirectory;
+    const parts = [...repo.split('/'), revision];
+    for (const [i, part] of parts.entries()) {
+      current = joinPath(current, part);
+      const info = await this.fs.stat(current);
+      if (!info) return;
+      // A link or file where the owner or repo folder belongs: nothing of the model is inside.
+      if (i < parts.length - 1 && !isRealDirectory(info)) return;
+    }
+    const info = await this.fs.stat(dir);
+    if (info && isRealDirectory(info) && (await this.hasLiveLock(dir))) throw busy();
     await this.fs.remove(dir);
   }
 
-  private async readDirIfAny(path: string): Promise<string[]> {
-    const info = await this.fs.stat(path);
-    return info?.isDirectory ? (await this.fs.readDir(path)).sort() : [];
+  /**
+   * Sorted names in the folder `path` ([] when it is missing, unreadable, or a link: `root`
+   * alone may be one, it is the configured cache). Counts them against `budget`.
+   */
+  private async entries(path: string, budget: { entries: number }, root = false): Promise<string[]> {
+    try {
+      const info = await this.fs.stat(path);
+      if (!info || (root ? !info.isDirectory && info.type !== 'link' : !isRealDirectory(info))) return [];
+      const names = (await this.fs.readDir(path)).slice(0, Math.max(0, budget.entries));
+      budget.entries -= names.length;
+      return names.sort();
+    } catch {
+      return [];
+    }
   }
 
+  /** Visits the regular files below `dir`, links and special files skipped. */
   private async walk(
     dir: string,
     prefix: string,
-    visit: (path: string, size: number) => Promise<void>,
+    depth: number,
+    budget: { entries: number },
+    visit: (path: string, info: FileInfo) => void,
   ): Promise<void> {
-    for (const name of await this.readDirIfAny(dir)) {
+    for (const name of await this.entries(dir, budget)) {
       const full = joinPath(dir, name);
       const rel = prefix ? `${prefix}/${name}` : name;
-      const info = await this.fs.stat(full);
-      if (info?.isDirectory) await this.walk(full, rel, visit);
-      else if (info) await visit(rel, info.size);
+      const info = await this.fs.stat(full).catch(() => null);
+      if (!info) continue;
+      if (isRealDirectory(info)) {
+        if (depth < MAX_WALK_DEPTH) await this.walk(full, rel, depth + 1, budget, visit);
+      } else if (isRegular(info)) {
+        visit(rel, info);
+      }
     }
+  }
+
+  /** True when a lock below `dir` was refreshed recently: some fetcher is downloading there. */
+  private async hasLiveLock(dir: string): Promise<boolean> {
+    let live = false;
+    await this.walk(dir, '', 0, { entries: MAX_WALK_ENTRIES }, (path, info) => {
+      if (path.endsWith(LOCK_SUFFIX) && Date.now() - info.mtimeMs < this.lockStaleMs) live = true;
+    });
+    return live;
   }
 
   /** The running download of `file`, started if there is none. */
@@ -427,20 +660,69 @@ export class ResourceFetcher {
     signal: AbortSignal,
     setBytes: (bytes: number) => void,
   ): Promise<string> {
+    await this.safeDir(dirname(path));
     if (await this.isVerified(file, path)) {
       setBytes(file.size);
       return path;
     }
+    const controller = new AbortController();
+    const run: Run = {
+      file,
+      path,
+      url: this.url(file),
+      signal: controller.signal,
+      deadlineMs: Math.round(this.deadlineGraceMs + (file.size / this.deadlineBytesPerSecond) * 1000),
+      expired: false,
+      setBytes,
+    };
+    const cancel = () => controller.abort();
+    signal.addEventListener('abort', cancel);
+    if (signal.aborted) cancel();
+    const deadline = setTimeout(() => {
+      run.expired = true;
+      controller.abort();
+    }, run.deadlineMs);
+    try {
+      const release = await this.acquireLock(run);
+      if (release === null) return path; // Another fetcher downloaded it meanwhile.
+      try {
+        // It may have finished just before the lock was ours.
+        if (await this.isVerified(file, path)) {
+          setBytes(file.size);
+          return path;
+        }
+        return await this.downloadLocked(run);
+      } finally {
+        await release();
+      }
+    } finally {
+      clearTimeout(deadline);
+      signal.removeEventListener('abort', cancel);
+    }
+  }
+
+  /** Why `run` stopped: its deadline passed, or every requester cancelled. */
+  private stopped(run: Run): ExecutorchError {
+    if (!run.expired) return cancelledError();
+    return new ExecutorchError(
+      'download_too_slow',
+      `Downloading ${run.url} did not finish within ${run.deadlineMs} ms (deadlineGraceMs + ` +
+        `${run.file.size} bytes at deadlineBytesPerSecond). The downloaded part is kept; try ` +
+        'again on a faster connection, or raise the deadline options.',
+      { url: run.url },
+    );
+  }
+
+  private async downloadLocked(run: Run): Promise<string> {
+    const { file, path, url } = run;
     const part = path + PART_SUFFIX;
-    const url = this.url(file);
-    await this.fs.mkdir(dirname(path));
-    const { resumed } = await this.fillPart(file, part, url, signal, setBytes);
+    const { resumed } = await this.fillPart(run, part);
     let problem = await this.integrityProblem(file, part);
     if (problem !== null && resumed) {
       // Bytes from several responses (or an earlier session) that do not add up point at the
       // data, not at the registry: start over once from zero.
       await this.fs.remove(part);
-      await this.fillPart(file, part, url, signal, setBytes);
+      await this.fillPart(run, part);
       problem = await this.integrityProblem(file, part);
     }
     if (problem !== null) {
@@ -453,40 +735,164 @@ export class ResourceFetcher {
         { url },
       );
     }
+    await this.clearNonRegular(path);
     await this.fs.rename(part, path);
     await this.remember(file, path);
-    setBytes(file.size);
+    run.setBytes(file.size);
     return path;
   }
 
   /**
-   * Requests `file` until `part` holds `file.size` bytes (or more). Returns whether any bytes
-   * came from an earlier request or session; throws `download_failed` or `download_cancelled`.
+   * Creates the folders from the cache root down to `dir`, one at a time: a link, file or
+   * special file where a folder belongs is removed (the link itself, never its target) and
+   * replaced by a folder, so nothing is written through a link out of the cache. Where the
+   * adapter resolves paths, `dir` is checked to resolve inside the root as well.
    */
-  private async fillPart(
-    file: RemoteFile,
-    part: string,
-    url: string,
-    signal: AbortSignal,
-    setBytes: (bytes: number) => void,
-  ): Promise<{ resumed: boolean }> {
+  private async safeDir(dir: string): Promise<void> {
+    const root = this.cacheDirectory;
+    await this.fs.mkdir(root);
+    let current = root;
+    for (const part of dir.slice(root.length + 1).split('/')) {
+      current = joinPath(current, part);
+      const info = await this.fs.stat(current);
+      if (info && isRealDirectory(info)) continue;
+      if (info) await this.fs.remove(current);
+      await this.fs.mkdir(current);
+    }
+    if (!this.fs.realpath) return;
+    const [realRoot, realDir] = [await this.fs.realpath(root), await this.fs.realpath(dir)];
+    if (realDir !== realRoot && !realDir.startsWith(`${realRoot}/`)) {
+      throw new ExecutorchError(
+        'storage_error',
+        `${dir} resolves to ${realDir}, outside the models cache ${realRoot} (a link was ` +
+          'planted while the folder was checked). Nothing was written; try again.',
+        { path: dir },
+      );
+    }
+  }
+
+  /** Removes what is at `path` unless it is a regular file; returns the file's info, or null. */
+  private async clearNonRegular(path: string): Promise<FileInfo | null> {
+    const info = await this.fs.stat(path);
+    if (!info) return null;
+    if (isRegular(info)) return info;
+    await this.fs.remove(path);
+    return null;
+  }
+
+  /**
+   * Makes `run.path` this fetcher's to download, through `<path>.lock`: created atomically
+   * (`createExclusive`) holding a random token, refreshed every third of `lockStaleMs`, removed
+   * when done. While another fetcher (this process or another) holds it, waits, reporting that
+   * one's progress, and returns null as soon as the file is there and verified. A lock not
+   * refreshed for `lockStaleMs`, or one that is not a regular file, is taken over. Returns the
+   * release function.
+   */
+  private async acquireLock(run: Run): Promise<(() => Promise<void>) | null> {
+    const lock = run.path + LOCK_SUFFIX;
+    const token = randomToken();
+    const pid = (globalThis as { process?: { pid?: number } }).process?.pid;
+    const content = JSON.stringify({ token, pid, at: Date.now() });
+    for (;;) {
+      if (run.signal.aborted) throw this.stopped(run);
+      if (!heldLocks.has(lock)) {
+        heldLocks.add(lock);
+        if (await this.createLock(lock, content, token).catch((e: unknown) => {
+          heldLocks.delete(lock);
+          throw e;
+        })) {
+          break;
+        }
+        heldLocks.delete(lock);
+        const info = await this.fs.stat(lock);
+        if (info && (!isRegular(info) || Date.now() - info.mtimeMs > this.lockStaleMs)) {
+          await this.fs.remove(lock);
+          continue;
+        }
+      }
+      const part = await this.fs.stat(run.path + PART_SUFFIX);
+      if (part && isRegular(part)) run.setBytes(Math.min(part.size, run.file.size));
+      await sleep(this.lockPollMs, run.signal);
+      if (run.signal.aborted) throw this.stopped(run);
+      if ((await this.fs.stat(run.path)) && (await this.isVerified(run.file, run.path))) {
+        run.setBytes(run.file.size);
+        return null;
+      }
+    }
+    const heartbeat = setInterval(() => {
+      this.fs.writeText(lock, content).catch(noop);
+    }, Math.max(10, this.lockStaleMs / 3));
+    return async () => {
+      clearInterval(heartbeat);
+      heldLocks.delete(lock);
+      try {
+        const saved = JSON.parse(await this.fs.readText(lock)) as { token?: unknown };
+        if (saved.token === token) await this.fs.remove(lock);
+      } catch {
+        // Gone or replaced: it is no longer ours to remove.
+      }
+    };
+  }
+
+  /** Creates the lock file; true when it now holds `token` (read back: the fallback can race). */
+  private async createLock(lock: string, content: string, token: string): Promise<boolean> {
+    if (this.fs.createExclusive) {
+      if (!(await this.fs.createExclusive(lock, content))) return false;
+    } else {
+      if (await this.fs.stat(lock)) return false;
+      await this.fs.writeText(lock, content);
+    }
+    try {
+      return (JSON.parse(await this.fs.readText(lock)) as { token?: unknown }).token === token;
+    } catch {
+      return false;
+    }
+  }
+
+  /**
+   * The size of a resumable `part` (0 when there is none). Anything but a regular file (a folder,
+   * link, FIFO), an empty file (what a FIFO looks like to adapters that cannot tell) and a file
+   * larger than the registry's size are removed.
+   */
+  private async partSize(file: RemoteFile, part: string): Promise<number> {
+    const info = await this.clearNonRegular(part);
+    if (!info) return 0;
+    if (info.size > 0 && info.size <= file.size) return info.size;
+    await this.fs.remove(part);
+    return 0;
+  }
+
+  /**
+   * Requests `file` until `part` holds `file.size` bytes. Returns whether any bytes came from an
+   * earlier request or session; throws `download_failed`, `download_too_slow`, `disk_full`,
+   * `storage_error`, `checksum_mismatch` (a body past the size) or `download_cancelled`.
+   */
+  private async fillPart(run: Run, part: string): Promise<{ resumed: boolean }> {
+    const { file, url, signal } = run;
     let resumed = false;
     let failuresWithoutProgress = 0;
     for (let attempt = 1; ; attempt += 1) {
-      let offset = (await this.fs.stat(part))?.size ?? 0;
-      if (offset > file.size) {
-        await this.fs.remove(part);
-        offset = 0;
-      }
-      setBytes(offset);
+      const offset = await this.partSize(file, part);
+      run.setBytes(offset);
       // Bytes already in the part came from an earlier request or session.
       resumed ||= offset > 0;
       if (offset === file.size) return { resumed };
-      const result = await this.request(url, part, offset, signal, setBytes);
-      if (result.ok && ((await this.fs.stat(part))?.size ?? 0) >= file.size) return { resumed };
+      if (attempt === 1) await this.checkFreeSpace(run, file.size - offset);
+      const result = await this.request(run, part, offset);
+      const size = (await this.fs.stat(part))?.size ?? 0;
+      if (result.ok && size >= file.size) return { resumed };
       const failure = result.ok ? { reason: 'the response ended early' } : result;
       if (attempt >= this.maxAttempts) {
         const status = 'status' in failure ? failure.status : undefined;
+        if ('slow' in failure && failure.slow) {
+          throw new ExecutorchError(
+            'download_too_slow',
+            `Downloading ${url} failed ${attempt} times (last: ${failure.reason}). The ` +
+              'connection or the server is too slow; the downloaded part is kept and will be ' +
+              'resumed. Try again later or on another network (or lower minBytesPerSecond).',
+            { url, status },
+          );
+        }
         throw new ExecutorchError(
           'download_failed',
           `Downloading ${url} failed ${attempt} times (last: ${failure.reason}). Check the ` +
@@ -495,29 +901,44 @@ export class ResourceFetcher {
           { url, status },
         );
       }
-      const progressed = ((await this.fs.stat(part))?.size ?? 0) > offset;
-      failuresWithoutProgress = progressed ? 0 : failuresWithoutProgress + 1;
+      failuresWithoutProgress = size > offset ? 0 : failuresWithoutProgress + 1;
       const waitMs = 'waitMs' in failure ? failure.waitMs : undefined;
       await sleep(retryDelayMs(this.retry, failuresWithoutProgress, waitMs), signal);
-      if (signal.aborted) throw cancelledError();
+      if (signal.aborted) throw this.stopped(run);
     }
   }
 
   /**
-   * One request for the rest of `part`, aborted after `idleTimeoutMs` without data. Transient
-   * failures come back as values; a cancel or an answer that retrying cannot fix throws.
+   * Fails with `disk_full` before any request when the adapter says fewer than `needed` bytes
+   * are free (the part is kept: nothing was written, and it resumes once there is space).
    */
-  private async request(
-    url: string,
-    part: string,
-    offset: number,
-    signal: AbortSignal,
-    setBytes: (bytes: number) => void,
-  ): Promise<Attempt> {
+  private async checkFreeSpace(run: Run, needed: number): Promise<void> {
+    if (!this.fs.freeBytes) return;
+    const free = await this.fs.freeBytes(dirname(run.path)).catch(() => null);
+    if (free === null || free >= needed) return;
+    throw new ExecutorchError(
+      'disk_full',
+      `${run.url} needs ${needed} more bytes but only ${free} are free. Free up space (e.g. ` +
+        'deleteCachedModel for models you no longer need) and fetch again; what was already ' +
+        'downloaded is kept and resumed.',
+      { url: run.url, path: run.path },
+    );
+  }
+
+  /**
+   * One request for the rest of `part`, aborted after `idleTimeoutMs` without data, when its
+   * rate over the last `rateWindowMs` falls below `minBytesPerSecond`, or at the first byte past
+   * the registry's size. Transient failures come back as values; a cancel, the deadline, a full
+   * disk, a filesystem error, an oversized body or an answer that retrying cannot fix throws.
+   */
+  private async request(run: Run, part: string, offset: number): Promise<Attempt> {
+    const { file, url, signal } = run;
     const controller = new AbortController();
     const cancel = () => controller.abort();
     signal.addEventListener('abort', cancel);
     let idle = false;
+    let slow = false;
+    let over = false;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const rearm = () => {
       clearTimeout(timer);
@@ -527,26 +948,68 @@ export class ResourceFetcher {
       }, this.idleTimeoutMs);
     };
     rearm();
+    // Rate samples, at most one per 1/16 window: the oldest one at or before the window's start
+    // is the base of the average.
+    const started = Date.now();
+    const samples: { at: number; bytes: number }[] = [{ at: started, bytes: offset }];
+    let latest = offset;
+    const window = this.rateWindowMs;
+    const checkRate = () => {
+      const now = Date.now();
+      if (now - started < window) return;
+      while (samples.length > 1 && samples[1]!.at <= now - window) samples.shift();
+      const base = samples[0]!;
+      if (((latest - base.bytes) * 1000) / (now - base.at) < this.minBytesPerSecond) {
+        slow = true;
+        controller.abort();
+      }
+    };
+    const ticker =
+      this.minBytesPerSecond > 0
+        ? setInterval(checkRate, Math.max(10, Math.min(1000, window / 4)))
+        : undefined;
     let result: HttpDownloadResult;
     try {
       result = await this.http.download({
         url,
         destination: part,
         offset,
+        maxBytes: file.size,
         signal: controller.signal,
         onProgress: (bytes) => {
+          if (bytes > file.size) {
+            over = true;
+            controller.abort();
+            return;
+          }
           rearm();
-          setBytes(bytes);
+          latest = bytes;
+          const now = Date.now();
+          if (now - samples[samples.length - 1]!.at >= window / 16) samples.push({ at: now, bytes });
+          run.setBytes(bytes);
         },
       });
     } catch (error) {
-      if (signal.aborted) throw cancelledError();
-      const reason = idle ? `no data for ${this.idleTimeoutMs} ms` : String(error);
-      return { ok: false, reason };
+      if (over || errnoOf(error) === 'EFBIG') throw await this.tooLarge(run, part);
+      if (isDiskFull(error)) {
+        await this.fs.remove(part);
+        throw diskFullError(part, error);
+      }
+      if (error instanceof ExecutorchError) throw error;
+      if (FILESYSTEM_ERRNOS.has(errnoOf(error) ?? '')) throw storageError('write', part, error);
+      if (signal.aborted) throw this.stopped(run);
+      const reason = idle
+        ? `no data for ${this.idleTimeoutMs} ms`
+        : slow
+          ? `slower than ${this.minBytesPerSecond} bytes/s over ${window} ms`
+          : String(error);
+      return { ok: false, reason, slow };
     } finally {
       clearTimeout(timer);
+      clearInterval(ticker);
       signal.removeEventListener('abort', cancel);
     }
+    if (over || ((await this.fs.stat(part))?.size ?? 0) > file.size) throw await this.tooLarge(run, part);
     const { status } = result;
     if (status === 200 || status === 206) return { ok: true };
     if (status === 416) {
@@ -570,6 +1033,18 @@ export class ResourceFetcher {
     });
   }
 
+  /** Deletes the part of a body that went past the registry's size; the error to throw. */
+  private async tooLarge(run: Run, part: string): Promise<ExecutorchError> {
+    await this.fs.remove(part);
+    return new ExecutorchError(
+      'checksum_mismatch',
+      `${run.url} sent more than the registry's size of ${run.file.size} bytes (a padded, ` +
+        'endless or decompressed body); writing stopped at the first byte over and the partial ' +
+        'file was deleted. The repository, the registry or a proxy on the way is wrong.',
+      { url: run.url },
+    );
+  }
+
   /** Why `part` is not the registry's file (size first, then sha256), or null when it is. */
   private async integrityProblem(file: RemoteFile, part: string): Promise<string | null> {
     const size = (await this.fs.stat(part))?.size ?? 0;
@@ -581,13 +1056,13 @@ export class ResourceFetcher {
   }
 
   /**
-   * True when the file at `path` is the registry's: hashed now, or earlier with the same size,
-   * mtime and expected sha256 (its `.verified` mark). Anything else there is removed.
+   * True when the file at `path` is the registry's: hashed now, or remembered by its
+   * `.verified` mark. Anything else there (a wrong file, a folder, a link) is removed.
    */
   private async isVerified(file: RemoteFile, path: string): Promise<boolean> {
     const info = await this.fs.stat(path);
     if (!info) return false;
-    if (!info.isDirectory && info.size === file.size) {
+    if (isRegular(info) && info.size === file.size) {
       if (await this.isRemembered(file, path, info)) return true;
       if ((await this.integrityProblem(file, path)) === null) {
         await this.remember(file, path);
@@ -601,39 +1076,75 @@ export class ResourceFetcher {
   }
 
   /**
-   * A mark vouches for the file only when it was written in a later clock tick than the file's
-   * last change. Filesystems stamp mtimes from a coarse clock (a few ms on Linux, 2 s on FAT), so
-   * a file rewritten in the tick it was hashed in keeps its size and mtime; such a "racy" mark
-   * is ignored and the file hashed again (git's racy-index rule).
+   * True when the `.verified` mark beside `path` vouches for the file as it is now: the mark
+   * names the registry's sha256 and the file's size, mtime and identity (device, inode, change
+   * time, where the adapter reports them), and the blocks it sampled still hash the same. An
+   * in-place change that restores size and mtime still changes the identity (the change time
+   * cannot be set back), and where the adapter has no identity the sampled blocks catch it with
+   * a probability of their share of the file. A mark is also ignored when it was written in the
+   * same clock tick as the file's last change: filesystems stamp mtimes from a coarse clock, so
+   * such a "racy" mark cannot tell a later rewrite (git's racy-index rule).
    */
   private async isRemembered(file: RemoteFile, path: string, info: FileInfo): Promise<boolean> {
     const mark = path + VERIFIED_SUFFIX;
     const markInfo = await this.fs.stat(mark);
-    if (!markInfo || markInfo.mtimeMs <= info.mtimeMs) return false;
+    // Never empty when this fetcher wrote it (and an empty one may be a FIFO an adapter cannot tell).
+    if (!markInfo || !isRegular(markInfo) || markInfo.size === 0 || markInfo.size > MAX_MARK_BYTES) return false;
+    if (markInfo.mtimeMs <= info.mtimeMs) return false;
     try {
       const saved = JSON.parse(await this.fs.readText(mark)) as Record<string, unknown>;
-      return (
-        saved.size === info.size &&
-        saved.mtimeMs === info.mtimeMs &&
-        saved.sha256 === file.sha256.toLowerCase()
-      );
+      if (
+        saved.v !== MARK_VERSION ||
+        saved.size !== info.size ||
+        saved.mtimeMs !== info.mtimeMs ||
+        (saved.identity ?? null) !== (info.identity ?? null) ||
+        saved.sha256 !== file.sha256.toLowerCase() ||
+        !Array.isArray(saved.samples)
+      ) {
+        return false;
+      }
+      if (!this.fs.sha256Range) return true;
+      const samples = saved.samples as unknown[];
+      if (samples.length === 0 || samples.length > RANDOM_SAMPLES + 2) return false;
+      for (const sample of samples) {
+        const [start, end, sha] = Array.isArray(sample) ? (sample as unknown[]) : [];
+        if (typeof start !== 'number' || typeof end !== 'number' || typeof sha !== 'string') return false;
+        if (!(start >= 0 && start < end && end <= info.size)) return false;
+        if ((await this.fs.sha256Range(path, start, end)) !== sha) return false;
+      }
+      return true;
     } catch {
       return false; // An unreadable mark: hash again.
     }
   }
 
   /**
-   * Writes the `.verified` mark. Best effort: without it the file is only hashed again. A file
-   * changed moments ago gets its mark after a short wait, so the mark lands in a later mtime
-   * tick than the file and is not racy (see `isRemembered`).
+   * Writes the `.verified` mark (see `isRemembered`), with the hashes of a few sampled blocks.
+   * Best effort: without it the file is only hashed again. A file changed moments ago gets its
+   * mark after a short wait, so the mark lands in a later mtime tick than the file.
    */
   private async remember(file: RemoteFile, path: string): Promise<void> {
     try {
       const info = await this.fs.stat(path);
-      if (!info) return;
+      if (!info || !isRegular(info)) return;
       const wait = info.mtimeMs + RACY_WINDOW_MS - Date.now();
       if (wait > 0) await new Promise<void>((done) => setTimeout(() => done(), Math.min(wait, RACY_WINDOW_MS)));
-      const mark = { size: info.size, mtimeMs: info.mtimeMs, sha256: file.sha256.toLowerCase() };
+      const samples: [number, number, string][] = [];
+      if (this.fs.sha256Range && info.size > 0) {
+        for (const [start, end] of sampleBlocks(info.size)) {
+          samples.push([start, end, await this.fs.sha256Range(path, start, end)]);
+        }
+      }
+      const mark = {
+        v: MARK_VERSION,
+        size: info.size,
+        mtimeMs: info.mtimeMs,
+        identity: info.identity ?? null,
+        sha256: file.sha256.toLowerCase(),
+        samples,
+      };
+      // Replaced, never written through: what is there may be a FIFO that an adapter cannot tell.
+      await this.fs.remove(path + VERIFIED_SUFFIX);
       await this.fs.writeText(path + VERIFIED_SUFFIX, JSON.stringify(mark));
     } catch {
       // A full disk or a read-only folder (bundled files).
