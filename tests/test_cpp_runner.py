@@ -150,7 +150,7 @@ def test_smollm2_answers_the_paris_question(request, variant, rne_llm, smollm2_c
     out = run_json(rne_llm, "--model", str(export.pte_path),
                    "--tokenizer", str(smollm2_checkpoint / "tokenizer.json"), PARIS)
     # The C++ chat formatter + tokenizer produce exactly the ids of HF's apply_chat_template.
-    assert out["chat_format"] == "chatml"
+    assert out["chat_template"] == str(smollm2_checkpoint / "tokenizer_config.json")
     assert out["prompt_ids"] == ChatTokenizer(smollm2_checkpoint).user_prompt_ids(PARIS)
     assert "Paris" in out["text"], out["text"]
     assert out["stats"]["stop_reason"] == "eos"

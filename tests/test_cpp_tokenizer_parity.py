@@ -181,6 +181,19 @@ def test_ids_match_hf(variant, hf, results):
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
+def test_ids_with_special_tokens_as_text_match_hf(variant, tokenizer_files, results):
+    """SpecialTokens::kAsText is HF's encode_special_tokens (transformers' split_special_tokens)."""
+    reference = Tokenizer.from_file(str(tokenizer_files[variant]))
+    reference.encode_special_tokens = True
+    mismatches = [
+        (text[:80], row["ids_as_text"][:40], expected[:40])
+        for text, row in zip(CORPUS, results[variant], strict=True)
+        if row["ids_as_text"] != (expected := reference.encode(text, add_special_tokens=False).ids)
+    ]
+    assert not mismatches, f"{len(mismatches)}/{len(CORPUS)} texts differ, e.g. {mismatches[:3]}"
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
 def test_decode_matches_hf(variant, hf, results):
     for text, row in zip(CORPUS, results[variant], strict=True):
         ids = row["ids"]

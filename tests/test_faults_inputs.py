@@ -17,10 +17,17 @@ A module-level summary prints the counts and asserts crashes = silent acceptance
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import os
 import shutil
+import socket
+import struct
 import subprocess
+import tempfile
+import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +38,8 @@ import yaml
 
 from rne_tools import cpp_tokenizer, registry
 from rne_tools.errors import RegistryError, RneError, UnsafePathError
+from rne_tools.export import cached_export
+from rne_tools.gguf_import import default_checkpoint
 from rne_tools.paths import REGISTRY_DIR, REPO_ROOT, contained_path
 from rne_tools.publish import plan_publish
 from rne_tools.publish.errors import PublishError
@@ -57,6 +66,8 @@ class Ledger:
 
 
 LEDGER = Ledger()
+# Read before verification_memo points RNE_CACHE_DIR at a fresh directory for this module.
+MACHINE_CACHE_DIR = os.environ.get("RNE_CACHE_DIR")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -122,9 +133,10 @@ def tiny_pte(tiny_llama_fp32) -> Path:  # noqa: ANN001 (conftest fixture)
     return tiny_llama_fp32.pte_path
 
 
-def run_llm(binary: Path, *args: str | bytes, env: dict[str, str] | None = None):
+def run_llm(binary: Path, *args: str | bytes | Path, env: dict[str, str] | None = None,
+            timeout: float = 60):
     return subprocess.run(
-        [binary, *args], capture_output=True, timeout=60, env={**os.environ, **(env or {})}
+        [binary, *args], capture_output=True, timeout=timeout, env={**os.environ, **(env or {})}
     )
 
 
@@ -233,6 +245,11 @@ def test_verification_is_remembered_until_the_file_changes(
         return run_llm(rne_llm, "--model", model, "--tokenizer", byte_tokenizer, "--raw", "--json",
                        "--sha256", sha256.upper(), "--max-new-tokens", "2", "hi", env=env)
 
+    # A file changed within the last 2 s (a timestamp tick on some filesystems) is hashed every
+    # time: a second change within the same tick could keep its ctime.
+    assert json.loads(run().stdout)["integrity"] == "hashed"
+    assert json.loads(run().stdout)["integrity"] == "hashed"
+    time.sleep(2.1)
     assert json.loads(run().stdout)["integrity"] == "hashed"
     assert json.loads(run().stdout)["integrity"] == "remembered"
     # Damage in place after a remembered success (same path, same size): hashed again, refused.
@@ -321,6 +338,352 @@ def test_missing_and_foreign_model_files(rne_llm: Path, byte_tokenizer: Path, tm
     for name, (model, cause) in cases.items():
         done = run_llm(rne_llm, "--model", model, "--tokenizer", byte_tokenizer, "--raw", "hi")
         assert cli_outcome(f"rne_llm with {name}", done, cause) == CLEAN
+
+
+# --- model loading: hostile files in every path, reports, races, damage, tokenizer chains --
+#
+# Generated cases for the loader's fault classes (#39): whatever a path names, rne_llm ends with
+# a clean error or a verified run, never a hang, a crash or an unchecked run that says nothing.
+
+HANG_TIMEOUT_S = 15.0  # a run of the tiny model takes well under a second
+SOCKETS: list[socket.socket] = []
+
+
+def run_bounded(binary: Path, *args: str | Path, env: dict[str, str] | None = None,
+                ) -> subprocess.CompletedProcess[bytes] | None:
+    """``run_llm`` that returns None for a run that had to be killed (a hang)."""
+    try:
+        return run_llm(binary, *args, env=env, timeout=HANG_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def bounded_outcome(name: str, done: subprocess.CompletedProcess[bytes] | None,
+                    causes: tuple[str, ...]) -> str:
+    """``cli_outcome`` for a run that may have hung, with any of several causes accepted."""
+    if done is None:
+        return LEDGER.record(name, CRASH, f"hung: killed after {HANG_TIMEOUT_S:.0f} s")
+    stderr = done.stderr.decode(errors="replace").lower()
+    cause = next((c for c in causes if c.lower() in stderr), causes[0])
+    return cli_outcome(name, done, cause)
+
+
+def _bind_socket(path: Path) -> None:
+    # Bound at a short path (AF_UNIX paths are short), then moved into place.
+    short = Path(tempfile.mkdtemp(prefix="rne-")) / "s"
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(short))
+    SOCKETS.append(sock)
+    short.replace(path)
+    short.parent.rmdir()
+
+
+# Each kind of non-regular file, and what the error must call it.
+SPECIAL_FILES: dict[str, tuple[Callable[[Path], None], tuple[str, ...]]] = {
+    "a FIFO": (os.mkfifo, ("FIFO",)),
+    "a directory": (lambda p: p.mkdir(), ("directory",)),
+    "a link to /dev/zero": (lambda p: p.symlink_to("/dev/zero"), ("character device",)),
+    "a link to /dev/urandom": (lambda p: p.symlink_to("/dev/urandom"), ("character device",)),
+    "a dangling link": (lambda p: p.symlink_to(p.parent / "nowhere"),
+                        ("does not exist", "no such file")),
+    "a socket": (_bind_socket, ("socket",)),
+}
+PATH_ARGUMENTS = ["--model", "--tokenizer", "--tokenizer-config", "--json-schema",
+                  "the export report"]
+
+
+def model_dir(tiny_pte: Path, directory: Path) -> Path:
+    """A copy of the tiny export with its report, in a directory of its own."""
+    directory.mkdir(parents=True)
+    shutil.copyfile(tiny_pte, directory / tiny_pte.name)
+    shutil.copyfile(tiny_pte.with_suffix(".report.json"), directory / f"{tiny_pte.stem}.report.json")
+    return directory / tiny_pte.name
+
+
+def test_special_files_in_every_path_argument_are_refused_without_blocking(
+    rne_llm: Path, byte_tokenizer: Path, tiny_pte: Path, tmp_path: Path
+) -> None:
+    """Every path rne_llm opens, given every kind of non-regular file: opened with O_NONBLOCK and
+    checked on the descriptor, so a FIFO or an endless device is an error naming it."""
+    try:
+        for i, (kind, (make, causes)) in enumerate(SPECIAL_FILES.items()):
+            for argument in PATH_ARGUMENTS:
+                model = model_dir(tiny_pte, tmp_path / f"{i}-{argument.strip('-')[:12]}")
+                special = model.parent / "special"
+                extra: list[str | Path] = ["--raw"]
+                tokenizer: Path = byte_tokenizer
+                if argument == "--model":
+                    special = model.parent / "special.pte"
+                    model = special
+                elif argument == "--tokenizer":
+                    tokenizer = special
+                elif argument == "--tokenizer-config":
+                    extra = ["--tokenizer-config", special]
+                elif argument == "--json-schema":
+                    extra += ["--json-schema", special]
+                else:
+                    special = model.with_suffix(".report.json")
+                    special.unlink()
+                make(special)
+                done = run_bounded(rne_llm, "--model", model, "--tokenizer", tokenizer, *extra,
+                                   "--max-new-tokens", "2", "hi")
+                outcome = bounded_outcome(f"rne_llm, {kind} as {argument}", done, causes)
+                assert outcome == CLEAN, LEDGER.outcomes[outcome][-1]
+    finally:
+        while SOCKETS:
+            SOCKETS.pop().close()
+
+
+def unusable_reports(pte_name: str, sha256: str) -> dict[str, bytes]:
+    """Export reports that exist but cannot verify the model beside them."""
+    good = {"file": pte_name, "sha256": sha256}
+    dump = lambda doc: json.dumps(doc).encode()  # noqa: E731
+    return {
+        "an empty report": b"",
+        "a report that is not JSON": b"not json at all",
+        "a report cut short": dump(good)[:-7],
+        "a report that is a JSON array": dump([good]),
+        "a report of another file": dump({**good, "file": "other.pte"}),
+        "a report without a file": dump({"sha256": sha256}),
+        "a report without a sha256": dump({"file": pte_name}),
+        "a report with a short sha256": dump({**good, "sha256": sha256[:40]}),
+        "a report whose sha256 ends in a newline": dump({**good, "sha256": sha256 + "\n"}),
+        "a report with a numeric sha256": dump({**good, "sha256": 12345}),
+        "a report with invalid UTF-8": dump(good).replace(b'"file"', b'"fi\xffle"'),
+        "a report nested 10000 deep": b"[" * 10000 + b"]" * 10000,
+        "a report over the size limit": b" " * (5 << 20) + dump(good),
+    }
+
+
+def test_an_export_report_that_cannot_be_used_is_an_error_not_an_unchecked_run(
+    rne_llm: Path, byte_tokenizer: Path, tiny_pte: Path, tmp_path: Path
+) -> None:
+    sha256 = json.loads(tiny_pte.with_suffix(".report.json").read_text())["sha256"]
+    for i, (name, content) in enumerate(unusable_reports(tiny_pte.name, sha256).items()):
+        model = model_dir(tiny_pte, tmp_path / str(i))
+        model.with_suffix(".report.json").write_bytes(content)
+        done = run_bounded(rne_llm, "--model", model, "--tokenizer", byte_tokenizer, "--raw",
+                           "--max-new-tokens", "2", "hi")
+        assert bounded_outcome(f"rne_llm, {name}", done, ("export report beside",)) == CLEAN
+        # The way out the message offers works: the registry's checksum verifies the model.
+        if i == 0:
+            done = run_llm(rne_llm, "--model", model, "--tokenizer", byte_tokenizer, "--raw",
+                           "--json", "--sha256", sha256, "--max-new-tokens", "2", "hi")
+            assert json.loads(done.stdout)["integrity"] == "hashed"
+    # With no report at all the run goes on, and says so where a user looks.
+    model = model_dir(tiny_pte, tmp_path / "none")
+    model.with_suffix(".report.json").unlink()
+    done = run_llm(rne_llm, "--model", model, "--tokenizer", byte_tokenizer, "--raw",
+                   "--max-new-tokens", "2", "hi")
+    assert done.returncode == 0 and b"unchecked" in done.stderr, done.stderr
+
+
+def weight_offsets(data: bytes) -> list[int]:
+    """Offsets of the float32 weights past the program: the aligned words whose value looks
+    like a weight of the tiny random model (|x| in [1e-3, 1]); offsets, sizes and ids read as
+    floats are denormal or huge."""
+    program_size = int.from_bytes(data[16:24], "little")
+    start = (program_size + 3) // 4 * 4
+    return [start + 4 * i for i, (x,) in enumerate(struct.iter_unpack("<f", data[start:len(data) // 4 * 4]))
+            if 1e-3 <= abs(x) <= 1]
+
+
+def other_weights(data: bytes) -> bytes:
+    """The program with its weights' signs flipped: it loads and runs, finite, differently."""
+    weights = bytearray(data)
+    for offset in weight_offsets(data):
+        weights[offset + 3] ^= 0x80
+    return bytes(weights)
+
+
+RACES = ["renamed over the path", "rewritten in place"]
+
+
+@pytest.mark.parametrize("race", RACES)
+def test_a_model_replaced_while_it_is_verified_never_runs_as_verified(
+    rne_llm: Path, byte_tokenizer: Path, tiny_pte: Path, tmp_path: Path, race: str
+) -> None:
+    """A second thread swaps the model file for one with other weights, as fast as it can,
+    while rne_llm verifies and loads it (sha256 from --sha256). Each run must either fail as a
+    corrupt file or generate exactly what the verified model generates."""
+    good = tiny_pte.read_bytes()
+    bad = other_weights(good)
+    sha256 = json.loads(tiny_pte.with_suffix(".report.json").read_text())["sha256"]
+    env = {"RNE_CACHE_DIR": str(tmp_path / "cache")}
+    model = tmp_path / "model.pte"
+    model.write_bytes(good)
+    args = ["--tokenizer", byte_tokenizer, "--raw", "--json", "--max-new-tokens", "8", "hi"]
+
+    def tokens_of(path: Path) -> list[int]:
+        done = run_llm(rne_llm, "--model", path, *args, env=env)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)["tokens"]
+
+    expected = tokens_of(model)
+    (tmp_path / "bad.pte").write_bytes(bad)
+    assert tokens_of(tmp_path / "bad.pte") != expected, "the swapped-in model must answer otherwise"
+
+    stop = threading.Event()
+
+    def swap() -> None:
+        staged = [tmp_path / "stage-good", tmp_path / "stage-bad"]
+        for flip in itertools.cycle([1, 0]):
+            if stop.is_set():
+                break
+            if race == RACES[0]:
+                staged[flip].write_bytes(bad if flip else good)
+                staged[flip].replace(model)
+            else:
+                with model.open("r+b") as f:
+                    f.write(bad if flip else good)
+
+    swapper = threading.Thread(target=swap, daemon=True)
+    swapper.start()
+    try:
+        for i in range(25):
+            done = run_bounded(rne_llm, "--model", model, "--sha256", sha256, *args, env=env)
+            name = f"rne_llm, model {race} during verification (run {i})"
+            if done is not None and done.returncode == 0:
+                ran = json.loads(done.stdout)["tokens"]
+                outcome = LEDGER.record(name, HANDLED if ran == expected else SILENT,
+                                        f"tokens {ran}")
+            else:
+                outcome = bounded_outcome(name, done, ("corrupt file", "while it was read"))
+            assert outcome in (CLEAN, HANDLED), LEDGER.outcomes[outcome][-1]
+    finally:
+        stop.set()
+        swapper.join()
+
+
+def test_a_model_truncated_while_it_runs_does_not_kill_the_run(rne_llm: Path, tmp_path: Path) -> None:
+    """rne_llm holds a private copy of the model: truncating the file between two turns of an
+    interactive chat (where a memory-mapped model dies of SIGBUS) changes nothing. The real
+    SmolLM2 (8da4w, the smallest): a chat needs its context and its template."""
+    # The export and checkpoint caches are the machine's, not this module's memo directory.
+    with pytest.MonkeyPatch.context() as patch:
+        if MACHINE_CACHE_DIR is None:
+            patch.delenv("RNE_CACHE_DIR", raising=False)
+        else:
+            patch.setenv("RNE_CACHE_DIR", MACHINE_CACHE_DIR)
+        export = cached_export("smollm2_135m", "xnnpack", "8da4w", progress=False)
+        checkpoint = default_checkpoint("smollm2_135m")
+    model = model_dir(export.pte_path, tmp_path / "m")
+    chat = subprocess.Popen(
+        [rne_llm, "--model", model, "--tokenizer", checkpoint / "tokenizer.json",
+         "--max-new-tokens", "4", "--interactive", "hi"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert chat.stdin is not None and chat.stderr is not None
+    seen = b""
+    deadline = time.monotonic() + HANG_TIMEOUT_S
+    while b"\n> " not in seen and time.monotonic() < deadline:  # the first answer is done
+        chunk = chat.stderr.read1(4096)
+        if not chunk:
+            break
+        seen += chunk
+    with model.open("r+b") as f:
+        f.truncate(100)
+    try:
+        out, err = chat.communicate(b"and again\n", timeout=HANG_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        chat.kill()
+        out, err = chat.communicate()
+    stderr = (seen + err).decode(errors="replace")
+    name = "rne_llm --interactive, model truncated between turns"
+    if chat.returncode != 0:
+        outcome = LEDGER.record(name, CRASH, f"exit {chat.returncode}: {stderr[-300:]}")
+    else:
+        # Both turns answered: two stats lines.
+        answered = stderr.count("stop: ") == 2
+        outcome = LEDGER.record(name, HANDLED if answered else SILENT, stderr[-300:])
+    assert outcome == HANDLED, LEDGER.outcomes[outcome][-1]
+
+
+def test_damaged_weights_without_a_checksum_are_caught_when_they_reach_the_logits(
+    rne_llm: Path, byte_tokenizer: Path, tiny_pte: Path, tmp_path: Path
+) -> None:
+    """NaN written over one weight at 24 places across the weights, no checksum known. A NaN
+    that reaches the logits is a clean corrupt-file error (before, the garbage it makes was
+    printed with exit 0); a weight the prompt does not reach changes nothing. The limit, printed
+    and not counted: a NaN that NaN-ignoring ops (max, compare-and-select) turn into finite
+    values still changes the answer silently; only a checksum catches that."""
+    data = tiny_pte.read_bytes()
+    args = ["--tokenizer", byte_tokenizer, "--raw", "--json", "--max-new-tokens", "4", "hi"]
+    expected = json.loads(run_llm(rne_llm, "--model", tiny_pte, *args).stdout)["tokens"]
+    path = tmp_path / "damaged.pte"
+    weights = weight_offsets(data)
+    laundered = []
+    for offset in weights[:: len(weights) // 24][:24]:
+        path.write_bytes(data[:offset] + struct.pack("<f", math.nan) + data[offset + 4:])
+        done = run_bounded(rne_llm, "--model", path, *args)
+        name = f"rne_llm, NaN weight at byte {offset}, no checksum"
+        if done is not None and done.returncode == 0:
+            if json.loads(done.stdout)["tokens"] != expected:
+                laundered.append(offset)
+                continue
+            outcome = LEDGER.record(name, HANDLED, "answers as the intact model")
+        else:
+            outcome = bounded_outcome(name, done, ("corrupt file",))
+        assert outcome in (CLEAN, HANDLED), LEDGER.outcomes[outcome][-1]
+    caught = sum("NaN weight" in item for item in LEDGER.outcomes.get(CLEAN, []))
+    print(f"NaN weights: {caught} caught, {len(laundered)} changed the answer unseen "
+          f"(offsets {laundered[:5]})")
+    assert caught >= 12, f"only {caught} of 24 NaN weights caught"
+
+
+def hostile_chains(tokenizer: dict[str, Any]) -> dict[str, str]:
+    """The byte tokenizer with normalizer/pre-tokenizer/decoder chains that grow text without
+    bound or are absurdly long (all valid JSON, every step a supported type)."""
+    doubling = {"type": "Replace", "pattern": {"String": "a"}, "content": "aa"}
+    strip = {"type": "Strip", "strip_left": True, "strip_right": True}
+    metaspace = {"type": "Metaspace", "replacement": "  ", "prepend_scheme": "always"}
+    decoder_doubling = {"type": "Replace", "pattern": {"String": "a"}, "content": "aa"}
+
+    def nested(step: dict[str, Any], key: str, depth: int) -> str:
+        # As text: json.dumps recurses once per level.
+        one = json.dumps(step)
+        return f'{{"type": "Sequence", "{key}": [{one}, ' * depth + one + "]}" * depth
+
+    chains = {
+        "a normalizer of 64 doubling Replaces": {
+            "normalizer": {"type": "Sequence", "normalizers": [doubling] * 64}},
+        "a normalizer of 7 doubling Replaces": {
+            "normalizer": {"type": "Sequence", "normalizers": [doubling] * 7}},
+        "a normalizer of 5000 Strips": {
+            "normalizer": {"type": "Sequence", "normalizers": [strip] * 5000}},
+        "a normalizer nested 100 deep": {"normalizer": nested(doubling, "normalizers", 100)},
+        "a normalizer nested 3000 deep": {"normalizer": nested(strip, "normalizers", 3000)},
+        "a decoder nested 100 deep": {"decoder": nested(decoder_doubling, "decoders", 100)},
+        "a Prepend of 1 MB": {"normalizer": {"type": "Prepend", "prepend": "x" * (1 << 20)}},
+        "a pre-tokenizer of 3000 Metaspaces": {
+            "pre_tokenizer": {"type": "Sequence", "pretokenizers": [metaspace] * 3000}},
+        "a pre-tokenizer of 40 ByteLevels": {
+            "pre_tokenizer": {"type": "Sequence", "pretokenizers": [tokenizer["pre_tokenizer"]] * 40}},
+        "a decoder of 64 doubling Replaces": {
+            "decoder": {"type": "Sequence", "decoders": [decoder_doubling] * 64}},
+        "a decoder of 5000 ByteLevels": {
+            "decoder": {"type": "Sequence", "decoders": [tokenizer["decoder"]] * 5000}},
+    }
+    texts = {}
+    for name, change in chains.items():
+        doc = json.dumps({**tokenizer, **{k: f"@{k}@" for k in change}})
+        for key, value in change.items():
+            doc = doc.replace(f'"@{key}@"', value if isinstance(value, str) else json.dumps(value))
+        texts[name] = doc
+    return texts
+
+
+def test_tokenizer_chains_that_allocate_without_bound_are_refused_at_load(
+    rne_llm: Path, byte_tokenizer: Path, tiny_pte: Path, tmp_path: Path
+) -> None:
+    base = json.loads(byte_tokenizer.read_text())
+    for i, (name, doc) in enumerate(hostile_chains(base).items()):
+        path = tmp_path / f"tokenizer{i}.json"
+        path.write_text(doc)
+        done = run_bounded(rne_llm, "--model", tiny_pte, "--tokenizer", path, "--raw",
+                           "--max-new-tokens", "2", "a" * 64)
+        outcome = bounded_outcome(f"rne_llm, tokenizer with {name}", done,
+                                  ("over the limit", "nesting too deep"))
+        assert outcome == CLEAN, LEDGER.outcomes[outcome][-1]
 
 
 # --- rne_tokenize --jsonl: a bad line is reported and the stream goes on --------------------

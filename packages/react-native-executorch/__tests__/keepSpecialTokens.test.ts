@@ -14,7 +14,7 @@ import { nodeAdapters } from './support/nodeAdapters';
 
 const FIXTURES = join(__dirname, 'fixtures');
 const GEMMA4_THOUGHT = ['<|channel>', '<channel|>'];
-const GEMMA4_CALLS = ['<|tool_call>', '<tool_call|>', '<|"|>'];
+const GEMMA4_CALLS = ['<|tool_call>', '<tool_call|>', '<|"|>', '<|tool_response>'];
 const Q = '<|"|>';
 
 const WEATHER: ToolDefinition = {

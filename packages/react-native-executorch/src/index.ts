@@ -29,7 +29,13 @@ export {
   type ToolCallSyntax,
 } from './chat/template';
 export { DEFAULT_MAX_TOOL_ROUNDS, fallbackToolInstruction, parseToolCalls, type ParsedAnswer } from './tools';
-export { LLMModule, type GenerateOptions, type JsonSchema, type LoadOptions } from './llm/LLMModule';
+export {
+  LLMModule,
+  type GenerateOptions,
+  type JsonSchema,
+  type LoadOptions,
+  type RegexFormat,
+} from './llm/LLMModule';
 export { useLLM, type LLMController, type UseLLMOptions } from './llm/useLLM';
 export type {
   ChatConfig,
@@ -69,6 +75,8 @@ export type {
   NativeLoadOptions,
   NativeModelHandle,
   NativePlatformInfo,
+  NativePrompt,
+  PromptPart,
   SamplingOptions,
   StopReason,
 } from './native/seam';

@@ -2,8 +2,10 @@
  * generate(messages, { responseFormat }) end to end: the real SmolLM2 export run by the C++
  * runner through the Node-API addon answers with JSON that parses and satisfies the schema
  * (grammar-constrained sampling in the C++ sampler), also when maxNewTokens cuts the answer short
- * (the constraint closes the document within it); a schema the grammar cannot guarantee, or a
- * maxNewTokens below the schema's shortest document, is an invalid_argument error that says so.
+ * (the constraint closes the document within it); a Zod-style schema (a union, a nullable, a
+ * recursive type, a pattern and a format) holds; `{ regex }` constrains a whole answer; a schema or
+ * regex the grammar cannot guarantee, or a maxNewTokens below the schema's shortest document, is
+ * an invalid_argument error that says so.
  * @jest-environment node
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -72,12 +74,90 @@ it('constrains one call only: the next call without responseFormat is free text 
   expect(free).toContain('Paris');
 });
 
-it('refuses a schema keyword it cannot guarantee, naming it', async () => {
-  const call = llm.generate([{ role: 'user', content: 'hi' }], {
-    responseFormat: { type: 'string', pattern: '^[a-z]+$' },
+// What Zod 4's toJSONSchema writes for z.object({ name, email: z.email().nullable(), code:
+// z.string().regex(...), role: z.union([z.enum([...]), z.int().min(0).max(9)]), manager:
+// Employee }) with a recursive Employee.
+const CODE = '^[A-Z]{3}-\\d{3}$';
+const EMPLOYEE: JsonSchema = {
+  $schema: 'https://json-schema.org/draft/2020-12/schema',
+  type: 'object',
+  properties: {
+    name: { type: 'string', maxLength: 20 },
+    email: { anyOf: [{ type: 'string', format: 'email', maxLength: 30 }, { type: 'null' }] },
+    code: { type: 'string', pattern: CODE },
+    role: { anyOf: [{ type: 'string', enum: ['admin', 'user'] }, { type: 'integer', minimum: 0, maximum: 9 }] },
+    manager: { $ref: '#/$defs/Node' },
+  },
+  required: ['name', 'email', 'code', 'role', 'manager'],
+  additionalProperties: false,
+  $defs: {
+    Node: {
+      type: 'object',
+      properties: {
+        name: { type: 'string', maxLength: 12 },
+        reports: { type: 'array', items: { $ref: '#/$defs/Node' }, maxItems: 2 },
+      },
+      required: ['name', 'reports'],
+      additionalProperties: false,
+    },
+  },
+};
+
+interface TreeNode {
+  name: string;
+  reports: TreeNode[];
+}
+
+function expectNode(node: TreeNode): void {
+  expect(Object.keys(node)).toEqual(['name', 'reports']);
+  expect(typeof node.name).toBe('string');
+  expect([...node.name].length).toBeLessThanOrEqual(12);
+  expect(node.reports.length).toBeLessThanOrEqual(2);
+  node.reports.forEach(expectNode);
+}
+
+it('answers a Zod-style schema: union, nullable, recursive type, pattern and format', async () => {
+  llm.configure({ generation: { temperature: 0, maxNewTokens: 120, repetitionPenalty: 1.2 } });
+  const answer = await llm.generate(
+    [{ role: 'user', content: 'Describe an employee of a small company as JSON.' }],
+    { responseFormat: EMPLOYEE },
+  );
+  const employee = JSON.parse(answer);
+  expect(Object.keys(employee)).toEqual(['name', 'email', 'code', 'role', 'manager']);
+  expect([...employee.name].length).toBeLessThanOrEqual(20);
+  if (employee.email !== null) expect(employee.email).toMatch(/^[A-Za-z0-9_+.-]+@[A-Za-z0-9.-]+\.[A-Za-z0-9]+$/);
+  expect(employee.code).toMatch(new RegExp(CODE));
+  expect(['admin', 'user', 0, 1, 2, 3, 4, 5, 6, 7, 8, 9]).toContain(employee.role);
+  expectNode(employee.manager);
+  expect(llm.stats?.stopReason).toBe('eos');
+  llm.configure({ generation: { temperature: 0, maxNewTokens: 80, repetitionPenalty: 1.2 } });
+});
+
+it('constrains a whole answer to a regex with responseFormat: { regex }', async () => {
+  const regex = '(Yes|No), [a-z]+( [a-z]+){0,6}\\.';
+  const answer = await llm.generate([{ role: 'user', content: 'Is Paris the capital of France?' }], {
+    responseFormat: { regex },
   });
-  await expect(call).rejects.toThrow("'#/pattern'");
-  expect(await codeOf(call)).toBe('invalid_argument');
+  expect(answer).toMatch(new RegExp(`^(?:${regex})$`));
+  expect(llm.stats?.stopReason).toBe('eos');
+  // The next call without it is free text again.
+  const free = await llm.generate([{ role: 'user', content: 'What is the capital of France?' }]);
+  expect(free).toContain('Paris');
+});
+
+it('refuses a schema keyword or a regex feature it cannot guarantee, naming it', async () => {
+  const schema = llm.generate([{ role: 'user', content: 'hi' }], {
+    responseFormat: { type: 'string', pattern: '^(?!admin)[a-z]+$' },
+  });
+  await expect(schema).rejects.toThrow("'#/pattern': regex '^(?!admin)[a-z]+$' at offset 1: lookaround");
+  expect(await codeOf(schema)).toBe('invalid_argument');
+  const keyword = llm.generate([{ role: 'user', content: 'hi' }], {
+    responseFormat: { type: 'integer', multipleOf: 3 },
+  });
+  await expect(keyword).rejects.toThrow("'#/multipleOf'");
+  const regex = llm.generate([{ role: 'user', content: 'hi' }], { responseFormat: { regex: '(a)\\1' } });
+  await expect(regex).rejects.toThrow('backreferences are not supported');
+  expect(await codeOf(regex)).toBe('invalid_argument');
 });
 
 const SUMMARY: JsonSchema = {

@@ -1,15 +1,19 @@
 #include "model_integrity.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <optional>
-#include <sstream>
 
+#include "rne/json/file.h"
+#include "rne/json/json.h"
 #include "sha256.h"
 
 namespace rne::host {
@@ -20,23 +24,14 @@ using runner::ErrorCode;
 
 namespace {
 
-// What identifies one version of a file without reading it. Any write changes ctime (which no
-// user call can set back), so a file altered after its verification is hashed again.
-std::optional<std::string> file_identity(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
-#ifdef __APPLE__
-  const auto& mtime = st.st_mtimespec;
-  const auto& ctime = st.st_ctimespec;
-#else
-  const auto& mtime = st.st_mtim;
-  const auto& ctime = st.st_ctim;
-#endif
-  std::ostringstream out;
-  out << st.st_dev << ' ' << st.st_ino << ' ' << st.st_size << ' ' << mtime.tv_sec << '.'
-      << mtime.tv_nsec << ' ' << ctime.tv_sec << '.' << ctime.tv_nsec;
-  return out.str();
-}
+// Export reports are a few KB.
+constexpr size_t kMaxReportBytes = size_t{4} << 20;
+// A memo file holds one line.
+constexpr size_t kMaxMemoBytes = 4096;
+// Files changed more recently than this are not remembered: timestamps are only as fine as the
+// filesystem's clock tick (up to 2 s on FAT), so a second write within the same tick as the
+// last one could leave ctime unchanged.
+constexpr int64_t kRacyWindowNs = int64_t{2} * 1000 * 1000 * 1000;
 
 // The project's cache root, as the tooling resolves it: $RNE_CACHE_DIR, else ~/.cache/rne.
 std::optional<fs::path> memo_dir() {
@@ -48,7 +43,7 @@ std::optional<fs::path> memo_dir() {
 }
 
 // One memo file per model path (named by the hash of its absolute path), holding
-// "<sha256> <identity>" of the last successful verification.
+// "<sha256> <version>" of the last successful verification.
 std::optional<fs::path> memo_file(const std::string& path) {
   const auto dir = memo_dir();
   std::error_code ec;
@@ -60,28 +55,36 @@ std::optional<fs::path> memo_file(const std::string& path) {
   return *dir / name.hex_digest();
 }
 
-std::string memo_line(const std::string& sha256, const std::string& identity) {
-  return sha256 + ' ' + identity;
+std::string memo_line(const std::string& sha256, const runner::FileVersion& version) {
+  return sha256 + ' ' + version.to_string() + '\n';
 }
 
 bool remembered(const std::optional<fs::path>& memo, const std::string& line) {
-  if (!memo) return false;
-  std::ifstream in(*memo);
   std::string stored;
-  return in && std::getline(in, stored) && stored == line;
+  json::FileProblem problem;
+  return memo && json::read_regular_file(memo->string(), kMaxMemoBytes, stored, problem) &&
+         stored == line;
 }
 
-// Best effort: a cache that cannot be written only costs a hash next time.
+// Best effort: a cache that cannot be written only costs a hash next time. The temporary file
+// is created afresh (never a planted FIFO or symlink), then renamed over the memo.
 void remember(const std::optional<fs::path>& memo, const std::string& line) {
   if (!memo) return;
   std::error_code ec;
   fs::create_directories(memo->parent_path(), ec);
-  const fs::path tmp = memo->string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!(out << line << '\n')) return;
-  }
-  fs::rename(tmp, *memo, ec);
+  const std::string tmp = memo->string() + ".tmp";
+  ::unlink(tmp.c_str());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  const bool written = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  ::close(fd);
+  if (!written || ::rename(tmp.c_str(), memo->c_str()) != 0) ::unlink(tmp.c_str());
+}
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 std::string lowercase(std::string text) {
@@ -102,28 +105,67 @@ bool is_sha256_hex(const std::string& text) {
          });
 }
 
-runner::Result<IntegrityCheck> verify_model_file(const std::string& path,
+runner::Result<std::optional<std::string>> sha256_from_export_report(
+    const std::string& model_path) {
+  const fs::path pte(model_path);
+  const std::string report = (pte.parent_path() / (pte.stem().string() + ".report.json")).string();
+  const auto unusable = [&](const std::string& why) {
+    return Error{ErrorCode::kInvalidArgument,
+                 why + ". It is the export report beside " + model_path +
+                     ", whose sha256 would verify the model: repair or remove it, or pass "
+                     "--sha256 HEX (the registry's checksum)"};
+  };
+  struct stat st {};
+  if (::lstat(report.c_str(), &st) != 0) {
+    if (errno == ENOENT) return std::optional<std::string>();
+    return unusable(report + ": cannot be examined (" + std::strerror(errno) + ")");
+  }
+  std::string text;
+  json::FileProblem problem;
+  if (!json::read_regular_file(report, kMaxReportBytes, text, problem)) {
+    return unusable(problem.message);
+  }
+  json::Value doc;
+  json::ParseError error;
+  if (!json::parse(text, doc, error)) {
+    return unusable(report + ": not valid JSON (" + error.message + " at byte " +
+                    std::to_string(error.offset) + ")");
+  }
+  if (!doc.is_object()) return unusable(report + ": not a JSON object");
+  const auto* file = doc.find("file");
+  if (!file || !file->is_string()) return unusable(report + ": has no \"file\" string");
+  if (file->as_string() != pte.filename().string()) {
+    return unusable(report + ": describes \"" + file->as_string() + "\", not \"" +
+                    pte.filename().string() + "\"");
+  }
+  const auto* sha256 = doc.find("sha256");
+  if (!sha256 || !sha256->is_string() || !is_sha256_hex(sha256->as_string())) {
+    return unusable(report + ": has no \"sha256\" of 64 hex digits");
+  }
+  return std::optional<std::string>(sha256->as_string());
+}
+
+runner::Result<IntegrityCheck> verify_model_file(const runner::ModelFile& model,
                                                  const std::string& expected_sha256) {
   const std::string expected = lowercase(expected_sha256);
-  const auto identity = file_identity(path);
-  if (!identity) {
-    return Error{ErrorCode::kNotFound, path + ": no such file or not readable (check the model path)"};
-  }
-  const auto memo = memo_file(path);
-  if (remembered(memo, memo_line(expected, *identity))) return IntegrityCheck::kRemembered;
+  const runner::FileVersion& version = model.opened_version();
+  // Unchanged while it was read: the copy holds the bytes of `version`.
+  const bool stable = version == model.read_version();
+  const auto memo = memo_file(model.path());
+  if (stable && remembered(memo, memo_line(expected, version))) return IntegrityCheck::kRemembered;
 
-  const auto actual = sha256_file(path);
-  if (!actual) {
-    return Error{ErrorCode::kNotFound, path + ": cannot be read to verify its sha256"};
-  }
-  if (*actual != expected) {
+  Sha256 hash;
+  if (model.size() > 0) hash.update(model.data(), model.size());
+  const std::string actual = hash.hex_digest();
+  if (actual != expected) {
     return Error{ErrorCode::kInvalidModel,
-                 path + ": corrupt file: its sha256 is " + *actual + " but " + expected +
-                     " was expected (damaged, truncated or a different file); download or "
-                     "export it again"};
+                 model.path() + ": corrupt file: its sha256 is " + actual + " but " + expected +
+                     " was expected (damaged, truncated, being written, or a different file); "
+                     "download or export it again"};
   }
-  // Stat again: the identity recorded must be the one of the bytes just hashed.
-  if (file_identity(path) == identity) remember(memo, memo_line(expected, *identity));
+  if (stable && now_ns() - version.ctime_ns > kRacyWindowNs) {
+    remember(memo, memo_line(expected, version));
+  }
   return IntegrityCheck::kHashed;
 }
 

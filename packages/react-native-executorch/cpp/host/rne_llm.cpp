@@ -5,10 +5,10 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <iostream>
+#include <new>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -17,10 +17,12 @@
 
 #include <executorch/runtime/platform/platform.h>
 
-#include "chat_template.h"
+#include "rne/json/file.h"
+#include "rne/chat/chat_template.h"
 #include "rne/json/json.h"
 #include "model_integrity.h"
 #include "rne/runner/llm_runner.h"
+#include "rne/tokenizer/tokenizer.h"
 
 namespace {
 
@@ -31,19 +33,24 @@ using rne::runner::Stats;
 constexpr const char* kUsage = R"(usage: rne_llm --model FILE.pte --tokenizer tokenizer.json [options] PROMPT...
 
 Runs a chat model exported by tools/export_model.py. The prompt is wrapped in the model's chat
-template (read from tokenizer_config.json next to tokenizer.json, or --tokenizer-config).
+template, found as transformers finds it next to tokenizer.json (chat_template.jinja, then
+tokenizer_config.json's "chat_template"), or in --tokenizer-config's directory.
 
 options:
-  --tokenizer-config FILE   tokenizer_config.json holding the chat template
+  --tokenizer-config FILE   tokenizer_config.json holding the chat template (a
+                            chat_template.jinja beside it takes precedence)
   --system TEXT             system message (default: the template's own, if it has one)
   --raw                     send PROMPT as is (tokenizer post-processor applied, no template)
   --prompt-ids 1,2,3        send these token ids instead of a text prompt
-  --interactive             chat on stdin after the first answer; the KV cache is reused
+  --interactive             chat on stdin after the first answer; each turn re-renders the whole
+                            conversation and the KV cache keeps the prefix it shares
   --sha256 HEX              verify the model file against this sha256 (the registry's) before
                             loading it; a mismatch is a "corrupt file" error. Without it, the
                             sha256 in the exporter's MODEL.report.json next to the file is used
-                            when there is one. A success is remembered (RNE_CACHE_DIR, else
-                            ~/.cache/rne) until the file changes
+                            when there is one (a report that cannot be used is an error). A
+                            success is remembered (RNE_CACHE_DIR, else ~/.cache/rne) until the
+                            file changes. The model is read into memory once: the bytes checked
+                            are the bytes that run, whatever happens to the file afterwards
   --max-new-tokens N        default 256; 0 = until EOS or the context is full
   --temperature T           default 0 (greedy)
   --top-k K --top-p P --min-p P --repetition-penalty R --seed S
@@ -51,6 +58,8 @@ options:
   --json-schema FILE        answer with one JSON document valid against this JSON Schema
                             (grammar-constrained sampling; supported keywords: see
                             runner/include/rne/runner/json_schema.h)
+  --regex REGEX             answer with text that matches REGEX as a whole (grammar-constrained
+                            sampling; the subset in runner/include/rne/runner/regex.h)
   --ignore-eos              keep generating past EOS (benchmarks)
   --json                    print one JSON object (text, token ids, stats) instead of streaming
   --list-backends           print the ExecuTorch backends compiled in, then exit
@@ -58,6 +67,9 @@ Ctrl-C interrupts the generation in progress.
 )";
 
 std::atomic<LlmRunner*> g_runner{nullptr};
+
+// A JSON Schema file is a few KB; this bounds what is read before it is parsed.
+constexpr size_t kMaxSchemaFileBytes = size_t{16} << 20;
 
 // The runtime logs CPU probing and similar at Info level on every load; a CLI whose stdout is
 // the answer shows only warnings and errors (RNE_VERBOSE=1 shows everything).
@@ -166,11 +178,13 @@ Options parse_args(int argc, char** argv) {
     } else if (arg == "--stop") {
       o.generation.stop_strings.push_back(value());
     } else if (arg == "--json-schema") {
-      const std::string path = value();
-      std::ifstream in(path, std::ios::binary);
-      std::ostringstream text;
-      if (!(in && text << in.rdbuf())) fail("--json-schema: cannot read " + path);
-      o.generation.json_schema = text.str();
+      rne::json::FileProblem problem;
+      if (!rne::json::read_regular_file(value(), kMaxSchemaFileBytes, o.generation.json_schema,
+                                        problem)) {
+        fail("--json-schema: " + problem.message + " (expected a JSON Schema file)");
+      }
+    } else if (arg == "--regex") {
+      o.generation.regex = value();
     } else if (arg.rfind("--", 0) == 0) {
       fail("unknown option " + arg + " (see --help)");
     } else {
@@ -184,34 +198,11 @@ Options parse_args(int argc, char** argv) {
   }
   require_utf8(o.prompt, "the prompt");
   require_utf8(o.system, "--system");
+  require_utf8(o.generation.regex, "--regex");
   for (const auto& stop : o.generation.stop_strings) require_utf8(stop, "--stop");
   if (o.model.empty() || o.tokenizer.empty()) fail("--model and --tokenizer are required (see --help)");
   if (o.prompt.empty() && o.prompt_ids.empty()) fail("no prompt given (see --help)");
-  if (o.tokenizer_config.empty() && !o.raw && o.prompt_ids.empty()) {
-    o.tokenizer_config =
-        (std::filesystem::path(o.tokenizer).parent_path() / "tokenizer_config.json").string();
-  }
   return o;
-}
-
-// The sha256 the exporter recorded in <stem>.report.json next to <stem>.pte, if that report
-// exists and describes this file.
-std::optional<std::string> sha256_from_export_report(const std::string& model) {
-  const std::filesystem::path pte(model);
-  const std::filesystem::path report = pte.parent_path() / (pte.stem().string() + ".report.json");
-  std::ifstream in(report, std::ios::binary);
-  if (!in) return std::nullopt;
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  rne::json::Value doc;
-  rne::json::ParseError error;
-  if (!rne::json::parse(text, doc, error) || !doc.is_object()) return std::nullopt;
-  const auto* file = doc.find("file");
-  const auto* sha256 = doc.find("sha256");
-  if (!file || !file->is_string() || file->as_string() != pte.filename().string()) return std::nullopt;
-  if (!sha256 || !sha256->is_string() || !rne::host::is_sha256_hex(sha256->as_string())) {
-    return std::nullopt;
-  }
-  return sha256->as_string();
 }
 
 std::vector<int64_t> parse_ids(const std::string& text) {
@@ -229,8 +220,12 @@ std::string ids_json(const std::vector<int64_t>& ids) {
   return out + "]";
 }
 
+// How the model file was checked, for the stats line: "sha256 hashed", "sha256 remembered" or
+// "unchecked (no --sha256 and no export report)".
+std::string g_integrity_note;
+
 void print_stats(const Stats& s, bool with_load) {
-  if (with_load) std::fprintf(stderr, "\n-- load %.0f ms", s.load_ms);
+  if (with_load) std::fprintf(stderr, "\n-- load %.0f ms, %s", s.load_ms, g_integrity_note.c_str());
   std::fprintf(stderr,
                "%s prompt %lld tokens, prefill %.1f tok/s | first token %.0f ms"
                " | %lld tokens, decode %.1f tok/s | stop: %s | cache %lld tokens\n",
@@ -254,9 +249,25 @@ std::string stats_json(const Stats& s) {
   return o.str();
 }
 
+int run(int argc, char** argv);
+
 }  // namespace
 
+// Input sizes are bounded where they are read, but a bound can still ask for more memory than
+// the machine has: that is an error message, not an abort.
 int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::bad_alloc&) {
+    fail("out of memory (the model, tokenizer or prompt needs more than this machine has)");
+  } catch (const std::exception& e) {
+    fail(std::string("internal error: ") + e.what());
+  }
+}
+
+namespace {
+
+int run(int argc, char** argv) {
   executorch::runtime::register_pal(
       executorch::runtime::PalImpl::create(emit_runtime_log, __FILE__));
   Options o = parse_args(argc, argv);
@@ -265,25 +276,66 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  std::optional<rne::host::ChatTemplate> chat;
+  std::optional<rne::chat::ChatTemplate> chat;
   if (!o.raw && o.prompt_ids.empty()) {
-    auto t = rne::host::ChatTemplate::from_tokenizer_config(o.tokenizer_config);
-    if (!t.ok()) fail(t.error().message);
+    const std::filesystem::path dir = std::filesystem::path(o.tokenizer).parent_path();
+    auto t = o.tokenizer_config.empty()
+                 ? rne::chat::ChatTemplate::from_model_dir(dir.empty() ? "." : dir.string())
+                 : rne::chat::ChatTemplate::from_tokenizer_config(o.tokenizer_config);
+    if (!t.ok()) {
+      const auto& e = t.error();
+      if (e.kind == rne::chat::ErrorKind::kNotFound) {
+        fail(e.message + "; pass --raw to send the prompt without a chat template");
+      }
+      fail(e.kind == rne::chat::ErrorKind::kInvalidFile ? e.message : e.to_string());
+    }
     chat = std::move(t).value();
   }
+  // Opened once and copied: the sha256 below and the program the runner loads are the same
+  // bytes, and nothing done to the file later (replaced, rewritten, truncated) reaches the run.
+  auto model = rne::runner::ModelFile::open(o.model, rne::runner::ModelFile::Hold::kPrivateCopy);
+  if (!model.ok()) fail(model.error().message);
   std::string integrity = "unchecked";
-  if (o.sha256.empty()) o.sha256 = sha256_from_export_report(o.model).value_or("");
+  g_integrity_note = "unchecked (no --sha256 and no export report beside the model)";
+  if (o.sha256.empty()) {
+    auto from_report = rne::host::sha256_from_export_report(o.model);
+    if (!from_report.ok()) fail(from_report.error().message);
+    o.sha256 = from_report->value_or("");
+  }
   if (!o.sha256.empty()) {
-    auto verified = rne::host::verify_model_file(o.model, o.sha256);
+    auto verified = rne::host::verify_model_file(**model, o.sha256);
     if (!verified.ok()) fail(verified.error().message);
     integrity = rne::host::integrity_check_name(*verified);
+    g_integrity_note = "sha256 " + integrity;
   }
-  auto loaded = LlmRunner::load(o.model, o.tokenizer);
+  auto loaded = LlmRunner::load(std::move(model).value(), o.tokenizer);
   if (!loaded.ok()) fail(loaded.error().message);
   LlmRunner& runner = **loaded;
   g_runner.store(&runner);
 
   std::signal(SIGINT, on_sigint);
+
+  // The conversation so far, rendered whole each turn as apply_chat_template would.
+  rne::json::Array conversation;
+  auto message = [](const char* role, const std::string& content) {
+    return rne::json::Value(rne::json::Object{{"role", rne::json::Value(std::string(role))},
+                                              {"content", rne::json::Value(content)}});
+  };
+  auto render_ids = [&]() -> rne::chat::Result<std::vector<int64_t>> {
+    rne::chat::RenderOptions options;
+    options.add_generation_prompt = true;
+    // Message content is encoded as plain text (a user cannot write "<|im_end|>" and end a
+    // turn); the template's own text is parsed for special tokens.
+    auto rendered = chat->render_prompt(rne::json::Value(conversation), options);
+    if (!rendered.ok()) return rendered.error();
+    std::vector<rne::tokenizer::TextPart> parts;
+    for (const auto& part : rendered->parts) {
+      parts.push_back({part.text, part.plain ? rne::tokenizer::SpecialTokens::kAsText
+                                             : rne::tokenizer::SpecialTokens::kParse});
+    }
+    const auto ids = runner.tokenizer().encode_parts(parts, /*add_special_tokens=*/false);
+    return std::vector<int64_t>(ids.begin(), ids.end());
+  };
 
   std::vector<int64_t> prompt_ids;
   if (!o.prompt_ids.empty()) {
@@ -291,10 +343,11 @@ int main(int argc, char** argv) {
   } else if (o.raw) {
     prompt_ids = runner.encode(o.prompt, /*add_special_tokens=*/true);
   } else {
-    std::vector<rne::host::Message> messages;
-    if (!o.system.empty()) messages.push_back({"system", o.system});
-    messages.push_back({"user", o.prompt});
-    prompt_ids = runner.encode(chat->render(messages), /*add_special_tokens=*/false);
+    if (!o.system.empty()) conversation.push_back(message("system", o.system));
+    conversation.push_back(message("user", o.prompt));
+    auto ids = render_ids();
+    if (!ids.ok()) fail("the chat template failed: " + ids.error().to_string());
+    prompt_ids = std::move(ids).value();
   }
 
   std::string text;
@@ -311,19 +364,25 @@ int main(int argc, char** argv) {
   if (o.json) {
     std::string text_json;
     rne::json::write_string(text, text_json);
+    std::string template_json = "null";
+    if (chat) {
+      template_json.clear();
+      rne::json::write_string(chat->origin(), template_json);
+    }
     std::cout << "{\"text\":" << text_json << ",\"prompt_ids\":" << ids_json(prompt_ids)
               << ",\"tokens\":" << ids_json(runner.last_tokens()) << ",\"max_chunk\":"
               << runner.contract().max_chunk << ",\"max_context\":" << runner.contract().max_context
-              << ",\"chat_format\":\"" << (chat ? chat->format_name() : "none")
-              << "\",\"integrity\":\"" << integrity << "\",\"stats\":" << stats_json(*stats)
+              << ",\"chat_template\":" << template_json
+              << ",\"integrity\":\"" << integrity << "\",\"stats\":" << stats_json(*stats)
               << "}\n";
     return 0;
   }
   print_stats(*stats, /*with_load=*/true);
 
   if (!o.interactive || !chat) return 0;
-  // Later turns: only the new text is prefilled; the cache holds the conversation so far.
-  const auto& eos = runner.contract().eos_ids;
+  // Later turns re-render the whole conversation (a template may rewrite earlier turns, e.g.
+  // strip their thinking); the runner prefills only what its KV cache does not already hold.
+  conversation.push_back(message("assistant", text));
   std::string line;
   while (std::cerr << "\n> " && std::getline(std::cin, line)) {
     if (line.empty()) continue;
@@ -331,15 +390,24 @@ int main(int argc, char** argv) {
       std::cerr << "rne_llm: " << valid.error().message << "\n";
       continue;
     }
-    const auto& last = runner.last_tokens();
-    const bool closed = !last.empty() &&
-                        std::find(eos.begin(), eos.end(), last.back()) != eos.end();
-    auto turn = runner.generate(chat->next_turn(line, closed), o.generation, on_text);
-    if (!turn.ok()) {
-      std::cerr << "rne_llm: " << turn.error().message << "\n";
+    conversation.push_back(message("user", line));
+    auto ids = render_ids();
+    if (!ids.ok()) {
+      std::cerr << "rne_llm: the chat template failed: " << ids.error().to_string() << "\n";
+      conversation.pop_back();
       continue;
     }
+    const size_t answer_start = text.size();
+    auto turn = runner.generate_prompt(*ids, o.generation, on_text);
+    if (!turn.ok()) {
+      std::cerr << "rne_llm: " << turn.error().message << "\n";
+      conversation.pop_back();
+      continue;
+    }
+    conversation.push_back(message("assistant", text.substr(answer_start)));
     print_stats(*turn, /*with_load=*/false);
   }
   return 0;
 }
+
+}  // namespace

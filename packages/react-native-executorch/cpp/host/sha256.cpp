@@ -1,8 +1,6 @@
 #include "sha256.h"
 
 #include <cstdio>
-#include <fstream>
-#include <vector>
 
 namespace rne::host {
 
@@ -92,19 +90,6 @@ std::string Sha256::hex_digest() {
     }
   }
   return hex;
-}
-
-std::optional<std::string> sha256_file(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return std::nullopt;
-  Sha256 hash;
-  std::vector<char> block(1 << 20);
-  while (file) {
-    file.read(block.data(), static_cast<std::streamsize>(block.size()));
-    hash.update(block.data(), static_cast<size_t>(file.gcount()));
-  }
-  if (file.bad()) return std::nullopt;
-  return hash.hex_digest();
 }
 
 }  // namespace rne::host

@@ -1,11 +1,10 @@
 // SHA-256 (FIPS 180-4) for verifying model files against the registry's checksums. Portable,
-// no dependencies; hashes a multi-GB file at disk speed in 1 MiB reads.
+// no dependencies.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <string_view>
 
@@ -25,8 +24,5 @@ class Sha256 {
   size_t buffered_ = 0;
   uint64_t total_bytes_ = 0;
 };
-
-// Hex sha256 of the file at `path`, or nullopt when it cannot be read.
-std::optional<std::string> sha256_file(const std::string& path);
 
 }  // namespace rne::host

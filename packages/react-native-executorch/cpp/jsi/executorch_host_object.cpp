@@ -100,6 +100,27 @@ class JsiObjectReader : public seam::ObjectReader {
   j::Object object_;
 };
 
+// A prompt argument: a string (all template text) or an array of {text, plain?} parts.
+std::optional<seam::Prompt> promptArg(j::Runtime& rt, const j::Value* args, size_t count,
+                                      size_t index) {
+  if (count <= index) return std::nullopt;
+  const j::Value& value = args[index];
+  if (value.isString()) return seam::Prompt{{value.asString(rt).utf8(rt), false}};
+  if (!value.isObject() || !value.asObject(rt).isArray(rt)) return std::nullopt;
+  j::Array array = value.asObject(rt).asArray(rt);
+  seam::Prompt prompt;
+  for (size_t i = 0; i < array.size(rt); ++i) {
+    j::Value item = array.getValueAtIndex(rt, i);
+    if (!item.isObject()) return std::nullopt;
+    j::Object part = item.asObject(rt);
+    j::Value text = part.getProperty(rt, "text");
+    j::Value plain = part.getProperty(rt, "plain");
+    if (!text.isString() || !(plain.isUndefined() || plain.isBool())) return std::nullopt;
+    prompt.push_back({text.asString(rt).utf8(rt), plain.isBool() && plain.getBool()});
+  }
+  return prompt;
+}
+
 JsiObjectReader objectArg(j::Runtime& rt, const j::Value* args, size_t count, size_t index,
                           const char* what) {
   if (count <= index || !args[index].isObject()) {
@@ -200,12 +221,12 @@ j::Value ExecutorchHostObject::loadLLM(j::Runtime& rt, const j::Value* args, siz
 
 j::Value ExecutorchHostObject::generate(j::Runtime& rt, const j::Value* args, size_t count) {
   const Handle handle = handleArg(rt, args, count);
-  if (count < 4 || !args[1].isString() || !args[3].isObject() ||
-      !args[3].asObject(rt).isFunction(rt)) {
+  std::optional<seam::Prompt> prompt = promptArg(rt, args, count, 1);
+  if (count < 4 || !prompt || !args[3].isObject() || !args[3].asObject(rt).isFunction(rt)) {
     throwError(rt, seam::invalidArgument(
-                       "generate(handle, prompt: string, config, onToken: function)"));
+                       std::string("generate(handle, prompt, config, onToken: function): prompt "
+                                   "must be ") + seam::kPromptShape));
   }
-  std::string prompt = args[1].asString(rt).utf8(rt);
   runner::GenerationConfig config = valueOrThrow(
       rt, seam::parseGenerationConfig(objectArg(rt, args, count, 2, "generate(): config")));
   auto on_token = std::make_shared<j::Function>(args[3].asObject(rt).asFunction(rt));
@@ -236,7 +257,7 @@ j::Value ExecutorchHostObject::generate(j::Runtime& rt, const j::Value* args, si
         }
       });
     };
-    auto started = core_->generate(handle, std::move(prompt), std::move(config),
+    auto started = core_->generate(handle, std::move(*prompt), std::move(config),
                                    std::move(on_piece), std::move(done));
     if (!started.ok()) pending->reject.call(rt, makeError(rt, started.error()));
   });
@@ -259,11 +280,12 @@ j::Value ExecutorchHostObject::stats(j::Runtime& rt, const j::Value* args, size_
 
 j::Value ExecutorchHostObject::countTokens(j::Runtime& rt, const j::Value* args, size_t count) {
   const Handle handle = handleArg(rt, args, count);
-  if (count < 2 || !args[1].isString()) {
-    throwError(rt, seam::invalidArgument("countTokens(handle, text: string)"));
+  std::optional<seam::Prompt> prompt = promptArg(rt, args, count, 1);
+  if (!prompt) {
+    throwError(rt, seam::invalidArgument(std::string("countTokens(handle, prompt): prompt must be ") +
+                                         seam::kPromptShape));
   }
-  return static_cast<double>(
-      valueOrThrow(rt, core_->countTokens(handle, args[1].asString(rt).utf8(rt))));
+  return static_cast<double>(valueOrThrow(rt, core_->countTokens(handle, *prompt)));
 }
 
 j::Value ExecutorchHostObject::maxContextLength(j::Runtime& rt, const j::Value* args,

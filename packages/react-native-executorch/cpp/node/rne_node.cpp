@@ -134,6 +134,32 @@ std::optional<std::string> stringOf(napi_env env, napi_value value) {
   return text;
 }
 
+// A prompt argument: a string (all template text) or an array of {text, plain?} parts.
+std::optional<seam::Prompt> promptOf(napi_env env, napi_value value) {
+  if (auto text = stringOf(env, value)) return seam::Prompt{{std::move(*text), false}};
+  bool is_array = false;
+  napi_is_array(env, value, &is_array);
+  if (!is_array) return std::nullopt;
+  uint32_t length = 0;
+  napi_get_array_length(env, value, &length);
+  seam::Prompt prompt;
+  for (uint32_t i = 0; i < length; ++i) {
+    napi_value item, text, plain;
+    napi_get_element(env, value, i, &item);
+    if (typeOf(env, item) != napi_object) return std::nullopt;
+    napi_get_named_property(env, item, "text", &text);
+    napi_get_named_property(env, item, "plain", &plain);
+    auto part_text = stringOf(env, text);
+    bool part_plain = false;
+    if (!part_text) return std::nullopt;
+    if (typeOf(env, plain) != napi_undefined && napi_get_value_bool(env, plain, &part_plain) != napi_ok) {
+      return std::nullopt;
+    }
+    prompt.push_back({std::move(*part_text), part_plain});
+  }
+  return prompt;
+}
+
 // seam::ObjectReader over a Node-API object.
 class NapiObjectReader : public seam::ObjectReader {
  public:
@@ -292,11 +318,12 @@ napi_value Generate(napi_env env, napi_callback_info info) {
   Call call(env, info);
   auto handle = handleArg(env, call);
   if (!handle) return throwError(env, seam::invalidArgument("The first argument must be a handle"));
-  auto prompt = stringOf(env, call.arg(env, 1));
+  auto prompt = promptOf(env, call.arg(env, 1));
   napi_value on_token = call.arg(env, 3);
   if (!prompt || typeOf(env, on_token) != napi_function) {
     return throwError(env, seam::invalidArgument(
-                               "generate(handle, prompt: string, config, onToken: function)"));
+                               std::string("generate(handle, prompt, config, onToken: function): "
+                                           "prompt must be ") + seam::kPromptShape));
   }
   auto reader = objectArg(env, call, 2);
   if (!reader) return throwError(env, seam::invalidArgument("generate(): config must be an object"));
@@ -372,11 +399,13 @@ napi_value Stats(napi_env env, napi_callback_info info) {
 napi_value CountTokens(napi_env env, napi_callback_info info) {
   Call call(env, info);
   auto handle = handleArg(env, call);
-  auto text = stringOf(env, call.arg(env, 1));
-  if (!handle || !text) {
-    return throwError(env, seam::invalidArgument("countTokens(handle, text: string)"));
+  auto prompt = promptOf(env, call.arg(env, 1));
+  if (!handle || !prompt) {
+    return throwError(env, seam::invalidArgument(
+                               std::string("countTokens(handle, prompt): prompt must be ") +
+                               seam::kPromptShape));
   }
-  auto count = call.host->core->countTokens(*handle, *text);
+  auto count = call.host->core->countTokens(*handle, *prompt);
   if (!count.ok()) return throwError(env, count.error());
   return jsNumber(env, static_cast<double>(count.value()));
 }
@@ -443,24 +472,28 @@ napi_value Create(napi_env env, napi_callback_info info) {
   return object;
 }
 
-// tokenize(tokenizerPath, text): what LlmRunner::encode(text, false) returns for a prompt.
+// tokenize(tokenizerPath, prompt): the ids generate() prefills for `prompt` (seam::encodePrompt).
 napi_value Tokenize(napi_env env, napi_callback_info info) {
   size_t count = 2;
   napi_value args[2] = {nullptr, nullptr};
   napi_get_cb_info(env, info, &count, args, nullptr, nullptr);
   auto path = count == 2 ? stringOf(env, args[0]) : std::nullopt;
-  auto text = count == 2 ? stringOf(env, args[1]) : std::nullopt;
-  if (!path || !text) {
-    return throwError(env, seam::invalidArgument("tokenize(tokenizerPath: string, text: string)"));
+  auto prompt = count == 2 ? promptOf(env, args[1]) : std::nullopt;
+  if (!path || !prompt) {
+    return throwError(env, seam::invalidArgument(
+                               std::string("tokenize(tokenizerPath: string, prompt): prompt must be ") +
+                               seam::kPromptShape));
   }
   auto tokenizer = tokenizer::Tokenizer::from_file(*path);
   if (!tokenizer.ok()) {
     return throwError(env, Error{runner::ErrorCode::kTokenizer, tokenizer.error().message});
   }
-  const std::vector<tokenizer::TokenId> ids = tokenizer.value().encode(*text, false);
+  const std::vector<int64_t> ids = seam::encodePrompt(tokenizer.value(), *prompt);
   napi_value array;
   napi_create_array_with_length(env, ids.size(), &array);
-  for (uint32_t i = 0; i < ids.size(); ++i) napi_set_element(env, array, i, jsNumber(env, ids[i]));
+  for (uint32_t i = 0; i < ids.size(); ++i) {
+    napi_set_element(env, array, i, jsNumber(env, static_cast<double>(ids[i])));
+  }
   return array;
 }
 

@@ -1,6 +1,8 @@
 #include "seam_core.h"
 
 #include <algorithm>
+#include <exception>
+#include <new>
 #include <string_view>
 #include <type_traits>
 
@@ -80,11 +82,41 @@ constexpr GenerationOption kGenerationOptions[] = {
     option<&GenerationConfig::stop_strings>("stopStrings"),
     // A JSON Schema's text; the runner constrains the answer to it.
     option<&GenerationConfig::json_schema>("responseFormat", Presence::kOptional),
+    // A regex the whole answer matches (responseFormat: { regex } in TypeScript).
+    option<&GenerationConfig::regex>("responseRegex", Presence::kOptional),
     // Special tokens the streamed text keeps (a chat format's markers its parsers read).
     option<&GenerationConfig::keep_special_tokens>("keepSpecialTokens", Presence::kOptional),
 };
 
+// Runs `body`, turning an exception from below the runner's no-throw API (running out of memory
+// while encoding a huge prompt, or inside the runtime) into an Error: it must never unwind into
+// the worker thread or the JS engine, which would abort the app.
+template <typename Body>
+auto guarded(const char* what, Body&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return Error{runner::ErrorCode::kExecutionFailed,
+                 std::string("out of memory while ") + what +
+                     "; use a shorter prompt or a smaller model, or close other apps"};
+  } catch (const std::exception& e) {
+    return Error{runner::ErrorCode::kExecutionFailed,
+                 std::string("failed while ") + what + ": " + e.what()};
+  }
+}
+
 }  // namespace
+
+std::vector<int64_t> encodePrompt(const tokenizer::Tokenizer& tokenizer, const Prompt& prompt) {
+  std::vector<tokenizer::TextPart> parts;
+  parts.reserve(prompt.size());
+  for (const PromptPart& part : prompt) {
+    parts.push_back({part.text, part.plain ? tokenizer::SpecialTokens::kAsText
+                                           : tokenizer::SpecialTokens::kParse});
+  }
+  const std::vector<tokenizer::TokenId> ids = tokenizer.encode_parts(parts, false);
+  return {ids.begin(), ids.end()};
+}
 
 Error invalidArgument(std::string message) {
   return Error{runner::ErrorCode::kInvalidArgument, std::move(message)};
@@ -181,7 +213,9 @@ Result<void> SeamCore::loadLLM(LoadOptions options, LoadDone done) {
                            " backend (" + known->runtime + ")");
   }
   worker_->post([this, options = std::move(options), done = std::move(done)] {
-    auto loaded = runner::LlmRunner::load(options.model_path, options.tokenizer_path);
+    auto loaded = guarded("loading the model", [&] {
+      return runner::LlmRunner::load(options.model_path, options.tokenizer_path);
+    });
     if (!loaded.ok()) return done(loaded.error());
     auto model = std::make_shared<Model>();
     model->runner = std::move(loaded).value();
@@ -207,7 +241,7 @@ Result<std::shared_ptr<SeamCore::Model>> SeamCore::find(Handle handle) {
   return found->second;
 }
 
-Result<void> SeamCore::generate(Handle handle, std::string prompt,
+Result<void> SeamCore::generate(Handle handle, Prompt prompt,
                                 runner::GenerationConfig config, OnPiece on_piece,
                                 GenerateDone done) {
   auto found = find(handle);
@@ -226,13 +260,15 @@ Result<void> SeamCore::generate(Handle handle, std::string prompt,
   return {};
 }
 
-void SeamCore::runGeneration(Model& model, const std::string& prompt,
+void SeamCore::runGeneration(Model& model, const Prompt& prompt,
                              const runner::GenerationConfig& config, const OnPiece& on_piece,
                              const GenerateDone& done) {
-  const std::vector<int64_t> tokens = model.runner->encode(prompt, false);
-  auto result = model.runner->generate_prompt(tokens, config, [&](std::string_view text) {
-    if (model.stop_requested.load()) model.runner->interrupt();
-    on_piece(std::string(text), static_cast<int64_t>(model.runner->last_tokens().size()));
+  auto result = guarded("generating", [&]() -> Result<runner::Stats> {
+    const std::vector<int64_t> tokens = encodePrompt(*model.tokenizer, prompt);
+    return model.runner->generate_prompt(tokens, config, [&](std::string_view text) {
+      if (model.stop_requested.load()) model.runner->interrupt();
+      on_piece(std::string(text), static_cast<int64_t>(model.runner->last_tokens().size()));
+    });
   });
   if (result.ok()) {
     std::lock_guard<std::mutex> lock(model.stats_mutex);
@@ -272,10 +308,12 @@ Result<std::optional<runner::Stats>> SeamCore::stats(Handle handle) {
   return (*model)->last_stats;
 }
 
-Result<int64_t> SeamCore::countTokens(Handle handle, const std::string& text) {
+Result<int64_t> SeamCore::countTokens(Handle handle, const Prompt& prompt) {
   auto model = find(handle);
   if (!model.ok()) return model.error();
-  return static_cast<int64_t>((*model)->tokenizer->encode(text, false).size());
+  return guarded("counting tokens", [&]() -> Result<int64_t> {
+    return static_cast<int64_t>(encodePrompt(*(*model)->tokenizer, prompt).size());
+  });
 }
 
 Result<int64_t> SeamCore::maxContextLength(Handle handle) {

@@ -67,6 +67,22 @@ struct StatsFields {
 };
 StatsFields statsFields(const runner::Stats& stats);
 
+// One stretch of a prompt (src/native/seam.ts PromptPart): template text, whose special-token
+// text is those tokens, or plain text (what a user, a tool or the app wrote), whose special-token
+// text is ordinary text, so it cannot end a turn or open one. A host turns a prompt given as one
+// string into one template part.
+struct PromptPart {
+  std::string text;
+  bool plain = false;
+};
+using Prompt = std::vector<PromptPart>;
+// What hosts say when a prompt argument has another shape.
+inline constexpr const char* kPromptShape =
+    "a string or an array of {text: string, plain?: boolean}";
+// The ids a prompt prefills: its parts encoded as one text (tokenizer::Tokenizer::encode_parts),
+// nothing added.
+std::vector<int64_t> encodePrompt(const tokenizer::Tokenizer& tokenizer, const Prompt& prompt);
+
 // An invalid_argument error (bad arguments a host found while converting them).
 Error invalidArgument(std::string message);
 
@@ -89,17 +105,17 @@ class SeamCore : public std::enable_shared_from_this<SeamCore> {
   // An error means "reject now"; otherwise `done` is called on the worker once loaded.
   Result<void> loadLLM(LoadOptions options, LoadDone done);
   // Errors: invalid_argument (unknown handle), busy. Otherwise pieces then `done`, on the worker.
-  // The prompt is used verbatim (special tokens included); the KV cache keeps its longest common
+  // The prompt is encoded by encodePrompt (nothing added); the KV cache keeps its longest common
   // token prefix with the prompt and only the rest is prefilled (LlmRunner::generate_prompt).
-  Result<void> generate(Handle handle, std::string prompt, runner::GenerationConfig config,
+  Result<void> generate(Handle handle, Prompt prompt, runner::GenerationConfig config,
                         OnPiece on_piece, GenerateDone done);
   // Synchronous calls; invalid_argument for an unknown (released) handle.
   Result<void> interrupt(Handle handle);
   Result<void> reset(Handle handle);  // busy while generating
   Result<std::optional<runner::Stats>> stats(Handle handle);
-  // Tokens `text` encodes into as a prompt (verbatim, nothing added). Runs on the calling thread
-  // with the model's tokenizer, so it never waits for a generation.
-  Result<int64_t> countTokens(Handle handle, const std::string& text);
+  // Tokens `prompt` encodes into (encodePrompt). Runs on the calling thread with the model's
+  // tokenizer, so it never waits for a generation.
+  Result<int64_t> countTokens(Handle handle, const Prompt& prompt);
   // The model's KV-cache capacity (get_max_context_len).
   Result<int64_t> maxContextLength(Handle handle);
   Result<void> release(Handle handle);
@@ -107,7 +123,7 @@ class SeamCore : public std::enable_shared_from_this<SeamCore> {
  private:
   struct Model;
   Result<std::shared_ptr<Model>> find(Handle handle);
-  void runGeneration(Model& model, const std::string& prompt,
+  void runGeneration(Model& model, const Prompt& prompt,
                      const runner::GenerationConfig& config, const OnPiece& on_piece,
                      const GenerateDone& done);
 

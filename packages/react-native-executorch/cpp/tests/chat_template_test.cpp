@@ -1,73 +1,341 @@
-#include "chat_template.h"
-
+// rne_chat: the Jinja renderer and the template lookup. The byte-for-byte comparison with
+// Python over generated conversations is tests/test_chat_template_render.py; these run without
+// Python: the committed Gemma 4 fixtures (made by transformers), the lookup order, errors and
+// limits.
 #include <gtest/gtest.h>
 
-namespace rne::host {
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "rne/chat/chat_template.h"
+#include "rne/chat/jinja.h"
+#include "rne/json/json.h"
+
+namespace rne::chat {
 namespace {
 
-// SmolLM2-135M-Instruct's template (as imported from the GGUF by rne_tools.gguf_import).
-const char* kSmolLM2Template =
-    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
-    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
-    "Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + "
-    "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}"
-    "{{ '<|im_start|>assistant\n' }}{% endif %}";
+namespace fs = std::filesystem;
 
-// The shape of Gemma's template: bos_token, then <start_of_turn>role ... <end_of_turn>.
-const char* kGemmaTemplate =
-    "{{ bos_token }}{% for message in messages %}{{ '<start_of_turn>' + role + '\n' + "
-    "message['content'] | trim + '<end_of_turn>\n' }}{% endfor %}{% if add_generation_prompt %}"
-    "{{'<start_of_turn>model\n'}}{% endif %}";
+const fs::path kFixtures = RNE_CHAT_FIXTURES;
 
-TEST(ChatTemplateTest, ChatMLAddsTheTemplatesDefaultSystemMessage) {
-  auto t = ChatTemplate::from_template(kSmolLM2Template, "<|im_start|>");
-  ASSERT_TRUE(t.ok()) << t.error().message;
-  EXPECT_EQ(t->format(), ChatTemplate::Format::kChatML);
-  EXPECT_EQ(t->render({{"user", "What is the capital of France?"}}),
+std::string read(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+json::Value parse_json(const std::string& text) {
+  json::Value v;
+  json::ParseError error;
+  EXPECT_TRUE(json::parse(text, v, error)) << error.message;
+  return v;
+}
+
+void write(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+// A fresh directory under the test temp dir, removed at the end of the test.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() /
+           ("rne_chat_test_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+Result<std::string> render_text(const std::string& source, const std::string& context_json) {
+  auto t = Template::parse(source);
+  if (!t.ok()) return t.error();
+  return t->render(parse_json(context_json));
+}
+
+std::string render_ok(const std::string& source, const std::string& context_json = "{}") {
+  auto r = render_text(source, context_json);
+  EXPECT_TRUE(r.ok()) << r.error().to_string();
+  return r.ok() ? *r : "";
+}
+
+TEST(ChatTemplateTest, Gemma4FixturesRenderAsTransformersDoes) {
+  const json::Value expected = parse_json(read(kFixtures / "gemma4_chat_expected.json"));
+  int checked = 0;
+  // The special tokens of the fixtures' tokenizer_config.json (it has no template: the .jinja
+  // files hold them).
+  const json::Value config = parse_json(read(kFixtures / "gemma4" / "tokenizer_config.json"));
+  json::Object tokens;
+  for (const auto& [key, value] : config.as_object()) {
+    if (key.size() > 6 && key.compare(key.size() - 6, 6, "_token") == 0) tokens.emplace_back(key, value);
+  }
+  ASSERT_EQ(tokens.size(), 4u);
+  for (const auto& [name, cases] : expected.find("templates")->as_object()) {
+    auto tmpl = ChatTemplate::from_file((kFixtures / "gemma4" / name).string(), tokens);
+    ASSERT_TRUE(tmpl.ok()) << tmpl.error().to_string();
+    for (const auto& c : cases.as_array()) {
+      RenderOptions options;
+      for (const auto& [key, value] : c.as_object()) {
+        if (key == "tools") options.tools = value;
+        if (key == "add_generation_prompt") options.add_generation_prompt = value.as_bool();
+        if (key == "enable_thinking") options.extra.emplace_back(key, value);
+      }
+      auto rendered = tmpl->render(*c.find("messages"), options);
+      const std::string case_name = name + ": " + c.find("name")->as_string();
+      if (const auto* error = c.find("error")) {
+        ASSERT_FALSE(rendered.ok()) << case_name;
+        EXPECT_EQ(std::string(error_kind_name(rendered.error().kind)) + ": " + rendered.error().message,
+                  error->as_string())
+            << case_name;
+        EXPECT_GT(rendered.error().line, 0) << case_name;
+      } else {
+        ASSERT_TRUE(rendered.ok()) << case_name << ": " << rendered.error().to_string();
+        EXPECT_EQ(*rendered, c.find("prompt")->as_string()) << case_name;
+      }
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 36);
+}
+
+TEST(ChatTemplateTest, SmolLM2AddsItsDefaultSystemTurnUnlessOneIsGiven) {
+  auto t = ChatTemplate::from_tokenizer_config((kFixtures / "smollm2_tokenizer_config.json").string());
+  ASSERT_TRUE(t.ok()) << t.error().to_string();
+  RenderOptions options;
+  options.add_generation_prompt = true;
+  auto one = t->render(parse_json(R"([{"role": "user", "content": "What is the capital of France?"}])"), options);
+  ASSERT_TRUE(one.ok()) << one.error().to_string();
+  EXPECT_EQ(*one,
             "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
             "Face<|im_end|>\n<|im_start|>user\nWhat is the capital of France?<|im_end|>\n"
             "<|im_start|>assistant\n");
+  auto given = t->render(parse_json(R"([{"role": "system", "content": "Be brief."},
+                                        {"role": "user", "content": "Hi"}])"), options);
+  ASSERT_TRUE(given.ok());
+  EXPECT_EQ(*given, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+                    "<|im_start|>assistant\n");
 }
 
-TEST(ChatTemplateTest, ChatMLUsesAGivenSystemMessageInstead) {
-  auto t = ChatTemplate::from_template(kSmolLM2Template, "");
-  ASSERT_TRUE(t.ok());
-  EXPECT_EQ(t->render({{"system", "Be brief."}, {"user", "Hi"}}),
-            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
-            "<|im_start|>assistant\n");
-}
+TEST(ChatTemplateTest, ModelDirLookupOrderFollowsTransformers) {
+  TempDir dir;
+  write(dir.path / "tokenizer_config.json",
+        R"({"bos_token": {"content": "<B>"}, "eos_token": "<E>", "chat_template": "cfg{{ bos_token }}"})");
+  const auto messages = parse_json(R"([{"role": "user", "content": "x"}])");
+  auto from_config = ChatTemplate::from_model_dir(dir.path.string());
+  ASSERT_TRUE(from_config.ok()) << from_config.error().to_string();
+  EXPECT_EQ(*from_config->render(messages), "cfg<B>");
+  EXPECT_NE(from_config->origin().find("tokenizer_config.json"), std::string::npos);
 
-TEST(ChatTemplateTest, NextTurnContinuesTheRenderedConversationExactly) {
-  auto t = ChatTemplate::from_template(kSmolLM2Template, "");
-  ASSERT_TRUE(t.ok());
-  const std::string first = t->render({{"user", "A"}});
-  // The cache then holds the answer and, when the turn closed with EOS, the <|im_end|> token.
-  const std::string cached = first + "Paris.<|im_end|>";
-  EXPECT_EQ(cached + t->next_turn("B", /*turn_closed=*/true),
-            t->render({{"user", "A"}, {"assistant", "Paris."}, {"user", "B"}}));
-  EXPECT_EQ(first + "Paris." + t->next_turn("B", /*turn_closed=*/false),
-            t->render({{"user", "A"}, {"assistant", "Paris."}, {"user", "B"}}));
-}
+  write(dir.path / "chat_template.jinja", "jinja{{ eos_token }}\n");
+  auto from_jinja = ChatTemplate::from_model_dir(dir.path.string());
+  ASSERT_TRUE(from_jinja.ok());
+  EXPECT_EQ(*from_jinja->render(messages), "jinja<E>");  // the file's trailing newline is dropped
+  fs::remove(dir.path / "chat_template.jinja");
 
-TEST(ChatTemplateTest, GemmaWritesBosAndFoldsTheSystemMessageIntoTheFirstUserTurn) {
-  auto t = ChatTemplate::from_template(kGemmaTemplate, "<bos>");
-  ASSERT_TRUE(t.ok()) << t.error().message;
-  EXPECT_EQ(t->format(), ChatTemplate::Format::kGemma);
-  EXPECT_EQ(t->render({{"system", "Be brief."}, {"user", "Hi"}}),
-            "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n");
-  const std::string cached = t->render({{"user", "Hi"}}) + "Hello!<end_of_turn>";
-  EXPECT_EQ(cached + t->next_turn("Bye", true),
-            t->render({{"user", "Hi"}, {"assistant", "Hello!"}, {"user", "Bye"}}));
-}
+  write(dir.path / "tokenizer_config.json",
+        R"({"chat_template": [{"name": "rag", "template": "r"}, {"name": "default", "template": "d"}]})");
+  EXPECT_EQ(*ChatTemplate::from_model_dir(dir.path.string())->render(messages), "d");
+  write(dir.path / "tokenizer_config.json", R"({"chat_template": {"rag": "r", "default": "d2"}})");
+  EXPECT_EQ(*ChatTemplate::from_model_dir(dir.path.string())->render(messages), "d2");
 
-TEST(ChatTemplateTest, UnknownTemplatesAndMissingFilesAreErrorsThatSayWhatToDo) {
-  auto unknown = ChatTemplate::from_template("{{ messages }}", "");
-  ASSERT_FALSE(unknown.ok());
-  EXPECT_NE(unknown.error().message.find("--raw"), std::string::npos);
-  auto missing = ChatTemplate::from_tokenizer_config("/nonexistent/tokenizer_config.json");
+  write(dir.path / "tokenizer_config.json", R"({"chat_template": [{"name": "rag", "template": "r"}]})");
+  auto no_default = ChatTemplate::from_model_dir(dir.path.string());
+  ASSERT_FALSE(no_default.ok());
+  EXPECT_NE(no_default.error().message.find("\"default\""), std::string::npos);
+
+  write(dir.path / "tokenizer_config.json", R"({"eos_token": "<E>"})");
+  auto none = ChatTemplate::from_model_dir(dir.path.string());
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.error().kind, ErrorKind::kNotFound);
+  EXPECT_NE(none.error().message.find("chat_template.jinja"), std::string::npos);
+
+  write(dir.path / "tokenizer_config.json", "{not json");
+  auto broken = ChatTemplate::from_model_dir(dir.path.string());
+  ASSERT_FALSE(broken.ok());
+  EXPECT_EQ(broken.error().kind, ErrorKind::kInvalidFile);
+
+  auto missing = ChatTemplate::from_model_dir((dir.path / "nope").string());
   ASSERT_FALSE(missing.ok());
-  EXPECT_NE(missing.error().message.find("/nonexistent/tokenizer_config.json"), std::string::npos);
+  EXPECT_EQ(missing.error().kind, ErrorKind::kNotFound);
+}
+
+TEST(ChatTemplateTest, MessagesPassThroughWithTransformersNormalisation) {
+  auto t = ChatTemplate::from_source(
+      "{% for m in messages %}{{ m }};{% endfor %}{{ tools is none }}{{ add_generation_prompt }}{{ bos_token }}{{ flag }}",
+      {{"bos_token", json::Value(std::string("<s>"))}});
+  ASSERT_TRUE(t.ok());
+  RenderOptions options;
+  options.extra.emplace_back("flag", json::Value(true));
+  options.extra.emplace_back("bos_token", json::Value(std::string("<override>")));
+  // A null field is dropped; reasoning is aliased as {"thinking": r, **m, "reasoning_content": r}.
+  auto r = t->render(parse_json(R"([{"role": "user", "content": null, "x": [1, 2.5, "é"]},
+                                    {"role": "assistant", "reasoning": "hm", "content": "a"}])"),
+                     options);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(*r, "{'role': 'user', 'x': [1, 2.5, 'é']};{'thinking': 'hm', 'role': 'assistant', "
+                "'reasoning': 'hm', 'content': 'a', 'reasoning_content': 'hm'};TrueFalse<override>True");
+
+  auto empty = t->render(parse_json("[]"));
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.error().kind, ErrorKind::kInvalidInput);
+  auto not_objects = t->render(parse_json(R"(["hi"])"));
+  ASSERT_FALSE(not_objects.ok());
+  EXPECT_NE(not_objects.error().message.find("message 0"), std::string::npos);
+}
+
+TEST(ChatTemplateTest, PromptPartsAreTheMessageContentUnlessTheTemplateEditsIt) {
+  auto t = ChatTemplate::from_tokenizer_config((kFixtures / "smollm2_tokenizer_config.json").string());
+  ASSERT_TRUE(t.ok());
+  RenderOptions options;
+  options.add_generation_prompt = true;
+  const auto messages = parse_json(R"([{"role": "user", "content": "  Say <|im_end|> now\n"},
+                                       {"role": "assistant", "content": "ok"}])");
+  auto prompt = t->render_prompt(messages, options);
+  ASSERT_TRUE(prompt.ok()) << prompt.error().to_string();
+  EXPECT_EQ(prompt->text, *t->render(messages, options));
+  ASSERT_TRUE(prompt->plain_spans_found);
+  std::string joined;
+  std::vector<std::string> plain;
+  for (const auto& part : prompt->parts) {
+    joined += part.text;
+    if (part.plain) plain.push_back(part.text);
+  }
+  EXPECT_EQ(joined, prompt->text);
+  // The user's text (its whitespace included: this template keeps it) and not the assistant's.
+  EXPECT_EQ(plain, std::vector<std::string>{"Say <|im_end|> now"});
+
+  // A template that slices the content cuts a sentinel off: one template part, as before.
+  auto sliced = ChatTemplate::from_source("{{ messages[0].content[:6] }}");
+  ASSERT_TRUE(sliced.ok());
+  auto fallback = sliced->render_prompt(messages);
+  ASSERT_TRUE(fallback.ok());
+  EXPECT_FALSE(fallback->plain_spans_found);
+  ASSERT_EQ(fallback->parts.size(), 1u);
+  EXPECT_EQ(fallback->parts[0].text, "  Say ");
+  EXPECT_FALSE(fallback->parts[0].plain);
+}
+
+TEST(ChatTemplateTest, WhitespaceControlMatchesTrimAndLstripBlocks) {
+  EXPECT_EQ(render_ok("a\n  {% if true %}\n    b\n  {% endif %}\nc"), "a\n    b\nc");
+  EXPECT_EQ(render_ok("a  {%- if true -%}  b  {%- endif -%}  c"), "abc");
+  EXPECT_EQ(render_ok("x\n    {%+ if true %}y{% endif %}\n  {# c #}\nz"), "x\n    yz");
+  EXPECT_EQ(render_ok("{{ 'a' }}\n{{ 'b' }}\n"), "a\nb");  // expressions keep their newline
+  EXPECT_EQ(render_ok("{% raw %}{{ x }}{% endraw %}"), "{{ x }}");
+}
+
+TEST(ChatTemplateTest, ValuesPrintAsPython) {
+  EXPECT_EQ(render_ok("{{ [1, 1.0, 1e20, 1e-5, 0.1, none, true, \"it's\", {'k': (1, 2)}] }}"),
+            "[1, 1.0, 1e+20, 1e-05, 0.1, None, True, \"it's\", {'k': (1, 2)}]");
+  EXPECT_EQ(render_ok("{{ 7 // 2 }} {{ -7 // 2 }} {{ 7 / 2 }} {{ -7 % 3 }} {{ 2 ** 10 }} {{ 0.1 + 0.2 }}"),
+            "3 -4 3.5 2 1024 0.30000000000000004");
+  EXPECT_EQ(render_ok("{{ x | tojson }}|{{ x | tojson(indent=2) }}", R"({"x": {"b": [1, 2.5], "a": "é\n"}})"),
+            "{\"b\": [1, 2.5], \"a\": \"é\\n\"}|{\n  \"b\": [\n    1,\n    2.5\n  ],\n  \"a\": \"é\\n\"\n}");
+  EXPECT_EQ(render_ok("{{ 'ŻÓŁW straße'.upper() }} {{ 'żółw' | length }} {{ 'héj'[1:] }}"), "ŻÓŁW STRASSE 4 éj");
+}
+
+TEST(ChatTemplateTest, MacrosNamespacesAndLoops) {
+  EXPECT_EQ(render_ok("{% macro f(a, b='B') %}{{ a }}{{ b }}{% endmacro %}{{ f(1) }}{{ f(b=2, a=3) }}"), "1B32");
+  EXPECT_EQ(render_ok("{% set ns = namespace(n=0) %}{% for x in [1, 2, 3] if x != 2 %}{% set ns.n = ns.n + x %}"
+                      "{{ loop.index }}/{{ loop.length }} {% endfor %}{{ ns.n }}"),
+            "1/2 2/2 4");
+  EXPECT_EQ(render_ok("{% for x in range(9) %}{% if x == 1 %}{% continue %}{% elif x == 4 %}{% break %}"
+                      "{% endif %}{{ x }}{% else %}none{% endfor %}"),
+            "023");
+  EXPECT_EQ(render_ok("{% set y = 1 %}{% for x in [2] %}{% set y = x %}{% endfor %}{{ y }}"), "1");
+}
+
+TEST(ChatTemplateTest, TemplateErrorsAreTypedAndNameTheirLine) {
+  auto raised = render_text("line one\n{{ raise_exception('roles must alternate') }}", "{}");
+  ASSERT_FALSE(raised.ok());
+  EXPECT_EQ(raised.error().kind, ErrorKind::kRaised);
+  EXPECT_EQ(raised.error().message, "roles must alternate");
+  EXPECT_EQ(raised.error().line, 2);
+  EXPECT_EQ(raised.error().to_string(), "TemplateError: roles must alternate (template line 2, column 4)");
+
+  auto undefined = render_text("{{ m['function']['name'] }}", R"({"m": {}})");
+  ASSERT_FALSE(undefined.ok());
+  EXPECT_EQ(undefined.error().kind, ErrorKind::kUndefined);
+  EXPECT_EQ(undefined.error().message, "'dict object' has no attribute 'function'");
+
+  auto type = render_text("{{ 'a' + 1 }}", "{}");
+  ASSERT_FALSE(type.ok());
+  EXPECT_EQ(type.error().kind, ErrorKind::kType);
+
+  for (const char* bad : {"{% if x %}", "{{ 'open", "{% endfor %}", "{{ x | nope }}", "{% for %}",
+                          "{{ (1 }}", "{% macro m( %}", "{#", "{{ }}", "{% set %}"}) {
+    auto parsed = Template::parse(bad);
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_EQ(parsed.error().kind, ErrorKind::kSyntax) << bad;
+    EXPECT_GT(parsed.error().line, 0) << bad;
+  }
+}
+
+TEST(ChatTemplateTest, TruncatedTemplatesNeverCrash) {
+  // Every prefix of a real template either parses or is a syntax error, and renders or fails
+  // with a typed error.
+  const std::string source = read(kFixtures / "gemma4" / "gemma4.jinja");
+  const json::Value context = parse_json(
+      R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"function": {"name": "f"}}],
+          "add_generation_prompt": true})");
+  int parsed = 0;
+  for (size_t n = 0; n <= source.size(); n += 37) {
+    auto t = Template::parse(source.substr(0, n));
+    if (!t.ok()) {
+      EXPECT_EQ(t.error().kind, ErrorKind::kSyntax);
+      continue;
+    }
+    ++parsed;
+    (void)t->render(context);
+  }
+  EXPECT_GT(parsed, 0);
+}
+
+TEST(ChatTemplateTest, HostileTemplatesHitLimitsNotTheStack) {
+  Limits small;
+  small.max_steps = 100'000;
+  small.max_output_bytes = 1 << 20;
+  auto run = [&](const std::string& source) {
+    auto t = Template::parse(source, small);
+    if (!t.ok()) return t.error();
+    auto r = t->render(parse_json("{}"));
+    EXPECT_FALSE(r.ok()) << source;
+    return r.ok() ? Error{ErrorKind::kInvalidInput, ""} : r.error();
+  };
+  EXPECT_EQ(run("{% macro r() %}{{ r() }}{% endmacro %}{{ r() }}").kind, ErrorKind::kLimit);
+  EXPECT_EQ(run("{% for a in range(1000) %}{% for b in range(1000) %}{% endfor %}{% endfor %}").kind,
+            ErrorKind::kLimit);
+  EXPECT_EQ(run("{{ 'x' * 10000000 }}").kind, ErrorKind::kLimit);
+  EXPECT_EQ(run("{% for a in range(100000) %}xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx{% endfor %}").kind,
+            ErrorKind::kLimit);
+  const Error deep = run("{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}");
+  EXPECT_EQ(deep.kind, ErrorKind::kSyntax);
+  EXPECT_NE(deep.message.find("nests deeper"), std::string::npos);
+  const Error deep_if = run(std::string(20000, ' ') + [] {
+    std::string s;
+    for (int k = 0; k < 5000; ++k) s += "{% if true %}";
+    return s;
+  }());
+  EXPECT_EQ(deep_if.kind, ErrorKind::kSyntax);
+
+  // Values nest only so deep (printing and freeing them recurse), and hold no cycles.
+  EXPECT_EQ(run("{% set ns = namespace(x=none) %}{% for i in range(5000) %}{% set ns.x = [ns.x] %}"
+                "{% endfor %}{{ ns.x }}").kind,
+            ErrorKind::kLimit);
+  EXPECT_EQ(run("{% set ns = namespace() %}{% set ns.me = [ns] %}{{ ns }}").kind, ErrorKind::kType);
+
+  std::string nested = "1";
+  for (int k = 0; k < 200; ++k) nested = "[" + nested + "]";
+  auto deep_input = Template::parse("{{ x }}");
+  ASSERT_TRUE(deep_input.ok());
+  auto r = deep_input->render(parse_json("{\"x\": " + nested + "}"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().kind, ErrorKind::kLimit);
 }
 
 }  // namespace
-}  // namespace rne::host
+}  // namespace rne::chat

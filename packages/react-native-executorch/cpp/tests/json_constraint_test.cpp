@@ -27,7 +27,10 @@ std::vector<std::string> test_vocabulary() {
         "-1", "e+", "E-", "0.", "\\u00", "\\\"", "\\n", "\xC3\xA9", "\xE2\x82", "\xAC",
         "\xF0\x9F", "\x98\x80", "hello world", " the", "\":\"", "\":[", ",\"", "\":{\"",
         "1,", "2]", "3}", "4},", "\"]", "\"],", "[]", "{}", "[[", "]]", "red", "\"red\"", "green",
-        "\"gr", "een\"", "  ", "\n", "\t", ", ", ": ", "\":1", "\":true}", "}}", "}]"}) {
+        "\"gr", "een\"", "  ", "\n", "\t", ", ", ": ", "\":1", "\":true}", "}}", "}]",
+        // Pieces of dates, times, ids and escaped characters, for pattern/format strings.
+        "\"2024-", "2024", "-01", "-3", "T1", ":00", ":5", "Z\"", "Z\",", ".5", "+0", "ab-",
+        "\\n", "\\\\", "\\/", "\\t\"", "@x.", "io\""}) {
     v.push_back(t);
   }
   std::mt19937 rng(7);
@@ -55,10 +58,16 @@ std::vector<bool> brute_force(const JsonGrammar& grammar, const JsonStack& stack
   return allowed;
 }
 
+// A schema, or with a "regex:" prefix a whole answer constrained by that regex.
+Result<std::shared_ptr<const JsonSchema>> compile_case(const std::string& text) {
+  if (text.rfind("regex:", 0) == 0) return compile_regex_format(text.substr(6));
+  return compile_json_schema(text);
+}
+
 // Follows random allowed tokens through documents of `schema_text` and compares every mask with
 // the brute force. Returns the number of complete documents produced.
 int check_masks(const std::string& schema_text, int documents, uint32_t seed) {
-  auto schema = compile_json_schema(schema_text);
+  auto schema = compile_case(schema_text);
   EXPECT_TRUE(schema.ok()) << (schema.ok() ? "" : schema.error().message);
   if (!schema.ok()) return 0;
   const auto vocabulary = test_vocabulary();
@@ -122,6 +131,31 @@ TEST(JsonSchemaConstraint, MasksEqualBruteForce) {
           "required":["a"]}},"required":["id","email","ok","nested"]})",
       R"({"type":"string"})",
       "true",
+      // Recursion, bounded strings (long enough that the cache shares walks far from the
+      // bounds), unions, nullables, integer ranges.
+      R"({"$defs":{"n":{"type":"object","properties":{"name":{"type":"string","minLength":15,
+          "maxLength":30},"kids":{"type":"array","items":{"$ref":"#/$defs/n"},"maxItems":2}},
+          "required":["name"]}},"$ref":"#/$defs/n"})",
+      R"({"type":"object","properties":{"id":{"type":"integer","minimum":-40,"maximum":1234},
+          "v":{"anyOf":[{"type":"string","maxLength":3},{"type":"number"},{"type":"null"}]},
+          "k":{"anyOf":[{"const":"red"},{"const":12},{"type":"array","items":{"$ref":"#"}}]}},
+          "required":["id","v","k"]})",
+      // Patterns and formats: the automaton's state is part of the cached frame.
+      R"({"type":"object","properties":{"d":{"type":"string","format":"date-time"},
+          "p":{"type":"string","pattern":"^(\\\\n|[ab]|\"|/)+-?$","maxLength":7},
+          "e":{"type":"string","format":"email"},"s":{"type":"string","pattern":"b.?-"}},
+          "required":["d","p","s"]})",
+      // A pattern with a maxLength well past the longest token: far from the bound, walks are
+      // shared with the unbounded pattern (StringPattern::far_node); near it, they are not.
+      R"({"type":"array","items":{"type":"string","pattern":"[ab]","minLength":2,
+          "maxLength":24},"minItems":1})",
+      // Whole answers constrained by a regex (responseFormat: { regex }).
+      R"(regex:(yes|no)(, because [a-z ]{1,20}\.)?)",
+      // maxLength counted by the frame: far from it the walks are shared (cache_key).
+      R"({"type":"string","pattern":"(a|b)a(a|b){3}a","maxLength":3000})",
+      R"({"type":"array","items":{"type":"string","pattern":"b(a|b){9}a","maxLength":40},
+          "maxItems":2})",
+      "regex:\\d{4}-\\d{2}(\\n[\"\\\\]+)*",
   };
   int complete = 0;
   for (const char* schema : schemas) complete += check_masks(schema, 12, 1234);
@@ -159,13 +193,29 @@ TEST(JsonSchemaConstraint, EveryBudgetEndsInACompleteDocument) {
           "required":["a","b"]}},"required":["id","nested"]})",
       R"({"type":"array","items":{"type":"number"},"minItems":2})",
       "true",
+      R"({"$defs":{"n":{"type":"object","properties":{"name":{"type":"string","minLength":3,
+          "maxLength":8},"kids":{"type":"array","items":{"$ref":"#/$defs/n"},"minItems":1,
+          "maxItems":2},"x":{"$ref":"#/$defs/n"}},"required":["name"]}},"$ref":"#/$defs/n"})",
+      R"({"type":"object","properties":{"id":{"type":"integer","minimum":150,"maximum":1234},
+          "v":{"anyOf":[{"type":"string","minLength":2},{"type":"integer","maximum":-30},
+          {"type":"null"}]},"k":{"oneOf":[{"const":"red"},{"type":"array","items":{"$ref":"#"}}]}},
+          "required":["id","v","k"]})",
+      R"({"type":"object","properties":{"t":{"type":"string","format":"time"},
+          "p":{"type":"string","pattern":"^(\\\\\\\\|\\\\n|a)+b{2}$","minLength":4},
+          "u":{"type":"array","items":{"type":"string","pattern":"[0-9]-"},"minItems":1}},
+          "required":["t","p","u"]})",
+      R"({"type":"object","properties":{"s":{"type":"string","pattern":"^[^x]+\\.$",
+          "maxLength":30}},"required":["s"]})",
+      R"(regex:Answer: (yes|no)( [a-z]+){2,}\.)",
+      R"({"type":"array","items":{"type":"string","pattern":"(a|b)a(a|b){8}","maxLength":20},
+          "minItems":1,"maxItems":2})",
   };
   const auto vocabulary = test_vocabulary();
   auto trie = TokenTrie::build(vocabulary);
   std::mt19937 rng(99);
   int forced_steps = 0;
   for (const char* schema_text : schemas) {
-    auto schema = compile_json_schema(schema_text);
+    auto schema = compile_case(schema_text);
     ASSERT_TRUE(schema.ok()) << schema.error().message;
     JsonGrammar grammar(**schema);
     JsonSchemaConstraint constraint(*schema, trie, {kEos});

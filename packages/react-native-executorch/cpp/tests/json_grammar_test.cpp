@@ -142,6 +142,32 @@ const char* const kCompletionSchemas[] = {
     "true",
     R"({"type":"string"})",
     R"({"type":"number"})",
+    // A recursive type via $defs, with bounded strings.
+    R"({"$defs":{"node":{"type":"object","properties":{
+        "name":{"type":"string","minLength":2,"maxLength":5},
+        "children":{"type":"array","items":{"$ref":"#/$defs/node"},"maxItems":2}},
+        "required":["name","children"]}},"$ref":"#/$defs/node"})",
+    // Unions and nullables (Zod's anyOf), integer ranges, constants of any type.
+    R"({"type":"object","properties":{"id":{"type":"integer","minimum":10,"maximum":250},
+        "value":{"anyOf":[{"type":"string","maxLength":3},{"type":"number"},{"type":"null"}]},
+        "kind":{"anyOf":[{"const":"a"},{"const":"bb"},{"const":[1,{"x":null}]},
+          {"type":"array","items":{"type":"integer","exclusiveMinimum":-5,"maximum":-2},
+           "minItems":1}]}},"required":["id","value","kind"]})",
+    // allOf over a definition, and recursion through "#" in a nullable.
+    R"({"definitions":{"base":{"type":"object","properties":{
+        "v":{"type":"integer","minimum":-30,"maximum":-7}},"required":["v"]}},
+        "allOf":[{"$ref":"#/definitions/base"},{"properties":{
+          "next":{"anyOf":[{"$ref":"#"},{"type":"null"}]}},"required":["next"]}]})",
+    // Patterns whose characters need JSON escapes, formats, a pattern with length bounds and
+    // a non-ASCII one (search semantics: unanchored).
+    R"({"type":"object","properties":{"d":{"type":"string","format":"date"},
+        "p":{"type":"string","pattern":"^(\"|\\\\|a\\n|/)+x?$","maxLength":6},
+        "t":{"type":"string","format":"time"},"u":{"type":"string","pattern":"\u00e9[0-9]{2}",
+        "minLength":4}},"required":["d","p","u"]})",
+    R"({"type":"array","items":{"type":"string","format":"uuid"},"minItems":1})",
+    // A maxLength counted by the frame (too large to fold into this pattern's automaton).
+    R"({"type":"array","items":{"type":"string","pattern":"(a|b)a(a|b){8}\\\\?",
+        "maxLength":3000},"minItems":1})",
 };
 
 // Feeds the minimal completion to a copy of `stack` and reports whether the document is then
@@ -167,6 +193,7 @@ std::string state_key(const JsonStack& stack) {
     key.append(reinterpret_cast<const char*>(&f.node), sizeof f.node);
     key += static_cast<char>(f.kind);
     key += static_cast<char>(f.sub);
+    key += static_cast<char>(f.depth);
     key.append(reinterpret_cast<const char*>(&f.pos), sizeof f.pos);
     key.append(reinterpret_cast<const char*>(&f.count), sizeof f.count);
     key.append(reinterpret_cast<const char*>(&f.current), sizeof f.current);
@@ -274,6 +301,108 @@ TEST(JsonGrammar, MinimalCompletionCompletesEveryStateAndIsShortest) {
   EXPECT_GT(searched, 500);
 }
 
+TEST(JsonGrammar, PatternAndFormat) {
+  // Unanchored unless anchored; escapes decoded before matching; lengths in code points.
+  expect_language(R"({"type":"string","pattern":"ab"})", {R"("ab")", R"("xaby")", R"("\"ab")"},
+                  {R"("a")", R"("a\u0062")", R"("ba")"});
+  expect_language(R"({"type":"string","pattern":"^a\\\"b$"})", {R"("a\"b")"},
+                  {R"("a"b")", R"("ab")", R"("a\\b")"});
+  expect_language(R"({"type":"string","pattern":"^[\\n/]{2}$"})",
+                  {R"("\n/")", R"("\//")", R"("//")", R"("\n\n")"}, {R"("\t/")", "\"\n/\""});
+  expect_language(R"({"type":"string","pattern":"^[a-z\u00e9]*$","minLength":2,"maxLength":3})",
+                  {R"("ab")", "\"\xC3\xA9\xC3\xA9\xC3\xA9\"", R"("abc")"},
+                  {R"("a")", R"("abcd")", R"("aB")"});
+  expect_language(R"({"type":"string","format":"date"})",
+                  {R"("2024-01-31")", R"("1999-02-28")", R"("2000-04-30")"},
+                  {R"("2024-02-30")", R"("2024-04-31")", R"("2024-13-01")", R"("24-01-01")",
+                   R"("2024-01-01x")"});
+  expect_language(R"({"type":"string","format":"date-time"})",
+                  {R"("2024-01-31T23:59:59Z")", R"("2024-01-31T00:00:00.123+05:30")"},
+                  {R"("2024-01-31 23:59:59Z")", R"("2024-01-31T24:00:00Z")",
+                   R"("2024-01-31T23:59:60Z")"});
+  expect_language(R"({"type":"string","format":"ipv4"})", {R"("255.0.10.1")"},
+                  {R"("256.0.0.1")", R"("01.2.3.4")", R"("1.2.3")"});
+  expect_language(R"({"type":"string","format":"email","maxLength":8})", {R"("a.b@c.io")"},
+                  {R"("a@b")", R"("a.b@cd.io")", R"(".a@b.io")"});
+  expect_language(R"({"type":"string","format":"uuid"})",
+                  {R"("123e4567-e89b-12d3-a456-426614174000")"},
+                  {R"("123e4567e89b12d3a456426614174000")"});
+  // enum values are kept only when the pattern matches them; pattern and format both apply.
+  expect_language(R"({"enum":["ab","b",3],"pattern":"a"})", {R"("ab")", "3"}, {R"("b")"});
+  expect_language(R"({"type":"string","format":"ipv4","pattern":"^10\\."})", {R"("10.0.0.1")"},
+                  {R"("11.0.0.1")"});
+  // An anchored pattern under a large maxLength stays small: states that can no longer match
+  // (the unanchored prefix once ^ has passed) are not multiplied by the length counter.
+  expect_language(R"({"type":"string","format":"date-time","maxLength":1000})",
+                  {R"("2024-01-31T23:59:59Z")"}, {R"("x2024-01-31T23:59:59Z")"});
+  // A maxLength too large to fold into the automaton is counted by the frame instead.
+  expect_language(R"({"type":"string","pattern":"^[a-z]+$","minLength":2,"maxLength":20000})",
+                  {R"("ab")", R"("abc")"}, {R"("a")", R"("aB")"});
+  const std::string tail = R"({"type":"string","pattern":"(a|b)a(a|b){10}","maxLength":40})";
+  auto counted = compile(tail);
+  ASSERT_NE(counted, nullptr);
+  ASSERT_EQ(counted->patterns.size(), 1u);
+  EXPECT_EQ(counted->patterns[0].max_length, 40u);  // counted, not folded
+  const std::string a12(12, 'a');
+  JsonGrammar tails(*counted);
+  EXPECT_TRUE(tails.matches('"' + a12 + '"'));
+  EXPECT_TRUE(tails.matches('"' + std::string(28, 'x') + a12 + '"'));
+  EXPECT_FALSE(tails.matches('"' + std::string(29, 'x') + a12 + '"'));
+  EXPECT_FALSE(tails.matches('"' + a12.substr(1) + '"'));
+  // The shortest value is the shortest match, with JSON's escapes counted.
+  auto quoted = compile(R"({"type":"string","pattern":"^(\\\"\\\"|zzz)$"})");
+  ASSERT_NE(quoted, nullptr);
+  EXPECT_EQ(JsonGrammar(*quoted).minimal_value(quoted->root), R"("zzz")");
+  auto date = compile(R"({"type":"string","format":"date-time"})");
+  ASSERT_NE(date, nullptr);
+  EXPECT_EQ(JsonGrammar(*date).minimal_value(date->root), R"("1000-01-01T00:00:00Z")");
+}
+
+TEST(JsonGrammar, RegexAnswer) {
+  auto answer = compile_regex_format(R"((yes|no)(, [a-z]+)?\.)");
+  ASSERT_TRUE(answer.ok()) << answer.error().message;
+  JsonGrammar grammar(**answer);
+  for (const char* good : {"yes.", "no, because.", "no, x."}) EXPECT_TRUE(grammar.matches(good));
+  for (const char* bad : {"yes", "\"yes.\"", "maybe.", "yes. ", " yes."}) {
+    EXPECT_FALSE(grammar.matches(bad)) << bad;
+  }
+  EXPECT_EQ(grammar.minimal_value((*answer)->root), "no.");
+  JsonStack stack = grammar.start();
+  ASSERT_TRUE(grammar.accepts_prefix(stack, "yes, a"));
+  EXPECT_EQ(grammar.minimal_completion(stack), ".");
+  EXPECT_FALSE(grammar.complete(stack));
+  // Raw text: characters JSON would escape are written as themselves.
+  auto raw = compile_regex_format("a\"\n");
+  ASSERT_TRUE(raw.ok());
+  EXPECT_TRUE(JsonGrammar(**raw).matches("a\"\n"));
+  auto bad = compile_regex_format("(?=x)");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("lookaround"), std::string::npos);
+}
+
+TEST(JsonGrammar, PatternPropertiesAndPropertyNames) {
+  // A declared property whose name a patternProperties regex matches takes that schema too.
+  expect_language(R"({"type":"object","properties":{"x_id":{"type":"integer"},"name":{}},
+                      "patternProperties":{"_id$":{"minimum":5}},"required":["x_id"]})",
+                  {R"({"x_id":5})", R"({"x_id":9,"name":"a"})"},
+                  {R"({"x_id":4})", R"({"x_id":5,"other":1})"});
+  // propertyNames: optional properties it refuses are never generated.
+  expect_language(R"({"properties":{"ok":{},"Bad":{}},"propertyNames":{"pattern":"^[a-z]+$"}})",
+                  {R"({"ok":1})", "{}"}, {R"({"Bad":1})"});
+  expect_language(R"({"properties":{"a":{}},"propertyNames":false})", {"{}"}, {R"({"a":1})"});
+  auto error_of = [](const std::string& text) {
+    auto schema = compile_json_schema(text);
+    return schema.ok() ? std::string() : schema.error().message;
+  };
+  EXPECT_NE(error_of(R"({"properties":{"Ab":{}},"required":["Ab"],
+                         "propertyNames":{"maxLength":1}})")
+                .find("'#/propertyNames': the required property 'Ab'"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"js({"patternProperties":{"(?=a)":{}}})js")
+                .find("'#/patternProperties': regex '(?=a)' at offset 0: lookaround"),
+            std::string::npos);
+}
+
 TEST(JsonSchemaCompiler, ErrorsNameTheKeywordAndPlace) {
   auto error_of = [](const std::string& text) {
     auto schema = compile_json_schema(text);
@@ -281,11 +410,16 @@ TEST(JsonSchemaCompiler, ErrorsNameTheKeywordAndPlace) {
     return schema.ok() ? std::string() : schema.error().message;
   };
   EXPECT_NE(error_of("{").find("not valid JSON"), std::string::npos);
-  EXPECT_NE(error_of(R"({"type":"object","properties":{"a":{"type":"string","pattern":"x"}}})")
-                .find("'#/properties/a/pattern'"),
+  const std::string lookahead =
+      error_of(R"js({"type":"object","properties":{"a":{"type":"string","pattern":"x(?=y)"}}})js");
+  EXPECT_NE(lookahead.find("'#/properties/a/pattern'"), std::string::npos) << lookahead;
+  EXPECT_NE(lookahead.find("offset 1: lookaround"), std::string::npos) << lookahead;
+  EXPECT_NE(error_of(R"({"type":"string","pattern":"(a)\\1"})").find("backreferences"),
             std::string::npos);
-  EXPECT_NE(error_of(R"({"anyOf":[]})").find("keyword 'anyOf' is not supported"),
+  EXPECT_NE(error_of(R"({"dependentRequired":{}})").find("'dependentRequired'"),
             std::string::npos);
+  EXPECT_NE(error_of(R"({"anyOf":[]})").find("non-empty array"), std::string::npos);
+  EXPECT_NE(error_of(R"({"not":{}})").find("keyword 'not' is not supported"), std::string::npos);
   EXPECT_NE(error_of(R"({"type":"text"})").find("unknown type 'text'"), std::string::npos);
   EXPECT_NE(error_of(R"({"properties":{},"required":["x"]})").find("'x' is not declared"),
             std::string::npos);
@@ -301,6 +435,150 @@ TEST(JsonSchemaCompiler, ErrorsNameTheKeywordAndPlace) {
   EXPECT_TRUE(compile_json_schema(R"({"title":"t","description":"d","type":"string",
       "default":"x","examples":["y"],"$schema":"https://json-schema.org/draft/2020-12/schema"})")
                   .ok());
+}
+
+TEST(JsonGrammar, RefsAndRecursion) {
+  // A recursive list through "#", and a tree through $defs and definitions.
+  expect_language(R"({"type":"object","properties":{"v":{"type":"integer"},
+      "next":{"$ref":"#"}},"required":["v"]})",
+                  {R"({"v":1})", R"({"v":1,"next":{"v":2,"next":{"v":3}}})"},
+                  {R"({"v":1,"next":{}})", R"({"next":{"v":1}})"});
+  expect_language(R"({"$defs":{"t":{"type":"array","items":{"$ref":"#/$defs/t"}}},
+      "$ref":"#/$defs/t"})", {"[]", "[[],[[]]]"}, {"[1]", "[[1]]"});
+  expect_language(R"({"definitions":{"a":{"$ref":"#/definitions/b"},"b":{"type":"boolean"}},
+      "properties":{"x":{"$ref":"#/definitions/a"}},"type":"object"})",
+                  {R"({"x":true})", "{}"}, {R"({"x":1})"});
+  // $ref with siblings: both apply.
+  expect_language(R"({"$defs":{"s":{"type":"string"}},"$ref":"#/$defs/s","maxLength":2})",
+                  {R"("ab")"}, {R"("abc")"});
+}
+
+TEST(JsonGrammar, RecursionStopsWhereItsShortestValueStillFits) {
+  // Arrays of arrays: nesting stops at kMaxDepth frames, and any state still completes.
+  auto schema = compile(R"({"$defs":{"t":{"type":"array","items":{"$ref":"#/$defs/t"}}},
+      "$ref":"#/$defs/t"})");
+  JsonGrammar grammar(*schema);
+  JsonStack stack = grammar.start();
+  EXPECT_TRUE(grammar.accepts_prefix(stack, std::string(JsonGrammar::kMaxDepth, '[')));
+  JsonStack deeper = stack;
+  EXPECT_FALSE(grammar.accepts_prefix(deeper, "["));
+  EXPECT_EQ(grammar.minimal_completion(stack), std::string(JsonGrammar::kMaxDepth, ']'));
+  // Objects whose shortest value is two frames deep stop one level earlier.
+  auto objects = compile(R"({"$defs":{"o":{"type":"object","properties":{
+      "n":{"type":"null"},"c":{"$ref":"#/$defs/o"}},"required":["n"]}},"$ref":"#/$defs/o"})");
+  JsonGrammar object_grammar(*objects);
+  JsonStack o = object_grammar.start();
+  // Object k sits at index k; its shortest value needs a second frame (for "n").
+  std::string text = "{";
+  for (size_t i = 1; i + 1 < JsonGrammar::kMaxDepth; ++i) text += R"("n":null,"c":{)";
+  EXPECT_TRUE(object_grammar.accepts_prefix(o, text));
+  JsonStack too_deep = o;
+  EXPECT_FALSE(object_grammar.accepts_prefix(too_deep, R"("n":null,"c":{)"));
+  EXPECT_TRUE(completes(object_grammar, o, text));
+}
+
+TEST(JsonGrammar, UnionsNullablesAndConstants) {
+  expect_language(R"({"anyOf":[{"type":"string"},{"type":"null"}]})", {R"("a")", "null"},
+                  {"1", "{}"});
+  // nullable is OpenAPI's; JSON Schema ignores it: null is not generated (valid either way).
+  expect_language(R"({"type":"integer","nullable":true})", {"1"}, {"null", R"("1")"});
+  expect_language(R"({"oneOf":[{"const":"a"},{"const":2},{"type":"object","properties":{
+      "k":{"const":{"z":[1,null]}}},"required":["k"]}]})",
+                  {R"("a")", "2", R"({"k":{"z":[1,null]}})"}, {R"("b")", "3", "{}"});
+  // anyOf where two alternatives allow objects: the first one is generated.
+  expect_language(R"({"anyOf":[{"type":"object","properties":{"a":{"type":"integer"}},
+      "required":["a"]},{"type":["object","boolean"],"properties":{"b":{}},"required":["b"]}]})",
+                  {R"({"a":1})", "true"}, {R"({"b":1})"});
+  expect_language(R"({"type":["string","null"],"enum":["x",null,3]})", {R"("x")", "null"},
+                  {"3"});
+}
+
+TEST(JsonGrammar, AllOfIsMerged) {
+  expect_language(R"({"allOf":[{"type":"object","properties":{"a":{"type":"integer",
+      "minimum":0}},"required":["a"]},{"properties":{"a":{"maximum":5},"b":{"type":"string"}},
+      "required":["b"]}]})",
+                  {R"({"a":0,"b":""})", R"({"a":5,"b":"x"})"},
+                  {R"({"a":6,"b":""})", R"({"a":1})", R"({"b":""})"});
+  expect_language(R"({"allOf":[{"type":["string","integer"]},{"type":["number","null"]}]})",
+                  {"3"}, {"3.5", R"("s")", "null"});
+  expect_language(R"({"allOf":[{"enum":["a","b","c"]},{"enum":["c","b"]}]})",
+                  {R"("b")", R"("c")"}, {R"("a")"});
+}
+
+TEST(JsonGrammar, StringLengths) {
+  expect_language(R"({"type":"string","minLength":2,"maxLength":3})",
+                  {R"("ab")", R"("abc")", "\"\xC3\xA9\xE2\x82\xAC\"", R"("a\n")"},
+                  {R"("a")", R"("abcd")", R"("\u0041b")", "\"\xF0\x9F\x98\x80\""});
+  expect_language(R"({"type":"string","maxLength":0})", {R"("")"}, {R"("a")"});
+}
+
+TEST(JsonGrammar, IntegerRanges) {
+  expect_language(R"({"type":"integer","minimum":-12,"maximum":305})",
+                  {"-12", "-1", "0", "-0", "7", "305", "299"},
+                  {"-13", "306", "1000", "-120", "3050"});
+  expect_language(R"({"type":"integer","exclusiveMinimum":100,"exclusiveMaximum":103})",
+                  {"101", "102"}, {"100", "103", "0", "1"});
+  expect_language(R"({"type":"integer","minimum":5,"exclusiveMinimum":true})", {"6"}, {"5"});
+  // A bounded number generates integers in its range.
+  expect_language(R"({"type":"number","minimum":0.5,"maximum":2.5})", {"1", "2"},
+                  {"0", "3", "1.5"});
+  expect_language(R"({"enum":[1,5,9],"maximum":5})", {"1", "5"}, {"9"});
+}
+
+TEST(JsonSchemaCompiler, LimitsAndUnrepresentableValuesAreCleanErrors) {
+  auto error_of = [](const std::string& text) {
+    auto schema = compile_json_schema(text);
+    EXPECT_FALSE(schema.ok()) << text;
+    return schema.ok() ? std::string() : schema.error().message;
+  };
+  EXPECT_NE(error_of(R"({"type":"array","minItems":1000000000000})").find("kMaxMinItems"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"string","minLength":99999999})").find("kMaxMinLength"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"array","minItems":4000,"items":{"type":"array","minItems":4000}})")
+                .find("kMaxMinimalValueBytes"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"const":1e400})").find("not exactly representable"), std::string::npos);
+  EXPECT_NE(error_of(R"({"enum":[1,12345678901234567890]})").find("'#/enum/1'"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"$ref":"#/$defs/a","$defs":{"a":{"$ref":"#/$defs/a"}}})")
+                .find("$ref cycle"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"object","properties":{"c":{"$ref":"#"}},"required":["c"]})")
+                .find("no finite value"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"$ref":"#/nowhere"})").find("points at nothing"), std::string::npos);
+  EXPECT_NE(error_of(R"({"$ref":"other.json#/a"})").find("only references into this document"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"anyOf":[{"$ref":"#"},{"type":"null"}]})").find("left recursion"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"oneOf":[{"type":"integer"},{"type":"number"}]})")
+                .find("'#/oneOf/1': overlaps '#/oneOf/0'"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"oneOf":[{"type":"string"},{"const":"a"}]})").find("overlaps"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"allOf":[{"type":"string"},{"type":"integer"}]})")
+                .find("no type in common"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"allOf":[{"pattern":"a"},{"pattern":"b"}]})").find("cannot be merged"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"integer","minimum":3,"maximum":2})").find("no integer"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"string","format":"idn-email"})").find("'#/format'"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"string","pattern":"^a+$","maxLength":0})")
+                .find("matches no string"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"string","pattern":"^(a|b)*a(a|b){14}$"})")
+                .find("kMaxRegexStates"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"string","pattern":"^\\x01$"})").find("\\u escape"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"string","pattern":"^a$","enum":["b"]})").find("patterns"),
+            std::string::npos);
+  std::string deep = "true";
+  for (int i = 0; i < 70; ++i) deep = R"({"allOf":[)" + deep + "]}";
+  EXPECT_NE(error_of(deep).find("kMaxSchemaNesting"), std::string::npos);
 }
 
 }  // namespace

@@ -4,9 +4,13 @@
 // RNE_TEST_PTE_ONESHOT and RNE_TEST_PTE_CHUNKED.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -679,6 +683,53 @@ TEST(ModelSessionTest, MissingFileAndNonPteFileAreNamedErrors) {
   ASSERT_FALSE(not_pte.ok());
   EXPECT_EQ(not_pte.error().code, ErrorCode::kInvalidModel);
   EXPECT_NE(not_pte.error().message.find("not an ExecuTorch program"), std::string::npos);
+}
+
+// Non-regular files are refused on the descriptor, without blocking (a FIFO would wait forever
+// for a writer); the path is not opened again after that.
+TEST(ModelSessionTest, FifoAndDirectoryAreRefusedWithoutBlocking) {
+  const std::string fifo = ::testing::TempDir() + "model_fifo.pte";
+  std::remove(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& path : {fifo, ::testing::TempDir()}) {
+    auto loaded = ModelSession::load(path);
+    ASSERT_FALSE(loaded.ok()) << path;
+    EXPECT_EQ(loaded.error().code, ErrorCode::kNotFound);
+    EXPECT_NE(loaded.error().message.find("not a regular file"), std::string::npos)
+        << loaded.error().message;
+  }
+  std::remove(fifo.c_str());
+}
+
+// A mapped model whose file is truncated under it: forward() fails cleanly instead of touching
+// the pages that no longer exist (SIGBUS); a private copy does not notice at all.
+TEST(ModelSessionTest, TruncatedWhileLoadedIsAnErrorForAMappingAndNothingForACopy) {
+  const std::string source = env_path("RNE_TEST_PTE_CHUNKED");
+  ASSERT_FALSE(source.empty()) << "RNE_TEST_PTE_CHUNKED is not set: run through ctest";
+  for (const auto hold : {ModelFile::Hold::kMapped, ModelFile::Hold::kPrivateCopy}) {
+    const std::string path = ::testing::TempDir() + "truncated_later.pte";
+    {
+      std::ifstream in(source, std::ios::binary);
+      std::ofstream out(path, std::ios::binary | std::ios::trunc);
+      out << in.rdbuf();
+    }
+    auto file = ModelFile::open(path, hold);
+    ASSERT_TRUE(file.ok()) << file.error().message;
+    auto session = ModelSession::load(*file);
+    ASSERT_TRUE(session.ok()) << session.error().message;
+    const int64_t token = 1;
+    ASSERT_TRUE((*session)->forward(&token, 1, 0).ok());
+    ASSERT_EQ(::truncate(path.c_str(), 100), 0);
+    auto after = (*session)->forward(&token, 1, 1);
+    if (hold == ModelFile::Hold::kMapped) {
+      ASSERT_FALSE(after.ok());
+      EXPECT_NE(after.error().message.find("truncated while loaded"), std::string::npos)
+          << after.error().message;
+    } else {
+      EXPECT_TRUE(after.ok()) << after.error().message;
+    }
+    std::remove(path.c_str());
+  }
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 import { ExecutorchError } from '../errors';
 import type { ToolCall, ToolDefinition } from '../llm/types';
+import type { PromptPart } from '../native/seam';
 import { PythonJinjaTemplate } from './jinja';
 
 /** Who wrote a message; `tool` carries the result of a tool call back to the model. */
@@ -250,6 +251,47 @@ export class ChatTemplate {
   }
 
   /**
+   * Renders `messages` as {@link render} does, in parts: the content of user, system and tool
+   * messages (text parts and tool results included) is plain text; everything else, the
+   * template's markers and assistant messages, is template text. The native side encodes plain
+   * text with special-token text as ordinary text, so a message cannot end its turn or open a
+   * system turn. See {@link renderTemplateMessagesParts} for how the spans are found.
+   */
+  renderParts(messages: readonly Message[], options: RenderOptions = {}): PromptPart[] {
+    return this.renderTemplateMessagesParts(messages.map(templateMessage), options);
+  }
+
+  /**
+   * {@link renderTemplateMessages} in parts. Each content string is rendered with two private-use
+   * characters around it (inside its leading and trailing whitespace, so a template's `trim`
+   * still applies), and the spans they mark are the plain parts: the parts' text is the render
+   * byte for byte. Where the marked render is not the render with marks added (a template that
+   * compares, cuts or reorders content) or the marks are not balanced pairs, the whole prompt is
+   * template text, as before parts existed: then special-token text in content is read as those
+   * tokens. No template in this repository falls back (chatTemplateParts.test.ts). Assistant
+   * content stays template text: it is the model's own output, and re-encoding it to the ids it
+   * was generated as keeps the KV cache reusable. Object keys of tool results (Gemma 4's
+   * `tool_responses`) stay template text, since templates sort by them.
+   */
+  renderTemplateMessagesParts(
+    messages: readonly Record<string, unknown>[],
+    options: RenderOptions = {},
+  ): PromptPart[] {
+    const text = this.renderTemplateMessages(messages, options);
+    const seen = text + JSON.stringify(messages);
+    const marks = markPair(seen);
+    if (marks === null) return [{ text }];
+    const wrap = (content: string) => wrapContent(content, marks);
+    let marked: string;
+    try {
+      marked = this.renderTemplateMessages(messages.map((m) => markMessage(m, wrap)), options);
+    } catch {
+      return [{ text }];
+    }
+    return splitMarked(marked, text, marks) ?? [{ text }];
+  }
+
+  /**
    * Renders messages already in the form Hugging Face templates read (OpenAI-style
    * `tool_calls`, content parts, and whatever fields the template itself reads, such as Gemma
    * 4's `tool_responses`).
@@ -299,4 +341,99 @@ function specialTokensOf(config: TokenizerConfig): Record<string, string> {
     if (text !== undefined) specialTokens[key] = text;
   }
   return specialTokens;
+}
+
+/** The two characters around a content string while it is rendered in parts. */
+interface Marks {
+  readonly open: string;
+  readonly close: string;
+}
+
+/** The first pair of private-use characters (U+E000...) that appears nowhere in `seen`. */
+function markPair(seen: string): Marks | null {
+  for (let code = 0xe000; code < 0xf8ff; code += 2) {
+    const open = String.fromCharCode(code);
+    const close = String.fromCharCode(code + 1);
+    if (!seen.includes(open) && !seen.includes(close)) return { open, close };
+  }
+  return null;
+}
+
+/**
+ * Whitespace Python's `str.strip()` (a template's `trim`) or JavaScript's `trim()` removes: it
+ * stays outside the marks, so trimming still reaches it.
+ */
+const LEADING_SPACE = /^[\s\x1c-\x1f\x85]+/;
+const TRAILING_SPACE = /[\s\x1c-\x1f\x85]+$/;
+
+/** `content` with the marks inside its leading and trailing whitespace (none when it is blank). */
+function wrapContent(content: string, { open, close }: Marks): string {
+  const lead = LEADING_SPACE.exec(content)?.[0] ?? '';
+  const rest = content.slice(lead.length);
+  const trail = TRAILING_SPACE.exec(rest)?.[0] ?? '';
+  if (rest.length === trail.length) return content;
+  return lead + open + rest.slice(0, rest.length - trail.length) + close + trail;
+}
+
+/**
+ * Roles whose content is template text: the model's own output. Every other role's (user,
+ * system, developer, tool, ipython, ...) is plain text.
+ */
+const MODEL_ROLES = new Set(['assistant', 'model']);
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Every string inside `value` (a tool's result) wrapped; keys as they are. */
+function wrapStrings(value: unknown, wrap: (text: string) => string): unknown {
+  if (typeof value === 'string') return wrap(value);
+  if (Array.isArray(value)) return value.map((item) => wrapStrings(item, wrap));
+  if (!isRecord(value)) return value;
+  return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, wrapStrings(item, wrap)]));
+}
+
+/** A template message with its plain content (text, text parts, tool results) wrapped. */
+function markMessage(message: Record<string, unknown>, wrap: (text: string) => string): Record<string, unknown> {
+  const marked = { ...message };
+  const { content } = message;
+  if (!MODEL_ROLES.has(String(message.role))) {
+    if (typeof content === 'string') {
+      marked.content = wrap(content);
+    } else if (Array.isArray(content)) {
+      marked.content = content.map((part: unknown) =>
+        isRecord(part) && part.type === 'text' && typeof part.text === 'string' ? { ...part, text: wrap(part.text) } : part,
+      );
+    }
+  }
+  // Gemma 4's form: tool results on the message whose calls they answer.
+  if (Array.isArray(message.tool_responses)) {
+    marked.tool_responses = message.tool_responses.map((response: unknown) =>
+      isRecord(response) ? { ...response, response: wrapStrings(response.response, wrap) } : response,
+    );
+  }
+  return marked;
+}
+
+/**
+ * The parts of `marked` (a render with marks), or null unless the marks are balanced, not
+ * nested, and removing them gives exactly `text` (the render without marks).
+ */
+function splitMarked(marked: string, text: string, { open, close }: Marks): PromptPart[] | null {
+  const parts: PromptPart[] = [];
+  let start = 0;
+  let inside = false;
+  for (let i = 0; i < marked.length; i += 1) {
+    const c = marked[i];
+    if (c !== open && c !== close) continue;
+    if ((c === open) === inside) return null;
+    const piece = marked.slice(start, i);
+    if (piece) parts.push(inside ? { text: piece, plain: true } : { text: piece });
+    inside = !inside;
+    start = i + 1;
+  }
+  if (inside) return null;
+  const rest = marked.slice(start);
+  if (rest) parts.push({ text: rest });
+  return parts.map((part) => part.text).join('') === text ? parts : null;
 }

@@ -10,6 +10,7 @@ import type {
   NativeExecutorch,
   NativeGenerationConfig,
   NativeModelHandle,
+  PromptPart,
 } from '../native/seam';
 import { resolveResourceFetcher } from '../resources/defaultFetcher';
 import type { ModelFiles, ResourceFetcher } from '../resources/fetcher';
@@ -40,17 +41,34 @@ export interface GenerateOptions {
   readonly onThought?: (piece: string) => void;
   /**
    * A JSON Schema (an object, or `true`): the answer is one JSON document that parses and
-   * validates against it, enforced while sampling. Supported keywords: type, enum, const,
-   * properties, required, additionalProperties, items, minItems, maxItems (others are an
-   * `invalid_argument` error). The document closes within `maxNewTokens` (a string that runs
-   * long is cut short); a budget below the schema's shortest document is an `invalid_argument`
-   * error. See the README's "Structured output".
+   * validates against it, enforced while sampling (keywords it cannot guarantee are an
+   * `invalid_argument` error naming them). Or `{ regex }`: the whole answer matches the regex.
+   * The answer closes within `maxNewTokens` (a string that runs long is cut short); a budget
+   * below the shortest answer is an `invalid_argument` error. See the README's "Structured
+   * output".
    */
-  readonly responseFormat?: JsonSchema;
+  readonly responseFormat?: JsonSchema | RegexFormat;
 }
 
 /** A JSON Schema document, as `JSON.stringify` writes it. */
 export type JsonSchema = boolean | { readonly [keyword: string]: unknown };
+
+/**
+ * A whole answer constrained by a regular expression (an ECMA-262 subset: see the README's
+ * "Structured output"), matched against the whole text. An object with only a string `regex`
+ * is read as this, not as a JSON Schema.
+ */
+export interface RegexFormat {
+  readonly regex: string;
+}
+
+function isRegexFormat(format: JsonSchema | RegexFormat): format is RegexFormat {
+  return (
+    typeof format === 'object' &&
+    Object.keys(format).length === 1 &&
+    typeof (format as { regex?: unknown }).regex === 'string'
+  );
+}
 
 /** The settings {@link LLMModule.configure} accumulated, in one normalised form. */
 export interface ResolvedConfig {
@@ -341,14 +359,14 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
   }
 
   /**
-   * Tokens of `input`: a text as is, or messages rendered as a prompt the way `generate` would
-   * send them (the configured system prompt, unless the messages start with one, and the
-   * assistant header included).
+   * Tokens of `input`: a text as is (as template text, its special-token text read as those
+   * tokens), or messages rendered as a prompt the way `generate` would send them (the configured
+   * system prompt, unless the messages start with one, and the assistant header included).
    */
   countTokens(input: string | readonly Message[]): number {
     const { native, handle } = this.loaded();
-    const text = typeof input === 'string' ? input : this.renderPrompt(this.withSystemPrompt(input));
-    return native.countTokens(handle, text);
+    const prompt = typeof input === 'string' ? input : this.renderPrompt(this.withSystemPrompt(input));
+    return native.countTokens(handle, prompt);
   }
 
   /** The model's context length in tokens (the prompt and the answer must fit in it). */
@@ -467,12 +485,15 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
       : [...messages];
   }
 
-  private renderPrompt(messages: readonly Message[]): string {
+  /** The prompt in parts: message content is plain text, so it cannot forge the template's markers. */
+  private renderPrompt(messages: readonly Message[]): PromptPart[] {
     const template = this.template as ChatTemplate;
     const tools = this.config.tools?.tools;
     // Always said, so a template whose own default is to think (Qwen 3) stays off by default.
     const options = { thinking: this.config.chat.thinking ?? false };
-    return tools?.length ? new ToolPrompt(template, tools).render(messages, options) : template.render(messages, options);
+    return tools?.length
+      ? new ToolPrompt(template, tools).renderParts(messages, options)
+      : template.renderParts(messages, options);
   }
 
   /** The messages to send: the whole conversation, fitted into the context by the strategy. */
@@ -518,7 +539,11 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
       // After its calls Gemma 4 opens the tool response itself: the answer ends there, and the
       // results are rendered in that place next round.
       ...(gemma4Calls ? { stopStrings: [...base.stopStrings, GEMMA4_RESPONSE_OPEN] } : {}),
-      ...(responseFormat === undefined ? {} : { responseFormat: JSON.stringify(responseFormat) }),
+      ...(responseFormat === undefined
+        ? {}
+        : isRegexFormat(responseFormat)
+          ? { responseRegex: responseFormat.regex }
+          : { responseFormat: JSON.stringify(responseFormat) }),
       ...(keepSpecialTokens.length ? { keepSpecialTokens } : {}),
     };
     const prompt = this.renderPrompt(this.fittedMessages(messages, config.maxNewTokens));

@@ -49,6 +49,8 @@ export interface NativeGenerationConfig extends SamplingOptions {
    * (grammar-constrained sampling in the C++ sampler). Absent: free text.
    */
   readonly responseFormat?: string;
+  /** A regex (C++ regex.h's subset) the whole answer matches, sampled the same way. */
+  readonly responseRegex?: string;
   /**
    * Texts of the tokenizer's special tokens the streamed text keeps (a chat format's markers
    * that the TypeScript parsers read, e.g. Gemma 4's `<|channel>`, `<|tool_call>`, `<|"|>`);
@@ -91,6 +93,22 @@ export interface NativeLoadOptions {
   readonly backend: Backend;
 }
 
+/**
+ * One stretch of a prompt. Template text (`plain` unset or false) is read as the model's chat
+ * format: the text of a special token (`<|im_end|>`, `<turn|>`) is that token. Plain text (the
+ * content of user, system and tool messages) is read as ordinary text, special-token text
+ * included (Hugging Face's `split_special_tokens=True`), so a message cannot end its turn early
+ * or open a system turn. The parts are encoded as one text otherwise: a prompt whose plain parts
+ * hold no special-token text gets exactly the ids of its text in one string.
+ */
+export interface PromptPart {
+  readonly text: string;
+  readonly plain?: boolean;
+}
+
+/** A prompt: parts, or one string of template text (the same as `[{ text }]`). */
+export type NativePrompt = string | readonly PromptPart[];
+
 /** Handle of a loaded model inside the native module. */
 export type NativeModelHandle = number;
 
@@ -102,7 +120,7 @@ export type NativeModelHandle = number;
  * conversation; the native side keeps the longest common token prefix of what its KV cache
  * holds and the new prompt (rewinding the cache to it) and prefills only the rest. Where a
  * model's sliding-window ring buffer no longer holds what a rewind needs, it prefills from 0.
- * The prompt is used verbatim, special tokens included: nothing (no BOS) is added.
+ * The prompt is encoded as its parts say ({@link PromptPart}); nothing (no BOS) is added.
  */
 export interface NativeExecutorch {
   /** Backends the linked binary can run on this device. */
@@ -119,15 +137,15 @@ export interface NativeExecutorch {
    */
   generate(
     handle: NativeModelHandle,
-    prompt: string,
+    prompt: NativePrompt,
     config: NativeGenerationConfig,
     onToken: (piece: string, generatedTokens: number) => void,
   ): Promise<GenerationStats>;
   /**
-   * Tokens `text` is encoded into, exactly as `generate` encodes a prompt (verbatim, nothing
-   * added). Synchronous: tokenizing never waits for a running generation.
+   * Tokens `prompt` is encoded into, exactly as `generate` encodes it (nothing added).
+   * Synchronous: tokenizing never waits for a running generation.
    */
-  countTokens(handle: NativeModelHandle, text: string): number;
+  countTokens(handle: NativeModelHandle, prompt: NativePrompt): number;
   /** The model's KV-cache capacity in tokens (prompt + answer must fit in it). */
   maxContextLength(handle: NativeModelHandle): number;
   /** Stops a running generate after the current step (it resolves with `interrupted`). */

@@ -22,6 +22,8 @@ import type {
   NativeLoadOptions,
   NativeModelHandle,
   NativePlatformInfo,
+  NativePrompt,
+  PromptPart,
   StopReason,
 } from '../native/seam';
 
@@ -75,6 +77,12 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(() => re
 /** The fake's "tokenizer": every four characters are one token. */
 const CHARS_PER_TOKEN = 4;
 const countTokens = (text: string) => Math.ceil(text.length / CHARS_PER_TOKEN);
+
+/** A prompt as parts (a string is one template part). */
+const partsOf = (prompt: NativePrompt): readonly PromptPart[] =>
+  typeof prompt === 'string' ? [{ text: prompt }] : prompt;
+/** A prompt's text, as the fake "tokenizes" it. */
+const textOf = (prompt: NativePrompt): string => partsOf(prompt).map((part) => part.text).join('');
 
 /** Whole fake tokens `a` and `b` share at their start. */
 function commonTokens(a: string, b: string): number {
@@ -236,7 +244,10 @@ export class FakeGeneration {
 
 export class FakeNative implements NativeExecutorch {
   readonly loads: NativeLoadOptions[] = [];
+  /** Each generate call's prompt text (its parts joined). */
   readonly prompts: string[] = [];
+  /** Each generate call's prompt as parts (a string prompt is one template part). */
+  readonly promptParts: (readonly PromptPart[])[] = [];
   readonly configs: NativeGenerationConfig[] = [];
   readonly calls: string[] = [];
   /** The next loadLLM / generate rejects with this (once). */
@@ -300,7 +311,7 @@ export class FakeNative implements NativeExecutorch {
 
   async generate(
     handle: NativeModelHandle,
-    prompt: string,
+    nativePrompt: NativePrompt,
     config: NativeGenerationConfig,
     onToken: (piece: string, generatedTokens: number) => void,
   ): Promise<GenerationStats> {
@@ -310,7 +321,9 @@ export class FakeNative implements NativeExecutorch {
     const failure = this.failNextGenerate;
     this.failNextGenerate = null;
     if (failure) throw failure;
+    const prompt = textOf(nativePrompt);
     this.prompts.push(prompt);
+    this.promptParts.push(partsOf(nativePrompt));
     this.configs.push(config);
     // Like the runner: keep the longest common token prefix (at least one token is prefilled).
     const total = countTokens(prompt);
@@ -362,9 +375,9 @@ export class FakeNative implements NativeExecutorch {
     session.cacheTokens = 0;
   }
 
-  countTokens(handle: NativeModelHandle, text: string): number {
+  countTokens(handle: NativeModelHandle, prompt: NativePrompt): number {
     this.session(handle);
-    return countTokens(text);
+    return countTokens(textOf(prompt));
   }
 
   maxContextLength(handle: NativeModelHandle): number {

@@ -1,5 +1,6 @@
 import { templateMessage, type ChatTemplate, type Message, type RenderOptions } from '../chat/template';
 import type { ToolCall, ToolDefinition } from '../llm/types';
+import type { PromptPart } from '../native/seam';
 
 /**
  * The fallback format for templates that do not render tools (SmolLM2, Gemma 3): this text,
@@ -147,10 +148,22 @@ export class ToolPrompt {
   }
 
   render(messages: readonly Message[], options: Omit<RenderOptions, 'tools'> = {}): string {
-    if (!this.native) return this.template.render(toFallbackMessages(messages, this.tools), options);
-    if (this.template.toolCallSyntax === 'gemma4') {
-      return this.template.renderTemplateMessages(toGemma4Messages(messages), { ...options, tools: this.tools });
-    }
-    return this.template.render(messages, { ...options, tools: this.tools });
+    return this.template.renderTemplateMessages(...this.templateInput(messages, options));
+  }
+
+  /** {@link render} in parts ({@link ChatTemplate.renderTemplateMessagesParts}). */
+  renderParts(messages: readonly Message[], options: Omit<RenderOptions, 'tools'> = {}): PromptPart[] {
+    return this.template.renderTemplateMessagesParts(...this.templateInput(messages, options));
+  }
+
+  /** The messages, in the form the template reads, and the options it renders them with. */
+  private templateInput(
+    messages: readonly Message[],
+    options: Omit<RenderOptions, 'tools'>,
+  ): [Record<string, unknown>[], RenderOptions] {
+    if (!this.native) return [toFallbackMessages(messages, this.tools).map(templateMessage), options];
+    const withTools = { ...options, tools: this.tools };
+    if (this.template.toolCallSyntax === 'gemma4') return [toGemma4Messages(messages), withTools];
+    return [messages.map(templateMessage), withTools];
   }
 }

@@ -6,13 +6,13 @@
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
-import type { NativeExecutorch, NativePlatformInfo } from '../../../src';
+import type { NativeExecutorch, NativePlatformInfo, NativePrompt } from '../../../src';
 
 const REPO_ROOT = resolve(__dirname, '../../../../..');
 
 interface Addon {
   create(platform: NativePlatformInfo): NativeExecutorch;
-  tokenize(tokenizerPath: string, text: string): number[];
+  tokenize(tokenizerPath: string, prompt: NativePrompt): number[];
 }
 
 /** Where the addon is: $RNE_NODE_ADDON, else the host build's output. */
@@ -38,7 +38,7 @@ export function createRealNative(platform: NativePlatformInfo): NativeExecutorch
 }
 
 /** The token ids the runner feeds the model for `prompt` (its tokenizer, no special tokens added). */
-export function runnerTokenize(tokenizerPath: string, prompt: string): number[] {
+export function runnerTokenize(tokenizerPath: string, prompt: NativePrompt): number[] {
   return addon().tokenize(tokenizerPath, prompt);
 }
 

@@ -6,7 +6,8 @@ namespace rne::runner {
 
 size_t JsonSchemaConstraint::FrameHash::operator()(const JsonFrame& f) const {
   uint64_t h = f.node;
-  for (uint64_t part : {uint64_t{f.kind}, uint64_t{f.sub}, uint64_t{f.pos}, uint64_t{f.count},
+  for (uint64_t part : {uint64_t{f.kind}, uint64_t{f.sub}, uint64_t{f.depth}, uint64_t{f.pos},
+                        uint64_t{f.count},
                         uint64_t{f.current}, f.candidates}) {
     h = (h ^ part) * 0x100000001B3ull + (h >> 29);
   }
@@ -81,13 +82,14 @@ void JsonSchemaConstraint::walk(const JsonStack& start, uint32_t root, TokenMask
 }
 
 const JsonSchemaConstraint::Walk& JsonSchemaConstraint::walk_for(const JsonFrame& top) {
-  auto found = cache_.find(top);
+  const JsonFrame key = grammar_.cache_key(top, trie_->max_depth());
+  auto found = cache_.find(key);
   if (found != cache_.end()) return found->second;
   if (cache_.size() >= kMaxCachedWalks) cache_.clear();
   Walk entry;
   entry.allowed.resize(trie_->vocab_size());
-  walk(JsonGrammar::only(top), 0, entry.allowed, &entry, INT64_MAX);
-  return cache_.emplace(top, std::move(entry)).first->second;
+  walk(JsonGrammar::only(key), 0, entry.allowed, &entry, INT64_MAX);
+  return cache_.emplace(key, std::move(entry)).first->second;
 }
 
 Result<const TokenMask*> JsonSchemaConstraint::allowed(int64_t remaining) {
@@ -129,8 +131,11 @@ Result<const TokenMask*> JsonSchemaConstraint::allowed(int64_t remaining) {
       }
     }
   }
-  if (!finished_ && complete()) {
-    for (int64_t id : eos_ids_) mask_.allow(id);
+  // EOS ends the document, so it comes exactly when that is complete, even where its token
+  // also has bytes the walks allowed (a byte-level EOS such as '#').
+  if (!finished_) {
+    const bool done = complete();
+    for (int64_t id : eos_ids_) done ? mask_.allow(id) : mask_.disallow(id);
   }
   if (mask_.empty()) {
     return Error{ErrorCode::kInvalidArgument,

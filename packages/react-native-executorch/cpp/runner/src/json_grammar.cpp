@@ -1,5 +1,7 @@
 #include "rne/runner/json_grammar.h"
 
+#include <type_traits>
+
 namespace rne::runner {
 
 namespace {
@@ -45,6 +47,61 @@ bool number_accepting(uint8_t sub) {
 
 int lowest_bit(uint64_t bits) { return __builtin_ctzll(bits); }
 
+// The character a JSON escape letter stands for (\u excluded); -1 for others.
+int unescaped(uint8_t e) {
+  switch (e) {
+    case '"': return '"';
+    case '\\': return '\\';
+    case '/': return '/';
+    case 'b': return '\b';
+    case 'f': return '\f';
+    case 'n': return '\n';
+    case 'r': return '\r';
+    case 't': return '\t';
+    default: return -1;
+  }
+}
+
+// A character as the JSON string writes it.
+template <class Out>
+void add_escaped(uint8_t c, Out& out) {
+  switch (c) {
+    case '"': out.add("\\\""); return;
+    case '\\': out.add("\\\\"); return;
+    case '\b': out.add("\\b"); return;
+    case '\f': out.add("\\f"); return;
+    case '\n': out.add("\\n"); return;
+    case '\r': out.add("\\r"); return;
+    case '\t': out.add("\\t"); return;
+    default: out.add(static_cast<char>(c)); return;
+  }
+}
+
+// Whether a value of `node` (not a union) can start with byte c.
+bool starts_with(const SchemaNode& node, uint8_t c) {
+  if (!node.literals.empty()) {
+    for (const std::string& literal : node.literals) {
+      if (static_cast<uint8_t>(literal[0]) == c) return true;
+    }
+    return false;
+  }
+  switch (c) {
+    case '"': return (node.types & kJsonString) != 0;
+    case 't': case 'f': return (node.types & kJsonBoolean) != 0;
+    case 'n': return (node.types & kJsonNull) != 0;
+    case '{': return (node.types & kJsonObject) != 0;
+    case '[': return (node.types & kJsonArray) != 0;
+    default: return (c == '-' || is_digit(c)) && (node.types & (kJsonNumber | kJsonInteger));
+  }
+}
+
+uint64_t power10(int n) {
+  uint64_t p = 1;
+  while (n-- > 0) p *= 10;
+  return p;
+}
+
+
 // An object or array that accepted a byte by opening a value frame: the byte is that value's.
 bool pushed_value(const JsonStack& stack, Feed result) {
   return result == Feed::kAccepted && !stack.empty() && stack.back().kind == JsonGrammar::kValue;
@@ -64,75 +121,24 @@ struct CountBytes {
 
 }  // namespace
 
-JsonGrammar::JsonGrammar(const JsonSchema& schema) : schema_(schema) { compute_minimal_values(); }
-
-// Shortest value per node, by fixed point: a node's candidates use its children's current
-// values, and rounds repeat until none gets shorter (the "any value" node refers to itself).
-void JsonGrammar::compute_minimal_values() {
-  const size_t unknown = SIZE_MAX;
-  std::vector<size_t> sizes(schema_.nodes.size(), unknown);
-  minimal_values_.assign(schema_.nodes.size(), std::string());
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t id = 0; id < schema_.nodes.size(); ++id) {
-      const SchemaNode& node = schema_.nodes[id];
-      std::string best;
-      size_t best_size = unknown;
-      auto consider = [&](std::string candidate) {
-        if (candidate.size() < best_size) {
-          best_size = candidate.size();
-          best = std::move(candidate);
-        }
-      };
-      if (!node.literals.empty()) {
-        for (const std::string& literal : node.literals) consider(literal);
-      } else {
-        if (node.types & (kJsonNumber | kJsonInteger)) consider("0");
-        if (node.types & kJsonString) consider("\"\"");
-        if (node.types & kJsonBoolean) consider("true");
-        if (node.types & kJsonNull) consider("null");
-        if (node.types & kJsonObject) {
-          std::string object = "{";
-          bool known = true;
-          for (const SchemaProperty& property : node.properties) {
-            if (!property.required) continue;
-            known = known && sizes[property.node] != unknown;
-            if (!known) break;
-            if (object.size() > 1) object += ',';
-            object += property.key + ":" + minimal_values_[property.node];
-          }
-          if (known) consider(object + "}");
-        }
-        if ((node.types & kJsonArray) && (node.min_items == 0 || sizes[node.items] != unknown)) {
-          std::string array = "[";
-          for (uint32_t i = 0; i < node.min_items; ++i) {
-            if (i > 0) array += ',';
-            array += minimal_values_[node.items];
-          }
-          consider(array + "]");
-        }
-      }
-      if (best_size < sizes[id]) {
-        sizes[id] = best_size;
-        minimal_values_[id] = std::move(best);
-        changed = true;
-      }
-    }
-  }
-}
+JsonGrammar::JsonGrammar(const JsonSchema& schema) : schema_(schema) {}
 
 JsonStack JsonGrammar::start() const {
   JsonFrame root;
   root.node = schema_.root;
-  root.kind = kValue;
+  root.kind = schema_.whole_text ? kText : kValue;
+  if (schema_.whole_text) root.candidates = pattern_of(schema_.nodes[root.node]).dfa.start;
   return {root};
 }
 
 bool JsonGrammar::push_value(JsonStack& stack, uint32_t node) const {
-  if (stack.size() >= kMaxDepth) return false;
+  // Room for the value's shortest form, so the minimal completion can always be written.
+  const uint32_t depth = stack.back().depth + 1u;
+  if (depth + schema_.nodes[node].minimal_depth > kMaxDepth) return false;
   JsonFrame frame;
   frame.node = node;
   frame.kind = kValue;
+  frame.depth = static_cast<uint8_t>(depth);
   stack.push_back(frame);
   return true;
 }
@@ -172,15 +178,43 @@ bool JsonGrammar::complete(const JsonStack& stack) const {
   if (stack.empty()) return true;
   if (stack.size() > 1) return false;
   const JsonFrame& top = stack.back();
-  if (top.kind == kNumber) return number_accepting(top.sub);
+  if (top.kind == kNumber) return number_accepting(top.sub) && in_range(top);
   if (top.kind == kLiteral) return literal_complete(top);
+  if (top.kind == kText) {
+    return pattern_of(schema_.nodes[top.node]).dfa.accepting[static_cast<uint16_t>(top.candidates)];
+  }
   return false;
+}
+
+// A regex-constrained answer: every byte is the automaton's (it keeps UTF-8 valid), and the
+// text may go on after an accepting state (EOS decides).
+Feed JsonGrammar::feed_text(JsonStack& stack, uint8_t c) const {
+  JsonFrame& f = stack.back();
+  const StringPattern& p = pattern_of(schema_.nodes[f.node]);
+  const uint16_t next = p.dfa.step(static_cast<uint16_t>(f.candidates), c);
+  if (next == RegexDfa::kDead || p.paths.cost[next] == RegexPaths::kNone) return Feed::kRejected;
+  f.candidates = next;
+  return Feed::kAccepted;
 }
 
 // Turns a value frame into the frame of the type its first byte starts; the byte is then fed to
 // that frame.
 Feed JsonGrammar::feed_value(JsonStack& stack, uint8_t c) const {
   JsonFrame& f = stack.back();
+  // A union: the alternative whose values start with this byte (they are disjoint).
+  for (const SchemaNode* union_node = &schema_.nodes[f.node];
+       !union_node->alternatives.empty();) {
+    const uint32_t* chosen = nullptr;
+    for (const uint32_t& alt : union_node->alternatives) {
+      if (starts_with(schema_.nodes[alt], c)) {
+        chosen = &alt;
+        break;
+      }
+    }
+    if (chosen == nullptr) return Feed::kRejected;
+    f.node = *chosen;
+    union_node = &schema_.nodes[f.node];
+  }
   const SchemaNode& node = schema_.nodes[f.node];
   JsonFrame next;
   if (!node.literals.empty()) {
@@ -190,9 +224,12 @@ Feed JsonGrammar::feed_value(JsonStack& stack, uint8_t c) const {
                                                  : (uint64_t{1} << node.literals.size()) - 1;
   } else if (c == '"' && (node.types & kJsonString)) {
     next.kind = kString;
+    if (node.bounded_string()) next.node = f.node;
+    if (node.pattern != 0) next.candidates = pattern_of(node).dfa.start;
   } else if ((c == '-' || is_digit(c)) && (node.types & (kJsonNumber | kJsonInteger))) {
     next.kind = kNumber;
-    next.count = (node.types & kJsonNumber) ? 0 : 1;
+    next.count = (node.types & kJsonNumber) && !node.integer_range ? 0 : 1;
+    if (node.integer_range) next.node = f.node;
   } else if ((c == 't' || c == 'f') && (node.types & kJsonBoolean)) {
     next.kind = kLiteral;
     next.node = schema_.boolean_node;
@@ -201,12 +238,15 @@ Feed JsonGrammar::feed_value(JsonStack& stack, uint8_t c) const {
     next.kind = kLiteral;
     next.node = schema_.null_node;
     next.candidates = 0b1;
-  } else if (c == '{' && (node.types & kJsonObject)) {
+  } else if (c == '{' && (node.types & kJsonObject) &&
+             f.depth + node.object_depth <= kMaxDepth) {
     next.kind = kObject;
     next.node = f.node;
-  } else if (c == '[' && (node.types & kJsonArray)) {
+    next.depth = f.depth;
+  } else if (c == '[' && (node.types & kJsonArray) && f.depth + node.array_depth <= kMaxDepth) {
     next.kind = kArray;
     next.node = f.node;
+    next.depth = f.depth;
   } else {
     return Feed::kRejected;
   }
@@ -216,12 +256,25 @@ Feed JsonGrammar::feed_value(JsonStack& stack, uint8_t c) const {
 
 Feed JsonGrammar::feed_string(JsonStack& stack, uint8_t c, bool open_bottom) const {
   JsonFrame& f = stack.back();
+  if (f.node != 0 && f.sub != kStrOpen && schema_.nodes[f.node].pattern != 0) {
+    return feed_pattern_string(stack, c, open_bottom);
+  }
   switch (f.sub) {
     case kStrOpen:
       if (c != '"') return Feed::kRejected;
       f.sub = kStrBody;
       return Feed::kAccepted;
     case kStrBody:
+      if (f.node != 0) {  // bounded length: count code points as they start
+        const SchemaNode& node = schema_.nodes[f.node];
+        if (c == '"') {
+          if (f.current < node.min_length) return Feed::kRejected;
+        } else if (f.current >= node.max_length || (c >= 0x80 && c < 0xC0)) {
+          return Feed::kRejected;
+        } else {
+          ++f.current;
+        }
+      }
       if (c == '"') return finish(stack, open_bottom);
       if (c == '\\') {
         f.sub = kStrEscape;
@@ -237,7 +290,7 @@ Feed JsonGrammar::feed_string(JsonStack& stack, uint8_t c, bool open_bottom) con
       }
       return Feed::kAccepted;
     case kStrEscape:
-      if (c == 'u') {
+      if (c == 'u' && f.node == 0) {  // bounded strings: see json_schema.h
         f.sub = kStrHex;
         f.pos = 0;
         return Feed::kAccepted;
@@ -268,6 +321,60 @@ Feed JsonGrammar::feed_string(JsonStack& stack, uint8_t c, bool open_bottom) con
   return Feed::kRejected;
 }
 
+// A string with a pattern/format: its automaton's state is in `candidates` and decides every
+// character (escapes decoded first); the automaton also counts the length and keeps UTF-8 valid.
+Feed JsonGrammar::feed_pattern_string(JsonStack& stack, uint8_t c, bool open_bottom) const {
+  JsonFrame& f = stack.back();
+  const StringPattern& p = pattern_of(schema_.nodes[f.node]);
+  const auto state = static_cast<uint16_t>(f.candidates);
+  auto to = [&](uint8_t character) {
+    const uint16_t next = p.dfa.step(state, character);
+    if (next == RegexDfa::kDead || p.paths.cost[next] == RegexPaths::kNone) return Feed::kRejected;
+    if (p.max_length != UINT32_MAX) {  // counted maxLength (json_schema.h)
+      const uint32_t n = f.current + ((character & 0xC0) != 0x80 ? 1 : 0);
+      if (uint64_t{n} + p.path_length[next] > p.max_length) return Feed::kRejected;
+      f.current = n;
+    }
+    f.candidates = next;
+    f.sub = kStrBody;
+    return Feed::kAccepted;
+  };
+  if (f.sub == kStrEscape) {
+    const int decoded = unescaped(c);
+    return decoded < 0 ? Feed::kRejected : to(static_cast<uint8_t>(decoded));
+  }
+  if (c == '"') return p.dfa.accepting[state] ? finish(stack, open_bottom) : Feed::kRejected;
+  if (c == '\\') {
+    if (cheapest_escape(p, state, f.current) < 0) return Feed::kRejected;
+    f.sub = kStrEscape;
+    return Feed::kAccepted;
+  }
+  if (c < 0x20) return Feed::kRejected;  // control characters must be escaped in JSON
+  return to(c);
+}
+
+// Of the escapes whose character can come in `state` (after `length` code points), the one with
+// the shortest rest (ties: the lowest character); -1 when none can.
+int JsonGrammar::cheapest_escape(const StringPattern& p, uint16_t state, uint32_t length) const {
+  int best = -1;
+  uint32_t best_cost = RegexPaths::kNone;
+  for (char letter : {'"', '\\', '/', 'b', 'f', 'n', 'r', 't'}) {
+    const int e = static_cast<uint8_t>(letter);
+    const int decoded = unescaped(static_cast<uint8_t>(e));
+    const uint16_t next = p.dfa.step(state, static_cast<uint8_t>(decoded));
+    if (next == RegexDfa::kDead || p.paths.cost[next] == RegexPaths::kNone) continue;
+    if (p.max_length != UINT32_MAX && uint64_t{length} + 1 + p.path_length[next] > p.max_length) {
+      continue;  // counted maxLength: the character and its shortest rest must fit
+    }
+    if (best < 0 || p.paths.cost[next] < best_cost ||
+        (p.paths.cost[next] == best_cost && decoded < unescaped(static_cast<uint8_t>(best)))) {
+      best = e;
+      best_cost = p.paths.cost[next];
+    }
+  }
+  return best;
+}
+
 Feed JsonGrammar::feed_number(JsonStack& stack, uint8_t c, bool open_bottom,
                               bool& reprocess) const {
   JsonFrame& f = stack.back();
@@ -277,25 +384,45 @@ Feed JsonGrammar::feed_number(JsonStack& stack, uint8_t c, bool open_bottom,
     f.pos = pos;
     return Feed::kAccepted;
   };
+  // Bounded integers: a digit only where the range can still be reached, an end only inside it.
+  const SchemaNode* bounded = f.node != 0 ? &schema_.nodes[f.node] : nullptr;
+  auto digit = [&](uint8_t sub, uint16_t digits) {
+    if (bounded != nullptr) {
+      const uint64_t magnitude = sub == kNumZero ? 0 : f.candidates * 10 + (c - '0');
+      if (!integer_feasible(*bounded, f.current == 1, magnitude, digits)) return Feed::kRejected;
+      f.candidates = magnitude;
+    }
+    return to(sub, sub == kNumZero ? 0 : digits);
+  };
   // Fraction, exponent, or the end of the number (the byte then belongs to the parent).
   auto after_digits = [&](bool fraction_allowed) {
     if (!integer && fraction_allowed && c == '.') return to(kNumDot, 0);
     if (!integer && (c == 'e' || c == 'E')) return to(kNumExp, 0);
+    if (!in_range(f)) return Feed::kRejected;
     reprocess = true;
     return finish(stack, open_bottom);
   };
   switch (f.sub) {
     case kNumStart:
-      if (c == '-') return to(kNumMinus, 0);
+      if (c == '-') {
+        if (bounded != nullptr) {
+          if (!integer_feasible(*bounded, true, 0, 0)) return Feed::kRejected;
+          f.current = 1;
+        }
+        return to(kNumMinus, 0);
+      }
       [[fallthrough]];
     case kNumMinus:
-      if (c == '0') return to(kNumZero, 0);
-      if (is_digit(c)) return to(kNumInt, 1);
+      if (c == '0') return digit(kNumZero, 1);
+      if (is_digit(c)) return digit(kNumInt, 1);
       return Feed::kRejected;
     case kNumZero:
       return after_digits(true);
     case kNumInt:
-      if (is_digit(c) && f.pos < kMaxIntegerDigits) return to(kNumInt, f.pos + 1);
+      if (is_digit(c) && f.pos < kMaxIntegerDigits) {
+        const Feed fed = digit(kNumInt, f.pos + 1);
+        if (fed == Feed::kAccepted || bounded == nullptr) return fed;
+      }
       return after_digits(true);
     case kNumDot:
       if (is_digit(c)) return to(kNumFrac, 1);
@@ -315,6 +442,97 @@ Feed JsonGrammar::feed_number(JsonStack& stack, uint8_t c, bool open_bottom,
       return finish(stack, open_bottom);
   }
   return Feed::kRejected;
+}
+
+bool JsonGrammar::integer_feasible(const SchemaNode& node, bool negative, uint64_t magnitude,
+                                   uint16_t digits) const {
+  // The values digits can still make: the magnitude itself, then each longer one it starts
+  // (none after a leading 0). After a bare '-': any magnitude.
+  const auto lo = node.minimum;
+  const auto hi = node.maximum;
+  auto meets = [&](uint64_t first, uint64_t last) {  // magnitudes [first, last]
+    const auto a = static_cast<int64_t>(first);
+    const auto b = static_cast<int64_t>(last);
+    return negative ? (-a >= lo && -b <= hi) : (b >= lo && a <= hi);
+  };
+  if (digits == 0) return meets(0, power10(kMaxIntegerDigits) - 1);
+  if (magnitude == 0) return meets(0, 0);
+  for (int extra = 0; digits + extra <= kMaxIntegerDigits; ++extra) {
+    const uint64_t scale = power10(extra);
+    if (meets(magnitude * scale, (magnitude + 1) * scale - 1)) return true;
+  }
+  return false;
+}
+
+bool JsonGrammar::in_range(const JsonFrame& f) const {
+  if (f.node == 0 || f.kind != kNumber) return true;
+  const SchemaNode& node = schema_.nodes[f.node];
+  const auto value = static_cast<int64_t>(f.candidates) * (f.current == 1 ? -1 : 1);
+  return value >= node.minimum && value <= node.maximum;
+}
+
+// The fewest digits that bring a bounded integer into its range (the range's member nearest
+// zero among the numbers the digits so far start).
+template <class Out>
+void JsonGrammar::complete_integer(const JsonFrame& f, Out& out) const {
+  const SchemaNode& node = schema_.nodes[f.node];
+  const bool negative = f.current == 1;
+  if (f.sub == kNumStart || f.sub == kNumMinus) {  // no digit yet
+    const uint64_t magnitude = negative ? (node.maximum >= 0 ? 0 : -node.maximum)
+                                        : (node.minimum <= 0 ? 0 : node.minimum);
+    out.add(std::to_string(magnitude));
+    return;
+  }
+  if (in_range(f)) return;
+  const uint64_t magnitude = f.candidates;
+  for (int extra = 1; f.pos + extra <= kMaxIntegerDigits; ++extra) {
+    const uint64_t scale = power10(extra);
+    const uint64_t first = magnitude * scale;
+    const uint64_t last = (magnitude + 1) * scale - 1;
+    // Nearest zero: the smallest magnitude in range.
+    const int64_t floor_magnitude = negative ? -node.maximum : node.minimum;
+    const uint64_t target =
+        floor_magnitude > static_cast<int64_t>(first) ? static_cast<uint64_t>(floor_magnitude)
+                                                      : first;
+    if (target <= last && (negative ? -static_cast<int64_t>(target) >= node.minimum
+                                    : static_cast<int64_t>(target) <= node.maximum)) {
+      const std::string text = std::to_string(target);
+      out.add(std::string_view(text).substr(text.size() - extra));
+      return;
+    }
+  }
+}
+
+JsonFrame JsonGrammar::cache_key(const JsonFrame& frame, size_t horizon) const {
+  if (frame.kind != kString || frame.node == 0) return frame;
+  const SchemaNode& node = schema_.nodes[frame.node];
+  if (node.pattern != 0) {  // far from maxLength: the unbounded pattern's state (json_schema.h)
+    const StringPattern& p = pattern_of(node);
+    const auto state = static_cast<uint16_t>(frame.candidates);
+    if (p.max_length != UINT32_MAX) {  // counted maxLength: only the distance to it matters
+      JsonFrame key = frame;
+      if (uint64_t{frame.current} + p.far_margin + horizon <= p.max_length) key.current = 0;
+      return key;
+    }
+    if (p.far_node == 0 || frame.sub == kStrOpen || p.length[state] < node.min_length ||
+        uint64_t{p.length[state]} + p.far_margin + horizon > node.max_length) {
+      return frame;
+    }
+    JsonFrame key = frame;
+    key.node = p.far_node;
+    key.candidates = p.base_state[state];
+    return key;
+  }
+  const uint64_t n = frame.current;
+  JsonFrame key = frame;
+  // Within `horizon` bytes at most `horizon` code points come: only the distance to each bound
+  // up to that matters.
+  if (node.min_length >= n + horizon) {
+    key.current = 0;
+  } else if (n >= node.min_length && node.max_length >= n + horizon) {
+    key.current = node.min_length;
+  }
+  return key;
 }
 
 // Literals (enum/const values, true/false/null) are matched byte by byte against the
@@ -486,6 +704,9 @@ Feed JsonGrammar::feed(JsonStack& stack, uint8_t c, bool open_bottom) const {
         result = feed_array(stack, c, open_bottom);
         reprocess = pushed_value(stack, result);
         break;
+      case kText:
+        result = feed_text(stack, c);
+        break;
     }
     if (result != Feed::kAccepted || !reprocess) return result;
   }
@@ -520,9 +741,13 @@ template <class Out>
 void JsonGrammar::complete_frame(const JsonFrame& f, bool top, Out& out) const {
   switch (f.kind) {
     case kValue:
-      out.add(minimal_values_[f.node]);
+      out.add(minimal_value(f.node));
       return;
     case kString:
+      if (f.node != 0 && schema_.nodes[f.node].pattern != 0) {
+        complete_pattern_string(f, out);
+        return;
+      }
       switch (f.sub) {
         case kStrOpen:
           out.add('"');
@@ -540,10 +765,17 @@ void JsonGrammar::complete_frame(const JsonFrame& f, bool top, Out& out) const {
         default:
           break;
       }
+      if (f.node != 0) {  // pad to minLength (a character begun above is counted)
+        for (uint32_t n = f.current; n < schema_.nodes[f.node].min_length; ++n) out.add('a');
+      }
       out.add('"');
       return;
     case kNumber:
-      if (!number_accepting(f.sub)) out.add('0');  // after '-', '.', 'e' or the sign
+      if (f.node != 0) {
+        complete_integer(f, out);
+      } else if (!number_accepting(f.sub)) {
+        out.add('0');  // after '-', '.', 'e' or the sign
+      }
       return;
     case kLiteral: {
       if (literal_complete(f)) return;
@@ -562,7 +794,42 @@ void JsonGrammar::complete_frame(const JsonFrame& f, bool top, Out& out) const {
     case kArray:
       complete_array(f, top, out);
       return;
+    case kText: {
+      const StringPattern& p = pattern_of(schema_.nodes[f.node]);
+      auto state = static_cast<uint16_t>(f.candidates);
+      if constexpr (std::is_same_v<Out, CountBytes>) {
+        out.size += p.paths.cost[state];
+      } else {
+        for (; !p.dfa.accepting[state]; state = p.dfa.step(state, p.paths.first_byte[state])) {
+          out.add(static_cast<char>(p.paths.first_byte[state]));
+        }
+      }
+      return;
+    }
   }
+}
+
+template <class Out>
+void JsonGrammar::complete_pattern_string(const JsonFrame& f, Out& out) const {
+  const StringPattern& p = pattern_of(schema_.nodes[f.node]);
+  auto state = static_cast<uint16_t>(f.candidates);
+  if (f.sub == kStrOpen) {
+    out.add('"');
+  } else if (f.sub == kStrEscape) {
+    const int e = cheapest_escape(p, state, f.current);
+    out.add(static_cast<char>(e));
+    state = p.dfa.step(state, static_cast<uint8_t>(unescaped(static_cast<uint8_t>(e))));
+  }
+  if constexpr (std::is_same_v<Out, CountBytes>) {
+    out.size += p.paths.cost[state];
+  } else {
+    while (!p.dfa.accepting[state]) {
+      const uint8_t c = p.paths.first_byte[state];
+      add_escaped(c, out);
+      state = p.dfa.step(state, c);
+    }
+  }
+  out.add('"');
 }
 
 template <class Out>
@@ -574,7 +841,7 @@ void JsonGrammar::close_object(const SchemaNode& node, uint32_t from, bool first
     first = false;
     out.add(property.key);
     out.add(':');
-    out.add(minimal_values_[property.node]);
+    out.add(minimal_value(property.node));
   }
   out.add('}');
 }
@@ -588,7 +855,7 @@ uint32_t JsonGrammar::shortest_key_choice(const SchemaNode& node, uint64_t keys,
     CountBytes rest;
     close_object(node, i + 1, /*first=*/false, rest);
     const size_t size = node.properties[i].key.size() - pos + 1 +
-                        minimal_values_[node.properties[i].node].size() + rest.size;
+                        minimal_value(node.properties[i].node).size() + rest.size;
     if (size < best_size) {
       best_size = size;
       best = i;
@@ -608,7 +875,7 @@ void JsonGrammar::complete_object(const JsonFrame& f, bool top, Out& out) const 
     const uint32_t i = shortest_key_choice(node, keys, pos);
     out.add(std::string_view(node.properties[i].key).substr(pos));
     out.add(':');
-    out.add(minimal_values_[node.properties[i].node]);
+    out.add(minimal_value(node.properties[i].node));
     close_object(node, i + 1, /*first=*/false, out);
   };
   switch (f.sub) {
@@ -626,7 +893,7 @@ void JsonGrammar::complete_object(const JsonFrame& f, bool top, Out& out) const 
       [[fallthrough]];
     case kObjAfterColon:
     case kObjAfterColonSpace:
-      out.add(minimal_values_[node.properties[f.current].node]);
+      out.add(minimal_value(node.properties[f.current].node));
       [[fallthrough]];
     case kObjValueDone:
       close_object(node, f.count, /*first=*/false, out);
@@ -641,7 +908,7 @@ void JsonGrammar::complete_object(const JsonFrame& f, bool top, Out& out) const 
 template <class Out>
 void JsonGrammar::complete_array(const JsonFrame& f, bool top, Out& out) const {
   const SchemaNode& node = schema_.nodes[f.node];
-  const std::string& item = minimal_values_[node.items];
+  const std::string& item = minimal_value(node.items);
   uint32_t items = f.count;
   if (!top) {
     ++items;  // the open item above finishes first

@@ -1,10 +1,15 @@
 #include "rne/runner/json_schema.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <map>
 #include <set>
 
 #include "rne/json/json.h"
+#include "rne/runner/json_grammar.h"
 
 namespace rne::runner {
 
@@ -12,34 +17,53 @@ namespace json = rne::json;
 
 namespace {
 
+constexpr size_t kUnknown = SIZE_MAX;         // no finite shortest value (yet)
+constexpr int64_t kMaxInteger = 999999999999999;  // 15 digits: what the grammar writes
+
 Error invalid(const std::string& pointer, const std::string& what) {
   return Error{ErrorCode::kInvalidArgument,
                "JSON schema at '" + (pointer.empty() ? std::string("#") : "#" + pointer) +
                    "': " + what};
 }
 
-// Compact JSON text of a value: the exact text an enum/const value is generated as.
-void write_compact(const json::Value& value, std::string& out) {
+// The shortest decimal text that reads back as `x` (what a JSON parser gets back).
+std::string number_text(double x) {
+  char text[32];
+  if (std::floor(x) == x && std::fabs(x) < 1e15) {
+    std::snprintf(text, sizeof(text), "%lld", static_cast<long long>(x));
+    return text;
+  }
+  for (int digits = 15; digits <= 17; ++digits) {
+    std::snprintf(text, sizeof(text), "%.*g", digits, x);
+    if (std::strtod(text, nullptr) == x) break;
+  }
+  return text;
+}
+
+// Compact JSON text of a value: the exact text an enum/const value is generated as. Numbers a
+// double cannot hold (1e400, integers beyond 2^53) would be written as a different value (or
+// as "inf", not JSON at all): refused.
+Result<void> write_compact(const json::Value& value, std::string& out,
+                           const std::string& pointer) {
   if (value.is_null()) {
     out += "null";
   } else if (value.is_bool()) {
     out += value.as_bool() ? "true" : "false";
   } else if (value.is_number()) {
     const double x = value.as_number();
-    char text[32];
-    if (std::floor(x) == x && std::fabs(x) < 1e15) {
-      std::snprintf(text, sizeof(text), "%lld", static_cast<long long>(x));
-    } else {
-      std::snprintf(text, sizeof(text), "%.17g", x);
+    if (!std::isfinite(x) || (std::floor(x) == x && std::fabs(x) >= 9007199254740992.0)) {
+      return invalid(pointer, "the number is not exactly representable (finite numbers, "
+                              "integers below 2^53 in magnitude); write it as a string");
     }
-    out += text;
+    out += number_text(x);
   } else if (value.is_string()) {
     json::write_string(value.as_string(), out);
   } else if (value.is_array()) {
     out += '[';
     for (size_t i = 0; i < value.as_array().size(); ++i) {
       if (i > 0) out += ',';
-      write_compact(value.as_array()[i], out);
+      auto done = write_compact(value.as_array()[i], out, pointer);
+      if (!done.ok()) return done;
     }
     out += ']';
   } else {
@@ -50,10 +74,12 @@ void write_compact(const json::Value& value, std::string& out) {
       first = false;
       json::write_string(key, out);
       out += ':';
-      write_compact(member, out);
+      auto done = write_compact(member, out, pointer);
+      if (!done.ok()) return done;
     }
     out += '}';
   }
+  return {};
 }
 
 uint8_t type_bit(const json::Value& value) {
@@ -81,53 +107,280 @@ Result<uint8_t> parse_type_name(const json::Value& name, const std::string& poin
                               "' (use string, number, integer, boolean, null, object or array)");
 }
 
-Result<uint32_t> parse_count(const json::Value& value, const std::string& pointer) {
-  if (!value.is_integer() || value.as_integer() < 0 || value.as_integer() > UINT32_MAX) {
+Result<uint32_t> parse_count(const json::Value& value, const std::string& pointer,
+                             uint32_t limit, const char* limit_name) {
+  if (!value.is_number() || value.as_number() < 0 ||
+      std::floor(value.as_number()) != value.as_number()) {
     return invalid(pointer, "must be a non-negative integer");
   }
-  return static_cast<uint32_t>(value.as_integer());
+  if (value.as_number() > limit) {
+    return invalid(pointer, "is larger than the supported " + std::to_string(limit) + " (" +
+                                limit_name + ")");
+  }
+  return static_cast<uint32_t>(value.as_number());
 }
 
 bool is_annotation(const std::string& key) {
   static const std::set<std::string> kAnnotations = {
-      "title",   "description", "default",    "examples", "$schema",
-      "$id",     "$comment",    "deprecated", "readOnly", "writeOnly"};
-  return kAnnotations.count(key) > 0;
+      "title",   "description", "default",    "examples", "$schema",     "$id",
+      "$comment", "deprecated", "readOnly",   "writeOnly", "$defs",      "definitions"};
+  // x-* are vendor extensions (OpenAPI); validators ignore unknown keywords.
+  return kAnnotations.count(key) > 0 || key.rfind("x-", 0) == 0;
+}
+
+// The first bytes a value can start with, as classes: one bit per JSON type's opening byte(s).
+enum FirstByte : uint8_t {
+  kFirstString = 1, kFirstNumber = 2, kFirstBoolean = 4, kFirstNull = 8, kFirstObject = 16,
+  kFirstArray = 32
+};
+
+uint8_t first_bytes_of_types(uint8_t types) {
+  uint8_t classes = 0;
+  if (types & kJsonString) classes |= kFirstString;
+  if (types & (kJsonNumber | kJsonInteger)) classes |= kFirstNumber;
+  if (types & kJsonBoolean) classes |= kFirstBoolean;
+  if (types & kJsonNull) classes |= kFirstNull;
+  if (types & kJsonObject) classes |= kFirstObject;
+  if (types & kJsonArray) classes |= kFirstArray;
+  return classes;
+}
+
+uint8_t types_of_first_bytes(uint8_t classes) {
+  uint8_t types = 0;
+  if (classes & kFirstString) types |= kJsonString;
+  if (classes & kFirstNumber) types |= kJsonNumber | kJsonInteger;
+  if (classes & kFirstBoolean) types |= kJsonBoolean;
+  if (classes & kFirstNull) types |= kJsonNull;
+  if (classes & kFirstObject) types |= kJsonObject;
+  if (classes & kFirstArray) types |= kJsonArray;
+  return types;
+}
+
+const char* first_byte_name(uint8_t cls) {
+  switch (cls) {
+    case kFirstString: return "strings";
+    case kFirstNumber: return "numbers";
+    case kFirstBoolean: return "booleans";
+    case kFirstNull: return "null";
+    case kFirstObject: return "objects";
+    default: return "arrays";
+  }
+}
+
+size_t code_points(const std::string& utf8) {
+  size_t n = 0;
+  for (unsigned char c : utf8) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+// A JSON pointer's tokens ("/a~1b/0" -> "a/b", "0").
+std::vector<std::string> pointer_tokens(const std::string& pointer) {
+  std::vector<std::string> tokens;
+  size_t at = 0;
+  while (at < pointer.size()) {
+    const size_t next = pointer.find('/', at + 1);
+    std::string token = pointer.substr(at + 1, next == std::string::npos ? std::string::npos
+                                                                          : next - at - 1);
+    std::string unescaped;
+    for (size_t i = 0; i < token.size(); ++i) {
+      if (token[i] == '~' && i + 1 < token.size() && (token[i + 1] == '0' || token[i + 1] == '1')) {
+        unescaped += token[i + 1] == '0' ? '~' : '/';
+        ++i;
+      } else {
+        unescaped += token[i];
+      }
+    }
+    tokens.push_back(std::move(unescaped));
+    at = next == std::string::npos ? pointer.size() : next;
+  }
+  return tokens;
+}
+
+json::Value object_without(const json::Value& value, std::initializer_list<const char*> keys) {
+  json::Object rest;
+  for (const auto& member : value.as_object()) {
+    if (std::find_if(keys.begin(), keys.end(), [&](const char* k) { return member.first == k; }) ==
+        keys.end()) {
+      rest.push_back(member);
+    }
+  }
+  return json::Value(std::move(rest));
+}
+
+bool only_annotations(const json::Value& object) {
+  for (const auto& member : object.as_object()) {
+    if (!is_annotation(member.first)) return false;
+  }
+  return true;
+}
+
+// format -> a regex of a strict subset of what the format's RFC allows (json_schema.h).
+const char* format_regex(const std::string& format) {
+  // Dates: days valid for their month (Feb 29 left out, so no leap-year arithmetic).
+#define RNE_DATE                                                                             \
+  "[1-9]\\d{3}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\\d|30)|" \
+  "02-(?:0[1-9]|1\\d|2[0-8]))"
+#define RNE_TIME \
+  "(?:[01]\\d|2[0-3]):[0-5]\\d:[0-5]\\d(?:\\.\\d{1,6})?(?:Z|[+-](?:[01]\\d|2[0-3]):[0-5]\\d)"
+#define RNE_LABEL "[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+#define RNE_PCHAR "(?:[A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2})"
+#define RNE_QCHAR "(?:[A-Za-z0-9._~!$&'()*+,;=:@/?-]|%[0-9A-Fa-f]{2})"
+#define RNE_OCTET "(?:25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)"
+#define RNE_SHORT_LABEL "[A-Za-z0-9](?:[A-Za-z0-9-]{0,18}[A-Za-z0-9])?"
+  static const std::pair<const char*, const char*> kFormats[] = {
+      {"date", "^" RNE_DATE "$"},
+      {"time", "^" RNE_TIME "$"},
+      {"date-time", "^" RNE_DATE "T" RNE_TIME "$"},
+      {"uuid", "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"},
+      {"email", "^[A-Za-z0-9_+-]+(?:\\.[A-Za-z0-9_+-]+)*@" RNE_LABEL "(?:\\." RNE_LABEL ")+$"},
+      {"uri", "^[A-Za-z][A-Za-z0-9+.-]*://" RNE_LABEL "(?:\\." RNE_LABEL ")*(?::\\d{1,5})?(?:/" RNE_PCHAR
+              "*)*(?:\\?" RNE_QCHAR "*)?(?:#" RNE_QCHAR "*)?$"},
+      {"ipv4", "^" RNE_OCTET "(?:\\." RNE_OCTET "){3}$"},
+      {"ipv6", "^[0-9a-f]{1,4}(?::[0-9a-f]{1,4}){7}$"},
+      // At most 12 labels of at most 20 characters: within the 253 bytes a name may have.
+      {"hostname", "^" RNE_SHORT_LABEL "(?:\\." RNE_SHORT_LABEL "){0,11}$"},
+  };
+#undef RNE_DATE
+#undef RNE_TIME
+#undef RNE_LABEL
+#undef RNE_PCHAR
+#undef RNE_QCHAR
+#undef RNE_OCTET
+#undef RNE_SHORT_LABEL
+  for (const auto& [name, regex] : kFormats) {
+    if (format == name) return regex;
+  }
+  return nullptr;
+}
+
+// What writing each character inside a JSON string costs in bytes: 2 for the escaped ones, 0
+// for control characters that only \u can write (not generated, see json_schema.h).
+const std::array<uint8_t, 256>& json_string_costs() {
+  static const std::array<uint8_t, 256> costs = [] {
+    std::array<uint8_t, 256> c{};
+    for (int b = 0x20; b < 256; ++b) c[b] = 1;
+    c['"'] = c['\\'] = 2;
+    for (char e : {'\b', '\f', '\n', '\r', '\t'}) c[static_cast<uint8_t>(e)] = 2;
+    return c;
+  }();
+  return costs;
+}
+
+// The shortest string a pattern accepts, as a JSON string literal.
+std::string shortest_pattern_string(const StringPattern& p) {
+  std::string text = "\"";
+  for (uint16_t s = p.dfa.start; !p.dfa.accepting[s];) {
+    const uint8_t c = p.paths.first_byte[s];
+    // The escapes the grammar takes (json::write_string writes \b and \f as \u00XX).
+    const char* escaped = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\b' ? "\\b"
+                          : c == '\f' ? "\\f" : c == '\n' ? "\\n" : c == '\r' ? "\\r"
+                          : c == '\t' ? "\\t" : nullptr;
+    if (escaped != nullptr) {
+      text += escaped;
+    } else {
+      text += static_cast<char>(c);
+    }
+    s = p.dfa.step(s, c);
+  }
+  return text + "\"";
+}
+
+std::string compact(const json::Value& value) {
+  std::string text;
+  (void)write_compact(value, text, "");
+  return text;
 }
 
 class Compiler {
  public:
-  Compiler() {
+  explicit Compiler(const json::Value& document) : document_(document) {
     schema_.nodes.resize(2);
+    pointers_.resize(2);
+    filled_.assign(2, true);
     schema_.boolean_node = 0;
     schema_.nodes[0].literals = {"true", "false"};
     schema_.null_node = 1;
     schema_.nodes[1].literals = {"null"};
   }
 
-  Result<std::shared_ptr<const JsonSchema>> run(const json::Value& root) {
-    auto node = compile(root, "");
+  Result<std::shared_ptr<const JsonSchema>> run() {
+    auto node = compile(document_, "");
     if (!node.ok()) return node.error();
     schema_.root = *node;
+    auto unions = resolve_unions();
+    if (!unions.ok()) return unions.error();
+    auto sized = compute_minimal_values();
+    if (!sized.ok()) return sized.error();
+    if (schema_.nodes[schema_.root].minimal_depth > kMaxSchemaNesting) {
+      return invalid("", "its shortest document nests deeper than " +
+                             std::to_string(kMaxSchemaNesting) + " values (kMaxSchemaNesting)");
+    }
     return std::make_shared<const JsonSchema>(std::move(schema_));
   }
 
  private:
-  uint32_t add_node() {
+  Result<uint32_t> add_node(const std::string& pointer) {
+    if (schema_.nodes.size() >= kMaxSchemaNodes) {
+      return invalid(pointer, "the schema compiles to more than " +
+                                  std::to_string(kMaxSchemaNodes) +
+                                  " subschemas (kMaxSchemaNodes); simplify its allOf/anyOf");
+    }
     schema_.nodes.emplace_back();
+    pointers_.push_back(pointer);
+    filled_.push_back(false);
     return static_cast<uint32_t>(schema_.nodes.size() - 1);
   }
 
   // The schema `true`: any value (arrays of any values).
   uint32_t any_node() {
     if (any_ == 0) {
-      any_ = add_node();
+      schema_.nodes.emplace_back();
+      pointers_.push_back("");
+      filled_.push_back(true);
+      any_ = static_cast<uint32_t>(schema_.nodes.size() - 1);
       schema_.nodes[any_].items = any_;
     }
     return any_;
   }
 
+  // RAII nesting counter: subschemas, $ref hops and allOf merges all count.
+  struct Nest {
+    explicit Nest(size_t& depth) : depth_(depth) { ++depth_; }
+    ~Nest() { --depth_; }
+    size_t& depth_;
+  };
+
+  Result<const json::Value*> resolve(const json::Value& ref, const std::string& at,
+                                     std::string& target) {
+    if (!ref.is_string() || ref.as_string().empty() || ref.as_string()[0] != '#') {
+      return invalid(at, "only references into this document are supported (\"#\", "
+                         "\"#/$defs/Name\", \"#/definitions/Name\"); inline the schema");
+    }
+    target = ref.as_string().substr(1);
+    const json::Value* value = &document_;
+    for (const std::string& token : pointer_tokens(target)) {
+      const json::Value* next = nullptr;
+      if (value->is_object()) {
+        next = value->find(token);
+      } else if (value->is_array() && !token.empty() &&
+                 token.find_first_not_of("0123456789") == std::string::npos &&
+                 token.size() < 10 && std::stoul(token) < value->as_array().size()) {
+        next = &value->as_array()[std::stoul(token)];
+      }
+      if (next == nullptr) {
+        return invalid(at, "the reference '" + ref.as_string() + "' points at nothing");
+      }
+      value = next;
+    }
+    return value;
+  }
+
   Result<uint32_t> compile(const json::Value& value, const std::string& pointer) {
+    Nest nest(depth_);
+    if (depth_ > kMaxSchemaNesting) {
+      return invalid(pointer, "schemas nest deeper than " + std::to_string(kMaxSchemaNesting) +
+                                  " levels (kMaxSchemaNesting), $ref and allOf included");
+    }
     if (value.is_bool()) {
       if (!value.as_bool()) return invalid(pointer, "the schema 'false' allows no value at all");
       return any_node();
@@ -136,19 +389,547 @@ class Compiler {
       return invalid(pointer, "a schema must be an object or a boolean, got " +
                                   std::string(value.type_name()));
     }
-    if (++depth_ > 64) return invalid(pointer, "schemas nest deeper than 64 levels");
-    const uint32_t id = add_node();
-    auto done = compile_keywords(value, pointer, id);
-    --depth_;
+    if (const json::Value* ref = value.find("$ref")) {
+      const json::Value rest = object_without(value, {"$ref"});
+      std::string target;
+      auto resolved = resolve(*ref, pointer + "/$ref", target);
+      if (!resolved.ok()) return resolved.error();
+      if (!only_annotations(rest)) {  // siblings apply too: merge them into the target
+        auto merged = merge(**resolved, rest, pointer);
+        if (!merged.ok()) return merged.error();
+        return compile(*merged, pointer);
+      }
+      auto known = refs_.find(target);
+      if (known != refs_.end()) return known->second;  // recursion lands here
+      auto id = add_node(target);
+      if (!id.ok()) return id.error();
+      refs_[target] = *id;
+      auto done = compile_into(**resolved, target, *id);
+      if (!done.ok()) return done.error();
+      return *id;
+    }
+    if (value.find("allOf") != nullptr) {
+      auto merged = merge_all_of(value, pointer);
+      if (!merged.ok()) return merged.error();
+      return compile(*merged, pointer);
+    }
+    auto id = add_node(pointer);
+    if (!id.ok()) return id.error();
+    auto done = fill(value, pointer, *id);
     if (!done.ok()) return done.error();
+    return *id;
+  }
+
+  // A schema object without $ref or allOf, into the allocated node `id`.
+  Result<void> fill(const json::Value& value, const std::string& pointer, uint32_t id) {
+    if (value.find("anyOf") != nullptr || value.find("oneOf") != nullptr) {
+      auto done = compile_union(value, pointer, id);
+      if (!done.ok()) return done.error();
+    } else {
+      auto done = compile_keywords(value, pointer, id);
+      if (!done.ok()) return done;
+    }
+    filled_[id] = true;
+    return {};
+  }
+
+  // Compiles a $ref target into the node `id` its referrers already hold.
+  Result<void> compile_into(const json::Value& value, const std::string& pointer, uint32_t id) {
+    if (value.is_object() && value.find("$ref") == nullptr && value.find("allOf") == nullptr) {
+      return fill(value, pointer, id);
+    }
+    auto compiled = compile(value, pointer);
+    if (!compiled.ok()) return compiled.error();
+    if (!filled_[*compiled]) {
+      return invalid(pointer, "a $ref cycle with no schema in it (it only refers to itself)");
+    }
+    if (*compiled != id) {  // an alias: copy (a node does not move once referenced)
+      SchemaNode copy = schema_.nodes[*compiled];
+      schema_.nodes[id] = std::move(copy);
+      auto pending = pending_.find(*compiled);
+      if (pending != pending_.end()) {
+        Pending alias = pending->second;
+        pending_[id] = std::move(alias);
+      }
+    }
+    filled_[id] = true;
+    return {};
+  }
+
+  // ---- allOf: merged into one schema ----
+
+  Result<json::Value> merge_all_of(const json::Value& value, const std::string& pointer) {
+    const json::Value& parts = *value.find("allOf");
+    if (!parts.is_array() || parts.as_array().empty()) {
+      return invalid(pointer + "/allOf", "allOf must be a non-empty array of schemas");
+    }
+    json::Value merged = object_without(value, {"allOf"});
+    for (size_t i = 0; i < parts.as_array().size(); ++i) {
+      auto next = merge(merged, parts.as_array()[i], pointer + "/allOf/" + std::to_string(i));
+      if (!next.ok()) return next.error();
+      merged = std::move(*next);
+    }
+    return merged;
+  }
+
+  // A schema without $ref or allOf at its top (resolved or merged), for merging.
+  Result<json::Value> flatten(const json::Value& value, const std::string& pointer) {
+    Nest nest(depth_);
+    if (depth_ > kMaxSchemaNesting) {
+      return invalid(pointer, "schemas nest deeper than " + std::to_string(kMaxSchemaNesting) +
+                                  " levels (kMaxSchemaNesting), $ref and allOf included");
+    }
+    if (value.is_bool()) {
+      if (!value.as_bool()) return invalid(pointer, "the schema 'false' allows no value at all");
+      return json::Value(json::Object{});
+    }
+    if (!value.is_object()) {
+      return invalid(pointer, "a schema must be an object or a boolean, got " +
+                                  std::string(value.type_name()));
+    }
+    if (const json::Value* ref = value.find("$ref")) {
+      std::string target;
+      auto resolved = resolve(*ref, pointer + "/$ref", target);
+      if (!resolved.ok()) return resolved.error();
+      return merge(**resolved, object_without(value, {"$ref"}), pointer);
+    }
+    if (value.find("allOf") != nullptr) return merge_all_of(value, pointer);
+    return value;
+  }
+
+  // allOf of `a` and `b` as one schema. Keywords in one of them are kept; in both, combined
+  // where JSON Schema's meaning allows (intersection of the values each accepts), else refused.
+  Result<json::Value> merge(const json::Value& a_in, const json::Value& b_in,
+                            const std::string& pointer) {
+    auto a_flat = flatten(a_in, pointer);
+    if (!a_flat.ok()) return a_flat.error();
+    auto b_flat = flatten(b_in, pointer);
+    if (!b_flat.ok()) return b_flat.error();
+    const json::Value& a = *a_flat;
+    const json::Value& b = *b_flat;
+    json::Object out = a.as_object();
+    auto set = [&](const std::string& key, json::Value v) {
+      for (auto& member : out) {
+        if (member.first == key) {
+          member.second = std::move(v);
+          return;
+        }
+      }
+      out.emplace_back(key, std::move(v));
+    };
+    for (const auto& [key, theirs] : b.as_object()) {
+      const json::Value* ours = a.find(key);
+      const std::string at = pointer + "/" + key;
+      if (ours == nullptr) {
+        set(key, theirs);
+        continue;
+      }
+      if (is_annotation(key) || compact(*ours) == compact(theirs)) continue;
+      if (key == "type") {
+        auto x = parse_types(*ours, at);
+        if (!x.ok()) return x.error();
+        auto y = parse_types(theirs, at);
+        if (!y.ok()) return y.error();
+        uint8_t both = *x & *y;
+        if ((*x & kJsonNumber) && (*y & kJsonInteger)) both |= kJsonInteger;
+        if ((*y & kJsonNumber) && (*x & kJsonInteger)) both |= kJsonInteger;
+        if (both == 0) return invalid(at, "allOf branches have no type in common");
+        json::Array names;
+        for (const auto& [name, bit] : {std::pair<const char*, uint8_t>{"string", kJsonString},
+                                        {"number", kJsonNumber}, {"integer", kJsonInteger},
+                                        {"boolean", kJsonBoolean}, {"null", kJsonNull},
+                                        {"object", kJsonObject}, {"array", kJsonArray}}) {
+          if ((both & bit) && !(bit == kJsonInteger && (both & kJsonNumber))) {
+            names.emplace_back(std::string(name));
+          }
+        }
+        set(key, json::Value(std::move(names)));
+      } else if (key == "required") {
+        if (!ours->is_array() || !theirs.is_array()) {
+          return invalid(at, "required must be an array of property names");
+        }
+        json::Array names = ours->as_array();
+        for (const auto& name : theirs.as_array()) {
+          bool seen = false;
+          for (const auto& n : names) seen = seen || compact(n) == compact(name);
+          if (!seen) names.push_back(name);
+        }
+        set(key, json::Value(std::move(names)));
+      } else if (key == "properties") {
+        if (!ours->is_object() || !theirs.is_object()) {
+          return invalid(at, "properties must be an object");
+        }
+        json::Object properties = ours->as_object();
+        for (const auto& [name, schema] : theirs.as_object()) {
+          bool found = false;
+          for (auto& [n, s] : properties) {
+            if (n == name) {
+              s = json::Value(json::Object{{"allOf", json::Value(json::Array{s, schema})}});
+              found = true;
+            }
+          }
+          if (!found) properties.emplace_back(name, schema);
+        }
+        set(key, json::Value(std::move(properties)));
+      } else if (key == "items" || key == "additionalProperties") {
+        set(key, json::Value(json::Object{{"allOf", json::Value(json::Array{*ours, theirs})}}));
+      } else if (key == "enum" || key == "const") {
+        const json::Array x = key == "enum" && ours->is_array() ? ours->as_array()
+                                                                : json::Array{*ours};
+        const json::Array y = key == "enum" && theirs.is_array() ? theirs.as_array()
+                                                                 : json::Array{theirs};
+        json::Array both;
+        for (const auto& v : x) {
+          for (const auto& w : y) {
+            if (compact(v) == compact(w)) both.push_back(v);
+          }
+        }
+        if (both.empty()) return invalid(at, "allOf branches allow no " + key + " value in common");
+        set(key, key == "enum" ? json::Value(std::move(both)) : both[0]);
+      } else if (key == "minItems" || key == "minLength" || key == "minimum" ||
+                 key == "maxItems" || key == "maxLength" || key == "maximum" ||
+                 ((key == "exclusiveMinimum" || key == "exclusiveMaximum") &&
+                  ours->is_number() && theirs.is_number())) {
+        if (!ours->is_number() || !theirs.is_number()) return invalid(at, "must be a number");
+        const bool lower = key.find("min") != std::string::npos ||
+                           key.find("Min") != std::string::npos;
+        const double x = ours->as_number();
+        const double y = theirs.as_number();
+        set(key, json::Value(lower ? std::max(x, y) : std::min(x, y)));
+      } else if (key == "anyOf" || key == "oneOf") {
+        // (A1|A2) & (B1|B2): every pair, each merged.
+        json::Array pairs;
+        if (!ours->is_array() || !theirs.is_array()) {
+          return invalid(at, key + " must be a non-empty array of schemas");
+        }
+        if (key == "oneOf") {
+          return invalid(at, "two allOf branches both have oneOf; merge them by hand");
+        }
+        for (const auto& x : ours->as_array()) {
+          for (const auto& y : theirs.as_array()) {
+            pairs.emplace_back(json::Object{{"allOf", json::Value(json::Array{x, y})}});
+          }
+        }
+        set(key, json::Value(std::move(pairs)));
+      } else {
+        return invalid(at, "allOf branches give different values for '" + key +
+                               "', which cannot be merged; merge them by hand");
+      }
+    }
+    // additionalProperties in one branch also judges the properties the other declares.
+    json::Value merged(std::move(out));
+    for (const json::Value* side : {&a, &b}) {
+      const json::Value* extra = side->find("additionalProperties");
+      if (extra == nullptr || (extra->is_bool() && extra->as_bool())) continue;
+      const json::Value* own = side->find("properties");
+      json::Object kept;
+      if (const json::Value* all = merged.find("properties")) {
+        for (const auto& [name, schema] : all->as_object()) {
+          if (own != nullptr && own->find(name) != nullptr) {
+            kept.emplace_back(name, schema);
+            continue;
+          }
+          bool required = false;
+          if (const json::Value* names = merged.find("required"); names && names->is_array()) {
+            for (const auto& n : names->as_array()) {
+              required = required || (n.is_string() && n.as_string() == name);
+            }
+          }
+          if (required) {
+            return invalid(pointer, "required property '" + name +
+                                        "' of one allOf branch is not allowed by another's "
+                                        "additionalProperties");
+          }
+          // Optional and judged by the other branch's additionalProperties: not generated.
+        }
+        merged.as_object().erase(
+            std::remove_if(merged.as_object().begin(), merged.as_object().end(),
+                           [](const json::Member& m) { return m.first == "properties"; }),
+            merged.as_object().end());
+        merged.as_object().emplace_back("properties", json::Value(std::move(kept)));
+      }
+    }
+    return merged;
+  }
+
+  // ---- anyOf / oneOf ----
+
+  Result<uint32_t> compile_union(const json::Value& value, const std::string& pointer,
+                                 uint32_t id) {
+    const bool one_of = value.find("oneOf") != nullptr;
+    if (one_of && value.find("anyOf") != nullptr) {
+      return invalid(pointer, "give either anyOf or oneOf, not both (wrap one in allOf)");
+    }
+    const char* keyword = one_of ? "oneOf" : "anyOf";
+    const json::Value& list = *value.find(keyword);
+    const std::string at = pointer + "/" + keyword;
+    if (!list.is_array() || list.as_array().empty()) {
+      return invalid(at, std::string(keyword) + " must be a non-empty array of schemas");
+    }
+    const json::Value rest = object_without(value, {"anyOf", "oneOf"});
+    const bool plain = only_annotations(rest);
+    // The alternatives are compiled now and combined once every node is (an alternative may be
+    // a $ref still being compiled: a recursive type).
+    Pending pending{one_of, at, {}};
+    for (size_t i = 0; i < list.as_array().size(); ++i) {
+      const std::string where = at + "/" + std::to_string(i);
+      const json::Value& member = list.as_array()[i];
+      auto alt = plain ? compile(member, where)
+                       : compile(json::Value(json::Object{
+                                     {"allOf", json::Value(json::Array{rest, member})}}),
+                                 where);
+      if (!alt.ok()) return alt.error();
+      pending.alternatives.emplace_back(*alt, where);
+    }
+    pending_[id] = std::move(pending);
     return id;
+  }
+
+  struct Pending {
+    bool one_of;
+    std::string at;
+    std::vector<std::pair<uint32_t, std::string>> alternatives;  // node, where
+  };
+
+  Result<void> resolve_unions() {
+    for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+      auto done = resolve_union(it->first);
+      if (!done.ok()) return done;
+    }
+    return {};
+  }
+
+  Result<void> resolve_union(uint32_t id) {
+    auto found = pending_.find(id);
+    if (found == pending_.end() || found->second.at.empty()) return {};  // not one, or resolved
+    if (resolving_.count(id)) {
+      return invalid(found->second.at, "an alternative is this union itself before any value "
+                                       "is written (left recursion); nest it in an object or "
+                                       "array");
+    }
+    resolving_.insert(id);
+    const Pending pending = found->second;
+    for (const auto& alt : pending.alternatives) {
+      auto done = resolve_union(alt.first);
+      if (!done.ok()) return done;
+    }
+    auto done = combine(id, pending.one_of, pending.at, pending.alternatives);
+    if (!done.ok()) return done;
+    resolving_.erase(id);
+    pending_[id].at.clear();
+    return {};
+  }
+
+  Result<void> combine(uint32_t id, bool one_of, const std::string& at,
+                       const std::vector<std::pair<uint32_t, std::string>>& listed) {
+    std::vector<std::pair<uint32_t, std::string>> alternatives;
+    for (const auto& [alt, where] : listed) {
+      if (!schema_.nodes[alt].alternatives.empty()) {
+        for (uint32_t inner : schema_.nodes[alt].alternatives) alternatives.emplace_back(inner, where);
+      } else {
+        alternatives.emplace_back(alt, where);
+      }
+    }
+    // Literal alternatives become one literal node; type alternatives claim first-byte classes.
+    std::vector<std::string> literals;
+    std::vector<uint8_t> literal_classes;
+    std::vector<std::string> literal_owner;
+    std::vector<std::string> dropped;  // oneOf: literals in two alternatives match both
+    std::vector<std::pair<uint32_t, uint8_t>> kept;  // type alternative, its classes
+    std::string owner[6];
+    auto class_index = [](uint8_t cls) { return __builtin_ctz(cls); };
+    int literal_slot = -1;
+    for (const auto& [alt, where] : alternatives) {
+      const SchemaNode& node = schema_.nodes[alt];
+      if (!node.literals.empty()) {
+        if (literal_slot < 0) {
+          literal_slot = static_cast<int>(kept.size());
+          kept.emplace_back(0, 0);
+        }
+        for (const std::string& literal : node.literals) {
+          auto seen = std::find(literals.begin(), literals.end(), literal);
+          if (seen != literals.end()) {
+            if (one_of) dropped.push_back(literal);
+            continue;
+          }
+          literals.push_back(literal);
+          literal_classes.push_back(first_byte_class(literal));
+          literal_owner.push_back(where);
+        }
+        continue;
+      }
+      kept.emplace_back(alt, first_bytes_of_types(node.types));
+      // Claim classes in order; a class already claimed goes to the first claimant.
+      uint8_t& classes = kept.back().second;
+      for (uint8_t cls = 1; cls <= kFirstArray; cls <<= 1) {
+        if (!(classes & cls)) continue;
+        std::string& first = owner[class_index(cls)];
+        if (first.empty()) {
+          first = where;
+        } else if (one_of) {
+          return invalid(where, std::string("overlaps '#") + first + "': both allow " +
+                                    first_byte_name(cls) +
+                                    "; oneOf alternatives must differ in type or be distinct "
+                                    "constants (use anyOf if either may match)");
+        } else {
+          classes &= ~cls;
+        }
+      }
+    }
+    // Literals whose type a type alternative also allows: oneOf refuses, anyOf keeps the type
+    // alternative unless the literals came first.
+    std::vector<std::string> final_literals;
+    for (size_t i = 0; i < literals.size(); ++i) {
+      if (std::find(dropped.begin(), dropped.end(), literals[i]) != dropped.end()) continue;
+      const std::string& first = owner[class_index(literal_classes[i])];
+      if (!first.empty()) {
+        if (one_of) {
+          return invalid(literal_owner[i], std::string("overlaps '#") + first +
+                                               "': a constant of a type that alternative also "
+                                               "allows; oneOf alternatives must not overlap");
+        }
+        continue;
+      }
+      final_literals.push_back(literals[i]);
+    }
+    if (final_literals.size() > kMaxEnumValues) {
+      return invalid(at, "more than " + std::to_string(kMaxEnumValues) +
+                             " enum/const values in one union are not supported "
+                             "(kMaxEnumValues)");
+    }
+    std::vector<uint32_t> result;
+    for (size_t slot = 0; slot < kept.size(); ++slot) {
+      if (static_cast<int>(slot) == literal_slot) {
+        if (final_literals.empty()) continue;
+        auto literal_node = add_node(at);
+        if (!literal_node.ok()) return literal_node.error();
+        schema_.nodes[*literal_node].literals = final_literals;
+        result.push_back(*literal_node);
+        continue;
+      }
+      auto [alt, classes] = kept[slot];
+      if (classes == 0) continue;  // anyOf: every type it allows came earlier
+      const uint8_t types = types_of_first_bytes(classes);
+      if ((first_bytes_of_types(schema_.nodes[alt].types) & ~classes) != 0) {
+        // Narrowed to the classes it kept: a copy, the original may be referenced elsewhere.
+        auto copy = add_node(at);
+        if (!copy.ok()) return copy.error();
+        SchemaNode narrowed = schema_.nodes[alt];
+        narrowed.types &= types;
+        schema_.nodes[*copy] = std::move(narrowed);
+        alt = *copy;
+      }
+      result.push_back(alt);
+    }
+    if (result.empty()) return invalid(at, "no alternative is left that can be generated");
+    if (result.size() == 1) {
+      SchemaNode only = schema_.nodes[result[0]];
+      schema_.nodes[id] = std::move(only);
+    } else {
+      SchemaNode& node = schema_.nodes[id];
+      node.alternatives = std::move(result);
+      node.types = 0;
+    }
+    return {};
+  }
+
+  static uint8_t first_byte_class(const std::string& literal) {
+    switch (literal[0]) {
+      case '"': return kFirstString;
+      case 't': case 'f': return kFirstBoolean;
+      case 'n': return kFirstNull;
+      case '{': return kFirstObject;
+      case '[': return kFirstArray;
+      default: return kFirstNumber;
+    }
+  }
+
+  // ---- one schema object ----
+
+  // patternProperties and propertyNames judge property names. Only declared properties are
+  // generated, so they are applied to those: a declared property whose name a
+  // patternProperties regex matches must also be valid against that schema (merged as allOf);
+  // one whose name propertyNames refuses is left out (an error if it is required).
+  // additionalProperties then judges nothing that is generated.
+  Result<json::Value> apply_name_rules(const json::Value& value, const std::string& pointer) {
+    json::Value out = object_without(value, {"patternProperties", "propertyNames"});
+    const json::Value* patterns = value.find("patternProperties");
+    if (patterns != nullptr && !patterns->is_object()) {
+      return invalid(pointer + "/patternProperties", "patternProperties must be an object");
+    }
+    std::vector<std::pair<RegexDfa, const json::Value*>> rules;
+    if (patterns != nullptr) {
+      for (const auto& [regex, schema] : patterns->as_object()) {
+        auto dfa = compile_regex({regex}, /*search=*/true);
+        if (!dfa.ok()) return invalid(pointer + "/patternProperties", dfa.error().message);
+        rules.emplace_back(std::move(*dfa), &schema);
+      }
+    }
+    std::shared_ptr<const JsonSchema> names;  // null: every name is allowed
+    bool no_names = false;                    // propertyNames: false
+    if (const json::Value* rule = value.find("propertyNames")) {
+      if (rule->is_bool()) {
+        no_names = !rule->as_bool();
+      } else {
+        auto compiled = compile_json_schema(compact(*rule));
+        if (!compiled.ok()) return invalid(pointer + "/propertyNames", compiled.error().message);
+        names = *compiled;
+      }
+    }
+    const json::Value* properties = value.find("properties");
+    if (properties == nullptr || !properties->is_object()) return out;
+    auto required = [&](const std::string& name) {
+      const json::Value* list = value.find("required");
+      if (list == nullptr || !list->is_array()) return false;
+      for (const auto& n : list->as_array()) {
+        if (n.is_string() && n.as_string() == name) return true;
+      }
+      return false;
+    };
+    json::Object kept;
+    for (const auto& [name, schema] : properties->as_object()) {
+      bool allowed = !no_names;
+      if (allowed && names != nullptr) {
+        std::string literal;
+        json::write_string(name, literal);
+        allowed = JsonGrammar(*names).matches(literal);
+      }
+      if (!allowed) {
+        if (required(name)) {
+          return invalid(pointer + "/propertyNames",
+                         "the required property '" + name + "' does not satisfy propertyNames");
+        }
+        continue;  // optional: never generated
+      }
+      json::Array parts = {schema};
+      for (const auto& [dfa, rule_schema] : rules) {
+        if (dfa.matches(name)) parts.push_back(*rule_schema);
+      }
+      kept.emplace_back(name, parts.size() == 1
+                                  ? schema
+                                  : json::Value(json::Object{{"allOf", json::Value(parts)}}));
+    }
+    for (auto& member : out.as_object()) {
+      if (member.first == "properties") member.second = json::Value(std::move(kept));
+    }
+    return out;
   }
 
   Result<void> compile_keywords(const json::Value& value, const std::string& pointer,
                                 uint32_t id) {
+    if (value.find("patternProperties") != nullptr || value.find("propertyNames") != nullptr) {
+      auto rewritten = apply_name_rules(value, pointer);
+      if (!rewritten.ok()) return rewritten.error();
+      return compile_keywords(*rewritten, pointer, id);
+    }
     SchemaNode node;
     node.items = 0;  // 0 is the boolean node, never an items schema: "not given"
-    std::vector<uint8_t> literal_types;  // JSON type of each enum/const value
+    std::vector<json::Value> literal_values;
+    Bounds exact_min, exact_max;  // as written, for checking enum values
+    double minimum = -INFINITY, maximum = INFINITY;
+    bool has_range = false;
+    std::vector<std::string> regexes;  // pattern and format: all must match
+    std::string regex_at;
     for (const auto& [key, member] : value.as_object()) {
       const std::string at = pointer + "/" + key;
       if (is_annotation(key) || key == "additionalProperties") continue;
@@ -156,34 +937,41 @@ class Compiler {
         auto types = parse_types(member, at);
         if (!types.ok()) return types.error();
         node.types = *types;
+      } else if (key == "nullable") {
+        // OpenAPI's "null allowed too"; JSON Schema ignores it. Values of the other types
+        // validate under both readings, so null is not generated (use a type list for it).
+        if (!member.is_bool()) return invalid(at, "nullable must be true or false");
       } else if (key == "enum" || key == "const") {
         if (key == "enum" && (!member.is_array() || member.as_array().empty())) {
           return invalid(at, "enum must be a non-empty array");
         }
-        if (!node.literals.empty()) return invalid(at, "give either enum or const, not both");
-        const json::Array values =
-            key == "enum" ? member.as_array() : json::Array{member};
-        for (const json::Value& v : values) {
-          std::string text;
-          write_compact(v, text);
-          node.literals.push_back(std::move(text));
-          literal_types.push_back(type_bit(v));
-        }
-        if (node.literals.size() > kMaxEnumValues) {
+        if (!literal_values.empty()) return invalid(at, "give either enum or const, not both");
+        literal_values = key == "enum" ? member.as_array() : json::Array{member};
+        if (literal_values.size() > kMaxEnumValues) {
           return invalid(at, "more than " + std::to_string(kMaxEnumValues) +
-                                 " enum values are not supported");
+                                 " enum values are not supported (kMaxEnumValues)");
+        }
+        for (size_t i = 0; i < literal_values.size(); ++i) {
+          std::string text;
+          auto written = write_compact(literal_values[i], text,
+                                       key == "enum" ? at + "/" + std::to_string(i) : at);
+          if (!written.ok()) return written.error();
+          node.literals.push_back(std::move(text));
         }
       } else if (key == "properties") {
         if (!member.is_object()) return invalid(at, "properties must be an object");
         if (member.as_object().size() > kMaxProperties) {
           return invalid(at, "more than " + std::to_string(kMaxProperties) +
-                                 " properties in one object are not supported");
+                                 " properties in one object are not supported (kMaxProperties)");
         }
         for (const auto& [name, sub] : member.as_object()) {
-          auto child = compile(sub, at + "/" + name);
-          if (!child.ok()) return child.error();
           std::string literal;
           json::write_string(name, literal);
+          for (const SchemaProperty& p : node.properties) {
+            if (p.key == literal) return invalid(at, "property '" + name + "' is declared twice");
+          }
+          auto child = compile(sub, at + "/" + name);
+          if (!child.ok()) return child.error();
           node.properties.push_back({literal, *child, false});
         }
       } else if (key == "items") {
@@ -194,14 +982,59 @@ class Compiler {
         if (!child.ok()) return child.error();
         node.items = *child;
       } else if (key == "minItems" || key == "maxItems") {
-        auto count = parse_count(member, at);
+        auto count = key == "minItems" ? parse_count(member, at, kMaxMinItems, "kMaxMinItems")
+                                       : parse_count(member, at, UINT32_MAX, "2^32 - 1");
         if (!count.ok()) return count.error();
         (key == "minItems" ? node.min_items : node.max_items) = *count;
+      } else if (key == "minLength" || key == "maxLength") {
+        auto count = key == "minLength" ? parse_count(member, at, kMaxMinLength, "kMaxMinLength")
+                                        : parse_count(member, at, UINT32_MAX, "2^32 - 1");
+        if (!count.ok()) return count.error();
+        (key == "minLength" ? node.min_length : node.max_length) = *count;
+      } else if (key == "pattern" || key == "format") {
+        if (!member.is_string()) return invalid(at, key + " must be a string");
+        const char* regex = key == "pattern" ? member.as_string().c_str()
+                                             : format_regex(member.as_string());
+        if (regex == nullptr) {
+          return invalid(at, "format '" + member.as_string() +
+                                 "' is not supported by constrained generation (supported: "
+                                 "date, time, date-time, uuid, email, uri, ipv4, ipv6, "
+                                 "hostname); remove it, use a pattern, or check it after "
+                                 "generation");
+        }
+        regexes.emplace_back(regex);
+        regex_at = regex_at.empty() ? at : pointer;
+      } else if (key == "minimum" || key == "maximum" || key == "exclusiveMinimum" ||
+                 key == "exclusiveMaximum") {
+        if (member.is_bool()) continue;  // draft 4's flag form: read with minimum/maximum below
+        if (!member.is_number()) return invalid(at, key + " must be a number");
+        const double x = member.as_number();
+        const bool exclusive_flag = [&] {
+          const json::Value* flag = value.find(key == "minimum" ? "exclusiveMinimum"
+                                                                : "exclusiveMaximum");
+          return flag != nullptr && flag->is_bool() && flag->as_bool();
+        }();
+        has_range = true;
+        if (key == "minimum" || key == "exclusiveMinimum") {
+          const bool strict = key == "exclusiveMinimum" || exclusive_flag;
+          minimum = std::max(minimum, strict ? std::floor(x) + 1 : std::ceil(x));
+        } else {
+          const bool strict = key == "exclusiveMaximum" || exclusive_flag;
+          maximum = std::min(maximum, strict ? std::ceil(x) - 1 : std::floor(x));
+        }
+        // The literal check below needs the exact bound, not the integer one.
+        (key.find("inimum") != std::string::npos ? exact_min : exact_max)
+            .push_back({x, key.rfind("exclusive", 0) == 0 || exclusive_flag});
       } else if (key != "required") {
         return invalid(at, "keyword '" + key +
                                "' is not supported by constrained generation (supported: type, "
-                               "enum, const, properties, required, additionalProperties, items, "
-                               "minItems, maxItems); remove it or check it after generation");
+                               "nullable, enum, const, properties, required, "
+                               "additionalProperties, items, minItems, maxItems, minLength, "
+                               "maxLength, pattern, format, patternProperties, propertyNames, "
+                               "minimum, maximum, "
+                               "exclusiveMinimum, exclusiveMaximum, "
+                               "$ref, $defs, allOf, anyOf, oneOf); remove it or check it after "
+                               "generation");
       }
     }
     if (const json::Value* required = value.find("required")) {
@@ -212,12 +1045,131 @@ class Compiler {
     if (node.min_items > node.max_items) {
       return invalid(pointer, "minItems is larger than maxItems");
     }
-    if (!node.literals.empty()) {
-      auto kept = keep_literals_of_type(node, literal_types, pointer);
+    if (node.min_length > node.max_length) {
+      return invalid(pointer, "minLength is larger than maxLength");
+    }
+    if (!regexes.empty()) {
+      auto added = add_pattern(regexes, node, regex_at);
+      if (!added.ok()) return added.error();
+    }
+    if (has_range) {
+      minimum = std::max(minimum, static_cast<double>(-kMaxInteger));
+      maximum = std::min(maximum, static_cast<double>(kMaxInteger));
+      node.integer_range = true;
+      node.minimum = static_cast<int64_t>(minimum);
+      node.maximum = static_cast<int64_t>(maximum);
+      if ((node.types & (kJsonNumber | kJsonInteger)) && minimum > maximum) {
+        if (node.types == (node.types & (kJsonNumber | kJsonInteger)) && literal_values.empty()) {
+          return invalid(pointer, "no integer of at most 15 digits lies in [minimum, maximum]; "
+                                  "numbers with bounds generate integers");
+        }
+        node.types &= ~(kJsonNumber | kJsonInteger);  // the other types still validate
+      }
+    }
+    if (!literal_values.empty()) {
+      const RegexDfa* dfa = node.pattern != 0 ? &schema_.patterns[node.pattern - 1].dfa : nullptr;
+      auto kept = keep_valid_literals(node, literal_values, exact_min, exact_max, dfa, pointer);
       if (!kept.ok()) return kept.error();
     }
     schema_.nodes[id] = std::move(node);
     return {};
+  }
+
+  // Compiles a string's patterns and length bounds into one automaton (shared by every node
+  // with the same ones).
+  Result<void> add_pattern(const std::vector<std::string>& regexes, SchemaNode& node,
+                           const std::string& at) {
+    std::string key = std::to_string(node.min_length) + "," + std::to_string(node.max_length);
+    for (const std::string& r : regexes) key += '\0' + r;
+    auto known = pattern_ids_.find(key);
+    if (known != pattern_ids_.end()) {
+      node.pattern = known->second;
+      return {};
+    }
+    auto dfa = compile_regex(regexes, /*search=*/true, node.min_length, node.max_length);
+    // A maxLength too large to fold into the automaton: counted in the grammar's frame instead.
+    const bool counted = !dfa.ok() && node.max_length != UINT32_MAX &&
+                         dfa.error().message.find("kMaxRegexStates") != std::string::npos;
+    if (counted) dfa = compile_regex(regexes, /*search=*/true, node.min_length);
+    if (!dfa.ok()) return invalid(at, dfa.error().message);
+    StringPattern p;
+    p.dfa = std::move(*dfa);
+    p.paths = shortest_paths(p.dfa, json_string_costs());
+    if (p.paths.cost[p.dfa.start] == RegexPaths::kNone) {
+      return invalid(at, "every string the pattern matches needs a control character that only "
+                         "a \\u escape can write, which is not generated");
+    }
+    if (counted) {
+      count_path_lengths(p);
+      p.max_length = node.max_length;
+      if (p.path_length[p.dfa.start] > p.max_length) {
+        return invalid(at, "the pattern's shortest match is longer than maxLength");
+      }
+    } else if (node.max_length != UINT32_MAX) {
+      add_far_twin(regexes, p);
+    }
+    schema_.patterns.push_back(std::move(p));
+    node.pattern = static_cast<uint32_t>(schema_.patterns.size());
+    pattern_ids_[key] = node.pattern;
+    return {};
+  }
+
+  // Per state, the code points of its shortest continuation, and their maximum (far_margin).
+  static void count_path_lengths(StringPattern& p) {
+    const size_t n = p.dfa.size();
+    std::vector<uint32_t> order;
+    for (uint32_t s = 0; s < n; ++s) {
+      if (p.paths.cost[s] != RegexPaths::kNone) order.push_back(s);
+    }
+    // A continuation's rest is cheaper than itself: by cost, each state's next is done first.
+    std::sort(order.begin(), order.end(),
+              [&](uint32_t a, uint32_t b) { return p.paths.cost[a] < p.paths.cost[b]; });
+    p.path_length.assign(n, 0);
+    for (uint32_t s : order) {
+      if (p.dfa.accepting[s]) continue;
+      const uint8_t c = p.paths.first_byte[s];
+      p.path_length[s] = ((c & 0xC0) != 0x80 ? 1 : 0) +
+                         p.path_length[p.dfa.step(static_cast<uint16_t>(s), c)];
+      p.far_margin = std::max(p.far_margin, p.path_length[s]);
+    }
+  }
+
+  // The same patterns without length bounds, and how each bounded state maps onto them (see
+  // StringPattern). Left out when the unbounded automaton is over the limits: no sharing then.
+  void add_far_twin(const std::vector<std::string>& regexes, StringPattern& bounded) {
+    auto dfa = compile_regex(regexes, /*search=*/true);
+    if (!dfa.ok()) return;
+    StringPattern base;
+    base.dfa = std::move(*dfa);
+    base.paths = shortest_paths(base.dfa, json_string_costs());
+    for (uint32_t cost : base.paths.cost) {
+      if (cost != RegexPaths::kNone) bounded.far_margin = std::max(bounded.far_margin, cost);
+    }
+    // Both automata come from the same expressions (same byte classes): walk them in step.
+    const RegexDfa& b = bounded.dfa;
+    bounded.base_state.assign(b.size(), RegexDfa::kDead);
+    bounded.length.assign(b.size(), 0);
+    std::vector<uint16_t> work = {b.start};
+    bounded.base_state[b.start] = base.dfa.start;
+    while (!work.empty()) {
+      const uint16_t s = work.back();
+      work.pop_back();
+      for (int byte = 0; byte < 256; ++byte) {
+        const uint16_t t = b.step(s, static_cast<uint8_t>(byte));
+        if (t == RegexDfa::kDead || bounded.base_state[t] != RegexDfa::kDead) continue;
+        bounded.base_state[t] = base.dfa.step(bounded.base_state[s], static_cast<uint8_t>(byte));
+        bounded.length[t] = bounded.length[s] + ((byte & 0xC0) != 0x80 ? 1 : 0);
+        work.push_back(t);
+      }
+    }
+    schema_.patterns.push_back(std::move(base));
+    schema_.nodes.emplace_back();
+    pointers_.push_back("");
+    filled_.push_back(true);
+    SchemaNode& twin = schema_.nodes.back();
+    twin.types = kJsonString;
+    twin.pattern = static_cast<uint32_t>(schema_.patterns.size());
+    bounded.far_node = static_cast<uint32_t>(schema_.nodes.size() - 1);
   }
 
   Result<uint8_t> parse_types(const json::Value& member, const std::string& at) {
@@ -253,24 +1205,237 @@ class Compiler {
     return {};
   }
 
-  // enum/const together with type: only the values of an allowed type can validate.
-  static Result<void> keep_literals_of_type(SchemaNode& node, const std::vector<uint8_t>& types,
-                                            const std::string& pointer) {
+  // enum/const with other keywords: only the values those keywords accept can validate.
+  using Bounds = std::vector<std::pair<double, bool>>;  // (bound, exclusive)
+
+  static Result<void> keep_valid_literals(SchemaNode& node, const std::vector<json::Value>& values,
+                                          const Bounds& exact_min, const Bounds& exact_max,
+                                          const RegexDfa* pattern, const std::string& pointer) {
     std::vector<std::string> kept;
-    for (size_t i = 0; i < node.literals.size(); ++i) {
-      if (types[i] & node.types) kept.push_back(node.literals[i]);
+    for (size_t i = 0; i < values.size(); ++i) {
+      const json::Value& v = values[i];
+      bool ok = (type_bit(v) & node.types) != 0;
+      if (v.is_string()) {
+        const size_t n = code_points(v.as_string());
+        ok = ok && n >= node.min_length && n <= node.max_length;
+        ok = ok && (pattern == nullptr || pattern->matches(v.as_string()));
+      }
+      if (v.is_number()) {
+        for (const auto& [bound, strict] : exact_min) {
+          ok = ok && (strict ? v.as_number() > bound : v.as_number() >= bound);
+        }
+        for (const auto& [bound, strict] : exact_max) {
+          ok = ok && (strict ? v.as_number() < bound : v.as_number() <= bound);
+        }
+      }
+      if (ok) kept.push_back(node.literals[i]);
     }
-    if (kept.empty()) return invalid(pointer, "no enum/const value has one of the allowed types");
+    if (kept.empty()) {
+      return invalid(pointer, "no enum/const value has one of the allowed types, bounds and "
+                              "patterns");
+    }
     node.literals = std::move(kept);
     return {};
   }
 
+  // ---- shortest values ----
+
+  // Per node the shortest value's size and depth, by fixed point (recursive schemas refer to
+  // themselves); then the text. Sizes past kMaxMinimalValueBytes count as unknown: refused.
+  Result<void> compute_minimal_values() {
+    auto& nodes = schema_.nodes;
+    std::vector<size_t> size(nodes.size(), kUnknown);
+    std::vector<uint32_t> depth(nodes.size(), 1);
+    std::vector<int> choice(nodes.size(), -1);  // which candidate: see candidate() below
+    std::vector<bool> too_big(nodes.size(), false);
+    // Candidates: 0..n-1 literal i, 100+k type k (number, string, true, null, object, array),
+    // 200+i alternative i.
+    auto object_size = [&](const SchemaNode& node, uint32_t& d) -> size_t {
+      size_t total = 2;
+      d = 1;
+      bool first = true;
+      for (const SchemaProperty& p : node.properties) {
+        if (!p.required) continue;
+        if (size[p.node] == kUnknown) return kUnknown;
+        total += (first ? 0 : 1) + p.key.size() + 1 + size[p.node];
+        first = false;
+        d = std::max(d, depth[p.node] + 1);
+      }
+      return total;
+    };
+    auto array_size = [&](const SchemaNode& node, uint32_t& d) -> size_t {
+      d = 1;
+      if (node.min_items == 0) return 2;
+      if (size[node.items] == kUnknown) return kUnknown;
+      d = depth[node.items] + 1;
+      return 2 + node.min_items * size[node.items] + (node.min_items - 1);
+    };
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t id = 0; id < nodes.size(); ++id) {
+        const SchemaNode& node = nodes[id];
+        size_t best = kUnknown;
+        uint32_t best_depth = 1;
+        int best_choice = -1;
+        auto consider = [&](size_t s, uint32_t d, int c) {
+          if (s > kMaxMinimalValueBytes) {
+            if (s != kUnknown) too_big[id] = true;
+            return;
+          }
+          if (s < best) {
+            best = s;
+            best_depth = d;
+            best_choice = c;
+          }
+        };
+        if (!node.alternatives.empty()) {
+          for (size_t i = 0; i < node.alternatives.size(); ++i) {
+            consider(size[node.alternatives[i]], depth[node.alternatives[i]],
+                     200 + static_cast<int>(i));
+          }
+        } else if (!node.literals.empty()) {
+          for (size_t i = 0; i < node.literals.size(); ++i) {
+            consider(node.literals[i].size(), 1, static_cast<int>(i));
+          }
+        } else {
+          if (node.types & (kJsonNumber | kJsonInteger)) {
+            consider(integer_text(node).size(), 1, 100);
+          }
+          if (node.types & kJsonString) {
+            const StringPattern* p =
+                node.pattern != 0 ? &schema_.patterns[node.pattern - 1] : nullptr;
+            consider(p != nullptr ? 2 + size_t{p->paths.cost[p->dfa.start]} : 2 + node.min_length,
+                     1, 101);
+          }
+          if (node.types & kJsonBoolean) consider(4, 1, 102);
+          if (node.types & kJsonNull) consider(4, 1, 103);
+          uint32_t d = 1;
+          if (node.types & kJsonObject) {
+            const size_t s = object_size(node, d);
+            consider(s, d, 104);
+          }
+          if (node.types & kJsonArray) {
+            const size_t s = array_size(node, d);
+            consider(s, d, 105);
+          }
+        }
+        if (best < size[id]) {
+          size[id] = best;
+          depth[id] = best_depth;
+          choice[id] = best_choice;
+          changed = true;
+        }
+      }
+    }
+    for (size_t id = 0; id < nodes.size(); ++id) {
+      if (size[id] != kUnknown || !too_big[id]) continue;
+      return invalid(pointers_[id], "its shortest value is longer than " +
+                                        std::to_string(kMaxMinimalValueBytes) +
+                                        " bytes (kMaxMinimalValueBytes); lower minItems/minLength");
+    }
+    for (size_t id = 0; id < nodes.size(); ++id) {
+      if (size[id] != kUnknown) continue;
+      const std::string& where = pointers_[id];
+      return invalid(where, "no finite value exists: every value contains another one "
+                            "(a required property or minItems leads back to this schema)");
+    }
+    std::vector<bool> built(nodes.size(), false);
+    for (size_t id = 0; id < nodes.size(); ++id) {
+      build_minimal(static_cast<uint32_t>(id), choice, built);
+      SchemaNode& node = nodes[id];
+      node.minimal_depth = depth[id];
+      uint32_t d = 1;
+      object_size(node, d);
+      node.object_depth = d;
+      array_size(node, d);
+      node.array_depth = d;
+    }
+    return {};
+  }
+
+  // The text of an integer-range node's shortest number (or "0").
+  static std::string integer_text(const SchemaNode& node) {
+    if (!node.integer_range || (node.minimum <= 0 && node.maximum >= 0)) return "0";
+    return std::to_string(node.minimum > 0 ? node.minimum : node.maximum);
+  }
+
+  // Children's shortest values are strictly shorter than their parent's: the recursion ends.
+  void build_minimal(uint32_t id, const std::vector<int>& choice, std::vector<bool>& built) {
+    if (built[id]) return;
+    built[id] = true;
+    SchemaNode& node = schema_.nodes[id];
+    const int c = choice[id];
+    std::string text;
+    if (c >= 200) {
+      const uint32_t alt = node.alternatives[c - 200];
+      build_minimal(alt, choice, built);
+      text = schema_.nodes[alt].minimal;
+    } else if (c < 100) {
+      text = node.literals[c];
+    } else if (c == 100) {
+      text = integer_text(node);
+    } else if (c == 101) {
+      text = node.pattern != 0 ? shortest_pattern_string(schema_.patterns[node.pattern - 1])
+                               : "\"" + std::string(node.min_length, 'a') + "\"";
+    } else if (c == 102) {
+      text = "true";
+    } else if (c == 103) {
+      text = "null";
+    } else if (c == 104) {
+      text = "{";
+      for (const SchemaProperty& p : node.properties) {
+        if (!p.required) continue;
+        build_minimal(p.node, choice, built);
+        if (text.size() > 1) text += ',';
+        text += p.key + ":" + schema_.nodes[p.node].minimal;
+      }
+      text += "}";
+    } else {
+      text = "[";
+      if (node.min_items > 0) build_minimal(node.items, choice, built);
+      for (uint32_t i = 0; i < node.min_items; ++i) {
+        if (i > 0) text += ',';
+        text += schema_.nodes[node.items].minimal;
+      }
+      text += "]";
+    }
+    schema_.nodes[id].minimal = std::move(text);
+  }
+
+  const json::Value& document_;
   JsonSchema schema_;
-  int depth_ = 0;
+  std::vector<std::string> pointers_;  // per node, for errors
+  std::vector<bool> filled_;           // per node: compiled (not a $ref still being compiled)
+  std::map<std::string, uint32_t> refs_;  // $ref target pointer -> node
+  std::map<std::string, uint32_t> pattern_ids_;  // length bounds + regexes -> node.pattern
+  std::map<uint32_t, Pending> pending_;   // anyOf/oneOf nodes, combined after compiling
+  std::set<uint32_t> resolving_;
+  size_t depth_ = 0;
   uint32_t any_ = 0;  // 0: not created yet
 };
 
 }  // namespace
+
+Result<std::shared_ptr<const JsonSchema>> compile_regex_format(std::string_view regex) {
+  auto dfa = compile_regex({std::string(regex)}, /*search=*/false);
+  if (!dfa.ok()) return dfa.error();
+  std::array<uint8_t, 256> raw;
+  raw.fill(1);  // every byte is written as itself
+  StringPattern p;
+  p.dfa = std::move(*dfa);
+  p.paths = shortest_paths(p.dfa, raw);
+  auto schema = std::make_shared<JsonSchema>();
+  schema->whole_text = true;
+  schema->nodes.resize(1);
+  SchemaNode& node = schema->nodes[0];
+  node.types = 0;
+  node.pattern = 1;
+  for (uint16_t s = p.dfa.start; !p.dfa.accepting[s]; s = p.dfa.step(s, p.paths.first_byte[s])) {
+    node.minimal += static_cast<char>(p.paths.first_byte[s]);
+  }
+  schema->patterns.push_back(std::move(p));
+  return std::shared_ptr<const JsonSchema>(std::move(schema));
+}
 
 Result<std::shared_ptr<const JsonSchema>> compile_json_schema(std::string_view schema_json) {
   json::Value root;
@@ -280,7 +1445,7 @@ Result<std::shared_ptr<const JsonSchema>> compile_json_schema(std::string_view s
                                                   std::to_string(error.offset) +
                                                   "): " + error.message};
   }
-  return Compiler().run(root);
+  return Compiler(root).run();
 }
 
 }  // namespace rne::runner

@@ -30,7 +30,15 @@ LlmRunner::~LlmRunner() = default;
 
 Result<std::unique_ptr<LlmRunner>> LlmRunner::load(const std::string& model_path,
                                                    const std::string& tokenizer_path) {
+  auto model = ModelFile::open(model_path, ModelFile::Hold::kMapped);
+  if (!model.ok()) return model.error();
+  return load(std::move(model).value(), tokenizer_path);
+}
+
+Result<std::unique_ptr<LlmRunner>> LlmRunner::load(std::shared_ptr<const ModelFile> model,
+                                                   const std::string& tokenizer_path) {
   const auto start = Clock::now();
+  const std::string model_path = model->path();
   auto tok = tokenizer::Tokenizer::from_file(tokenizer_path);
   if (!tok.ok()) {
     const auto code = tok.error().code == tokenizer::ErrorCode::kFileNotFound
@@ -38,7 +46,7 @@ Result<std::unique_ptr<LlmRunner>> LlmRunner::load(const std::string& model_path
                           : ErrorCode::kTokenizer;
     return Error{code, tok.error().message};
   }
-  auto session = ModelSession::load(model_path);
+  auto session = ModelSession::load(std::move(model));
   if (!session.ok()) return session.error();
   const ModelContract& contract = (*session)->contract();
   if (static_cast<int64_t>(tok.value().vocab_size()) > contract.vocab_size) {
@@ -56,14 +64,21 @@ Result<std::unique_ptr<LlmRunner>> LlmRunner::load(const std::string& model_path
 }
 
 Result<GenerationConfig> LlmRunner::with_json_constraint(const GenerationConfig& config) {
-  if (config.json_schema.empty()) return config;
+  if (config.json_schema.empty() && config.regex.empty()) return config;
+  if (!config.json_schema.empty() && !config.regex.empty()) {
+    return Error{ErrorCode::kInvalidArgument,
+                 "give either a JSON schema or a regex for the answer, not both"};
+  }
+  // What the cached constraint was built for: the schema's text, or the regex marked apart.
+  const std::string key = config.regex.empty() ? config.json_schema : "\x01regex:" + config.regex;
   GenerationConfig constrained = config;
-  if (json_constraint_ && config.json_schema == json_schema_) {
+  if (json_constraint_ && key == json_schema_) {
     json_constraint_->reset();
     constrained.constraint = json_constraint_.get();
     return constrained;
   }
-  auto schema = compile_json_schema(config.json_schema);
+  auto schema = config.regex.empty() ? compile_json_schema(config.json_schema)
+                                     : compile_regex_format(config.regex);
   if (!schema.ok()) return schema.error();
   if (!token_trie_) {
     auto bytes = token_byte_strings(*tokenizer_, contract().vocab_size);
@@ -75,7 +90,7 @@ Result<GenerationConfig> LlmRunner::with_json_constraint(const GenerationConfig&
     token_trie_ = TokenTrie::build(std::move(bytes));
   }
   json_constraint_ = std::make_unique<JsonSchemaConstraint>(*schema, token_trie_, contract().eos_ids);
-  json_schema_ = config.json_schema;
+  json_schema_ = key;
   constrained.constraint = json_constraint_.get();
   return constrained;
 }

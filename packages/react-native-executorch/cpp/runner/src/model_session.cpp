@@ -4,10 +4,13 @@
 
 #include <executorch/extension/module/module.h>
 #include <executorch/extension/tensor/tensor.h>
+#include <executorch/runtime/core/data_loader.h>
+#include <executorch/runtime/platform/log.h>
 
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <exception>
-#include <fstream>
 #include <string>
 
 namespace rne::runner {
@@ -93,21 +96,51 @@ Error load_error(const std::string& path, const char* stage, RuntimeError error)
 }
 
 // A .pte is a FlatBuffer whose file identifier (bytes 4..7) starts with "ET".
-Result<void> check_pte_header(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    return Error{ErrorCode::kNotFound,
-                 path + ": no such file or not readable (check the model path)"};
-  }
-  char header[8] = {};
-  file.read(header, sizeof(header));
-  if (file.gcount() < 8 || header[4] != 'E' || header[5] != 'T') {
+Result<void> check_pte_header(const ModelFile& file) {
+  if (file.size() < 8 || file.data()[4] != 'E' || file.data()[5] != 'T') {
     return Error{ErrorCode::kInvalidModel,
-                 path + ": not an ExecuTorch program (.pte); expected a file written by "
-                        "tools/export_model.py"};
+                 file.path() + ": not an ExecuTorch program (.pte); expected a file written by "
+                               "tools/export_model.py"};
   }
   return {};
 }
+
+// Serves the runtime's reads from the bytes ModelFile holds, so the program is made of the
+// bytes its caller checked. A buffer the runtime frees goes back through ModelFile::release.
+class HeldBytesLoader final : public et::runtime::DataLoader {
+ public:
+  explicit HeldBytesLoader(std::shared_ptr<const ModelFile> file) : file_(std::move(file)) {}
+
+  et::runtime::Result<et::runtime::FreeableBuffer> load(size_t offset, size_t size,
+                                                        const SegmentInfo&) const override {
+    if (offset > file_->size() || size > file_->size() - offset) {
+      ET_LOG(Error, "read of %zu bytes at %zu past the end of a %zu-byte file", size, offset,
+             file_->size());
+      return RuntimeError::InvalidArgument;
+    }
+    const uint8_t* data = file_->data() + offset;
+    file_->lock(data, size);
+    return et::runtime::FreeableBuffer(data, size, &HeldBytesLoader::release,
+                                       const_cast<ModelFile*>(file_.get()));
+  }
+
+  RuntimeError load_into(size_t offset, size_t size, const SegmentInfo& info,
+                         void* buffer) const override {
+    if (buffer == nullptr) return RuntimeError::InvalidArgument;
+    auto bytes = load(offset, size, info);
+    if (!bytes.ok()) return bytes.error();
+    std::memcpy(buffer, bytes->data(), size);
+    return RuntimeError::Ok;
+  }
+
+  et::runtime::Result<size_t> size() const override { return file_->size(); }
+
+ private:
+  static void release(void* context, void* data, size_t size) {
+    static_cast<const ModelFile*>(context)->release(data, size);
+  }
+  std::shared_ptr<const ModelFile> file_;
+};
 
 // Reads a constant method that returns one int (or bool) scalar.
 Result<int64_t> read_int(Module& module, const std::string& path, const char* method) {
@@ -146,12 +179,19 @@ Result<std::vector<int64_t>> read_int_list(Module& module, const std::string& pa
 ModelSession::~ModelSession() = default;
 
 Result<std::unique_ptr<ModelSession>> ModelSession::load(const std::string& path) {
+  auto file = ModelFile::open(path, ModelFile::Hold::kMapped);
+  if (!file.ok()) return file.error();
+  return load(std::move(file).value());
+}
+
+Result<std::unique_ptr<ModelSession>> ModelSession::load(std::shared_ptr<const ModelFile> file) {
+  const std::string path = file->path();
   // The runtime sizes containers from counts in the file: a damaged count throws bad_alloc
   // (or length_error) from inside it, which must not escape this no-throw API. A delegate
   // throws too when the device cannot hold what an intact file asks for (Vulkan: a tensor
   // larger than the GPU's storage-buffer limit), so the message names both causes.
   try {
-    return load_unguarded(path);
+    return load_unguarded(std::move(file));
   } catch (const std::exception& e) {
     return Error{ErrorCode::kInvalidModel,
                  path + ": loading failed (" + e.what() +
@@ -162,13 +202,16 @@ Result<std::unique_ptr<ModelSession>> ModelSession::load(const std::string& path
   }
 }
 
-Result<std::unique_ptr<ModelSession>> ModelSession::load_unguarded(const std::string& path) {
-  if (auto header = check_pte_header(path); !header.ok()) return header.error();
+Result<std::unique_ptr<ModelSession>> ModelSession::load_unguarded(
+    std::shared_ptr<const ModelFile> file) {
+  const std::string path = file->path();
+  if (auto header = check_pte_header(*file); !header.ok()) return header.error();
+  if (auto whole = file->check_still_whole(); !whole.ok()) return whole.error();
 
   std::unique_ptr<ModelSession> session(new ModelSession());
   session->path_ = path;
-  // Memory-mapped so a multi-GB model is paged in on demand instead of copied.
-  session->module_ = std::make_unique<Module>(path, Module::LoadMode::MmapUseMlockIgnoreErrors);
+  session->file_ = file;
+  session->module_ = std::make_unique<Module>(std::make_unique<HeldBytesLoader>(std::move(file)));
   Module& module = *session->module_;
 
   // Full FlatBuffer verification: a damaged program header must fail here, not crash later
@@ -248,6 +291,7 @@ Result<LogitsView> ModelSession::forward(const int64_t* tokens, int64_t count, i
                      std::to_string(start_pos + count - 1) + " exceed the context of " +
                      std::to_string(contract_.max_context)};
   }
+  if (auto whole = file_->check_still_whole(); !whole.ok()) return whole.error();
   std::copy(tokens, tokens + count, tokens_buffer_.begin());
   position_ = start_pos;
   auto tokens_tensor = et::extension::from_blob(
@@ -269,7 +313,19 @@ Result<LogitsView> ModelSession::forward(const int64_t* tokens, int64_t count, i
                                      std::to_string(contract_.vocab_size) +
                                      " (logits of the last position only)");
   }
-  return LogitsView{logits.mutable_data_ptr<float>(), contract_.vocab_size};
+  float* data = logits.mutable_data_ptr<float>();
+  // Damaged weights that load still compute: a flipped exponent bit shows up as NaN or +inf,
+  // which no sampler can turn into a meaningful token (-inf is a legitimate "never").
+  for (int64_t i = 0; i < contract_.vocab_size; ++i) {
+    if (std::isnan(data[i]) || data[i] == INFINITY) {
+      return Error{ErrorCode::kExecutionFailed,
+                   path_ + ": forward at position " + std::to_string(start_pos) +
+                       " produced a non-finite logit (" + std::to_string(data[i]) + " for token " +
+                       std::to_string(i) + "): the weights are damaged (corrupt file); verify its "
+                       "sha256 and download or export it again"};
+    }
+  }
+  return LogitsView{data, contract_.vocab_size};
 }
 
 }  // namespace rne::runner

@@ -166,7 +166,7 @@ Result<Stats> TextGenerator::generate(const std::vector<int64_t>& new_tokens,
     const int64_t needed = config.constraint->min_tokens();
     if (budget < needed) {
       return Error{ErrorCode::kInvalidArgument,
-                   "the constrained output (JSON schema) needs at least " +
+                   "the constrained output (JSON schema or regex) needs at least " +
                        std::to_string(needed) + " tokens for its shortest document, EOS " +
                        "included, but only " + std::to_string(budget) +
                        " can be generated (max_new_tokens " +

@@ -44,10 +44,10 @@ void AddedTokenMatcher::add(std::string_view pattern, const AddedToken* token) {
 }
 
 std::pair<size_t, const AddedToken*> AddedTokenMatcher::longest_at(std::string_view text,
-                                                                   size_t pos) const {
+                                                                   size_t pos, size_t end) const {
   std::pair<size_t, const AddedToken*> best{0, nullptr};
   int32_t node = 0;
-  for (size_t i = pos; i < text.size(); ++i) {
+  for (size_t i = pos; i < end; ++i) {
     node = child(node, static_cast<unsigned char>(text[i]));
     if (node < 0) break;
     if (const AddedToken* t = terminal_[static_cast<size_t>(node)]) best = {i + 1 - pos, t};
@@ -55,17 +55,19 @@ std::pair<size_t, const AddedToken*> AddedTokenMatcher::longest_at(std::string_v
   return best;
 }
 
-void AddedTokenMatcher::split(std::string_view text, std::vector<Segment>& out) const {
-  size_t plain_start = 0;  // start of the pending plain-text segment
-  size_t pos = 0;
-  while (pos < text.size()) {
-    const auto [length, token] = longest_at(text, pos);
+void AddedTokenMatcher::split(std::string_view text, size_t begin, size_t end, bool skip_special,
+                              std::vector<Segment>& out) const {
+  size_t plain_start = begin;  // start of the pending plain-text segment
+  size_t pos = begin;
+  while (pos < end) {
+    const auto [length, token] = longest_at(text, pos, end);
     if (token == nullptr) {
       ++pos;
       continue;
     }
     size_t start = pos, stop = pos + length;
     pos = stop;  // matching resumes after the match even when it is rejected below
+    if (skip_special && token->special) continue;
     uint32_t cp = 0;
     if (token->single_word) {
       const bool word_before =
@@ -82,7 +84,7 @@ void AddedTokenMatcher::split(std::string_view text, std::vector<Segment>& out) 
       }
     }
     if (token->rstrip) {
-      while (stop < text.size()) {
+      while (stop < end) {
         const size_t n = unicode::decode_utf8(text, stop, cp);
         if (!is_space(cp)) break;
         stop += n;
@@ -93,7 +95,7 @@ void AddedTokenMatcher::split(std::string_view text, std::vector<Segment>& out) 
     out.push_back({start, stop, token});
     plain_start = stop;
   }
-  if (plain_start < text.size()) out.push_back({plain_start, text.size(), nullptr});
+  if (plain_start < end) out.push_back({plain_start, end, nullptr});
 }
 
 }  // namespace rne::tokenizer

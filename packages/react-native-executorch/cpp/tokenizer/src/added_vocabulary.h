@@ -37,11 +37,19 @@ class AddedTokenMatcher {
   };
   // Splits `text` into plain-text and added-token segments covering it in order (empty
   // plain-text segments are omitted; whitespace eaten by lstrip/rstrip belongs to the token).
-  void split(std::string_view text, std::vector<Segment>& out) const;
+  void split(std::string_view text, std::vector<Segment>& out) const {
+    split(text, 0, text.size(), false, out);
+  }
+  // The same for text[begin, end): matches and the whitespace lstrip/rstrip eat stay inside it
+  // (single_word still sees the characters around it). With skip_special, a special token's
+  // match is passed over as plain text, as HF does with `encode_special_tokens`.
+  void split(std::string_view text, size_t begin, size_t end, bool skip_special,
+             std::vector<Segment>& out) const;
 
  private:
-  // Longest pattern starting at pos: its length and token, or {0, nullptr}.
-  std::pair<size_t, const AddedToken*> longest_at(std::string_view text, size_t pos) const;
+  // Longest pattern starting at pos and ending by `end`: its length and token, or {0, nullptr}.
+  std::pair<size_t, const AddedToken*> longest_at(std::string_view text, size_t pos,
+                                                  size_t end) const;
 
   int32_t child(int32_t node, unsigned char byte) const;
 

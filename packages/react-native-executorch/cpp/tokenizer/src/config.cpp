@@ -70,6 +70,33 @@ const json::Value* ConfigReader::object(std::string_view key) {
   return typed(key, &json::Value::is_object, "an object");
 }
 
+std::optional<Error> check_pipeline(std::string_view path, size_t steps, double growth) {
+  if (steps > kMaxPipelineSteps) {
+    return Error{ErrorCode::kInvalidTokenizer,
+                 std::string(path) + " has " + std::to_string(steps) + " steps (nested Sequences "
+                 "included), over the limit of " + std::to_string(kMaxPipelineSteps) +
+                 " (kMaxPipelineSteps); real tokenizers use a handful: the file is damaged"};
+  }
+  if (growth > kMaxPipelineGrowth) {
+    return Error{ErrorCode::kInvalidTokenizer,
+                 std::string(path) + " can make one input byte into up to " +
+                 (growth < 1e15 ? std::to_string(static_cast<long long>(growth)) : "> 1e15") +
+                 " bytes, over the limit of " +
+                 std::to_string(static_cast<int>(kMaxPipelineGrowth)) +
+                 " (kMaxPipelineGrowth): its Replace/Prepend/Metaspace/ByteLevel steps would "
+                 "grow text without bound; the file is damaged"};
+  }
+  return std::nullopt;
+}
+
+std::optional<Error> check_step_string(const std::string& text, const std::string& path) {
+  if (text.size() <= kMaxStepStringBytes) return std::nullopt;
+  return Error{ErrorCode::kInvalidTokenizer,
+               path + " is " + std::to_string(text.size()) + " bytes, over the limit of " +
+                   std::to_string(kMaxStepStringBytes) +
+                   " (kMaxStepStringBytes) for a pattern or replacement; the file is damaged"};
+}
+
 Error unsupported(std::string_view what, std::string_view type, std::string_view path,
                   std::string_view supported) {
   std::string m = "unsupported ";

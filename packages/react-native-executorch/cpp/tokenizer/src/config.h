@@ -2,7 +2,9 @@
 // reported as an Error naming the JSON path, e.g. `pre_tokenizer.pretokenizers[1].type`.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -43,6 +45,20 @@ class ConfigReader {
   bool failed_ = false;
   Error error_{ErrorCode::kInvalidTokenizer, ""};
 };
+
+// Bounds on one normalizer, pre-tokenizer or decoder (nested Sequences included), so that a
+// damaged or hostile file is refused when it is loaded rather than making encode() or decode()
+// allocate without bound (a chain of Replace "a" -> "aa" doubles the text at every step).
+// Real tokenizers use a handful of steps, strings of a few bytes and grow text at most 12x
+// (Gemma's normalizer: Prepend "▁" then Replace " " -> "▁").
+inline constexpr size_t kMaxPipelineSteps = 64;
+inline constexpr double kMaxPipelineGrowth = 64;  // output bytes per input byte, worst case
+inline constexpr size_t kMaxStepStringBytes = 256;  // a Replace/Prepend/Metaspace string
+
+// An error naming the limit when `steps` or `growth` of the pipeline at `path` exceed it.
+std::optional<Error> check_pipeline(std::string_view path, size_t steps, double growth);
+// An error naming the limit when `text` (the field at `path`) is longer than kMaxStepStringBytes.
+std::optional<Error> check_step_string(const std::string& text, const std::string& path);
 
 // "Unsupported <what> \"<type>\" at <path> (supported: <list>)".
 Error unsupported(std::string_view what, std::string_view type, std::string_view path,

@@ -1,5 +1,7 @@
 #include "decoders.h"
 
+#include <algorithm>
+
 #include "byte_level.h"
 #include "config.h"
 #include "unicode.h"
@@ -40,6 +42,9 @@ class Replace final : public Decoder {
       out.append(token, pos, std::string::npos);
       token = std::move(out);
     }
+  }
+  double growth() const override {
+    return std::max(1.0, double(content_.size()) / double(pattern_.size()));
   }
 
  private:
@@ -168,14 +173,22 @@ class Sequence final : public Decoder {
   void decode(std::vector<std::string>& tokens, DecodeState& state) const override {
     for (const auto& step : steps_) step->decode(tokens, state);
   }
+  size_t steps() const override {
+    size_t total = 1;
+    for (const auto& step : steps_) total += step->steps();
+    return total;
+  }
+  double growth() const override {
+    double total = 1;
+    for (const auto& step : steps_) total *= step->growth();
+    return total;
+  }
 
  private:
   std::vector<std::unique_ptr<Decoder>> steps_;
 };
 
-}  // namespace
-
-Result<std::unique_ptr<Decoder>> make_decoder(const json::Value& config, const std::string& path) {
+Result<std::unique_ptr<Decoder>> build(const json::Value& config, const std::string& path) {
   if (config.is_null()) return std::unique_ptr<Decoder>();
   ConfigReader r(config, path);
   const std::string type = r.string("type");
@@ -192,6 +205,8 @@ Result<std::unique_ptr<Decoder>> make_decoder(const json::Value& config, const s
     if (s == nullptr || !s->is_string() || s->as_string().empty()) {
       return unsupported("decoder pattern", "Regex", r.child_path("pattern"), "non-empty String patterns");
     }
+    if (auto e = check_step_string(s->as_string(), r.child_path("pattern"))) return *e;
+    if (auto e = check_step_string(content, r.child_path("content"))) return *e;
     result = std::make_unique<Replace>(s->as_string(), content);
   } else if (type == "ByteFallback") {
     result = std::make_unique<ByteFallback>();
@@ -221,8 +236,8 @@ Result<std::unique_ptr<Decoder>> make_decoder(const json::Value& config, const s
     if (!r.ok()) return r.error();
     std::vector<std::unique_ptr<Decoder>> steps;
     for (size_t i = 0; i < items->as_array().size(); ++i) {
-      auto step = make_decoder(items->as_array()[i],
-                               r.child_path("decoders") + "[" + std::to_string(i) + "]");
+      auto step = build(items->as_array()[i],
+                        r.child_path("decoders") + "[" + std::to_string(i) + "]");
       if (!step.ok()) return step.error();
       if (step.value()) steps.push_back(std::move(step).value());
     }
@@ -232,6 +247,18 @@ Result<std::unique_ptr<Decoder>> make_decoder(const json::Value& config, const s
   }
   if (!r.ok()) return r.error();
   return result;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Decoder>> make_decoder(const json::Value& config, const std::string& path) {
+  auto decoder = build(config, path);
+  if (decoder.ok() && decoder.value()) {
+    if (auto e = check_pipeline(path, decoder.value()->steps(), decoder.value()->growth())) {
+      return *e;
+    }
+  }
+  return decoder;
 }
 
 }  // namespace rne::tokenizer

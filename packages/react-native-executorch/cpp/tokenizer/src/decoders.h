@@ -26,9 +26,14 @@ class Decoder {
  public:
   virtual ~Decoder() = default;
   virtual void decode(std::vector<std::string>& tokens, DecodeState& state) const = 0;
+  // Steps, nested Sequences included, and the most bytes one input byte can become: load-time
+  // bounds (kMaxPipelineSteps, kMaxPipelineGrowth).
+  virtual size_t steps() const { return 1; }
+  virtual double growth() const { return 1; }
 };
 
-// nullptr for a null/absent decoder (tokens are then joined with spaces, as in HF).
+// nullptr for a null/absent decoder (tokens are then joined with spaces, as in HF). A chain over
+// the limits of config.h is an error.
 Result<std::unique_ptr<Decoder>> make_decoder(const json::Value& config, const std::string& path);
 
 }  // namespace rne::tokenizer

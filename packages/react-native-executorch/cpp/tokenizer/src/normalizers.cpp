@@ -1,5 +1,6 @@
 #include "normalizers.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "config.h"
@@ -29,6 +30,9 @@ class Replace final : public Normalizer {
   Replace(std::string pattern, std::string content)
       : pattern_(std::move(pattern)), content_(std::move(content)) {}
   void apply(std::string& text) const override { replace_all(text, pattern_, content_); }
+  double growth() const override {
+    return pattern_.empty() ? 1 : std::max(1.0, double(content_.size()) / double(pattern_.size()));
+  }
 
  private:
   std::string pattern_, content_;
@@ -40,6 +44,7 @@ class Prepend final : public Normalizer {
   void apply(std::string& text) const override {
     if (!text.empty()) text.insert(0, prefix_);
   }
+  double growth() const override { return 1.0 + double(prefix_.size()); }
 
  private:
   std::string prefix_;
@@ -79,15 +84,22 @@ class Sequence final : public Normalizer {
   void apply(std::string& text) const override {
     for (const auto& step : steps_) step->apply(text);
   }
+  size_t steps() const override {
+    size_t total = 1;
+    for (const auto& step : steps_) total += step->steps();
+    return total;
+  }
+  double growth() const override {
+    double total = 1;
+    for (const auto& step : steps_) total *= step->growth();
+    return total;
+  }
 
  private:
   std::vector<std::unique_ptr<Normalizer>> steps_;
 };
 
-}  // namespace
-
-Result<std::unique_ptr<Normalizer>> make_normalizer(const json::Value& config,
-                                                    const std::string& path) {
+Result<std::unique_ptr<Normalizer>> build(const json::Value& config, const std::string& path) {
   if (config.is_null()) return std::unique_ptr<Normalizer>();
   ConfigReader r(config, path);
   const std::string type = r.string("type");
@@ -99,13 +111,17 @@ Result<std::unique_ptr<Normalizer>> make_normalizer(const json::Value& config,
     const std::string content = r.string("content");
     if (!r.ok()) return r.error();
     if (const json::Value* s = pattern->find("String"); s != nullptr && s->is_string()) {
+      if (auto e = check_step_string(s->as_string(), r.child_path("pattern"))) return *e;
+      if (auto e = check_step_string(content, r.child_path("content"))) return *e;
       result = std::make_unique<Replace>(s->as_string(), content);
     } else {
       return unsupported("normalizer pattern", "Regex", r.child_path("pattern"),
                          "String patterns");
     }
   } else if (type == "Prepend") {
-    result = std::make_unique<Prepend>(r.string("prepend"));
+    std::string prefix = r.string("prepend");
+    if (auto e = check_step_string(prefix, r.child_path("prepend"))) return *e;
+    result = std::make_unique<Prepend>(std::move(prefix));
   } else if (type == "Strip") {
     result = std::make_unique<Strip>(r.boolean_or("strip_left", true),
                                      r.boolean_or("strip_right", true));
@@ -114,8 +130,8 @@ Result<std::unique_ptr<Normalizer>> make_normalizer(const json::Value& config,
     if (!r.ok()) return r.error();
     std::vector<std::unique_ptr<Normalizer>> steps;
     for (size_t i = 0; i < items->as_array().size(); ++i) {
-      auto step = make_normalizer(items->as_array()[i],
-                                  r.child_path("normalizers") + "[" + std::to_string(i) + "]");
+      auto step = build(items->as_array()[i],
+                        r.child_path("normalizers") + "[" + std::to_string(i) + "]");
       if (!step.ok()) return step.error();
       if (step.value()) steps.push_back(std::move(step).value());
     }
@@ -125,6 +141,19 @@ Result<std::unique_ptr<Normalizer>> make_normalizer(const json::Value& config,
   }
   if (!r.ok()) return r.error();
   return result;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Normalizer>> make_normalizer(const json::Value& config,
+                                                    const std::string& path) {
+  auto normalizer = build(config, path);
+  if (normalizer.ok() && normalizer.value()) {
+    if (auto e = check_pipeline(path, normalizer.value()->steps(), normalizer.value()->growth())) {
+      return *e;
+    }
+  }
+  return normalizer;
 }
 
 }  // namespace rne::tokenizer

@@ -110,6 +110,8 @@ class ByteLevel final : public PreTokenizer {
     }
     pieces = std::move(out);
   }
+  // A byte becomes a character of up to 2 bytes, and a one-byte piece gains a prefix space.
+  double growth() const override { return add_prefix_space_ ? 4 : 2; }
 
  private:
   bool add_prefix_space_, use_regex_;
@@ -174,6 +176,11 @@ class Metaspace final : public PreTokenizer {
     }
     pieces = std::move(out);
   }
+  // Each space becomes the replacement, and a one-byte piece may gain it as a prefix.
+  double growth() const override {
+    const double r = static_cast<double>(replacement_.size());
+    return std::max(1.0, r) + r;
+  }
 
  private:
   std::string replacement_;
@@ -216,6 +223,16 @@ class Sequence final : public PreTokenizer {
   void split(std::vector<Piece>& pieces) const override {
     for (const auto& step : steps_) step->split(pieces);
   }
+  size_t steps() const override {
+    size_t total = 1;
+    for (const auto& step : steps_) total += step->steps();
+    return total;
+  }
+  double growth() const override {
+    double total = 1;
+    for (const auto& step : steps_) total *= step->growth();
+    return total;
+  }
 
  private:
   std::vector<std::unique_ptr<PreTokenizer>> steps_;
@@ -231,10 +248,7 @@ bool parse_behavior(const std::string& name, Behavior& out) {
   return true;
 }
 
-}  // namespace
-
-Result<std::unique_ptr<PreTokenizer>> make_pre_tokenizer(const json::Value& config,
-                                                         const std::string& path) {
+Result<std::unique_ptr<PreTokenizer>> build(const json::Value& config, const std::string& path) {
   if (config.is_null()) return std::unique_ptr<PreTokenizer>();
   ConfigReader r(config, path);
   const std::string type = r.string("type");
@@ -248,6 +262,7 @@ Result<std::unique_ptr<PreTokenizer>> make_pre_tokenizer(const json::Value& conf
     result = std::make_unique<Digits>(r.boolean_or("individual_digits", false));
   } else if (type == "Metaspace") {
     const std::string replacement = r.string("replacement");
+    if (auto e = check_step_string(replacement, r.child_path("replacement"))) return *e;
     // Older files carry add_prefix_space instead of prepend_scheme.
     const std::string scheme =
         r.string_or("prepend_scheme", r.boolean_or("add_prefix_space", true) ? "always" : "never");
@@ -271,6 +286,7 @@ Result<std::unique_ptr<PreTokenizer>> make_pre_tokenizer(const json::Value& conf
       if (s->as_string().empty()) {
         return Error{ErrorCode::kInvalidTokenizer, "empty Split pattern at " + r.child_path("pattern")};
       }
+      if (auto e = check_step_string(s->as_string(), r.child_path("pattern"))) return *e;
       result = std::make_unique<Split>(s->as_string(), behavior, invert);
     } else if (const json::Value* re = pattern->find("Regex"); re != nullptr && re->is_string()) {
       if (re->as_string() != byte_level::kGpt2Pattern) {
@@ -288,8 +304,8 @@ Result<std::unique_ptr<PreTokenizer>> make_pre_tokenizer(const json::Value& conf
     if (!r.ok()) return r.error();
     std::vector<std::unique_ptr<PreTokenizer>> steps;
     for (size_t i = 0; i < items->as_array().size(); ++i) {
-      auto step = make_pre_tokenizer(items->as_array()[i],
-                                     r.child_path("pretokenizers") + "[" + std::to_string(i) + "]");
+      auto step = build(items->as_array()[i],
+                        r.child_path("pretokenizers") + "[" + std::to_string(i) + "]");
       if (!step.ok()) return step.error();
       if (step.value()) steps.push_back(std::move(step).value());
     }
@@ -299,6 +315,18 @@ Result<std::unique_ptr<PreTokenizer>> make_pre_tokenizer(const json::Value& conf
   }
   if (!r.ok()) return r.error();
   return result;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<PreTokenizer>> make_pre_tokenizer(const json::Value& config,
+                                                         const std::string& path) {
+  auto pre_tokenizer = build(config, path);
+  if (pre_tokenizer.ok() && pre_tokenizer.value()) {
+    const PreTokenizer& built = *pre_tokenizer.value();
+    if (auto e = check_pipeline(path, built.steps(), built.growth())) return *e;
+  }
+  return pre_tokenizer;
 }
 
 }  // namespace rne::tokenizer

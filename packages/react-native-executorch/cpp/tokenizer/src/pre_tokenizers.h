@@ -22,9 +22,13 @@ class PreTokenizer {
   virtual ~PreTokenizer() = default;
   // Replaces `pieces` by their sub-pieces, in order.
   virtual void split(std::vector<Piece>& pieces) const = 0;
+  // Steps, nested Sequences included, and the most bytes one input byte can become: load-time
+  // bounds (kMaxPipelineSteps, kMaxPipelineGrowth).
+  virtual size_t steps() const { return 1; }
+  virtual double growth() const { return 1; }
 };
 
-// nullptr for a null/absent pre-tokenizer.
+// nullptr for a null/absent pre-tokenizer. A chain over the limits of config.h is an error.
 Result<std::unique_ptr<PreTokenizer>> make_pre_tokenizer(const json::Value& config,
                                                          const std::string& path);
 

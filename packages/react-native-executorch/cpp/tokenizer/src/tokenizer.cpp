@@ -11,6 +11,7 @@
 #include "bpe.h"
 #include "config.h"
 #include "decoders.h"
+#include "rne/json/file.h"
 #include "rne/json/json.h"
 #include "normalizers.h"
 #include "pre_tokenizers.h"
@@ -148,6 +149,9 @@ struct Tokenizer::Impl {
   std::unordered_map<std::string, const AddedToken*> added_by_content;
   AddedTokenMatcher raw_matcher;         // normalized: false, matched on the input text
   AddedTokenMatcher normalized_matcher;  // normalized: true, matched after normalization
+  // A special token matched after normalization: then the text of parts read in different ways
+  // is normalized part by part, since its matches could not be traced back to their part.
+  bool normalized_special = false;
 
   const std::string* token_string(TokenId id) const {
     if (const auto it = added_by_id.find(id); it != added_by_id.end()) return &it->second->token;
@@ -160,11 +164,12 @@ struct Tokenizer::Impl {
   }
 
   // Normalizes, pre-tokenizes and BPE-encodes one span of text that holds no raw added token.
-  void encode_plain(std::string text, bool at_text_start, std::vector<TokenId>& ids) const {
+  void encode_plain(std::string text, bool at_text_start, bool skip_special,
+                    std::vector<TokenId>& ids) const {
     if (normalizer) normalizer->apply(text);
     std::vector<AddedTokenMatcher::Segment> segments;
     if (normalized_matcher.empty()) segments.push_back({0, text.size(), nullptr});
-    else normalized_matcher.split(text, segments);
+    else normalized_matcher.split(text, 0, text.size(), skip_special, segments);
     std::vector<Piece> pieces;
     for (const auto& segment : segments) {
       if (segment.token != nullptr) {
@@ -179,14 +184,42 @@ struct Tokenizer::Impl {
     }
   }
 
-  std::vector<TokenId> encode(std::string_view text, bool add_special_tokens) const {
-    std::vector<TokenId> ids;
+  // A stretch of the text to encode, and whether its special tokens are read as text.
+  struct Range {
+    size_t begin, end;
+    bool as_text;
+  };
+
+  // Encodes `text`, covered in order by `ranges`: added tokens are split out range by range,
+  // then each run of plain text (across ranges) goes through encode_plain.
+  std::vector<TokenId> encode(std::string_view text, const std::vector<Range>& ranges,
+                              bool add_special_tokens) const {
+    struct Run {
+      size_t begin, end;
+      const AddedToken* token;  // nullptr for plain text
+      bool as_text;             // plain text holding text of a kAsText range
+    };
+    std::vector<Run> runs;
     std::vector<AddedTokenMatcher::Segment> segments;
-    raw_matcher.split(text, segments);
-    for (const auto& segment : segments) {
-      if (segment.token != nullptr) ids.push_back(segment.token->id);
-      else encode_plain(std::string(text.substr(segment.begin, segment.end - segment.begin)),
-                        segment.begin == 0, ids);
+    for (const Range& range : ranges) {
+      segments.clear();
+      raw_matcher.split(text, range.begin, range.end, range.as_text, segments);
+      for (const auto& segment : segments) {
+        Run* last = runs.empty() ? nullptr : &runs.back();
+        if (segment.token == nullptr && last != nullptr && last->token == nullptr &&
+            last->end == segment.begin && !normalized_special) {
+          last->end = segment.end;
+          last->as_text = last->as_text || range.as_text;
+        } else {
+          runs.push_back({segment.begin, segment.end, segment.token, range.as_text});
+        }
+      }
+    }
+    std::vector<TokenId> ids;
+    for (const Run& run : runs) {
+      if (run.token != nullptr) ids.push_back(run.token->id);
+      else encode_plain(std::string(text.substr(run.begin, run.end - run.begin)), run.begin == 0,
+                        run.as_text, ids);
     }
     if (!add_special_tokens) return ids;
     std::vector<TokenId> out;
@@ -282,6 +315,7 @@ std::optional<Error> Tokenizer::Impl::load(const json::Value& root) {
       // Normalized tokens are looked for in normalized text, so match their normalized form.
       if (normalizer) normalizer->apply(token->token);
       normalized_matcher.add(token->token, token.get());
+      normalized_special = normalized_special || token->special;
     }
   }
   return std::nullopt;
@@ -302,27 +336,24 @@ std::optional<Error> parse_document(std::string_view text, json::Value& root) {
   return std::nullopt;
 }
 
-// Reads a whole file in one go (tokenizer.json files reach tens of MB).
+// The largest tokenizer.json read: 4x Gemma's 33 MB, so a wrong or endless file is refused
+// before it is parsed into memory.
+constexpr size_t kMaxTokenizerFileBytes = size_t{128} << 20;
+
+// Reads a whole file in one go (tokenizer.json files reach tens of MB). Regular files only: a
+// FIFO or device given as the tokenizer is refused, not waited on.
 std::optional<Error> read_file(const std::string& path, std::string& content) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    return Error{ErrorCode::kFileNotFound,
-                 path + " is a directory: pass the path of its tokenizer.json file"};
+  json::FileProblem problem;
+  if (json::read_regular_file(path, kMaxTokenizerFileBytes, content, problem)) return std::nullopt;
+  std::string message = "tokenizer file " + problem.message;
+  if (problem.error == json::FileError::kNotRegular) {
+    message += "; pass the path of a tokenizer.json file";
   }
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    return Error{ErrorCode::kFileNotFound,
-                 "cannot open tokenizer file " + path + ": check that it exists and is readable"};
-  }
-  file.seekg(0, std::ios::end);
-  const std::streamoff size = file.tellg();
-  file.seekg(0, std::ios::beg);
-  if (size < 0) return Error{ErrorCode::kIo, "cannot read tokenizer file " + path};
-  content.assign(static_cast<size_t>(size), '\0');
-  if (!file.read(content.data(), size)) {
-    return Error{ErrorCode::kIo, "failed reading tokenizer file " + path};
-  }
-  return std::nullopt;
+  const ErrorCode code = problem.error == json::FileError::kMissing ||
+                                 problem.error == json::FileError::kNotRegular
+                             ? ErrorCode::kFileNotFound
+                             : ErrorCode::kIo;
+  return Error{code, message};
 }
 
 }  // namespace
@@ -374,7 +405,25 @@ std::optional<size_t> find_invalid_utf8(std::string_view text) {
 }
 
 std::vector<TokenId> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
-  return impl_->encode(text, add_special_tokens);
+  return encode(text, add_special_tokens, SpecialTokens::kParse);
+}
+
+std::vector<TokenId> Tokenizer::encode(std::string_view text, bool add_special_tokens,
+                                       SpecialTokens special_tokens) const {
+  return impl_->encode(text, {{0, text.size(), special_tokens == SpecialTokens::kAsText}},
+                       add_special_tokens);
+}
+
+std::vector<TokenId> Tokenizer::encode_parts(const std::vector<TextPart>& parts,
+                                             bool add_special_tokens) const {
+  std::string text;
+  std::vector<Impl::Range> ranges;
+  for (const TextPart& part : parts) {
+    ranges.push_back({text.size(), text.size() + part.text.size(),
+                      part.special_tokens == SpecialTokens::kAsText});
+    text += part.text;
+  }
+  return impl_->encode(text, ranges, add_special_tokens);
 }
 
 std::string Tokenizer::decode(const std::vector<TokenId>& ids, bool skip_special_tokens) const {

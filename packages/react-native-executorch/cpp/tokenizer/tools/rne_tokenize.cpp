@@ -3,7 +3,8 @@
 //   rne_tokenize TOKENIZER_JSON TEXT          ids of TEXT, space separated
 //   rne_tokenize TOKENIZER_JSON --jsonl       stdin: one JSON string per line; stdout: one JSON
 //                                             object per line with ids (with/without special
-//                                             tokens), decode (with/without skipping special
+//                                             tokens; ids_as_text: without, special-token text
+//                                             read as text), decode (with/without skipping special
 //                                             tokens) and the concatenated stream-decoder output.
 //                                             A bad line gets {"error": ...} on stdout (so output
 //                                             line N still answers input line N) and a message on
@@ -13,6 +14,12 @@
 //                                             stdin: one JSON array of ids per line; stdout:
 //                                             {"decoded", "decoded_skip_special"} per line (bad
 //                                             lines as in --jsonl)
+//   rne_tokenize TOKENIZER_JSON --parts-jsonl
+//                                             stdin: one prompt per line, a JSON array of
+//                                             {"text": string, "plain": bool} parts (plain: its
+//                                             special-token text is read as text); stdout:
+//                                             {"ids": [...]} per line, nothing added (bad lines
+//                                             as in --jsonl)
 //   rne_tokenize TOKENIZER_JSON --vocab       JSON: vocab_size and id_to_token for every id below
 //                                             it plus the added tokens (null where no token)
 //   rne_tokenize TOKENIZER_JSON --bench FILE [REPEAT]
@@ -96,6 +103,9 @@ int run_jsonl(const Tokenizer& tokenizer) {
     append_ids(ids, out);
     out += ",\"ids_no_special\":";
     append_ids(tokenizer.encode(text.as_string(), false), out);
+    out += ",\"ids_as_text\":";
+    append_ids(tokenizer.encode(text.as_string(), false, rne::tokenizer::SpecialTokens::kAsText),
+               out);
     out += ",\"decoded\":";
     json::write_string(tokenizer.decode(ids, false), out);
     out += ",\"decoded_skip_special\":";
@@ -133,6 +143,40 @@ int run_decode_jsonl(const Tokenizer& tokenizer) {
     json::write_string(tokenizer.decode(ids, false), out);
     out += ",\"decoded_skip_special\":";
     json::write_string(tokenizer.decode(ids, true), out);
+    out += "}\n";
+    std::cout << out;
+  }
+  return failed == 0 ? 0 : 1;
+}
+
+int run_parts_jsonl(const Tokenizer& tokenizer) {
+  std::string line;
+  size_t failed = 0;
+  for (size_t line_number = 1; std::getline(std::cin, line); ++line_number) {
+    json::Value array;
+    std::vector<rne::tokenizer::TextPart> parts;
+    auto problem = parse_line(line, array, &json::Value::is_array, "a JSON array of parts");
+    for (size_t i = 0; !problem && i < array.as_array().size(); ++i) {
+      const json::Value& part = array.as_array()[i];
+      const json::Value* text = part.is_object() ? part.find("text") : nullptr;
+      const json::Value* plain = part.is_object() ? part.find("plain") : nullptr;
+      if (text == nullptr || !text->is_string() || plain == nullptr || !plain->is_bool()) {
+        problem = "element " + std::to_string(i) + " is not {\"text\": string, \"plain\": bool}";
+      } else if (const auto bad = rne::tokenizer::find_invalid_utf8(text->as_string())) {
+        problem = "the text of element " + std::to_string(i) + " is not valid UTF-8 (offset " +
+                  std::to_string(*bad) + "); send UTF-8";
+      } else {
+        parts.push_back({text->as_string(), plain->as_bool() ? rne::tokenizer::SpecialTokens::kAsText
+                                                             : rne::tokenizer::SpecialTokens::kParse});
+      }
+    }
+    if (problem) {
+      report_bad_line(line_number, *problem);
+      ++failed;
+      continue;
+    }
+    std::string out = "{\"ids\":";
+    append_ids(tokenizer.encode_parts(parts, false), out);
     out += "}\n";
     std::cout << out;
   }
@@ -199,7 +243,8 @@ int run_bench(const Tokenizer& tokenizer, const std::string& path, int repeat,
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::cerr << "usage: rne_tokenize TOKENIZER_JSON (TEXT | --jsonl | --decode-jsonl | --vocab | "
+    std::cerr << "usage: rne_tokenize TOKENIZER_JSON (TEXT | --jsonl | --decode-jsonl | --parts-jsonl | "
+                 "--vocab | "
                  "--bench FILE [REPEAT])\n";
     return 2;
   }
@@ -216,6 +261,7 @@ int main(int argc, char** argv) {
   const std::string mode = argv[2];
   if (mode == "--jsonl") return run_jsonl(tokenizer);
   if (mode == "--decode-jsonl") return run_decode_jsonl(tokenizer);
+  if (mode == "--parts-jsonl") return run_parts_jsonl(tokenizer);
   if (mode == "--vocab") return run_vocab(tokenizer);
   if (mode == "--bench") {
     if (argc < 4) {

@@ -15,18 +15,27 @@ namespace rne::runner {
 
 // One open value. Plain data, compared and hashed field by field (the mask cache's key).
 struct JsonFrame {
-  uint32_t node = 0;   // schema node (0 for strings and numbers: they do not depend on it)
-  uint8_t kind = 0;    // JsonGrammar::Kind
-  uint8_t sub = 0;     // position inside the value, per kind
+  uint32_t node = 0;   // schema node (0 for strings and numbers without length or range
+                       // bounds: they do not depend on it)
+  // kind and sub share a byte so the frame stays 24 bytes (walks copy stacks per trie node).
+  uint8_t kind : 4;    // JsonGrammar::Kind
+  uint8_t sub : 4;     // position inside the value, per kind
+  uint8_t depth = 0;   // values, objects, arrays: the frame's index in the whole stack (nesting
+                       // is bounded); 0 for the others, which push nothing
   uint16_t pos = 0;    // bytes matched of a literal/key, digits of a number part, hex digits
   uint32_t count = 0;  // object: next property that may come; array: items so far; number: 1 =
                        // integer; string: the byte range the next UTF-8 continuation needs
-  uint32_t current = 0;  // object: the property whose value is open
-  uint64_t candidates = 0;  // literal values or object keys still matching
+  uint32_t current = 0;  // object: the property whose value is open; bounded string: code
+                         // points so far; bounded integer: 1 when negative
+  uint64_t candidates = 0;  // literal values or object keys still matching; bounded integer:
+                            // the magnitude so far; string with a pattern: its automaton state
+
+  JsonFrame() : kind(0), sub(0) {}
 
   bool operator==(const JsonFrame& o) const {
-    return node == o.node && kind == o.kind && sub == o.sub && pos == o.pos &&
-           count == o.count && current == o.current && candidates == o.candidates;
+    return node == o.node && kind == o.kind && sub == o.sub && depth == o.depth &&
+           pos == o.pos && count == o.count && current == o.current &&
+           candidates == o.candidates;
   }
 };
 
@@ -34,7 +43,8 @@ using JsonStack = std::vector<JsonFrame>;
 
 class JsonGrammar {
  public:
-  enum Kind : uint8_t { kValue, kString, kNumber, kLiteral, kObject, kArray };
+  // kText: a whole answer constrained by a regex (JsonSchema::whole_text), never finished.
+  enum Kind : uint8_t { kValue, kString, kNumber, kLiteral, kObject, kArray, kText };
 
   // What feeding one byte did.
   enum class Feed : uint8_t {
@@ -73,9 +83,13 @@ class JsonGrammar {
   std::string minimal_completion(const JsonStack& stack) const;
   // minimal_completion(stack).size(), without building the string (per token of a mask walk).
   size_t minimal_completion_size(const JsonStack& stack) const;
-  // The shortest value `node` accepts (every node has one: schemas have no $ref, and the only
-  // self-referencing node, "any value", accepts 0).
-  const std::string& minimal_value(uint32_t node) const { return minimal_values_[node]; }
+  // The shortest value `node` accepts (the compiler refuses schemas where one has none).
+  const std::string& minimal_value(uint32_t node) const { return schema_.nodes[node].minimal; }
+
+  // A frame that accepts the same byte strings of up to `horizon` bytes as `frame`, with the
+  // same changes of the minimal completion's size: bounded strings far from both bounds share
+  // one, so the mask cache keeps one walk for them, not one per length.
+  JsonFrame cache_key(const JsonFrame& frame, size_t horizon) const;
 
   static constexpr size_t kMaxDepth = 64;  // nesting beyond this is refused
   static constexpr uint16_t kMaxIntegerDigits = 15;
@@ -85,6 +99,12 @@ class JsonGrammar {
  private:
   Feed feed_value(JsonStack& stack, uint8_t c) const;
   Feed feed_string(JsonStack& stack, uint8_t c, bool open_bottom) const;
+  Feed feed_pattern_string(JsonStack& stack, uint8_t c, bool open_bottom) const;
+  Feed feed_text(JsonStack& stack, uint8_t c) const;
+  int cheapest_escape(const StringPattern& pattern, uint16_t state, uint32_t length) const;
+  const StringPattern& pattern_of(const SchemaNode& node) const {
+    return schema_.patterns[node.pattern - 1];
+  }
   Feed feed_number(JsonStack& stack, uint8_t c, bool open_bottom, bool& reprocess) const;
   Feed feed_literal(JsonStack& stack, uint8_t c, bool open_bottom, bool& reprocess) const;
   Feed feed_object(JsonStack& stack, uint8_t c, bool open_bottom) const;
@@ -94,11 +114,19 @@ class JsonGrammar {
   bool push_value(JsonStack& stack, uint32_t node) const;
   uint64_t eligible_keys(const SchemaNode& node, uint32_t from) const;
   bool literal_complete(const JsonFrame& frame) const;
-  void compute_minimal_values();
+  // Bounded integers: whether digits can still extend the frame's number into the range, and
+  // the fewest digits (appended to `out` when given) that do.
+  bool integer_feasible(const SchemaNode& node, bool negative, uint64_t magnitude,
+                        uint16_t digits) const;
+  template <class Out>
+  void complete_integer(const JsonFrame& frame, Out& out) const;
+  bool in_range(const JsonFrame& frame) const;
   // Appends (or counts, per Out) the bytes that finish `frame`; `top`: no child value is open
   // above it.
   template <class Out>
   void complete_frame(const JsonFrame& frame, bool top, Out& out) const;
+  template <class Out>
+  void complete_pattern_string(const JsonFrame& frame, Out& out) const;
   template <class Out>
   void complete_object(const JsonFrame& frame, bool top, Out& out) const;
   template <class Out>
@@ -112,7 +140,6 @@ class JsonGrammar {
   uint32_t shortest_key_choice(const SchemaNode& node, uint64_t keys, uint16_t pos) const;
 
   const JsonSchema& schema_;
-  std::vector<std::string> minimal_values_;  // per schema node
 };
 
 }  // namespace rne::runner

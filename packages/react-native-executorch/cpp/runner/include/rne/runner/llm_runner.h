@@ -44,6 +44,9 @@ class LlmRunner {
   // Loads the .pte (memory-mapped) and the tokenizer.json. Errors say which file and why.
   static Result<std::unique_ptr<LlmRunner>> load(const std::string& model_path,
                                                  const std::string& tokenizer_path);
+  // The same with the model's bytes already held (ModelFile::open), e.g. after checking them.
+  static Result<std::unique_ptr<LlmRunner>> load(std::shared_ptr<const ModelFile> model,
+                                                 const std::string& tokenizer_path);
   ~LlmRunner();
 
   // Encodes `prompt` as is (no <bos> or other post-processor tokens: a chat template already
@@ -92,7 +95,7 @@ class LlmRunner {
   Stats last_stats_;
   std::vector<int64_t> last_tokens_;
   std::shared_ptr<const TokenTrie> token_trie_;  // built on the first json_schema_constraint()
-  std::string json_schema_;                       // the schema json_constraint_ was built for
+  std::string json_schema_;  // the schema (or marked regex) json_constraint_ was built for
   std::unique_ptr<JsonSchemaConstraint> json_constraint_;
 };
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "rne/runner/model_file.h"
 #include "rne/runner/result.h"
 
 namespace executorch::extension::module {
@@ -38,9 +39,12 @@ struct LogitsView {
 
 class ModelSession {
  public:
-  // Memory-maps `path`, checks it is a .pte, loads `forward` and reads the contract. Errors name
-  // the file and the missing or malformed part.
+  // Memory-maps `path` (ModelFile::Hold::kMapped), checks it is a .pte, loads `forward` and
+  // reads the contract. Errors name the file and the missing or malformed part.
   static Result<std::unique_ptr<ModelSession>> load(const std::string& path);
+  // The same from bytes already held (and perhaps verified): the program is read from them, not
+  // from the path again. The session keeps `file` alive.
+  static Result<std::unique_ptr<ModelSession>> load(std::shared_ptr<const ModelFile> file);
   ~ModelSession();
   ModelSession(const ModelSession&) = delete;
   ModelSession& operator=(const ModelSession&) = delete;
@@ -49,14 +53,18 @@ class ModelSession {
   const std::string& path() const { return path_; }
 
   // Runs forward(tokens[1, count], input_pos=[start_pos]); 1 <= count <= max_chunk and
-  // start_pos + count <= max_context (checked: the caller gets an Error, not a crash).
+  // start_pos + count <= max_context (checked: the caller gets an Error, not a crash). A mapped
+  // file truncated since it was loaded, and logits that are not finite (what damaged weights
+  // produce), are errors too.
   Result<LogitsView> forward(const int64_t* tokens, int64_t count, int64_t start_pos);
 
  private:
   ModelSession() = default;
   // load() without the guard that turns exceptions from the runtime into Errors.
-  static Result<std::unique_ptr<ModelSession>> load_unguarded(const std::string& path);
+  static Result<std::unique_ptr<ModelSession>> load_unguarded(
+      std::shared_ptr<const ModelFile> file);
   std::string path_;
+  std::shared_ptr<const ModelFile> file_;
   std::unique_ptr<executorch::extension::module::Module> module_;
   ModelContract contract_;
   std::vector<int64_t> tokens_buffer_;  // input storage the runtime reads from (max_chunk long)

@@ -41,6 +41,9 @@ struct GenerationConfig {
   // document of, enforced by grammar-constrained sampling (json_schema.h lists what is
   // supported). LlmRunner turns it into `constraint`.
   std::string json_schema;
+  // Applied by LlmRunner: a regex (regex.h's subset; empty = none) the whole answer must match,
+  // enforced the same way. At most one of json_schema and regex.
+  std::string regex;
   // Restricts sampling to the tokens it allows and is advanced with each generated token (a
   // grammar, e.g. JsonSchemaConstraint). Not owned; must outlive the generate() call.
   TokenConstraint* constraint = nullptr;
@@ -99,6 +102,7 @@ class TextGenerator {
   // written (when the file does not declare its ring size, max_chunk, the smallest ring a
   // chunked prefill allows, is assumed). Not while a generate() runs.
   bool rewind(int64_t position);
+
 
   // Asks a running generate() to stop after the current forward call. Safe from any thread.
   // During decode the tokens so far are kept; during prefill the chunks already fed stay in the

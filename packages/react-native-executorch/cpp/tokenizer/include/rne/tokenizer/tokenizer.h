@@ -33,6 +33,20 @@ std::optional<size_t> find_invalid_utf8(std::string_view text);
 
 class StreamDecoder;
 
+// How encode() reads the text of added tokens marked "special" (<|im_end|>, <turn|>, <eos>, ...).
+enum class SpecialTokens {
+  kParse,   // their text is the token: text a chat template wrote
+  kAsText,  // ordinary text, like HF `split_special_tokens=True`: text a user, a tool or an app
+            // wrote, so it cannot end a turn or open a system one. Non-special added tokens
+            // (Gemma's newline runs, <table>, ...) are ordinary vocabulary and still match.
+};
+
+// One stretch of a prompt and how its special-token text is read.
+struct TextPart {
+  std::string_view text;
+  SpecialTokens special_tokens = SpecialTokens::kParse;
+};
+
 class Tokenizer {
  public:
   // Loads a tokenizer.json file. Errors name the file and what is wrong or unsupported.
@@ -43,6 +57,15 @@ class Tokenizer {
   // Text (UTF-8) to ids. add_special_tokens applies the post-processor's template (e.g. a
   // leading <bos>), like HF `encode(text, add_special_tokens=True)`.
   std::vector<TokenId> encode(std::string_view text, bool add_special_tokens = true) const;
+  std::vector<TokenId> encode(std::string_view text, bool add_special_tokens,
+                              SpecialTokens special_tokens) const;
+  // Encodes the parts as one text in which added tokens are looked for part by part (a match
+  // never spans two parts; special tokens only in kParse parts), while the ordinary text between
+  // tokens runs on across part boundaries. So a prompt whose kAsText parts hold no special-token
+  // text gets exactly the ids of encode(concatenation), and one whose parts do gets those texts
+  // as ordinary text.
+  std::vector<TokenId> encode_parts(const std::vector<TextPart>& parts,
+                                    bool add_special_tokens) const;
 
   // Ids to text, through the tokenizer's decoder, like HF `decode`. Invalid UTF-8 (e.g. a byte
   // sequence cut in half) becomes U+FFFD as in HF. Unknown ids are skipped.

@@ -1,0 +1,61 @@
+// Errors as values for the chat template library (the same shape as rne/runner/result.h, kept
+// separate so rne_chat depends on nothing but rne_json): a template that does not parse or fails
+// while rendering is an Error naming the template line and column, never an exception or a crash.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <variant>
+
+namespace rne::chat {
+
+enum class ErrorKind {
+  kNotFound,     // no template file, or no chat template in the model directory
+  kInvalidFile,  // a tokenizer_config.json that is not JSON, or a template entry of a wrong type
+  kInvalidInput, // messages/options of the wrong shape (not the template's own check)
+  kSyntax,       // the template does not parse (Python: TemplateSyntaxError)
+  kUndefined,    // a missing variable/attribute used where a value is needed (UndefinedError)
+  kRaised,       // the template's own raise_exception(message) (TemplateError)
+  kType,         // an operation on the wrong types, e.g. "a" + 1 (TypeError)
+  kValue,        // a bad value, e.g. int("x"), division by zero (ValueError/ZeroDivisionError)
+  kSecurity,     // what the sandbox forbids: mutating methods, "_"-prefixed namespace names
+  kLimit,        // a size/depth/step limit of this renderer (hostile or runaway templates)
+};
+
+// The Python exception name for kinds that mirror one ("UndefinedError"), else a short name.
+const char* error_kind_name(ErrorKind kind);
+
+struct Error {
+  ErrorKind kind;
+  std::string message;  // what is wrong (and, where there is one, what to do about it)
+  int line = 0;         // 1-based template line of the failing tag or expression; 0: unknown
+  int column = 0;       // 1-based byte column on that line; 0: unknown
+
+  // "UndefinedError: 'dict object' has no attribute 'name' (template line 3, column 12)".
+  std::string to_string() const;
+};
+
+template <typename T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value) : state_(std::move(value)) {}      // NOLINT(google-explicit-constructor)
+  Result(Error error) : state_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
+
+  bool ok() const { return state_.index() == 0; }
+  explicit operator bool() const { return ok(); }
+
+  T& value() & { return std::get<0>(state_); }
+  const T& value() const& { return std::get<0>(state_); }
+  T&& value() && { return std::get<0>(std::move(state_)); }
+  const Error& error() const { return std::get<1>(state_); }
+
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+
+ private:
+  std::variant<T, Error> state_;
+};
+
+}  // namespace rne::chat
