@@ -97,6 +97,9 @@ def lower(model: nn.Module, plan: ExportPlan, constants: dict[str, Any]) -> Any:
     return edge.to_executorch(
         ExecutorchBackendConfig(
             extract_delegate_segments=True,
+            # Names the mutable buffers (the KV caches), so the runner can find the ring caches
+            # it checkpoints at turn boundaries (Method::get_attribute).
+            emit_mutable_buffer_names=True,
             # Fuses torchao's dequantize + embedding into the quantized embedding kernels.
             do_quant_fusion_and_const_prop=True,
             memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False),

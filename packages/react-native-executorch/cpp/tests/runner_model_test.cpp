@@ -408,6 +408,70 @@ TEST_F(RunnerModelTest, BadInputsAreErrorsWithContext) {
 
 // Prefix reuse on the real SmolLM2-135M-Instruct (fp32 XNNPACK, max_chunk 64, no declared ring
 // size): CTest's smollm2_files fixture links it into RNE_TEST_SMOLLM2_DIR.
+// Tiny random Gemma 4 (sliding layers with ring caches of window + max_chunk - 1 slots, full
+// layers with flat caches), exported with named buffers: CTest's fixture passes its path in
+// RNE_TEST_PTE_GEMMA4.
+class Gemma4RingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    g_ = open("RNE_TEST_PTE_GEMMA4");
+    ASSERT_TRUE(g_);
+  }
+  std::unique_ptr<TextGenerator> g_;
+};
+
+float logit_std(const std::vector<float>& v) {
+  double mean = 0, square = 0;
+  for (float x : v) mean += x;
+  mean /= static_cast<double>(v.size());
+  for (float x : v) square += (x - mean) * (x - mean);
+  return static_cast<float>(std::sqrt(square / static_cast<double>(v.size())));
+}
+
+TEST_F(Gemma4RingTest, ANewTurnRewindsPastWrappedRingsToTheCheckpointExactly) {
+  TextGenerator& g = *g_;
+  const auto& c = g.contract();
+  ASSERT_GT(c.kv_ring_size, 0) << "the rings must be declared";
+  const int64_t n = 40, margin = TextGenerator::kCheckpointMargin;
+  ASSERT_GT(n, 2 * c.kv_ring_size) << "the rings must wrap during the first prompt";
+  const auto first = prompt(n, c, 7);
+  from_prompt(g, first, greedy(6, false));
+  ASSERT_EQ(g.checkpoint_count(), 1u);
+
+  // The next turn re-renders the end of the last prompt differently (Gemma 4's template drops
+  // the generation prompt's empty thought channel): it diverges 3 tokens before that end.
+  auto second = first;
+  second.resize(static_cast<size_t>(n - 3));
+  const auto more = prompt(12, c, 8);
+  second.insert(second.end(), more.begin(), more.end());
+  auto stats = g.generate_prompt(second, greedy(0), nullptr);
+  ASSERT_TRUE(stats.ok()) << stats.error().message;
+  EXPECT_EQ(stats->reused_tokens, n - margin) << "back to the checkpoint, not to position 0";
+  EXPECT_EQ(stats->prompt_tokens, static_cast<int64_t>(second.size()) - (n - margin));
+  const LogitsView view = g.last_logits();
+  const std::vector<float> resumed(view.data, view.data + view.size);
+  const auto cold = prefill_logits(g, second);
+  // fp32 on both paths; only the chunking differs. The logits spread over several units.
+  EXPECT_GT(logit_std(cold), 0.5f);
+  EXPECT_LT(max_abs_diff(resumed, cold), 1e-4f);
+}
+
+TEST_F(Gemma4RingTest, ARewindBeforeEveryCheckpointStartsOver) {
+  TextGenerator& g = *g_;
+  const auto& c = g.contract();
+  const auto first = prompt(40, c, 9);
+  from_prompt(g, first, greedy(4, false));
+  auto second = first;
+  second.resize(10);  // before the checkpoint at 40 - margin, after the rings wrapped
+  const auto more = prompt(6, c, 10);
+  second.insert(second.end(), more.begin(), more.end());
+  auto stats = g.generate_prompt(second, greedy(0), nullptr);
+  ASSERT_TRUE(stats.ok()) << stats.error().message;
+  EXPECT_EQ(stats->reused_tokens, 0);
+  const LogitsView view = g.last_logits();
+  EXPECT_LT(max_abs_diff(std::vector<float>(view.data, view.data + view.size), prefill_logits(g, second)), 1e-4f);
+}
+
 class SmolLM2Test : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -276,7 +276,47 @@ Result<std::unique_ptr<ModelSession>> ModelSession::load_unguarded(
                                     " vocab_size=" + std::to_string(c.vocab_size));
   }
   session->tokens_buffer_.resize(static_cast<size_t>(c.max_chunk));
+  session->find_ring_buffers();
   return session;
+}
+
+void ModelSession::find_ring_buffers() {
+  auto meta = module_->method_meta("forward");
+  // Module offers no other way to a Method's attributes (get_attribute) in this ExecuTorch.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  auto method = module_->method("forward");
+#pragma GCC diagnostic pop
+  if (!meta.ok() || !method.ok()) return;
+  for (size_t i = 0; i < meta->num_attributes(); ++i) {
+    auto info = meta->attribute_tensor_meta(i);
+    if (!info.ok()) continue;
+    bool flat = false;
+    for (auto size : info->sizes()) flat = flat || size == contract_.max_context;
+    if (flat) continue;
+    auto tensor = (*method)->get_attribute(info->name());
+    if (!tensor.ok() || tensor->nbytes() == 0) continue;
+    ring_buffers_.push_back({static_cast<uint8_t*>(tensor->mutable_data_ptr()), tensor->nbytes()});
+    ring_state_bytes_ += tensor->nbytes();
+  }
+}
+
+void ModelSession::save_ring_state(std::vector<uint8_t>& out) const {
+  out.resize(ring_state_bytes_);
+  size_t at = 0;
+  for (const Buffer& b : ring_buffers_) {
+    std::memcpy(out.data() + at, b.data, b.bytes);
+    at += b.bytes;
+  }
+}
+
+void ModelSession::restore_ring_state(const std::vector<uint8_t>& state) {
+  if (state.size() != ring_state_bytes_) return;
+  size_t at = 0;
+  for (const Buffer& b : ring_buffers_) {
+    std::memcpy(b.data, state.data() + at, b.bytes);
+    at += b.bytes;
+  }
 }
 
 Result<LogitsView> ModelSession::forward(const int64_t* tokens, int64_t count, int64_t start_pos) {

@@ -57,8 +57,17 @@ TextGenerator::TextGenerator(std::unique_ptr<ModelSession> session)
 void TextGenerator::reset() {
   cached_.clear();
   pending_.clear();
+  checkpoints_.clear();
   high_water_ = 0;
   logits_ = {};
+}
+
+void TextGenerator::save_checkpoint() {
+  if (!checkpoints_.empty() && checkpoints_.back().position == position()) return;
+  if (checkpoints_.size() == kMaxCheckpoints) checkpoints_.erase(checkpoints_.begin());
+  Checkpoint checkpoint{position(), high_water_, {}};
+  session_->save_ring_state(checkpoint.rings);
+  checkpoints_.push_back(std::move(checkpoint));
 }
 
 bool TextGenerator::rewind(int64_t position) {
@@ -66,15 +75,25 @@ bool TextGenerator::rewind(int64_t position) {
     pending_.clear();
     return position == this->position();
   }
+  position = std::max<int64_t>(position, 0);
+  // Checkpoints past the new end describe positions that are about to be overwritten.
+  while (!checkpoints_.empty() && checkpoints_.back().position > position) checkpoints_.pop_back();
   const ModelContract& c = contract();
   const int64_t ring = c.kv_ring_size >= 0 ? c.kv_ring_size : c.max_chunk;
   // A ring that never wrapped holds every key it was given; the stale slots past `position`
   // read as never written (negative positions) and are masked. Flat caches mask by input_pos.
   if (ring > 0 && high_water_ > ring) {
-    reset();
-    return false;
+    if (checkpoints_.empty()) {
+      reset();
+      return false;
+    }
+    // The rings as they were at the checkpoint; flat caches hold every position before it.
+    const Checkpoint& checkpoint = checkpoints_.back();
+    session_->restore_ring_state(checkpoint.rings);
+    position = checkpoint.position;
+    high_water_ = checkpoint.high_water;
   }
-  cached_.resize(static_cast<size_t>(std::max<int64_t>(position, 0)));
+  cached_.resize(static_cast<size_t>(position));
   pending_.clear();
   logits_ = {};
   return true;
@@ -179,8 +198,12 @@ Result<Stats> TextGenerator::generate(const std::vector<int64_t>& new_tokens,
   Stats stats;
   stats.prompt_tokens = static_cast<int64_t>(to_feed.size());
 
-  // Chunked prefill: every backend, steps of max_chunk, positions appended to the cache.
+  // Chunked prefill: every backend, steps of max_chunk, positions appended to the cache; one
+  // chunk ends at the checkpoint kCheckpointMargin tokens before the end, where rings exist.
   LogitsView& logits = logits_;
+  const bool rings = checkpoints_enabled_ && session_->ring_state_bytes() > 0 &&
+                     static_cast<int64_t>(to_feed.size()) >= kCheckpointMargin;
+  const size_t checkpoint_at = to_feed.size() - static_cast<size_t>(kCheckpointMargin);
   for (size_t offset = 0; offset < to_feed.size();) {
     if (interrupted_.load(std::memory_order_relaxed)) {
       // What was fed stays cached and consistent; the unfed rest of the input is dropped.
@@ -191,7 +214,11 @@ Result<Stats> TextGenerator::generate(const std::vector<int64_t>& new_tokens,
       stats.stop_reason = StopReason::kInterrupted;
       return stats;
     }
-    const auto count = std::min<int64_t>(contract.max_chunk, to_feed.size() - offset);
+    if (rings && offset == checkpoint_at) save_checkpoint();
+    auto count = std::min<int64_t>(contract.max_chunk, to_feed.size() - offset);
+    if (rings && offset < checkpoint_at) {
+      count = std::min<int64_t>(count, static_cast<int64_t>(checkpoint_at - offset));
+    }
     auto out = session_->forward(to_feed.data() + offset, count, position());
     if (!out.ok()) return out.error();
     logits = *out;

@@ -58,7 +58,23 @@ class ModelSession {
   // produce), are errors too.
   Result<LogitsView> forward(const int64_t* tokens, int64_t count, int64_t start_pos);
 
+  // The cache state a rewind cannot recover by itself: every mutable buffer the program names
+  // (the exporter names them) that is not a flat, position-addressed cache (no dimension of
+  // max_context): the sliding layers' ring caches. Empty for models without rings and for files
+  // exported without buffer names. Saved at a turn boundary and restored, it lets a new turn
+  // rewind into the previous answer after a ring has wrapped.
+  size_t ring_state_bytes() const { return ring_state_bytes_; }
+  void save_ring_state(std::vector<uint8_t>& out) const;
+  // `state` must come from save_ring_state() of this session.
+  void restore_ring_state(const std::vector<uint8_t>& state);
+
  private:
+  struct Buffer {
+    uint8_t* data;
+    size_t bytes;
+  };
+  // Finds the ring buffers (see ring_state_bytes) among the method's named attributes.
+  void find_ring_buffers();
   ModelSession() = default;
   // load() without the guard that turns exceptions from the runtime into Errors.
   static Result<std::unique_ptr<ModelSession>> load_unguarded(
@@ -67,6 +83,8 @@ class ModelSession {
   std::shared_ptr<const ModelFile> file_;
   std::unique_ptr<executorch::extension::module::Module> module_;
   ModelContract contract_;
+  std::vector<Buffer> ring_buffers_;
+  size_t ring_state_bytes_ = 0;
   std::vector<int64_t> tokens_buffer_;  // input storage the runtime reads from (max_chunk long)
   int64_t position_ = 0;                // storage for input_pos
 };

@@ -97,12 +97,26 @@ class TextGenerator {
 
   // Forgets the cached positions from `position` on (and the pending token), so the next
   // generate() continues at `position`; the model's input_pos makes the stale keys beyond
-  // invisible. Returns false and reset()s instead when a ring-buffer cache may no longer hold
-  // keys that positions before `position` need: once any position >= the ring's size was
-  // written (when the file does not declare its ring size, max_chunk, the smallest ring a
-  // chunked prefill allows, is assumed). Not while a generate() runs.
+  // invisible. A ring-buffer cache may no longer hold keys that positions before `position`
+  // need once any position >= the ring's size was written (when the file does not declare its
+  // ring size, max_chunk, the smallest ring a chunked prefill allows, is assumed). Then the
+  // cache goes back to the latest checkpoint at or before `position` instead (position() says
+  // where), or, without one, reset()s and returns false. Not while a generate() runs.
   bool rewind(int64_t position);
 
+  // Each prefill of kCheckpointMargin or more tokens, on a model with ring caches, saves the
+  // rings' state that many tokens before its end: a chat template that re-renders the last
+  // turn differently (Gemma 4 drops the generation prompt's empty thought channel and the
+  // thought) makes the next turn diverge in that tail or later, and the checkpoint lets it
+  // rewind there however far the rings have turned. The newest kMaxCheckpoints are kept.
+  static constexpr int64_t kCheckpointMargin = 16;
+  static constexpr size_t kMaxCheckpoints = 2;
+  size_t checkpoint_count() const { return checkpoints_.size(); }
+  // On by default; off drops the checkpoints (benchmarks compare both).
+  void set_checkpoints(bool on) {
+    checkpoints_enabled_ = on;
+    if (!on) checkpoints_.clear();
+  }
 
   // Asks a running generate() to stop after the current forward call. Safe from any thread.
   // During decode the tokens so far are kept; during prefill the chunks already fed stay in the
@@ -125,6 +139,14 @@ class TextGenerator {
   std::vector<int64_t> cached_;   // tokens in the KV cache
   std::vector<int64_t> pending_;  // generated but not yet fed (the last token of a turn)
   int64_t high_water_ = 0;        // most positions written since the last reset()
+  struct Checkpoint {
+    int64_t position;    // cached_.size() when it was taken
+    int64_t high_water;  // high_water_ then
+    std::vector<uint8_t> rings;
+  };
+  std::vector<Checkpoint> checkpoints_;  // oldest first
+  bool checkpoints_enabled_ = true;
+  void save_checkpoint();
   LogitsView logits_;
   std::atomic<bool> interrupted_{false};
   std::atomic<bool> running_{false};
