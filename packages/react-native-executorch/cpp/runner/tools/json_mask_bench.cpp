@@ -11,8 +11,21 @@
 // checks near the end of each document are part of the cost. Each case runs twice: "cold" (a new
 // constraint, nothing cached) and "warm" (reset(): the next generation with the same schema).
 // Prints one JSON object per case and pass, with the per-token times in microseconds.
+//
+//   rne_json_mask_bench --tokenizer tokenizer.json --cases - --report [--samples N]
+//                       [--max-tokens M] [--seed S]
+//
+// --report (driven by tools/benchmarks/structured_output_benchmark.py): a corpus run that keeps
+// going past a refused schema or a rejected document. Per case ("document" optional) it prints
+// one line as soon as the case is done (so the driver can read it through a pipe, "-" = stdin,
+// with a timeout): the compile time and error, the document's replay (mask time per token, the
+// first token it rejected) and N random masked samples of at most M tokens (the driver
+// validates them): per step one allowed token uniformly at random, 70% of the steps among the
+// single-byte tokens and EOS only, so that strings and containers end.
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <random>
@@ -90,13 +103,141 @@ void replay(rne::runner::JsonSchemaConstraint& constraint, const rne::runner::To
             << ",\"cached_walks\":" << constraint.cached_walks() << "}" << std::endl;
 }
 
+struct ReportOptions {
+  int samples = 0;
+  int64_t max_tokens = 256;
+  uint64_t seed = 1;
+};
+
+std::string hex(const std::string& bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  }
+  return out;
+}
+
+// --report: one line per case; a refused schema or rejected document is a result, not a failure.
+void report_case(const json::Value& row, const rne::tokenizer::Tokenizer& tokenizer,
+                 const std::shared_ptr<const rne::runner::TokenTrie>& trie, int64_t eos,
+                 size_t case_index, const ReportOptions& options) {
+  std::string out = "{\"case\":" + std::to_string(case_index);
+  auto start = Clock::now();
+  auto schema = rne::runner::compile_json_schema(row.find("schema")->as_string());
+  char number[32];
+  std::snprintf(number, sizeof(number), "%.1f", us_since(start));
+  out += std::string(",\"compile_us\":") + number;
+  if (!schema.ok()) {
+    out += ",\"error\":";
+    json::write_string(schema.error().message, out);
+    std::cout << out << "}" << std::endl;
+    return;
+  }
+  rne::runner::JsonSchemaConstraint constraint(*schema, trie, {eos});
+  const json::Value* document = row.find("document");
+  if (document && document->is_string()) {
+    auto ids = tokenizer.encode(document->as_string(), /*add_special_tokens=*/false);
+    std::vector<int64_t> sequence(ids.begin(), ids.end());
+    sequence.push_back(eos);
+    int64_t bytes_left = 0;
+    for (size_t i = 0; i + 1 < sequence.size(); ++i) {
+      bytes_left += static_cast<int64_t>(trie->bytes(sequence[i]).size());
+    }
+    std::vector<double> mask_us;
+    int64_t rejected_at = -1;
+    std::string error;
+    for (size_t i = 0; i < sequence.size() && rejected_at < 0; ++i) {
+      start = Clock::now();
+      auto mask = constraint.allowed(bytes_left + 1);
+      mask_us.push_back(us_since(start));
+      if (!mask.ok()) {
+        error = mask.error().message;
+      } else if (!(*mask)->allows(sequence[i])) {
+        error = "token not allowed";
+      } else if (auto accepted = constraint.accept(sequence[i]); !accepted.ok()) {
+        error = accepted.error().message;
+      }
+      if (!error.empty()) rejected_at = static_cast<int64_t>(i);
+      if (sequence[i] != eos) bytes_left -= static_cast<int64_t>(trie->bytes(sequence[i]).size());
+    }
+    out += ",\"walk\":{\"tokens\":" + std::to_string(sequence.size()) +
+           ",\"rejected_at\":" + std::to_string(rejected_at) + ",\"error\":";
+    json::write_string(error, out);
+    out += ",\"mask_us\":" + list(mask_us) + "}";
+  }
+  out += ",\"samples\":[";
+  std::mt19937_64 rng(options.seed + case_index);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  std::vector<int64_t> all, short_ones;
+  for (int s = 0; s < options.samples; ++s) {
+    constraint.reset();
+    std::string text, error;
+    std::vector<double> mask_us;
+    bool finished = false;
+    for (int64_t step = 0; step < options.max_tokens && !finished && error.empty(); ++step) {
+      start = Clock::now();
+      auto mask = constraint.allowed(options.max_tokens - step);
+      mask_us.push_back(us_since(start));
+      if (!mask.ok()) {
+        error = mask.error().message;
+        break;
+      }
+      all.clear();
+      short_ones.clear();
+      const auto& words = (*mask)->words;
+      for (size_t w = 0; w < words.size(); ++w) {
+        for (uint64_t bits = words[w]; bits; bits &= bits - 1) {
+          const auto id = static_cast<int64_t>(w * 64 + __builtin_ctzll(bits));
+          all.push_back(id);
+          if (id == eos || trie->bytes(id).size() == 1) short_ones.push_back(id);
+        }
+      }
+      if (all.empty()) {
+        error = "empty mask";
+        break;
+      }
+      const auto& pool = !short_ones.empty() && unit(rng) < 0.7 ? short_ones : all;
+      const int64_t token = pool[static_cast<size_t>(unit(rng) * pool.size()) % pool.size()];
+      if (auto accepted = constraint.accept(token); !accepted.ok()) {
+        error = accepted.error().message;
+      } else if (token == eos) {
+        finished = true;
+      } else {
+        text += trie->bytes(token);
+      }
+    }
+    out += std::string(s ? "," : "") + "{\"hex\":\"" + hex(text) + "\",\"finished\":" +
+           (finished ? "true" : "false") + ",\"error\":";
+    json::write_string(error, out);
+    out += ",\"mask_us\":" + list(mask_us) + "}";
+  }
+  std::cout << out << "]}" << std::endl;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string tokenizer_path, cases_path;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool report = false;
+  ReportOptions options;
+  for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--tokenizer") {
+    if (flag == "--report") {
+      report = true;
+      --i;  // takes no value
+      continue;
+    }
+    if (i + 1 >= argc) fail(flag + " needs a value");
+    if (flag == "--samples" || flag == "--max-tokens" || flag == "--seed") {
+      char* end = nullptr;
+      const long long value = std::strtoll(argv[i + 1], &end, 10);
+      if (*end != '\0' || value < 0) fail(flag + " needs a non-negative integer");
+      if (flag == "--samples") options.samples = static_cast<int>(value);
+      if (flag == "--max-tokens") options.max_tokens = value;
+      if (flag == "--seed") options.seed = static_cast<uint64_t>(value);
+    } else if (flag == "--tokenizer") {
       tokenizer_path = argv[i + 1];
     } else if (flag == "--cases") {
       cases_path = argv[i + 1];
@@ -105,7 +246,8 @@ int main(int argc, char** argv) {
     }
   }
   if (tokenizer_path.empty() || cases_path.empty()) {
-    fail("usage: rne_json_mask_bench --tokenizer tokenizer.json --cases cases.jsonl");
+    fail("usage: rne_json_mask_bench --tokenizer tokenizer.json --cases cases.jsonl|- [--report "
+         "[--samples N] [--max-tokens M] [--seed S]]");
   }
   auto tokenizer = rne::tokenizer::Tokenizer::from_file(tokenizer_path);
   if (!tokenizer.ok()) fail(tokenizer.error().message);
@@ -120,12 +262,21 @@ int main(int argc, char** argv) {
             << ",\"trie_build_ms\":" << us_since(start) / 1000
             << ",\"trie_nodes\":" << trie->nodes().size() << "}" << std::endl;
 
-  std::ifstream cases(cases_path);
-  if (!cases) fail("cannot read " + cases_path);
+  std::ifstream file;
+  if (cases_path != "-") {
+    file.open(cases_path);
+    if (!file) fail("cannot read " + cases_path);
+  }
+  std::istream& cases = cases_path == "-" ? std::cin : file;
   std::string line;
   for (size_t index = 0; std::getline(cases, line); ++index) {
     json::Value row;
     json::ParseError error;
+    if (report && json::parse(line, row, error) && row.find("schema") &&
+        row.find("schema")->is_string()) {
+      report_case(row, tokenizer.value(), trie, eos, index, options);
+      continue;
+    }
     if (!json::parse(line, row, error) || !row.find("schema") || !row.find("document") ||
         !row.find("schema")->is_string() || !row.find("document")->is_string()) {
       fail(cases_path + " line " + std::to_string(index + 1) +
