@@ -1,5 +1,7 @@
 #include "value.h"
 
+#include "rne/json/json.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -210,23 +212,7 @@ std::string python_float(double d) {
 
 namespace {
 
-void append_utf8(char32_t cp, std::string& out) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
+using json::append_utf8;
 
 // str.isprintable() for repr(): an approximation of Unicode's "other" and separator categories
 // that covers the control, format, private-use and space characters text actually carries.
