@@ -57,6 +57,21 @@ inline constexpr size_t kMaxStepStringBytes = 256;  // a Replace/Prepend/Metaspa
 
 // An error naming the limit when `steps` or `growth` of the pipeline at `path` exceed it.
 std::optional<Error> check_pipeline(std::string_view path, size_t steps, double growth);
+
+// A Sequence's steps (itself and every nested step) and worst-case growth (its steps' product),
+// for check_pipeline; `steps` holds pointers to steps that report their own.
+template <typename Steps>
+size_t sequence_steps(const Steps& steps) {
+  size_t total = 1;
+  for (const auto& step : steps) total += step->steps();
+  return total;
+}
+template <typename Steps>
+double sequence_growth(const Steps& steps) {
+  double total = 1;
+  for (const auto& step : steps) total *= step->growth();
+  return total;
+}
 // An error naming the limit when `text` (the field at `path`) is longer than kMaxStepStringBytes.
 std::optional<Error> check_step_string(const std::string& text, const std::string& path);
 

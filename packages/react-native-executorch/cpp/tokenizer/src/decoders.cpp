@@ -173,16 +173,8 @@ class Sequence final : public Decoder {
   void decode(std::vector<std::string>& tokens, DecodeState& state) const override {
     for (const auto& step : steps_) step->decode(tokens, state);
   }
-  size_t steps() const override {
-    size_t total = 1;
-    for (const auto& step : steps_) total += step->steps();
-    return total;
-  }
-  double growth() const override {
-    double total = 1;
-    for (const auto& step : steps_) total *= step->growth();
-    return total;
-  }
+  size_t steps() const override { return sequence_steps(steps_); }
+  double growth() const override { return sequence_growth(steps_); }
 
  private:
   std::vector<std::unique_ptr<Decoder>> steps_;

@@ -84,16 +84,8 @@ class Sequence final : public Normalizer {
   void apply(std::string& text) const override {
     for (const auto& step : steps_) step->apply(text);
   }
-  size_t steps() const override {
-    size_t total = 1;
-    for (const auto& step : steps_) total += step->steps();
-    return total;
-  }
-  double growth() const override {
-    double total = 1;
-    for (const auto& step : steps_) total *= step->growth();
-    return total;
-  }
+  size_t steps() const override { return sequence_steps(steps_); }
+  double growth() const override { return sequence_growth(steps_); }
 
  private:
   std::vector<std::unique_ptr<Normalizer>> steps_;

@@ -223,16 +223,8 @@ class Sequence final : public PreTokenizer {
   void split(std::vector<Piece>& pieces) const override {
     for (const auto& step : steps_) step->split(pieces);
   }
-  size_t steps() const override {
-    size_t total = 1;
-    for (const auto& step : steps_) total += step->steps();
-    return total;
-  }
-  double growth() const override {
-    double total = 1;
-    for (const auto& step : steps_) total *= step->growth();
-    return total;
-  }
+  size_t steps() const override { return sequence_steps(steps_); }
+  double growth() const override { return sequence_growth(steps_); }
 
  private:
   std::vector<std::unique_ptr<PreTokenizer>> steps_;
