@@ -1,0 +1,158 @@
+#include <cstring>
+#include <fstream>
+#include <memory>
+
+#include <stb_image.h>
+
+#include "rne/media/image.h"
+
+namespace rne::media {
+namespace {
+
+Error invalid(const std::string& message) { return Error{ErrorCode::kInvalidArgument, message}; }
+
+bool is_png(const uint8_t* data, size_t size) {
+  static const uint8_t kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  return size >= 8 && std::memcmp(data, kSignature, 8) == 0;
+}
+
+bool is_jpeg(const uint8_t* data, size_t size) {
+  return size >= 3 && data[0] == 0xff && data[1] == 0xd8 && data[2] == 0xff;
+}
+
+uint32_t be16(const uint8_t* p) { return (uint32_t{p[0]} << 8) | p[1]; }
+uint32_t be32(const uint8_t* p) { return (be16(p) << 16) | be16(p + 2); }
+
+// The picture's size from its header alone, so that the pixel budget is checked before the
+// decoder allocates anything (stb refuses large sizes itself, with a misleading reason).
+bool png_size(const uint8_t* data, size_t size, uint32_t* width, uint32_t* height) {
+  // Signature, then the IHDR chunk: length, "IHDR", width, height.
+  if (size < 24 || std::memcmp(data + 12, "IHDR", 4) != 0) return false;
+  *width = be32(data + 16);
+  *height = be32(data + 20);
+  return true;
+}
+
+bool jpeg_size(const uint8_t* data, size_t size, uint32_t* width, uint32_t* height) {
+  size_t at = 2;  // past SOI
+  while (at + 4 <= size) {
+    if (data[at] != 0xff) return false;
+    const uint8_t marker = data[at + 1];
+    if (marker == 0xff) {  // fill byte
+      ++at;
+      continue;
+    }
+    if (marker == 0x01 || (marker >= 0xd0 && marker <= 0xd8)) {  // TEM, RSTn, SOI: no length
+      at += 2;
+      continue;
+    }
+    const uint32_t length = be16(data + at + 2);
+    // SOF0..SOF15 except DHT (C4), JPG (C8) and DAC (CC): precision, height, width.
+    if (marker >= 0xc0 && marker <= 0xcf && marker != 0xc4 && marker != 0xc8 && marker != 0xcc) {
+      if (at + 9 > size) return false;
+      *height = be16(data + at + 5);
+      *width = be16(data + at + 7);
+      return true;
+    }
+    if (length < 2) return false;
+    at += 2 + length;
+  }
+  return false;
+}
+
+// Pillow's alpha_composite of `src` over an opaque white background, in its integer form
+// (7 extra bits of precision, rounded division by 255), so the result equals
+// `Image.alpha_composite(white, img).convert("RGB")` bit for bit. With the background opaque
+// the coefficients reduce to a * 128 and (255 - a) * 128; alpha 255 gives the colour back.
+uint8_t over_white(uint32_t colour, uint32_t alpha) {
+  constexpr uint32_t kPrecisionBits = 7;
+  if (alpha == 0) return 255;
+  const uint32_t outa255 = alpha * 255 + 255 * (255 - alpha);
+  const uint32_t coef1 = alpha * 255 * 255 * (1u << kPrecisionBits) / outa255;
+  const uint32_t coef2 = 255 * (1u << kPrecisionBits) - coef1;
+  const uint32_t tmp = colour * coef1 + 255 * coef2 + (0x80u << kPrecisionBits);
+  return static_cast<uint8_t>((((tmp >> 8) + tmp) >> 8) >> kPrecisionBits);
+}
+
+}  // namespace
+
+Result<RgbImage> decode_image(const uint8_t* data, size_t size, const DecodeLimits& limits) {
+  if (size == 0) return invalid("the image is empty (0 bytes): pass a JPEG or PNG file");
+  if (size > limits.max_file_bytes || size > static_cast<size_t>(INT32_MAX)) {
+    return invalid("the image file is " + std::to_string(size) + " bytes, over the limit of " +
+                   std::to_string(limits.max_file_bytes) + ": downscale or recompress it first");
+  }
+  const bool png = is_png(data, size);
+  if (!png && !is_jpeg(data, size)) {
+    return invalid("not a JPEG or PNG image (unrecognised signature): only JPEG and PNG are "
+                   "supported; convert the picture to one of them");
+  }
+  const char* format = png ? "PNG" : "JPEG";
+  uint32_t width = 0, height = 0;
+  if (!(png ? png_size(data, size, &width, &height) : jpeg_size(data, size, &width, &height))) {
+    return invalid(std::string("cannot read the ") + format +
+                   " header: the file is corrupt or truncated");
+  }
+  if (width == 0 || height == 0) {
+    return invalid(std::string("the ") + format + " image has no pixels (" +
+                   std::to_string(width) + "x" + std::to_string(height) + ")");
+  }
+  if (static_cast<int64_t>(width) * height > limits.max_pixels) {
+    return invalid(std::string("the image is ") + std::to_string(width) + "x" +
+                   std::to_string(height) + " pixels, over the limit of " +
+                   std::to_string(limits.max_pixels) + ": downscale it first");
+  }
+  // PNG: 4 channels out, because stb adds a tRNS chunk's alpha only when it expands channels
+  // (and grey comes back replicated). JPEG has no alpha: 3, a quarter less memory.
+  const int channels = png ? 4 : 3;
+  int got_width = 0, got_height = 0, file_channels = 0;
+  std::unique_ptr<stbi_uc, void (*)(void*)> decoded(
+      stbi_load_from_memory(data, static_cast<int>(size), &got_width, &got_height,
+                            &file_channels, channels),
+      stbi_image_free);
+  if (!decoded) {
+    return invalid(std::string("cannot decode the ") + format + " image (" +
+                   stbi_failure_reason() + "): the file is corrupt, truncated or uses a " +
+                   "feature the decoder does not support" +
+                   (png ? "" : " (12-bit or arithmetic-coded JPEG)") +
+                   "; re-save it as an ordinary JPEG or PNG");
+  }
+  RgbImage out;
+  out.width = got_width;
+  out.height = got_height;
+  const size_t count = static_cast<size_t>(got_width) * got_height;
+  const uint8_t* src = decoded.get();
+  if (channels == 3) {
+    out.pixels.assign(src, src + count * 3);
+    return out;
+  }
+  out.pixels.resize(count * 3);
+  uint8_t* dst = out.pixels.data();
+  for (size_t i = 0; i < count; ++i, src += 4, dst += 3) {
+    const uint32_t alpha = src[3];
+    for (int c = 0; c < 3; ++c) dst[c] = alpha == 255 ? src[c] : over_white(src[c], alpha);
+  }
+  return out;
+}
+
+Result<RgbImage> decode_image_file(const std::string& path, const DecodeLimits& limits) {
+  std::ifstream file(path, std::ios::binary | std::ios::ate);
+  if (!file) return Error{ErrorCode::kNotFound, "cannot open the image file '" + path + "'"};
+  const std::streamoff size = file.tellg();
+  if (size < 0) return Error{ErrorCode::kNotFound, "cannot read the image file '" + path + "'"};
+  if (static_cast<uint64_t>(size) > limits.max_file_bytes) {
+    return invalid("the image file '" + path + "' is " + std::to_string(size) +
+                   " bytes, over the limit of " + std::to_string(limits.max_file_bytes) +
+                   ": downscale or recompress it first");
+  }
+  std::vector<uint8_t> bytes(static_cast<size_t>(size));
+  file.seekg(0);
+  if (size > 0 && !file.read(reinterpret_cast<char*>(bytes.data()), size)) {
+    return Error{ErrorCode::kNotFound, "cannot read the image file '" + path + "'"};
+  }
+  auto image = decode_image(bytes.data(), bytes.size(), limits);
+  if (!image.ok()) return Error{image.error().code, path + ": " + image.error().message};
+  return image;
+}
+
+}  // namespace rne::media
