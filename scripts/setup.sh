@@ -6,9 +6,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # GoogleTest for the C++ suites; the rest is what `build_binaries.py --platform linux` needs
-# (ExecuTorch from source: MLX's CPU backend on OpenBLAS/LAPACKE, Vulkan on lavapipe, ccache).
-APT_PACKAGES=(libgtest-dev libgmock-dev libopenblas-dev liblapacke-dev ccache
-              libvulkan-dev mesa-vulkan-drivers vulkan-tools)
+# (ExecuTorch from source: MLX's CPU backend on OpenBLAS/LAPACKE, Vulkan on lavapipe, ccache),
+# and `--platform linux-arm64` (the aarch64 cross toolchain, qemu-user to run its tests).
+# libstb-dev: stb_image (bookworm: v2.27), the image decoder of cpp/media.
+APT_PACKAGES=(libgtest-dev libgmock-dev libstb-dev libopenblas-dev liblapacke-dev ccache
+              libvulkan-dev mesa-vulkan-drivers vulkan-tools
+              crossbuild-essential-arm64 qemu-user)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
