@@ -453,3 +453,210 @@ def test_unsupported_regex_is_an_error_with_its_offset(rne_llm, tiny_llama_fp32,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1
     assert r"regex '(a)\1' at offset 3: backreferences are not supported" in done.stderr
+
+
+# ---- Gemma 4's tool-call syntax (rne_llm --json-syntax gemma4) ----
+
+GEMMA4_QUOTE = '<|"|>'
+GEMMA4_TEMPLATE = (Path(__file__).resolve().parent.parent / "packages" / "react-native-executorch"
+                   / "__tests__" / "fixtures" / "gemma4" / "gemma4.jinja")
+GEMMA4_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+GEMMA4_KEY = re.compile(r"[^:{}\[\],<\"][^:{}\[\],<]*")
+
+
+def dictsort_key(name: str) -> tuple[str, str]:
+    """Jinja's case-insensitive dictsort, ties by the name: the order the dialect writes keys."""
+    return (name.lower(), name)
+
+
+class Gemma4Reader:
+    """A strict reader of one value in Gemma 4's syntax: bare keys in dictsort order, raw strings
+    between <|"|> (their content never holds "<|"), JSON numbers and literals, no whitespace."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.at = 0
+
+    def fail(self, what: str) -> ValueError:
+        return ValueError(f"{what} at offset {self.at} of {self.text!r}")
+
+    def read(self) -> Any:
+        value = self.value()
+        if self.at != len(self.text):
+            raise self.fail("text after the value")
+        return value
+
+    def value(self) -> Any:
+        text = self.text
+        if text.startswith(GEMMA4_QUOTE, self.at):
+            start = self.at + len(GEMMA4_QUOTE)
+            end = text.find("<|", start)
+            if end < 0 or not text.startswith(GEMMA4_QUOTE, end):
+                raise self.fail("a string that does not end with <|\"|>")
+            self.at = end + len(GEMMA4_QUOTE)
+            return text[start:end]
+        if text.startswith("{", self.at):
+            return self.object()
+        if text.startswith("[", self.at):
+            self.at += 1
+            items: list[Any] = []
+            while not text.startswith("]", self.at):
+                if items:
+                    self.expect(",")
+                items.append(self.value())
+            self.at += 1
+            return items
+        for word, literal in (("true", True), ("false", False), ("null", None)):
+            if text.startswith(word, self.at):
+                self.at += len(word)
+                return literal
+        match = GEMMA4_NUMBER.match(text, self.at)
+        if match is None:
+            raise self.fail("no value")
+        self.at = match.end()
+        return json.loads(match.group())
+
+    def object(self) -> dict[str, Any]:
+        self.at += 1
+        out: dict[str, Any] = {}
+        while not self.text.startswith("}", self.at):
+            if out:
+                self.expect(",")
+            match = GEMMA4_KEY.match(self.text, self.at)
+            if match is None:
+                raise self.fail("no key")
+            key = match.group()
+            if key in out or (out and dictsort_key(key) < dictsort_key(list(out)[-1])):
+                raise self.fail(f"key {key!r} out of dictsort order")
+            self.at = match.end()
+            self.expect(":")
+            out[key] = self.value()
+        self.at += 1
+        return out
+
+    def expect(self, byte: str) -> None:
+        if not self.text.startswith(byte, self.at):
+            raise self.fail(f"expected {byte!r}")
+        self.at += 1
+
+
+def render_gemma4_call(arguments: dict[str, Any]) -> str:
+    """The arguments as Gemma 4's own template (Python Jinja) writes them in a tool call."""
+    import jinja2
+
+    env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
+    messages = [{"role": "user", "content": "hi"},
+                {"role": "assistant",
+                 "tool_calls": [{"function": {"name": "f", "arguments": arguments}}]}]
+    rendered = env.from_string(GEMMA4_TEMPLATE.read_text()).render(
+        messages=messages, bos_token="", add_generation_prompt=False)
+    start = rendered.index("<|tool_call>call:f") + len("<|tool_call>call:f")
+    return rendered[start:rendered.index("<tool_call|>", start)]
+
+
+def test_gemma4_reader_can_fail() -> None:
+    assert Gemma4Reader('{a:<|"|>x<y<|"|>,b:[1,-2.5e3,null]}').read() == {
+        "a": "x<y", "b": [1, -2500.0, None]}
+    for bad in ['{"a":1}', "{b:1,a:2}", '{a:<|"|>x<|y<|"|>}', "{a: 1}", '<|"|>x', "[1,]",
+                "{a:1}}", "'x'"]:
+        with pytest.raises(ValueError):
+            Gemma4Reader(bad).read()
+
+
+# Tool-argument schemas: keys out of dictsort order and of mixed case, strings whose content
+# has '<' and JSON's special characters, enums, patterns, formats, nesting, unions. Each one's
+# shortest document fits the tiny model's 64-token context with room to spare.
+GEMMA4_SCHEMAS: list[dict[str, Any]] = [
+    {
+        "type": "object",
+        "properties": {
+            "days": {"type": "integer", "minimum": 1, "maximum": 14},
+            "Town": {"type": "string", "maxLength": 12},
+            "unit": {"enum": ["metric", "imperial"]},
+        },
+        "required": ["days", "Town"],
+    },
+    {
+        "type": "object",
+        "properties": {"opts": {"type": "object", "properties": {
+            "z": {"type": "boolean"}, "A": {"type": "string", "minLength": 2}, "b": {}},
+            "required": ["z", "A"]}},
+        "required": ["opts"],
+    },
+    {
+        "type": "object",
+        "properties": {"tags": {"type": "array", "minItems": 1, "maxItems": 3,
+                                "items": {"type": "string", "pattern": "^[a-z<\"\\\\]{1,4}$"}}},
+        "required": ["tags"],
+    },
+    {
+        "type": "object",
+        "properties": {"when": {"type": "string", "format": "date"}, "note": {"type": "string"}},
+        "required": ["when"],
+    },
+    {
+        "type": "object",
+        "properties": {"id": {"type": "string", "format": "uuid"}},
+        "required": ["id"],
+    },
+    {
+        "type": "object",
+        "properties": {"items": {"type": "array", "maxItems": 2, "items": {
+            "type": "object", "properties": {"qty": {"type": "integer", "minimum": 0,
+                                                     "maximum": 99},
+                                             "Name": {"type": "string"}},
+            "required": ["qty", "Name"]}}},
+        "required": ["items"],
+    },
+    {
+        "$defs": {"node": {"type": "object", "properties": {
+            "label": {"type": "string", "maxLength": 5},
+            "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2}},
+            "required": ["label"]}},
+        "type": "object",
+        "properties": {
+            "tree": {"$ref": "#/$defs/node"},
+            "value": {"anyOf": [{"type": "string", "maxLength": 3}, {"type": "integer"},
+                                {"type": "boolean"}]},
+            "level": {"const": "<high>"},
+        },
+        "required": ["tree", "value", "level"],
+    },
+]
+
+
+@pytest.mark.parametrize("case", range(len(GEMMA4_SCHEMAS)))
+def test_gemma4_syntax_outputs_read_back_validate_and_rerender(
+    case, rne_llm, tiny_llama_fp32, byte_tokenizer, tmp_path
+):
+    schema = GEMMA4_SCHEMAS[case]
+    schema_file = write_schema(tmp_path, schema)
+    for seed in (1, 2, 3, 4):
+        out = run_json(rne_llm, "--model", tiny_llama_fp32.pte_path, "--tokenizer",
+                       byte_tokenizer, "--raw", "--json-schema", schema_file, "--json-syntax",
+                       "gemma4", "--temperature", "1", "--seed", seed, "--max-new-tokens", 62,
+                       "{")
+        assert out["stats"]["stop_reason"] == "eos", out
+        assert out["tokens"][-1] == 2, out  # the byte tokenizer's EOS, '#'
+        text = out["text"][:-1]
+        value = Gemma4Reader(text).read()
+        validate(schema, value)
+        # Gemma 4's template writes these arguments back byte for byte (numbers here are
+        # integers and there is no null, which Python prints differently).
+        assert render_gemma4_call(value) == text
+
+
+def test_gemma4_syntax_flag_errors(rne_llm, tiny_llama_fp32, byte_tokenizer, tmp_path):
+    base = [rne_llm, "--model", tiny_llama_fp32.pte_path, "--tokenizer", byte_tokenizer, "--raw"]
+    schema_file = write_schema(tmp_path, {"type": "object", "properties": {"a:b": {}}})
+    done = subprocess.run([*base, "--json-schema", schema_file, "--json-syntax", "yaml", "hi"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "--json-syntax: unknown syntax 'yaml' (expected json or gemma4)" in done.stderr
+    done = subprocess.run([*base, "--json-syntax", "gemma4", "hi"], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode != 0 and "give a schema too" in done.stderr
+    done = subprocess.run([*base, "--json-schema", schema_file, "--json-syntax", "gemma4", "hi"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "'#/properties/a:b'" in done.stderr and "bare key" in done.stderr

@@ -58,6 +58,8 @@ options:
   --json-schema FILE        answer with one JSON document valid against this JSON Schema
                             (grammar-constrained sampling; supported keywords: see
                             runner/include/rne/runner/json_schema.h)
+  --json-syntax json|gemma4 how the --json-schema document is written: JSON (default) or Gemma 4's
+                            tool-call argument syntax ({key:<|"|>text<|"|>,n:3}, see json_schema.h)
   --regex REGEX             answer with text that matches REGEX as a whole (grammar-constrained
                             sampling; the subset in runner/include/rne/runner/regex.h)
   --ignore-eos              keep generating past EOS (benchmarks)
@@ -126,6 +128,7 @@ void require_utf8(std::string_view text, const std::string& what) {
 Options parse_args(int argc, char** argv) {
   Options o;
   std::vector<std::string> words;
+  bool json_syntax_given = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -183,6 +186,16 @@ Options parse_args(int argc, char** argv) {
                                         problem)) {
         fail("--json-schema: " + problem.message + " (expected a JSON Schema file)");
       }
+    } else if (arg == "--json-syntax") {
+      const std::string syntax = value();
+      if (syntax == "json") {
+        o.generation.json_syntax = rne::runner::JsonSyntax::kJson;
+      } else if (syntax == "gemma4") {
+        o.generation.json_syntax = rne::runner::JsonSyntax::kGemma4;
+      } else {
+        fail("--json-syntax: unknown syntax '" + syntax + "' (expected json or gemma4)");
+      }
+      json_syntax_given = true;
     } else if (arg == "--regex") {
       o.generation.regex = value();
     } else if (arg.rfind("--", 0) == 0) {
@@ -199,6 +212,9 @@ Options parse_args(int argc, char** argv) {
   require_utf8(o.prompt, "the prompt");
   require_utf8(o.system, "--system");
   require_utf8(o.generation.regex, "--regex");
+  if (json_syntax_given && o.generation.json_schema.empty()) {
+    fail("--json-syntax applies to --json-schema; give a schema too");
+  }
   for (const auto& stop : o.generation.stop_strings) require_utf8(stop, "--stop");
   if (o.model.empty() || o.tokenizer.empty()) fail("--model and --tokenizer are required (see --help)");
   if (o.prompt.empty() && o.prompt_ids.empty()) fail("no prompt given (see --help)");

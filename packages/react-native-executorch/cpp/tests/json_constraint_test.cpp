@@ -30,7 +30,10 @@ std::vector<std::string> test_vocabulary() {
         "\"gr", "een\"", "  ", "\n", "\t", ", ", ": ", "\":1", "\":true}", "}}", "}]",
         // Pieces of dates, times, ids and escaped characters, for pattern/format strings.
         "\"2024-", "2024", "-01", "-3", "T1", ":00", ":5", "Z\"", "Z\",", ".5", "+0", "ab-",
-        "\\n", "\\\\", "\\/", "\\t\"", "@x.", "io\""}) {
+        "\\n", "\\\\", "\\/", "\\t\"", "@x.", "io\"",
+        // Gemma 4's syntax: its <|"|> token, pieces of it, and runs that close a string.
+        "<|\"|>", "<|", "\"|>", "|>", "<", "<<", "a<", ":<|\"|>", "<|\"|>,", "<|\"|>}", "<|\"|>]",
+        "city:", "days:", "<|\"|>a<|\"|>"}) {
     v.push_back(t);
   }
   std::mt19937 rng(7);
@@ -58,9 +61,11 @@ std::vector<bool> brute_force(const JsonGrammar& grammar, const JsonStack& stack
   return allowed;
 }
 
-// A schema, or with a "regex:" prefix a whole answer constrained by that regex.
+// A schema, with a "gemma4:" prefix one in Gemma 4's syntax, or with a "regex:" prefix a whole
+// answer constrained by that regex.
 Result<std::shared_ptr<const JsonSchema>> compile_case(const std::string& text) {
   if (text.rfind("regex:", 0) == 0) return compile_regex_format(text.substr(6));
+  if (text.rfind("gemma4:", 0) == 0) return compile_json_schema(text.substr(7), JsonSyntax::kGemma4);
   return compile_json_schema(text);
 }
 
@@ -156,6 +161,24 @@ TEST(JsonSchemaConstraint, MasksEqualBruteForce) {
       R"({"type":"array","items":{"type":"string","pattern":"b(a|b){9}a","maxLength":40},
           "maxItems":2})",
       "regex:\\d{4}-\\d{2}(\\n[\"\\\\]+)*",
+      // Object shapes told apart by a tag, and tuples.
+      R"({"type":"array","items":{"oneOf":[{"type":"object","properties":{"kind":{"const":"text"},
+          "value":{"type":"string"}},"required":["kind","value"]},{"type":"object","properties":{
+          "kind":{"enum":["num","n"]},"value":{"type":"number"}},"required":["kind"]}]},
+          "maxItems":3})",
+      R"({"type":"array","prefixItems":[{"type":"integer"},{"enum":["red","green"]}],
+          "items":{"type":"boolean"},"minItems":1,"maxItems":4})",
+      // Gemma 4's syntax: <|"|> strings (the token and its bytes), bare keys, '<' as content.
+      R"(gemma4:{"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer",
+          "minimum":1,"maximum":14},"tags":{"type":"array","items":{"enum":["a","<b"]}},
+          "opts":{"type":"object","properties":{"metric":{"type":"boolean"}}}},
+          "required":["city"]})",
+      R"(gemma4:{"type":"array","items":{"anyOf":[{"type":"string","pattern":"^(a|<)+$",
+          "maxLength":5},{"type":"integer"},{"type":"object","properties":{"s":{"type":"string",
+          "minLength":20,"maxLength":40}}}]}})",
+      R"(gemma4:{"type":"array","items":{"oneOf":[{"type":"object","properties":{"kind":{"const":"a"},
+          "v":{"type":"string"}},"required":["kind","v"]},{"type":"object","properties":{
+          "kind":{"enum":["b","<c"]},"w":{"type":"integer"}},"required":["kind"]}]},"maxItems":2})",
   };
   int complete = 0;
   for (const char* schema : schemas) complete += check_masks(schema, 12, 1234);
@@ -209,6 +232,20 @@ TEST(JsonSchemaConstraint, EveryBudgetEndsInACompleteDocument) {
       R"(regex:Answer: (yes|no)( [a-z]+){2,}\.)",
       R"({"type":"array","items":{"type":"string","pattern":"(a|b)a(a|b){8}","maxLength":20},
           "minItems":1,"maxItems":2})",
+      // Object shapes told apart by a tag, and tuples.
+      R"({"type":"array","items":{"oneOf":[{"type":"object","properties":{"kind":{"const":"text"},
+          "value":{"type":"string"}},"required":["kind","value"]},{"type":"object","properties":{
+          "kind":{"enum":["num","n"]},"value":{"type":"number"}},"required":["kind"]}]},
+          "minItems":1,"maxItems":3})",
+      R"({"type":"array","prefixItems":[{"type":"integer"},{"enum":["red","green"]}],
+          "items":{"type":"boolean"},"minItems":3,"maxItems":4})",
+      // Gemma 4's syntax: <|"|> strings (the token and its bytes), bare keys, '<' as content.
+      R"(gemma4:{"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer",
+          "minimum":1,"maximum":14},"tags":{"type":"array","items":{"enum":["a","<b"]},"minItems":2},
+          "opts":{"type":"object","properties":{"metric":{"type":"boolean"}}}},
+          "required":["city","tags"]})",
+      R"(gemma4:{"type":"array","items":{"anyOf":[{"type":"string","pattern":"^(a|<)+$",
+          "maxLength":5},{"type":"string","minLength":20,"maxLength":40},{"type":"null"}]}})",
   };
   const auto vocabulary = test_vocabulary();
   auto trie = TokenTrie::build(vocabulary);

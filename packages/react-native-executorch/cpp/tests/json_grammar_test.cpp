@@ -165,6 +165,20 @@ const char* const kCompletionSchemas[] = {
         "t":{"type":"string","format":"time"},"u":{"type":"string","pattern":"\u00e9[0-9]{2}",
         "minLength":4}},"required":["d","p","u"]})",
     R"({"type":"array","items":{"type":"string","format":"uuid"},"minItems":1})",
+    // Object shapes told apart by a tag (a Zod discriminated union), nested and with an enum
+    // tag; tuples (prefixItems, draft 7's array of items) and uniqueItems.
+    R"({"type":"array","items":{"oneOf":[{"type":"object","properties":{"v":{"type":"string"},
+        "kind":{"const":"text"}},"required":["kind","v"]},{"type":"object","properties":{
+        "kind":{"enum":["n","num"]},"v":{"type":"number"},"w":{"type":"integer"}},
+        "required":["kind","w"]},{"type":"null"}]},"minItems":1})",
+    R"({"type":"object","properties":{"p":{"type":"array","prefixItems":[{"type":"number"},
+        {"enum":["x","yy"]},{"type":"array","items":[{"type":"boolean"}],"additionalItems":false}],
+        "items":{"type":"string"},"minItems":2},"u":{"type":"array","uniqueItems":true}},
+        "required":["p","u"]})",
+    R"({"type":"object","properties":{"c":{"type":"array","items":{"type":"integer"},
+        "contains":{"minimum":7},"minContains":2},"o":{"type":"object","properties":{"a":{},
+        "b":{"type":"boolean"},"z":false},"minProperties":1,"maxProperties":1}},
+        "required":["c","o"]})",
     // A maxLength counted by the frame (too large to fold into this pattern's automaton).
     R"({"type":"array","items":{"type":"string","pattern":"(a|b)a(a|b){8}\\\\?",
         "maxLength":3000},"minItems":1})",
@@ -252,6 +266,49 @@ TEST(JsonGrammar, MinimalCompletionOfExamples) {
   EXPECT_EQ(completion_after(R"({"name":"a","tags":["x","y"],"kind":null})"), "");
 }
 
+// Random byte-level walks through documents of `schema`: at every state the minimal
+// completion completes the document, and (on a sample) no shorter completion exists. Half of
+// the steps prefer the bytes in `structural`, so walks leave strings and nest.
+void walk_completions(const JsonSchema& schema, const char* schema_text,
+                      const std::string& structural, std::mt19937& rng, int& states,
+                      int& searched) {
+  JsonGrammar grammar(schema);
+  EXPECT_TRUE(grammar.matches(grammar.minimal_value(schema.root))) << schema_text;
+  // Random byte-level walks: every accepted byte (any escape, \u digit, UTF-8 byte, key
+  // byte, digit, whitespace) is as likely as any other, so walks stop mid-everything.
+  for (int walk = 0; walk < 30; ++walk) {
+    JsonStack stack = grammar.start();
+    std::string text;
+    for (int step = 0; step < 120 && !JsonGrammar::closed(stack); ++step) {
+      ASSERT_TRUE(completes(grammar, stack, text)) << schema_text;
+      if (step % 13 == 0) {  // the search is slower: a sample of the states
+        if (auto shortest = shortest_completion_by_search(grammar, stack)) {
+          EXPECT_EQ(grammar.minimal_completion_size(stack), *shortest)
+              << schema_text << " after '" << text << "'";
+          ++searched;
+        }
+      }
+      ++states;
+      std::vector<uint8_t> accepted;
+      for (int byte = 0; byte < 256; ++byte) {
+        JsonStack fed = stack;
+        if (grammar.feed(fed, static_cast<uint8_t>(byte)) == JsonGrammar::Feed::kAccepted) {
+          accepted.push_back(static_cast<uint8_t>(byte));
+        }
+      }
+      if (accepted.empty()) break;  // a complete top-level number at its digit limit
+      std::vector<uint8_t> preferred;
+      for (uint8_t byte : accepted) {
+        if (structural.find(static_cast<char>(byte)) != std::string::npos) preferred.push_back(byte);
+      }
+      const auto& pool = !preferred.empty() && rng() % 2 == 0 ? preferred : accepted;
+      const uint8_t byte = pool[rng() % pool.size()];
+      ASSERT_EQ(grammar.feed(stack, byte), JsonGrammar::Feed::kAccepted);
+      text += static_cast<char>(byte);
+    }
+  }
+}
+
 TEST(JsonGrammar, MinimalCompletionCompletesEveryStateAndIsShortest) {
   std::mt19937 rng(11);
   const std::string structural = "\"{}[],: \\u-+.eE019atfn\xC3\xA9";
@@ -260,42 +317,7 @@ TEST(JsonGrammar, MinimalCompletionCompletesEveryStateAndIsShortest) {
   for (const char* schema_text : kCompletionSchemas) {
     auto schema = compile(schema_text);
     ASSERT_NE(schema, nullptr);
-    JsonGrammar grammar(*schema);
-    EXPECT_TRUE(grammar.matches(grammar.minimal_value(schema->root))) << schema_text;
-    // Random byte-level walks: every accepted byte (any escape, \u digit, UTF-8 byte, key
-    // byte, digit, whitespace) is as likely as any other, so walks stop mid-everything.
-    for (int walk = 0; walk < 30; ++walk) {
-      JsonStack stack = grammar.start();
-      std::string text;
-      for (int step = 0; step < 120 && !JsonGrammar::closed(stack); ++step) {
-        ASSERT_TRUE(completes(grammar, stack, text)) << schema_text;
-        if (step % 13 == 0) {  // the search is slower: a sample of the states
-          if (auto shortest = shortest_completion_by_search(grammar, stack)) {
-            EXPECT_EQ(grammar.minimal_completion_size(stack), *shortest)
-                << schema_text << " after '" << text << "'";
-            ++searched;
-          }
-        }
-        ++states;
-        std::vector<uint8_t> accepted;
-        for (int byte = 0; byte < 256; ++byte) {
-          JsonStack fed = stack;
-          if (grammar.feed(fed, static_cast<uint8_t>(byte)) == JsonGrammar::Feed::kAccepted) {
-            accepted.push_back(static_cast<uint8_t>(byte));
-          }
-        }
-        if (accepted.empty()) break;  // a complete top-level number at its digit limit
-        // Half of the steps prefer JSON's structural bytes, so walks leave strings and nest.
-        std::vector<uint8_t> preferred;
-        for (uint8_t byte : accepted) {
-          if (structural.find(static_cast<char>(byte)) != std::string::npos) preferred.push_back(byte);
-        }
-        const auto& pool = !preferred.empty() && rng() % 2 == 0 ? preferred : accepted;
-        const uint8_t byte = pool[rng() % pool.size()];
-        ASSERT_EQ(grammar.feed(stack, byte), JsonGrammar::Feed::kAccepted);
-        text += static_cast<char>(byte);
-      }
-    }
+    walk_completions(*schema, schema_text, structural, rng, states, searched);
   }
   EXPECT_GT(states, 5000);
   EXPECT_GT(searched, 500);
@@ -416,7 +438,7 @@ TEST(JsonSchemaCompiler, ErrorsNameTheKeywordAndPlace) {
   EXPECT_NE(lookahead.find("offset 1: lookaround"), std::string::npos) << lookahead;
   EXPECT_NE(error_of(R"({"type":"string","pattern":"(a)\\1"})").find("backreferences"),
             std::string::npos);
-  EXPECT_NE(error_of(R"({"dependentRequired":{}})").find("'dependentRequired'"),
+  EXPECT_NE(error_of(R"({"multipleOf":2})").find("'multipleOf'"),
             std::string::npos);
   EXPECT_NE(error_of(R"({"anyOf":[]})").find("non-empty array"), std::string::npos);
   EXPECT_NE(error_of(R"({"not":{}})").find("keyword 'not' is not supported"), std::string::npos);
@@ -430,7 +452,11 @@ TEST(JsonSchemaCompiler, ErrorsNameTheKeywordAndPlace) {
             std::string::npos);
   EXPECT_NE(error_of("false").find("allows no value"), std::string::npos);
   EXPECT_NE(error_of("3").find("must be an object or a boolean"), std::string::npos);
-  EXPECT_NE(error_of(R"({"items":[{}]})").find("tuple-style"), std::string::npos);
+  EXPECT_NE(error_of(R"({"prefixItems":{}})").find("'#/prefixItems': prefixItems must be an array"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"array","uniqueItems":true,"minItems":2})")
+                .find("'#/uniqueItems'"),
+            std::string::npos);
   // Annotations are fine.
   EXPECT_TRUE(compile_json_schema(R"({"title":"t","description":"d","type":"string",
       "default":"x","examples":["y"],"$schema":"https://json-schema.org/draft/2020-12/schema"})")
@@ -579,6 +605,293 @@ TEST(JsonSchemaCompiler, LimitsAndUnrepresentableValuesAreCleanErrors) {
   std::string deep = "true";
   for (int i = 0; i < 70; ++i) deep = R"({"allOf":[)" + deep + "]}";
   EXPECT_NE(error_of(deep).find("kMaxSchemaNesting"), std::string::npos);
+}
+
+TEST(JsonGrammar, ObjectShapesToldApartByATag) {
+  // A Zod discriminated union: oneOf of object shapes with a const tag; the tag is generated
+  // first and its value picks the shape.
+  const std::string fields = R"({"oneOf":[
+      {"type":"object","properties":{"kind":{"const":"text"},"value":{"type":"string"}},
+       "required":["kind","value"]},
+      {"type":"object","properties":{"value":{"type":"number"},"kind":{"const":"number"}},
+       "required":["kind","value"]},
+      {"type":"object","properties":{"kind":{"enum":["bool","flag"]},"value":{"type":"boolean"},
+       "note":{"type":"string"}},"required":["kind"]},
+      {"type":"null"}]})";
+  expect_language(fields,
+                  {R"({"kind":"text","value":"a"})", R"({"kind":"number","value":2.5})",
+                   R"({"kind":"bool"})", R"({"kind":"flag","value":true,"note":"n"})", "null",
+                   R"({"kind":"text", "value":"a"})"},
+                  {R"({"kind":"text","value":2})", R"({"kind":"number","value":"a"})",
+                   R"({"value":"a","kind":"text"})", R"({"kind":"other"})", "{}",
+                   R"({"kind":"text"})", R"({"kind": "text","value":"a"})"});
+  auto schema = compile(fields);
+  ASSERT_NE(schema, nullptr);
+  EXPECT_EQ(JsonGrammar(*schema).minimal_value(schema->root), "null");
+  auto only_objects = compile(R"({"anyOf":[{"type":"object","properties":{"t":{"const":"aa"},
+      "x":{"type":"integer"}},"required":["t","x"]},{"type":"object","properties":{
+      "t":{"const":"b"},"y":{"type":"array","minItems":1}},"required":["t","y"]}]})");
+  ASSERT_NE(only_objects, nullptr);
+  JsonGrammar grammar(*only_objects);
+  EXPECT_EQ(grammar.minimal_value(only_objects->root), R"({"t":"aa","x":0})");
+  JsonStack stack = grammar.start();
+  ASSERT_TRUE(grammar.accepts_prefix(stack, R"({"t":"b)"));
+  EXPECT_EQ(grammar.minimal_completion(stack), R"(","y":[0]})");
+  // Without a tag that tells them apart: oneOf refuses, anyOf generates the first shape.
+  auto untagged = compile_json_schema(R"({"oneOf":[{"type":"object","properties":{
+      "t":{"const":"a"}},"required":["t"]},{"type":"object","properties":{"t":{"enum":["a","b"]}},
+      "required":["t"]}]})");
+  ASSERT_FALSE(untagged.ok());
+  EXPECT_NE(untagged.error().message.find("both allow objects"), std::string::npos);
+  expect_language(R"({"anyOf":[{"type":"object","properties":{"a":{"type":"integer"}},
+      "required":["a"]},{"type":"object","properties":{"b":{"type":"integer"}},"required":["b"]}]})",
+                  {R"({"a":1})"}, {R"({"b":1})"});
+  // Gemma 4's syntax: the tag must sort first in every shape.
+  auto gemma = compile_json_schema(fields, JsonSyntax::kGemma4);
+  ASSERT_TRUE(gemma.ok()) << gemma.error().message;
+  JsonGrammar g(**gemma);
+  EXPECT_TRUE(g.matches(R"({kind:<|"|>text<|"|>,value:<|"|>a<|"|>})"));
+  EXPECT_TRUE(g.matches(R"({kind:<|"|>flag<|"|>,note:<|"|>n<|"|>,value:true})"));
+  EXPECT_FALSE(g.matches(R"({kind:<|"|>text<|"|>,value:1})"));
+}
+
+TEST(JsonGrammar, TuplesAndUniqueItems) {
+  expect_language(R"({"prefixItems":[{"type":"integer"},{"type":"string"}],"items":false,
+      "minItems":1})",
+                  {"[1]", R"([1,"a"])"}, {"[]", R"(["a"])", R"([1,2])", R"([1,"a",2])"});
+  expect_language(R"({"type":"array","prefixItems":[{"type":"integer"}],"items":{"type":"null"}})",
+                  {"[]", "[1]", "[1,null,null]"}, {"[null]", "[1,2]"});
+  // Draft 7: an array of items, then additionalItems (which applies only after one).
+  expect_language(R"({"type":"array","items":[{"type":"boolean"},{"const":"x"}],
+      "additionalItems":{"type":"integer"}})",
+                  {"[]", "[true]", R"([false,"x",3,4])"}, {"[1]", R"([true,"y"])", R"([true,"x","z"])"});
+  expect_language(R"({"type":"array","items":{"type":"integer"},"additionalItems":false})",
+                  {"[1,2,3]"}, {R"(["a"])"});
+  expect_language(R"({"type":"array","prefixItems":[{"type":"integer"},false]})", {"[]", "[1]"},
+                  {"[1,2]"});
+  // uniqueItems: at most one item, so none repeats.
+  expect_language(R"({"type":"array","items":{"enum":["a","b"]},"uniqueItems":true})",
+                  {"[]", R"(["a"])"}, {R"(["a","b"])", R"(["a","a"])"});
+  expect_language(R"({"type":"array","uniqueItems":false,"minItems":2})", {"[1,1]"}, {"[1]"});
+  // Annotations editors write are ignored.
+  expect_language(R"({"id":"x","markdownDescription":"*d*","type":"integer"})", {"1"}, {"\"1\""});
+}
+
+TEST(JsonGrammar, ContainsNotConditionalsDependenciesAndFalseSchemas) {
+  // contains: the first minContains items match it too.
+  expect_language(R"({"type":"array","items":{"type":"integer"},"contains":{"minimum":5}})",
+                  {"[5]", "[7,1,2]"}, {"[]", "[1,7]", R"(["a"])"});
+  expect_language(R"({"type":"array","contains":{"const":"x"},"minContains":2,"maxItems":3})",
+                  {R"(["x","x"])", R"(["x","x",1])"}, {R"(["x"])", R"(["x",1,"x"])"});
+  expect_language(R"({"type":"array","contains":{"type":"null"},"minContains":0})", {"[]", "[1]"},
+                  {});
+  // not of types: those types are not generated (numbers go with integers).
+  expect_language(R"({"not":{"type":["integer","null"]}})", {R"("a")", "true", "{}", "[]"},
+                  {"1", "1.5", "null"});
+  // min/maxProperties: optional properties become required, or are left out, in order.
+  expect_language(R"({"type":"object","properties":{"a":{},"b":{},"c":{}},"minProperties":2})",
+                  {R"({"a":1,"b":2})", R"({"a":1,"b":2,"c":3})"}, {R"({"a":1})", R"({"b":1,"c":2})"});
+  expect_language(R"({"type":"object","properties":{"a":{},"b":{},"c":{}},"required":["c"],
+      "maxProperties":2})",
+                  {R"({"a":1,"c":2})", R"({"c":2})"}, {R"({"a":1,"b":2,"c":3})", R"({"b":1,"c":2})"});
+  // false: a property never generated, an alternative never taken.
+  expect_language(R"({"type":"object","properties":{"a":false,"b":{"type":"integer"}}})",
+                  {"{}", R"({"b":1})"}, {R"({"a":1})"});
+  expect_language(R"({"anyOf":[false,{"type":"integer"}]})", {"1"}, {R"("a")"});
+  // unevaluatedProperties judges no generated property; in an allOf branch it sees only that
+  // branch's, like additionalProperties.
+  expect_language(R"({"type":"object","properties":{"a":{}},"unevaluatedProperties":false})",
+                  {"{}", R"({"a":1})"}, {R"({"b":1})"});
+  expect_language(R"({"allOf":[{"properties":{"a":{}},"unevaluatedProperties":false},
+      {"properties":{"b":{}}}]})",
+                  {R"({"a":1})"}, {R"({"b":1})"});
+  // Dependencies: a required property's apply always; an optional one with dependencies is
+  // left out.
+  expect_language(R"({"type":"object","properties":{"a":{},"b":{},"c":{"type":"integer"}},
+      "required":["a"],"dependentRequired":{"a":["b"],"c":["a"]},
+      "dependentSchemas":{"a":{"properties":{"b":{"type":"string"}}}}})",
+                  {R"({"a":1,"b":"x"})"}, {R"({"a":1})", R"({"a":1,"b":2})", R"({"a":1,"b":"x","c":1})"});
+  expect_language(R"({"type":"object","properties":{"a":{},"b":{}},"dependencies":{"b":["a"]}})",
+                  {"{}", R"({"a":1})"}, {R"({"b":1})", R"({"a":1,"b":1})"});
+  // if/then/else: values valid against then and else alike, whichever way if goes.
+  expect_language(R"({"type":"object","properties":{"a":{"type":"integer"},"b":{}},
+      "if":{"properties":{"a":{"minimum":3}}},"then":{"required":["b"]},
+      "else":{"properties":{"a":{"maximum":9}}}})",
+                  {R"({"a":5,"b":1})", R"({"b":1})"}, {R"({"a":5})", R"({"a":10,"b":1})"});
+  expect_language(R"({"type":"integer","then":{"minimum":5}})", {"1"}, {});
+  auto error_of = [](const std::string& text) {
+    auto schema = compile_json_schema(text);
+    EXPECT_FALSE(schema.ok()) << text;
+    return schema.ok() ? std::string() : schema.error().message;
+  };
+  EXPECT_NE(error_of(R"({"if":{"type":"string"},"else":false})").find("'#/else'"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"array","contains":{},"maxContains":1})").find("'#/maxContains'"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"not":{"type":"string","minLength":2}})").find("'#/not'"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"object","properties":{"a":{}},"minProperties":2})")
+                .find("'#/minProperties'"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"object","properties":{"a":false},"required":["a"]})")
+                .find("has the schema false"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"oneOf":[false]})").find("'#/oneOf'"), std::string::npos);
+}
+
+// ---- Gemma 4's tool-call syntax (JsonSyntax::kGemma4) ----
+
+std::shared_ptr<const JsonSchema> compile_gemma(const std::string& text) {
+  auto schema = compile_json_schema(text, JsonSyntax::kGemma4);
+  EXPECT_TRUE(schema.ok()) << (schema.ok() ? "" : schema.error().message);
+  return schema.ok() ? *schema : nullptr;
+}
+
+void expect_gemma_language(const std::string& schema_text, std::initializer_list<const char*> good,
+                           std::initializer_list<const char*> bad) {
+  auto schema = compile_gemma(schema_text);
+  ASSERT_NE(schema, nullptr);
+  JsonGrammar grammar(*schema);
+  for (const char* text : good) EXPECT_TRUE(grammar.matches(text)) << schema_text << " should accept " << text;
+  for (const char* text : bad) EXPECT_FALSE(grammar.matches(text)) << schema_text << " should reject " << text;
+}
+
+TEST(JsonGrammarGemma4, StringsAreRawBetweenQuoteTokens) {
+  expect_gemma_language(
+      R"({"type":"string"})",
+      {R"(<|"|><|"|>)", R"(<|"|>Kraków<|"|>)", R"(<|"|>say "hi" \n<|"|>)", "<|\"|>a\nb\t<|\"|>",
+       R"(<|"|>a<b<<c<"|><|"|>)", R"(<|"|><<|"|>)", R"(<|"|>x<|"|>)"},
+      {R"("abc")", R"(<|"|>abc)", R"(<|"|>a<|b<|"|>)", R"(<|"|>a<|"|>b<|"|>)", R"(<|"|abc<|"|>)",
+       "<|\"|>\xC3<|\"|>", R"( <|"|>a<|"|>)", R"(<|"|>a<|"|> )"});
+  // Length bounds count the raw content's code points, a '<' included.
+  expect_gemma_language(R"({"type":"string","minLength":2,"maxLength":3})",
+                        {R"(<|"|>ab<|"|>)", R"(<|"|><<<|"|>)", "<|\"|>\xC3\xA9\xC3\xA9<|\"|>"},
+                        {R"(<|"|>a<|"|>)", R"(<|"|>abcd<|"|>)", R"(<|"|><<<<<|"|>)"});
+}
+
+TEST(JsonGrammarGemma4, ObjectsHaveBareKeysInDictsortOrder) {
+  // Schema order b, A, c, a_b; dictsort (case-insensitive): A, a_b, b, c.
+  const std::string schema = R"({"type":"object","properties":{"b":{"type":"integer"},
+      "A":{"type":"boolean"},"c":{"type":"object","properties":{"z":{"type":"null"},
+      "Y":{"type":"string"}},"required":["z","Y"]},"a_b":{"type":"array",
+      "items":{"type":"string"}}},"required":["b","c"]})";
+  expect_gemma_language(
+      schema,
+      {R"({b:3,c:{Y:<|"|>y<|"|>,z:null}})", R"({A:true,a_b:[<|"|>a<|"|>,<|"|>b<|"|>],b:-1,c:{Y:<|"|><|"|>,z:null}})",
+       R"({a_b:[],b:0,c:{Y:<|"|>{x:1}<|"|>,z:null}})"},
+      {R"({"b":3,"c":{"Y":"y","z":null}})",      // JSON
+       R"({c:{Y:<|"|>y<|"|>,z:null},b:3})",      // schema-independent order broken
+       R"({b:3,A:true,c:{Y:<|"|>y<|"|>,z:null}})",  // schema order, not dictsort
+       R"({b:3,c:{z:null,Y:<|"|>y<|"|>}})",
+       R"({b: 3,c:{Y:<|"|>y<|"|>,z:null}})", R"({b:3, c:{Y:<|"|>y<|"|>,z:null}})",
+       R"({b:3,c:{Y:<|"|>y<|"|>,z:null},})", R"({b:3,c:{Y:"y",z:null}})",
+       R"({b:3,c:{Y:<|"|>y<|"|>,z:null},a_b:[<|"|>a<|"|>, <|"|>b<|"|>]})"});
+  // Ties of the lowercased name go by the name itself.
+  auto tie = compile_gemma(R"({"type":"object","properties":{"ab":{"const":1},"AB":{"const":2},"Ab":{"const":3}},
+      "required":["ab","AB","Ab"]})");
+  ASSERT_NE(tie, nullptr);
+  EXPECT_EQ(JsonGrammar(*tie).minimal_value(tie->root), "{AB:2,Ab:3,ab:1}");
+}
+
+TEST(JsonGrammarGemma4, EnumsPatternsUnionsAndFormats) {
+  expect_gemma_language(R"({"enum":["red","green",3,null,{"b":1,"a":"x"},["<y"]]})",
+                        {R"(<|"|>red<|"|>)", R"(<|"|>green<|"|>)", "3", "null",
+                         R"({a:<|"|>x<|"|>,b:1})", R"([<|"|><y<|"|>])"},
+                        {R"("red")", R"(<|"|>re<|"|>)", R"({b:1,a:<|"|>x<|"|>})", "red"});
+  // A pattern applies to the raw content: no escapes, '<' only where the pattern has it.
+  expect_gemma_language(R"({"type":"string","pattern":"^a<b\"c\\\\d$"})",
+                        {R"(<|"|>a<b"c\d<|"|>)"}, {R"(<|"|>a<b\"c\\d<|"|>)", R"(<|"|>a<|"|>)"});
+  // A pattern that allows "<|" generates only its strings without it.
+  expect_gemma_language(R"({"type":"string","pattern":"^<.$"})", {R"(<|"|><x<|"|>)"},
+                        {R"(<|"|><|<|"|>)", R"(<|"|><<|"|>)"});
+  expect_gemma_language(R"({"type":"string","format":"date"})", {R"(<|"|>2024-02-28<|"|>)"},
+                        {R"(<|"|>2024-02-30<|"|>)", R"("2024-02-28")"});
+  expect_gemma_language(
+      R"({"type":"object","properties":{"v":{"anyOf":[{"type":"string","maxLength":2},
+          {"type":"integer"},{"type":"null"},{"const":[1]}]}},"required":["v"]})",
+      {R"({v:<|"|>ab<|"|>})", R"({v:7})", R"({v:null})", R"({v:[1]})"},
+      {R"({v:<|"|>abc<|"|>})", R"({v:"ab"})", R"({v:[2]})"});
+  // Recursion through $ref, and nesting to any depth.
+  expect_gemma_language(
+      R"({"$defs":{"n":{"type":"object","properties":{"name":{"type":"string"},
+          "kids":{"type":"array","items":{"$ref":"#/$defs/n"}}},"required":["name"]}},
+          "$ref":"#/$defs/n"})",
+      {R"({name:<|"|>r<|"|>})", R"({kids:[{kids:[],name:<|"|>b<|"|>}],name:<|"|>a<|"|>})"},
+      {R"({name:<|"|>r<|"|>,kids:[]})"});
+}
+
+TEST(JsonGrammarGemma4, MinimalCompletionIsDialectAndCompletes) {
+  auto person = compile_gemma(R"({"type":"object","properties":{"name":{"type":"string",
+      "minLength":2},"tags":{"type":"array","items":{"type":"string","pattern":"^x[0-9]$"},
+      "minItems":2},"Kind":{"enum":["pet",12]},"age":{"type":"integer"}},
+      "required":["name","tags","Kind"]})");
+  ASSERT_NE(person, nullptr);
+  JsonGrammar grammar(*person);
+  auto completion_after = [&](const std::string& prefix) {
+    JsonStack stack = grammar.start();
+    EXPECT_TRUE(grammar.accepts_prefix(stack, prefix)) << prefix;
+    return grammar.minimal_completion(stack);
+  };
+  const std::string minimal = R"({Kind:12,name:<|"|>aa<|"|>,tags:[<|"|>x0<|"|>,<|"|>x0<|"|>]})";
+  EXPECT_EQ(grammar.minimal_value(person->root), minimal);
+  EXPECT_TRUE(grammar.matches(minimal));
+  EXPECT_EQ(completion_after(""), minimal);
+  EXPECT_EQ(completion_after("{Kind:<|\"|>p"), R"(et<|"|>,name:<|"|>aa<|"|>,tags:[<|"|>x0<|"|>,<|"|>x0<|"|>]})");
+  EXPECT_EQ(completion_after(R"({Kind:12,na)"), R"(me:<|"|>aa<|"|>,tags:[<|"|>x0<|"|>,<|"|>x0<|"|>]})");
+  EXPECT_EQ(completion_after(R"({Kind:12,name:<|)"), R"("|>aa<|"|>,tags:[<|"|>x0<|"|>,<|"|>x0<|"|>]})");
+  // A '<' in the content: it may end the string (once minLength is met) or be content.
+  EXPECT_EQ(completion_after(R"({Kind:12,name:<|"|><)"), R"(a<|"|>,tags:[<|"|>x0<|"|>,<|"|>x0<|"|>]})");
+  EXPECT_EQ(completion_after(R"({Kind:12,name:<|"|>ab<)"), R"(|"|>,tags:[<|"|>x0<|"|>,<|"|>x0<|"|>]})");
+  EXPECT_EQ(completion_after(R"({Kind:12,name:<|"|>ab<|"|>,tags:[<|"|>x)"), R"(0<|"|>,<|"|>x0<|"|>]})");
+  // dictsort: age < Kind (case-insensitive), though 'K' < 'a' in ASCII.
+  EXPECT_EQ(completion_after(R"({age:4)"), R"(,Kind:12,name:<|"|>aa<|"|>,tags:[<|"|>x0<|"|>,<|"|>x0<|"|>]})");
+  EXPECT_EQ(completion_after(R"({Kind:12,name:<|"|>ab<|"|>,tags:[<|"|>x1<|"|>,<|"|>x2<|"|>])"), "}");
+
+  // Random walks over dialect schemas: the completion always completes and is the shortest.
+  const char* const schemas[] = {
+      R"({"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer",
+          "minimum":1,"maximum":14},"opts":{"type":"object","properties":{"metric":{"type":
+          "boolean"}}},"tags":{"type":"array","items":{"type":"string","maxLength":4},
+          "minItems":1}},"required":["city","tags"]})",
+      R"({"type":"object","properties":{"p":{"type":"string","pattern":"^(<a|b<)+<?$",
+          "maxLength":7},"d":{"type":"string","format":"date-time"},"e":{"enum":["<x","<","y"]},
+          "u":{"anyOf":[{"type":"string","minLength":3},{"type":"number"},{"type":"null"}]}},
+          "required":["p","e","u"]})",
+      R"({"$defs":{"n":{"type":"object","properties":{"Name":{"type":"string","minLength":1,
+          "maxLength":3},"kids":{"type":"array","items":{"$ref":"#/$defs/n"},"maxItems":2}},
+          "required":["Name","kids"]}},"$ref":"#/$defs/n"})",
+      "true",
+  };
+  std::mt19937 rng(5);
+  int states = 0;
+  int searched = 0;
+  for (const char* schema_text : schemas) {
+    auto schema = compile_gemma(schema_text);
+    ASSERT_NE(schema, nullptr);
+    walk_completions(*schema, schema_text, "<|\"{}[],:-.019atfn", rng, states, searched);
+  }
+  EXPECT_GT(states, 2000);
+  EXPECT_GT(searched, 150);
+}
+
+TEST(JsonGrammarGemma4, WhatTheSyntaxCannotWriteIsRefused) {
+  auto error_of = [](const std::string& text) {
+    auto schema = compile_json_schema(text, JsonSyntax::kGemma4);
+    EXPECT_FALSE(schema.ok()) << text;
+    return schema.ok() ? std::string() : schema.error().message;
+  };
+  EXPECT_NE(error_of(R"({"properties":{"a:b":{}}})").find("'#/properties/a:b'"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"properties":{"":{}}})").find("empty property name"), std::string::npos);
+  EXPECT_NE(error_of(R"({"properties":{" a":{}}})").find("whitespace"), std::string::npos);
+  EXPECT_NE(error_of(R"({"properties":{"a<b":{}}})").find(": { } [ ] , <"), std::string::npos);
+  EXPECT_NE(error_of(R"({"enum":["a<|b"]})").find("'#/enum/0'"), std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"string","pattern":"^x<\\|$"})").find("contains '<|'"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"properties":{"é":{},"b":{}}})").find("not ASCII"), std::string::npos);
+  // One non-ASCII key alone has no order to get wrong; JSON keeps taking what it took.
+  EXPECT_TRUE(compile_json_schema(R"({"properties":{"é":{}}})", JsonSyntax::kGemma4).ok());
+  EXPECT_TRUE(compile_json_schema(R"({"properties":{"a:b":{},"":{}},"enum":[{"a<|":"<|"}]})").ok());
 }
 
 }  // namespace

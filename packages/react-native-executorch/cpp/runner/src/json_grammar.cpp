@@ -8,7 +8,11 @@ namespace {
 
 using Feed = JsonGrammar::Feed;
 
-enum StringSub : uint8_t { kStrOpen, kStrBody, kStrEscape, kStrHex, kStrUtf8 };
+// kStrLt, kStrClose: Gemma 4's strings only (a '<' that may start the closing <|"|>, and that
+// delimiter after its "<|"; pos counts its bytes, as it does the opening one's in kStrOpen).
+enum StringSub : uint8_t { kStrOpen, kStrBody, kStrEscape, kStrHex, kStrUtf8, kStrLt, kStrClose };
+
+constexpr std::string_view kGemmaQuote = "<|\"|>";
 enum NumberSub : uint8_t {
   kNumStart, kNumMinus, kNumZero, kNumInt, kNumDot, kNumFrac, kNumExp, kNumExpSign, kNumExpDigits
 };
@@ -77,16 +81,16 @@ void add_escaped(uint8_t c, Out& out) {
   }
 }
 
-// Whether a value of `node` (not a union) can start with byte c.
-bool starts_with(const SchemaNode& node, uint8_t c) {
+// Whether a value of `node` (not a union) can start with byte c (`quote`: what opens a string).
+bool starts_with(const SchemaNode& node, uint8_t c, uint8_t quote) {
   if (!node.literals.empty()) {
     for (const std::string& literal : node.literals) {
       if (static_cast<uint8_t>(literal[0]) == c) return true;
     }
     return false;
   }
+  if (c == quote) return (node.types & kJsonString) != 0;
   switch (c) {
-    case '"': return (node.types & kJsonString) != 0;
     case 't': case 'f': return (node.types & kJsonBoolean) != 0;
     case 'n': return (node.types & kJsonNull) != 0;
     case '{': return (node.types & kJsonObject) != 0;
@@ -121,7 +125,11 @@ struct CountBytes {
 
 }  // namespace
 
-JsonGrammar::JsonGrammar(const JsonSchema& schema) : schema_(schema) {}
+JsonGrammar::JsonGrammar(const JsonSchema& schema)
+    : schema_(schema),
+      gemma_(schema.syntax == JsonSyntax::kGemma4),
+      quote_(gemma_ ? '<' : '"'),
+      key_separator_(gemma_ ? "" : ":") {}
 
 JsonStack JsonGrammar::start() const {
   JsonFrame root;
@@ -206,7 +214,7 @@ Feed JsonGrammar::feed_value(JsonStack& stack, uint8_t c) const {
        !union_node->alternatives.empty();) {
     const uint32_t* chosen = nullptr;
     for (const uint32_t& alt : union_node->alternatives) {
-      if (starts_with(schema_.nodes[alt], c)) {
+      if (starts_with(schema_.nodes[alt], c, quote_)) {
         chosen = &alt;
         break;
       }
@@ -222,7 +230,7 @@ Feed JsonGrammar::feed_value(JsonStack& stack, uint8_t c) const {
     next.kind = kLiteral;
     next.candidates = node.literals.size() == 64 ? ~uint64_t{0}
                                                  : (uint64_t{1} << node.literals.size()) - 1;
-  } else if (c == '"' && (node.types & kJsonString)) {
+  } else if (c == quote_ && (node.types & kJsonString)) {
     next.kind = kString;
     if (node.bounded_string()) next.node = f.node;
     if (node.pattern != 0) next.candidates = pattern_of(node).dfa.start;
@@ -255,6 +263,7 @@ Feed JsonGrammar::feed_value(JsonStack& stack, uint8_t c) const {
 }
 
 Feed JsonGrammar::feed_string(JsonStack& stack, uint8_t c, bool open_bottom) const {
+  if (gemma_) return feed_gemma_string(stack, c, open_bottom);
   JsonFrame& f = stack.back();
   if (f.node != 0 && f.sub != kStrOpen && schema_.nodes[f.node].pattern != 0) {
     return feed_pattern_string(stack, c, open_bottom);
@@ -319,6 +328,91 @@ Feed JsonGrammar::feed_string(JsonStack& stack, uint8_t c, bool open_bottom) con
       return Feed::kAccepted;
   }
   return Feed::kRejected;
+}
+
+// Gemma 4's strings: <|"|>, raw content, <|"|>. A '<' in the content may start the closing
+// delimiter, so the frame waits for the next byte (kStrLt) with the content's state before the
+// '<' kept, and reads the '<' as content once that byte is not '|'.
+Feed JsonGrammar::feed_gemma_string(JsonStack& stack, uint8_t c, bool open_bottom) const {
+  JsonFrame& f = stack.back();
+  switch (f.sub) {
+    case kStrOpen:
+    case kStrClose:
+      if (c != static_cast<uint8_t>(kGemmaQuote[f.pos])) return Feed::kRejected;
+      if (++f.pos < kGemmaQuote.size()) return Feed::kAccepted;
+      if (f.sub == kStrClose) return finish(stack, open_bottom);
+      f.sub = kStrBody;
+      f.pos = 0;
+      return Feed::kAccepted;
+    case kStrLt:
+      if (c == '|') {
+        if (!gemma_may_close(f)) return Feed::kRejected;
+        f.sub = kStrClose;
+        f.pos = 2;
+        return Feed::kAccepted;
+      }
+      f.sub = kStrBody;
+      if (gemma_content(f, '<') != Feed::kAccepted) return Feed::kRejected;
+      break;  // c is content (or another '<')
+    case kStrUtf8:  // strings without a pattern (the automaton keeps UTF-8 valid otherwise)
+      if (c < (f.count >> 8) || c > (f.count & 0xFF)) return Feed::kRejected;
+      f.count = byte_range(0x80, 0xBF);
+      if (--f.pos == 0) {
+        f.sub = kStrBody;
+        f.count = 0;
+      }
+      return Feed::kAccepted;
+    default:
+      break;
+  }
+  if (c == '<') {
+    JsonFrame as_content = f;
+    if (!gemma_may_close(f) && gemma_content(as_content, '<') != Feed::kAccepted) {
+      return Feed::kRejected;
+    }
+    f.sub = kStrLt;
+    return Feed::kAccepted;
+  }
+  return gemma_content(f, c);
+}
+
+// One byte of a Gemma 4 string's content (its pattern, length bounds and UTF-8 validity).
+Feed JsonGrammar::gemma_content(JsonFrame& f, uint8_t c) const {
+  const SchemaNode* node = f.node != 0 ? &schema_.nodes[f.node] : nullptr;
+  if (node != nullptr && node->pattern != 0) {
+    const StringPattern& p = pattern_of(*node);
+    const uint16_t next = p.dfa.step(static_cast<uint16_t>(f.candidates), c);
+    if (next == RegexDfa::kDead || p.paths.cost[next] == RegexPaths::kNone) return Feed::kRejected;
+    if (p.max_length != UINT32_MAX) {  // counted maxLength (json_schema.h)
+      const uint32_t n = f.current + ((c & 0xC0) != 0x80 ? 1 : 0);
+      if (uint64_t{n} + p.path_length[next] > p.max_length) return Feed::kRejected;
+      f.current = n;
+    }
+    f.candidates = next;
+    return Feed::kAccepted;
+  }
+  if (node != nullptr) {  // bounded length: count code points as they start
+    if (f.current >= node->max_length) return Feed::kRejected;
+    ++f.current;
+  }
+  if (c >= 0x80) {
+    uint32_t range;
+    const int continuation = utf8_lead(c, range);
+    if (continuation == 0) return Feed::kRejected;
+    f.sub = kStrUtf8;
+    f.pos = static_cast<uint16_t>(continuation);
+    f.count = range;
+  }
+  return Feed::kAccepted;
+}
+
+bool JsonGrammar::gemma_may_close(const JsonFrame& f) const {
+  if (f.node == 0) return true;
+  const SchemaNode& node = schema_.nodes[f.node];
+  if (node.pattern != 0) {
+    return pattern_of(node).dfa.accepting[static_cast<uint16_t>(f.candidates)] != 0;
+  }
+  return f.current >= node.min_length;
 }
 
 // A string with a pattern/format: its automaton's state is in `candidates` and decides every
@@ -505,6 +599,10 @@ void JsonGrammar::complete_integer(const JsonFrame& f, Out& out) const {
 
 JsonFrame JsonGrammar::cache_key(const JsonFrame& frame, size_t horizon) const {
   if (frame.kind != kString || frame.node == 0) return frame;
+  // A '<' not yet counted (and the delimiters): kept exact, they are short-lived.
+  if (gemma_ && (frame.sub == kStrLt || frame.sub == kStrOpen || frame.sub == kStrClose)) {
+    return frame;
+  }
   const SchemaNode& node = schema_.nodes[frame.node];
   if (node.pattern != 0) {  // far from maxLength: the unbounded pattern's state (json_schema.h)
     const StringPattern& p = pattern_of(node);
@@ -565,16 +663,55 @@ Feed JsonGrammar::feed_literal(JsonStack& stack, uint8_t c, bool open_bottom,
 Feed JsonGrammar::feed_object(JsonStack& stack, uint8_t c, bool open_bottom) const {
   JsonFrame& f = stack.back();
   const SchemaNode& node = schema_.nodes[f.node];
+  // A byte of a key: narrows the candidates; once one key is matched whole, its value follows.
+  auto key_byte = [&]() {
+    uint64_t next = 0;
+    for (uint64_t bits = f.candidates; bits != 0; bits &= bits - 1) {
+      const std::string& key = node.properties[lowest_bit(bits)].key;
+      if (key.size() > f.pos && static_cast<uint8_t>(key[f.pos]) == c) {
+        next |= bits & (~bits + 1);
+      }
+    }
+    if (next == 0) return Feed::kRejected;
+    f.candidates = next;
+    ++f.pos;
+    // JSON keys end with an unescaped quote, Gemma 4's with their only ':', so none is a prefix
+    // of another: a match is unique.
+    const int first = lowest_bit(next);
+    if ((next & (next - 1)) == 0 && node.properties[first].key.size() == f.pos && node.tagged) {
+      // The tag and its value are read: the object goes on as the shape they select, whose
+      // first property is the tag.
+      f.node = node.properties[first].node;
+      f.count = 1;
+      f.candidates = 0;
+      f.pos = 0;
+      f.sub = kObjValueDone;
+      return Feed::kAccepted;
+    }
+    if ((next & (next - 1)) == 0 && node.properties[first].key.size() == f.pos) {
+      f.current = static_cast<uint32_t>(first);
+      f.count = f.current + 1;
+      f.candidates = 0;
+      f.pos = 0;
+      f.sub = gemma_ ? kObjAfterColonSpace : kObjColon;  // Gemma 4's key holds its ':'
+    }
+    return Feed::kAccepted;
+  };
   auto start_key = [&]() {
-    if (c != '"') return Feed::kRejected;
+    if (!gemma_ && c != '"') return Feed::kRejected;
     f.candidates = eligible_keys(node, f.count);
     if (f.candidates == 0) return Feed::kRejected;
     f.sub = kObjKey;
-    f.pos = 1;  // every key literal starts with the quote
+    if (gemma_) {  // bare keys: c is the key's first byte
+      f.pos = 0;
+      return key_byte();
+    }
+    f.pos = 1;  // every JSON key literal starts with the quote
     return Feed::kAccepted;
   };
   // '}' may come unless a required property is still missing (the last eligible one).
   auto may_close = [&]() {
+    if (node.tagged) return false;  // a shape must be chosen (SchemaNode::tagged)
     const uint64_t eligible = eligible_keys(node, f.count);
     return eligible == 0 || !node.properties[63 - __builtin_clzll(eligible)].required;
   };
@@ -586,34 +723,14 @@ Feed JsonGrammar::feed_object(JsonStack& stack, uint8_t c, bool open_bottom) con
     case kObjFirst:
       if (c == '}') return may_close() ? finish(stack, open_bottom) : Feed::kRejected;
       return start_key();
-    case kObjKey: {
-      uint64_t next = 0;
-      for (uint64_t bits = f.candidates; bits != 0; bits &= bits - 1) {
-        const std::string& key = node.properties[lowest_bit(bits)].key;
-        if (key.size() > f.pos && static_cast<uint8_t>(key[f.pos]) == c) {
-          next |= bits & (~bits + 1);
-        }
-      }
-      if (next == 0) return Feed::kRejected;
-      f.candidates = next;
-      ++f.pos;
-      // Keys end with an unescaped quote, so none is a prefix of another: a match is unique.
-      const int first = lowest_bit(next);
-      if ((next & (next - 1)) == 0 && node.properties[first].key.size() == f.pos) {
-        f.current = static_cast<uint32_t>(first);
-        f.count = f.current + 1;
-        f.candidates = 0;
-        f.pos = 0;
-        f.sub = kObjColon;
-      }
-      return Feed::kAccepted;
-    }
+    case kObjKey:
+      return key_byte();
     case kObjColon:
       if (c != ':') return Feed::kRejected;
       f.sub = kObjAfterColon;
       return Feed::kAccepted;
     case kObjAfterColon:
-      if (c == ' ') {
+      if (c == ' ' && !gemma_) {  // Gemma 4's syntax has no whitespace
         f.sub = kObjAfterColonSpace;
         return Feed::kAccepted;
       }
@@ -631,7 +748,7 @@ Feed JsonGrammar::feed_object(JsonStack& stack, uint8_t c, bool open_bottom) con
       if (c == '}' && may_close()) return finish(stack, open_bottom);
       return Feed::kRejected;
     case kObjAfterComma:
-      if (c == ' ') {
+      if (c == ' ' && !gemma_) {
         f.sub = kObjAfterCommaSpace;
         return Feed::kAccepted;
       }
@@ -648,7 +765,7 @@ Feed JsonGrammar::feed_array(JsonStack& stack, uint8_t c, bool open_bottom) cons
   auto start_item = [&]() {
     if (f.count >= node.max_items) return Feed::kRejected;
     // The caller feeds c to the new value frame.
-    return push_value(stack, node.items) ? Feed::kAccepted : Feed::kRejected;
+    return push_value(stack, node.item(f.count)) ? Feed::kAccepted : Feed::kRejected;
   };
   switch (f.sub) {
     case kArrOpen:
@@ -666,7 +783,7 @@ Feed JsonGrammar::feed_array(JsonStack& stack, uint8_t c, bool open_bottom) cons
       if (c == ']' && f.count >= node.min_items) return finish(stack, open_bottom);
       return Feed::kRejected;
     case kArrAfterComma:
-      if (c == ' ') {
+      if (c == ' ' && !gemma_) {
         f.sub = kArrAfterCommaSpace;
         return Feed::kAccepted;
       }
@@ -744,6 +861,10 @@ void JsonGrammar::complete_frame(const JsonFrame& f, bool top, Out& out) const {
       out.add(minimal_value(f.node));
       return;
     case kString:
+      if (gemma_) {
+        complete_gemma_string(f, out);
+        return;
+      }
       if (f.node != 0 && schema_.nodes[f.node].pattern != 0) {
         complete_pattern_string(f, out);
         return;
@@ -810,6 +931,51 @@ void JsonGrammar::complete_frame(const JsonFrame& f, bool top, Out& out) const {
 }
 
 template <class Out>
+void JsonGrammar::complete_gemma_string(const JsonFrame& f, Out& out) const {
+  const SchemaNode* node = f.node != 0 ? &schema_.nodes[f.node] : nullptr;
+  const StringPattern* p = node != nullptr && node->pattern != 0 ? &pattern_of(*node) : nullptr;
+  auto state = static_cast<uint16_t>(f.candidates);
+  uint32_t length = f.current;
+  switch (f.sub) {
+    case kStrOpen:
+      out.add(kGemmaQuote.substr(f.pos));
+      break;
+    case kStrClose:
+      out.add(kGemmaQuote.substr(f.pos));
+      return;
+    case kStrLt:
+      if (gemma_may_close(f)) {
+        out.add(kGemmaQuote.substr(1));
+        return;
+      }
+      if (p != nullptr) {  // the '<' is content: its shortest rest follows
+        state = p->dfa.step(state, '<');
+      } else {
+        ++length;
+      }
+      break;
+    case kStrUtf8:  // the lowest allowed byte, then the lowest continuations
+      out.add(static_cast<char>(f.count >> 8));
+      for (uint16_t i = 1; i < f.pos; ++i) out.add('\x80');
+      break;
+    default:
+      break;
+  }
+  if (p != nullptr) {
+    if constexpr (std::is_same_v<Out, CountBytes>) {
+      out.size += p->paths.cost[state];
+    } else {
+      for (; !p->dfa.accepting[state]; state = p->dfa.step(state, p->paths.first_byte[state])) {
+        out.add(static_cast<char>(p->paths.first_byte[state]));
+      }
+    }
+  } else if (node != nullptr) {  // pad to minLength (a character begun above is counted)
+    for (uint32_t n = length; n < node->min_length; ++n) out.add('a');
+  }
+  out.add(kGemmaQuote);
+}
+
+template <class Out>
 void JsonGrammar::complete_pattern_string(const JsonFrame& f, Out& out) const {
   const StringPattern& p = pattern_of(schema_.nodes[f.node]);
   auto state = static_cast<uint16_t>(f.candidates);
@@ -840,7 +1006,7 @@ void JsonGrammar::close_object(const SchemaNode& node, uint32_t from, bool first
     if (!first) out.add(',');
     first = false;
     out.add(property.key);
-    out.add(':');
+    out.add(key_separator_);
     out.add(minimal_value(property.node));
   }
   out.add('}');
@@ -853,9 +1019,15 @@ uint32_t JsonGrammar::shortest_key_choice(const SchemaNode& node, uint64_t keys,
   for (uint64_t bits = keys; bits != 0; bits &= bits - 1) {
     const auto i = static_cast<uint32_t>(lowest_bit(bits));
     CountBytes rest;
-    close_object(node, i + 1, /*first=*/false, rest);
-    const size_t size = node.properties[i].key.size() - pos + 1 +
-                        minimal_value(node.properties[i].node).size() + rest.size;
+    size_t size;
+    if (node.tagged) {  // the entry holds the value: the selected shape's rest follows
+      close_object(schema_.nodes[node.properties[i].node], 1, /*first=*/false, rest);
+      size = node.properties[i].key.size() - pos + rest.size;
+    } else {
+      close_object(node, i + 1, /*first=*/false, rest);
+      size = node.properties[i].key.size() - pos + key_separator_.size() +
+             minimal_value(node.properties[i].node).size() + rest.size;
+    }
     if (size < best_size) {
       best_size = size;
       best = i;
@@ -874,10 +1046,18 @@ void JsonGrammar::complete_object(const JsonFrame& f, bool top, Out& out) const 
   auto key_then_rest = [&](uint64_t keys, uint16_t pos) {
     const uint32_t i = shortest_key_choice(node, keys, pos);
     out.add(std::string_view(node.properties[i].key).substr(pos));
-    out.add(':');
+    if (node.tagged) {
+      close_object(schema_.nodes[node.properties[i].node], 1, /*first=*/false, out);
+      return;
+    }
+    out.add(key_separator_);
     out.add(minimal_value(node.properties[i].node));
     close_object(node, i + 1, /*first=*/false, out);
   };
+  if (node.tagged && (f.sub == kObjOpen || f.sub == kObjFirst)) {  // its shortest shape
+    out.add(std::string_view(node.minimal).substr(f.sub == kObjOpen ? 0 : 1));
+    return;
+  }
   switch (f.sub) {
     case kObjOpen:
       out.add('{');
@@ -908,7 +1088,6 @@ void JsonGrammar::complete_object(const JsonFrame& f, bool top, Out& out) const 
 template <class Out>
 void JsonGrammar::complete_array(const JsonFrame& f, bool top, Out& out) const {
   const SchemaNode& node = schema_.nodes[f.node];
-  const std::string& item = minimal_value(node.items);
   uint32_t items = f.count;
   if (!top) {
     ++items;  // the open item above finishes first
@@ -918,15 +1097,11 @@ void JsonGrammar::complete_array(const JsonFrame& f, bool top, Out& out) const {
         out.add('[');
         [[fallthrough]];
       case kArrFirst:
-        if (node.min_items > 0) {
-          out.add(item);
-          ++items;
-        }
+        if (node.min_items > 0) out.add(minimal_value(node.item(items++)));
         break;
       case kArrAfterComma:
       case kArrAfterCommaSpace:  // a comma was written: an item must follow
-        out.add(item);
-        ++items;
+        out.add(minimal_value(node.item(items++)));
         break;
       default:
         break;
@@ -934,7 +1109,7 @@ void JsonGrammar::complete_array(const JsonFrame& f, bool top, Out& out) const {
   }
   for (; items < node.min_items; ++items) {
     out.add(',');
-    out.add(item);
+    out.add(minimal_value(node.item(items)));
   }
   out.add(']');
 }

@@ -40,11 +40,50 @@ std::string number_text(double x) {
   return text;
 }
 
-// Compact JSON text of a value: the exact text an enum/const value is generated as. Numbers a
-// double cannot hold (1e400, integers beyond 2^53) would be written as a different value (or
-// as "inf", not JSON at all): refused.
-Result<void> write_compact(const json::Value& value, std::string& out,
-                           const std::string& pointer) {
+constexpr std::string_view kGemmaQuote = "<|\"|>";
+
+// Why Gemma 4's syntax cannot write `name` as a bare key (empty: it can). Gemma 4's parser reads a
+// key up to ':' and stops at { } [ ] , <, trimming whitespace; one that starts with '"' it reads
+// as a JSON string.
+std::string gemma_key_problem(const std::string& name) {
+  if (name.empty()) return "an empty property name cannot be written as a bare key";
+  if (name.find_first_of(":{}[],<") != std::string::npos) {
+    return "property name '" + name + "' holds one of : { } [ ] , < which a bare key cannot";
+  }
+  if (name.front() == '"') {
+    return "property name '" + name + "' starts with '\"', which reads as a JSON string key";
+  }
+  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; };
+  if (space(name.front()) || space(name.back())) {
+    return "property name '" + name + "' starts or ends with whitespace, which a bare key loses";
+  }
+  return "";
+}
+
+// Jinja's dictsort (case-insensitive, what Gemma 4's template orders keys by): the name
+// lowercased, ties by the name itself.
+bool dictsort_less(const std::string& a, const std::string& b) {
+  auto lower = [](std::string t) {
+    for (char& c : t) {
+      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    }
+    return t;
+  };
+  const std::string la = lower(a), lb = lower(b);
+  return la != lb ? la < lb : a < b;
+}
+
+bool is_ascii(const std::string& text) {
+  return std::all_of(text.begin(), text.end(), [](char c) { return (c & 0x80) == 0; });
+}
+
+// Compact text of a value in `syntax`: the exact text an enum/const value is generated as.
+// Numbers a double cannot hold (1e400, integers beyond 2^53) would be written as a different
+// value (or as "inf", not JSON at all): refused. In Gemma 4's syntax, strings holding "<|" and
+// keys it cannot write bare are refused too.
+Result<void> write_compact(const json::Value& value, std::string& out, const std::string& pointer,
+                           JsonSyntax syntax = JsonSyntax::kJson) {
+  const bool gemma = syntax == JsonSyntax::kGemma4;
   if (value.is_null()) {
     out += "null";
   } else if (value.is_bool()) {
@@ -56,25 +95,54 @@ Result<void> write_compact(const json::Value& value, std::string& out,
                               "integers below 2^53 in magnitude); write it as a string");
     }
     out += number_text(x);
+  } else if (value.is_string() && gemma) {
+    if (value.as_string().find("<|") != std::string::npos) {
+      return invalid(pointer, "the string holds \"<|\", which Gemma 4's syntax cannot write "
+                              "(it would end the <|\"|> string)");
+    }
+    out += kGemmaQuote;
+    out += value.as_string();
+    out += kGemmaQuote;
   } else if (value.is_string()) {
     json::write_string(value.as_string(), out);
   } else if (value.is_array()) {
     out += '[';
     for (size_t i = 0; i < value.as_array().size(); ++i) {
       if (i > 0) out += ',';
-      auto done = write_compact(value.as_array()[i], out, pointer);
+      auto done = write_compact(value.as_array()[i], out, pointer, syntax);
       if (!done.ok()) return done;
     }
     out += ']';
   } else {
+    std::vector<const json::Member*> members;
+    for (const auto& member : value.as_object()) members.push_back(&member);
+    if (gemma) {
+      for (const json::Member* member : members) {
+        const std::string problem = gemma_key_problem(member->first);
+        if (!problem.empty()) return invalid(pointer, problem);
+        if (members.size() > 1 && !is_ascii(member->first)) {
+          return invalid(pointer, "property name '" + member->first +
+                                      "' is not ASCII: Gemma 4's key order (case-insensitive "
+                                      "dictsort) is not defined for it here");
+        }
+      }
+      std::stable_sort(members.begin(), members.end(),
+                       [](const json::Member* a, const json::Member* b) {
+                         return dictsort_less(a->first, b->first);
+                       });
+    }
     out += '{';
     bool first = true;
-    for (const auto& [key, member] : value.as_object()) {
+    for (const json::Member* member : members) {
       if (!first) out += ',';
       first = false;
-      json::write_string(key, out);
+      if (gemma) {
+        out += member->first;
+      } else {
+        json::write_string(member->first, out);
+      }
       out += ':';
-      auto done = write_compact(member, out, pointer);
+      auto done = write_compact(member->second, out, pointer, syntax);
       if (!done.ok()) return done;
     }
     out += '}';
@@ -123,7 +191,15 @@ Result<uint32_t> parse_count(const json::Value& value, const std::string& pointe
 bool is_annotation(const std::string& key) {
   static const std::set<std::string> kAnnotations = {
       "title",   "description", "default",    "examples", "$schema",     "$id",
-      "$comment", "deprecated", "readOnly",   "writeOnly", "$defs",      "definitions"};
+      "$comment", "deprecated", "readOnly",   "writeOnly", "$defs",      "definitions",
+      // Draft 4's $id, anchors (a $ref to one is still refused: only JSON pointers resolve),
+      // and the content* annotations (2019-09 on: annotations only).
+      "id", "$anchor", "$dynamicAnchor", "$recursiveAnchor", "$vocabulary", "contentMediaType",
+      "contentEncoding", "contentSchema",
+      // Editor annotations common in SchemaStore schemas (VS Code's JSON language service).
+      "markdownDescription", "markdownEnumDescriptions", "enumDescriptions",
+      "deprecationMessage", "errorMessage", "defaultSnippets", "allowTrailingCommas",
+      "allowComments"};
   // x-* are vendor extensions (OpenAPI); validators ignore unknown keywords.
   return kAnnotations.count(key) > 0 || key.rfind("x-", 0) == 0;
 }
@@ -266,8 +342,25 @@ const std::array<uint8_t, 256>& json_string_costs() {
   return costs;
 }
 
-// The shortest string a pattern accepts, as a JSON string literal.
-std::string shortest_pattern_string(const StringPattern& p) {
+// Gemma 4's string content is raw: every byte is written as itself.
+const std::array<uint8_t, 256>& raw_costs() {
+  static const std::array<uint8_t, 256> costs = [] {
+    std::array<uint8_t, 256> c{};
+    c.fill(1);
+    return c;
+  }();
+  return costs;
+}
+
+// The shortest string a pattern accepts, as a string literal of `syntax`.
+std::string shortest_pattern_string(const StringPattern& p, JsonSyntax syntax) {
+  if (syntax == JsonSyntax::kGemma4) {
+    std::string text(kGemmaQuote);
+    for (uint16_t s = p.dfa.start; !p.dfa.accepting[s]; s = p.dfa.step(s, p.paths.first_byte[s])) {
+      text += static_cast<char>(p.paths.first_byte[s]);
+    }
+    return text + std::string(kGemmaQuote);
+  }
   std::string text = "\"";
   for (uint16_t s = p.dfa.start; !p.dfa.accepting[s];) {
     const uint8_t c = p.paths.first_byte[s];
@@ -293,7 +386,9 @@ std::string compact(const json::Value& value) {
 
 class Compiler {
  public:
-  explicit Compiler(const json::Value& document) : document_(document) {
+  Compiler(const json::Value& document, JsonSyntax syntax)
+      : document_(document), syntax_(syntax), gemma_(syntax == JsonSyntax::kGemma4) {
+    schema_.syntax = syntax;
     schema_.nodes.resize(2);
     pointers_.resize(2);
     filled_.assign(2, true);
@@ -309,6 +404,10 @@ class Compiler {
     schema_.root = *node;
     auto unions = resolve_unions();
     if (!unions.ok()) return unions.error();
+    if (gemma_) {
+      auto ordered = order_keys_for_gemma();
+      if (!ordered.ok()) return ordered.error();
+    }
     auto sized = compute_minimal_values();
     if (!sized.ok()) return sized.error();
     if (schema_.nodes[schema_.root].minimal_depth > kMaxSchemaNesting) {
@@ -319,6 +418,39 @@ class Compiler {
   }
 
  private:
+  // The key literal of a property in this syntax (see SchemaProperty::key).
+  std::string key_literal(const std::string& name) const {
+    if (gemma_) return name + ":";
+    std::string literal;
+    json::write_string(name, literal);
+    return literal;
+  }
+
+  // Gemma 4's template writes properties in dictsort order: so are they generated (the
+  // shortest values, computed after this, follow it too).
+  Result<void> order_keys_for_gemma() {
+    for (size_t id = 0; id < schema_.nodes.size(); ++id) {
+      if (schema_.nodes[id].tagged) continue;  // its entries are tag values, not names
+      auto& properties = schema_.nodes[id].properties;
+      auto name = [](const SchemaProperty& p) { return p.key.substr(0, p.key.size() - 1); };
+      if (properties.size() > 1) {
+        for (const SchemaProperty& p : properties) {
+          if (!is_ascii(p.key)) {
+            return invalid(pointers_[id] + "/properties",
+                           "property name '" + name(p) +
+                               "' is not ASCII: Gemma 4's key order (case-insensitive dictsort) "
+                               "is not defined for it here");
+          }
+        }
+      }
+      std::stable_sort(properties.begin(), properties.end(),
+                       [&](const SchemaProperty& a, const SchemaProperty& b) {
+                         return dictsort_less(name(a), name(b));
+                       });
+    }
+    return {};
+  }
+
   Result<uint32_t> add_node(const std::string& pointer) {
     if (schema_.nodes.size() >= kMaxSchemaNodes) {
       return invalid(pointer, "the schema compiles to more than " +
@@ -408,6 +540,27 @@ class Compiler {
       if (!done.ok()) return done.error();
       return *id;
     }
+    if (value.find("if") != nullptr || value.find("then") != nullptr ||
+        value.find("else") != nullptr) {
+      // if/then/else: values valid against both then and else satisfy it whichever way `if`
+      // goes, so both are merged as allOf (exact, if narrower); without `if` neither applies.
+      json::Array parts = {object_without(value, {"if", "then", "else"})};
+      if (value.find("if") != nullptr) {
+        for (const char* keyword : {"then", "else"}) {
+          const json::Value* branch = value.find(keyword);
+          if (branch == nullptr || (branch->is_bool() && branch->as_bool())) continue;
+          if (branch->is_bool()) {
+            return invalid(pointer + "/" + keyword,
+                           std::string(keyword) + ": false is not supported by constrained "
+                                                  "generation (it would need the negation of "
+                                                  "if); remove it or check it after generation");
+          }
+          parts.push_back(*branch);
+        }
+      }
+      if (parts.size() == 1) return compile(parts[0], pointer);
+      return compile(json::Value(json::Object{{"allOf", json::Value(std::move(parts))}}), pointer);
+    }
     if (value.find("allOf") != nullptr) {
       auto merged = merge_all_of(value, pointer);
       if (!merged.ok()) return merged.error();
@@ -435,7 +588,9 @@ class Compiler {
 
   // Compiles a $ref target into the node `id` its referrers already hold.
   Result<void> compile_into(const json::Value& value, const std::string& pointer, uint32_t id) {
-    if (value.is_object() && value.find("$ref") == nullptr && value.find("allOf") == nullptr) {
+    if (value.is_object() && value.find("$ref") == nullptr && value.find("allOf") == nullptr &&
+        value.find("if") == nullptr && value.find("then") == nullptr &&
+        value.find("else") == nullptr) {
       return fill(value, pointer, id);
     }
     auto compiled = compile(value, pointer);
@@ -571,7 +726,8 @@ class Compiler {
           if (!found) properties.emplace_back(name, schema);
         }
         set(key, json::Value(std::move(properties)));
-      } else if (key == "items" || key == "additionalProperties") {
+      } else if (key == "items" || key == "additionalProperties" ||
+                 key == "unevaluatedProperties") {
         set(key, json::Value(json::Object{{"allOf", json::Value(json::Array{*ours, theirs})}}));
       } else if (key == "enum" || key == "const") {
         const json::Array x = key == "enum" && ours->is_array() ? ours->as_array()
@@ -586,8 +742,11 @@ class Compiler {
         }
         if (both.empty()) return invalid(at, "allOf branches allow no " + key + " value in common");
         set(key, key == "enum" ? json::Value(std::move(both)) : both[0]);
+      } else if (key == "uniqueItems" && ours->is_bool() && theirs.is_bool()) {
+        set(key, json::Value(ours->as_bool() || theirs.as_bool()));
       } else if (key == "minItems" || key == "minLength" || key == "minimum" ||
                  key == "maxItems" || key == "maxLength" || key == "maximum" ||
+                 key == "minProperties" || key == "maxProperties" ||
                  ((key == "exclusiveMinimum" || key == "exclusiveMaximum") &&
                   ours->is_number() && theirs.is_number())) {
         if (!ours->is_number() || !theirs.is_number()) return invalid(at, "must be a number");
@@ -618,9 +777,17 @@ class Compiler {
     }
     // additionalProperties in one branch also judges the properties the other declares.
     json::Value merged(std::move(out));
+    // unevaluatedProperties in a branch sees only what that branch (flattened) declares: the
+    // same rule.
+    auto closes = [](const json::Value& side) {
+      for (const char* keyword : {"additionalProperties", "unevaluatedProperties"}) {
+        const json::Value* extra = side.find(keyword);
+        if (extra != nullptr && !(extra->is_bool() && extra->as_bool())) return true;
+      }
+      return false;
+    };
     for (const json::Value* side : {&a, &b}) {
-      const json::Value* extra = side->find("additionalProperties");
-      if (extra == nullptr || (extra->is_bool() && extra->as_bool())) continue;
+      if (!closes(*side)) continue;
       const json::Value* own = side->find("properties");
       json::Object kept;
       if (const json::Value* all = merged.find("properties")) {
@@ -674,12 +841,16 @@ class Compiler {
     for (size_t i = 0; i < list.as_array().size(); ++i) {
       const std::string where = at + "/" + std::to_string(i);
       const json::Value& member = list.as_array()[i];
+      if (member.is_bool() && !member.as_bool()) continue;  // matches nothing: never generated
       auto alt = plain ? compile(member, where)
                        : compile(json::Value(json::Object{
                                      {"allOf", json::Value(json::Array{rest, member})}}),
                                  where);
       if (!alt.ok()) return alt.error();
       pending.alternatives.emplace_back(*alt, where);
+    }
+    if (pending.alternatives.empty()) {
+      return invalid(at, std::string("every ") + keyword + " alternative is the schema 'false'");
     }
     pending_[id] = std::move(pending);
     return id;
@@ -730,6 +901,8 @@ class Compiler {
         alternatives.emplace_back(alt, where);
       }
     }
+    auto tagged = tag_object_shapes(alternatives, at);
+    if (!tagged.ok()) return tagged.error();
     // Literal alternatives become one literal node; type alternatives claim first-byte classes.
     std::vector<std::string> literals;
     std::vector<uint8_t> literal_classes;
@@ -833,9 +1006,101 @@ class Compiler {
     return {};
   }
 
+  // Two or more object shapes among `alternatives` that a tag tells apart (SchemaNode::tagged)
+  // become one tagged node in place of the first of them. Left as they are when no tag does.
+  Result<void> tag_object_shapes(std::vector<std::pair<uint32_t, std::string>>& alternatives,
+                                 const std::string& at) {
+    std::vector<uint32_t> shapes;
+    std::vector<size_t> slots;
+    for (size_t i = 0; i < alternatives.size(); ++i) {
+      const SchemaNode& node = schema_.nodes[alternatives[i].first];
+      if (node.types != kJsonObject || !node.literals.empty() || !node.alternatives.empty()) {
+        continue;
+      }
+      slots.push_back(i);
+      if (node.tagged) {  // a nested tagged union: its shapes join this one
+        for (const SchemaProperty& p : node.properties) {
+          if (std::find(shapes.begin(), shapes.end(), p.node) == shapes.end()) {
+            shapes.push_back(p.node);
+          }
+        }
+      } else {
+        shapes.push_back(alternatives[i].first);
+      }
+    }
+    if (slots.size() < 2) return {};
+    // The tag: the first property of the first shape that every shape requires, with constant
+    // strings as its values, no value shared by two shapes.
+    const char quote = gemma_ ? '<' : '"';
+    auto tag_values = [&](const SchemaNode& shape, const std::string& key) -> const SchemaNode* {
+      for (const SchemaProperty& p : shape.properties) {
+        if (p.key != key) continue;
+        const SchemaNode& value = schema_.nodes[p.node];
+        if (!p.required || value.literals.empty() || !value.alternatives.empty()) return nullptr;
+        for (const std::string& literal : value.literals) {
+          if (literal[0] != quote) return nullptr;
+        }
+        return &value;
+      }
+      return nullptr;
+    };
+    auto first_in_gemma_order = [&](const SchemaNode& shape, const std::string& key) {
+      for (const SchemaProperty& p : shape.properties) {
+        if (dictsort_less(p.key.substr(0, p.key.size() - 1), key.substr(0, key.size() - 1))) {
+          return false;
+        }
+      }
+      return true;
+    };
+    const std::string* tag = nullptr;
+    for (const SchemaProperty& candidate : schema_.nodes[shapes[0]].properties) {
+      std::set<std::string> seen;
+      size_t values = 0;
+      bool ok = true;
+      for (uint32_t shape : shapes) {
+        const SchemaNode* literals = tag_values(schema_.nodes[shape], candidate.key);
+        ok = literals != nullptr &&
+             (!gemma_ || first_in_gemma_order(schema_.nodes[shape], candidate.key));
+        if (!ok) break;
+        for (const std::string& literal : literals->literals) seen.insert(literal);
+        values += literals->literals.size();
+      }
+      if (ok && seen.size() == values && values <= kMaxProperties) {
+        tag = &candidate.key;
+        break;
+      }
+    }
+    if (tag == nullptr) return {};
+    const std::string tag_key = *tag;  // the shapes' nodes may move as nodes are added
+    auto union_id = add_node(at);
+    if (!union_id.ok()) return union_id.error();
+    std::vector<SchemaProperty> entries;
+    for (uint32_t shape : shapes) {
+      // A copy with the tag first (the original may be referenced elsewhere).
+      auto copy = add_node(at);
+      if (!copy.ok()) return copy.error();
+      SchemaNode moved = schema_.nodes[shape];
+      std::stable_partition(moved.properties.begin(), moved.properties.end(),
+                            [&](const SchemaProperty& p) { return p.key == tag_key; });
+      const std::vector<std::string> values = schema_.nodes[moved.properties[0].node].literals;
+      schema_.nodes[*copy] = std::move(moved);
+      for (const std::string& literal : values) {
+        entries.push_back({tag_key + std::string(key_separator()) + literal, *copy, false});
+      }
+    }
+    SchemaNode& node = schema_.nodes[*union_id];
+    node.types = kJsonObject;
+    node.tagged = true;
+    node.properties = std::move(entries);
+    node.items = any_node();
+    alternatives[slots[0]].first = *union_id;
+    for (size_t k = slots.size(); k-- > 1;) alternatives.erase(alternatives.begin() + slots[k]);
+    return {};
+  }
+
   static uint8_t first_byte_class(const std::string& literal) {
     switch (literal[0]) {
-      case '"': return kFirstString;
+      case '"': case '<': return kFirstString;  // '<': Gemma 4's <|"|>
       case 't': case 'f': return kFirstBoolean;
       case 'n': return kFirstNull;
       case '{': return kFirstObject;
@@ -917,6 +1182,15 @@ class Compiler {
 
   Result<void> compile_keywords(const json::Value& value, const std::string& pointer,
                                 uint32_t id) {
+    if (value.find("dependentRequired") != nullptr || value.find("dependentSchemas") != nullptr ||
+        value.find("dependencies") != nullptr) {
+      return apply_dependencies(value, pointer, id);
+    }
+    if (value.find("contains") != nullptr) {
+      auto rewritten = apply_contains(value, pointer);
+      if (!rewritten.ok()) return rewritten.error();
+      return compile_keywords(*rewritten, pointer, id);
+    }
     if (value.find("patternProperties") != nullptr || value.find("propertyNames") != nullptr) {
       auto rewritten = apply_name_rules(value, pointer);
       if (!rewritten.ok()) return rewritten.error();
@@ -930,9 +1204,18 @@ class Compiler {
     bool has_range = false;
     std::vector<std::string> regexes;  // pattern and format: all must match
     std::string regex_at;
+    bool unique_items = false;
+    std::vector<std::string> forbidden;  // properties whose schema is false
+    uint8_t excluded_types = 0;          // by not: {type: ...}
+    const json::Value* min_properties = nullptr;
+    const json::Value* max_properties = nullptr;
     for (const auto& [key, member] : value.as_object()) {
       const std::string at = pointer + "/" + key;
-      if (is_annotation(key) || key == "additionalProperties") continue;
+      // Only declared properties are generated, each declared by a (sub)schema that applies:
+      // additionalProperties and unevaluatedProperties judge none of them (see merge()).
+      if (is_annotation(key) || key == "additionalProperties" || key == "unevaluatedProperties") {
+        continue;
+      }
       if (key == "type") {
         auto types = parse_types(member, at);
         if (!types.ok()) return types.error();
@@ -954,7 +1237,7 @@ class Compiler {
         for (size_t i = 0; i < literal_values.size(); ++i) {
           std::string text;
           auto written = write_compact(literal_values[i], text,
-                                       key == "enum" ? at + "/" + std::to_string(i) : at);
+                                       key == "enum" ? at + "/" + std::to_string(i) : at, syntax_);
           if (!written.ok()) return written.error();
           node.literals.push_back(std::move(text));
         }
@@ -965,8 +1248,15 @@ class Compiler {
                                  " properties in one object are not supported (kMaxProperties)");
         }
         for (const auto& [name, sub] : member.as_object()) {
-          std::string literal;
-          json::write_string(name, literal);
+          if (sub.is_bool() && !sub.as_bool()) {  // no value fits: never generated
+            forbidden.push_back(name);
+            continue;
+          }
+          if (gemma_) {
+            const std::string problem = gemma_key_problem(name);
+            if (!problem.empty()) return invalid(at + "/" + name, problem);
+          }
+          const std::string literal = key_literal(name);
           for (const SchemaProperty& p : node.properties) {
             if (p.key == literal) return invalid(at, "property '" + name + "' is declared twice");
           }
@@ -974,13 +1264,19 @@ class Compiler {
           if (!child.ok()) return child.error();
           node.properties.push_back({literal, *child, false});
         }
-      } else if (key == "items") {
-        if (member.is_array()) {
-          return invalid(at, "tuple-style items (an array) are not supported; give one schema");
-        }
-        auto child = compile(member, at);
-        if (!child.ok()) return child.error();
-        node.items = *child;
+      } else if (key == "items" || key == "prefixItems" || key == "additionalItems") {
+        continue;  // read together below: which one applies depends on the others
+      } else if (key == "not") {
+        auto excluded = parse_not(member, at);
+        if (!excluded.ok()) return excluded.error();
+        excluded_types |= *excluded;
+      } else if (key == "minProperties") {
+        min_properties = &member;
+      } else if (key == "maxProperties") {
+        max_properties = &member;
+      } else if (key == "uniqueItems") {
+        if (!member.is_bool()) return invalid(at, "uniqueItems must be true or false");
+        unique_items = member.as_bool();
       } else if (key == "minItems" || key == "maxItems") {
         auto count = key == "minItems" ? parse_count(member, at, kMaxMinItems, "kMaxMinItems")
                                        : parse_count(member, at, UINT32_MAX, "2^32 - 1");
@@ -1029,7 +1325,12 @@ class Compiler {
         return invalid(at, "keyword '" + key +
                                "' is not supported by constrained generation (supported: type, "
                                "nullable, enum, const, properties, required, "
-                               "additionalProperties, items, minItems, maxItems, minLength, "
+                               "additionalProperties, items, prefixItems, additionalItems, "
+                               "minItems, maxItems, uniqueItems, contains, minContains, "
+                               "minProperties, maxProperties, not (of types), "
+                               "dependentRequired, dependentSchemas, dependencies, "
+                               "if/then/else, "
+                               "minLength, "
                                "maxLength, pattern, format, patternProperties, propertyNames, "
                                "minimum, maximum, "
                                "exclusiveMinimum, exclusiveMaximum, "
@@ -1038,10 +1339,35 @@ class Compiler {
       }
     }
     if (const json::Value* required = value.find("required")) {
+      if (required->is_array()) {
+        for (const auto& name : required->as_array()) {
+          if (name.is_string() && std::find(forbidden.begin(), forbidden.end(),
+                                            name.as_string()) != forbidden.end()) {
+            return invalid(pointer + "/required", "required property '" + name.as_string() +
+                                                      "' has the schema false: no value fits");
+          }
+        }
+      }
       auto marked = mark_required(*required, pointer + "/required", node);
       if (!marked.ok()) return marked.error();
     }
+    auto counted = apply_property_counts(min_properties, max_properties, pointer, node);
+    if (!counted.ok()) return counted.error();
+    node.types &= static_cast<uint8_t>(~excluded_types);
+    if (node.types == 0) return invalid(pointer + "/not", "not excludes every type that is left");
+    auto arrays = compile_item_keywords(value, pointer, node);
+    if (!arrays.ok()) return arrays.error();
     if (node.items == 0) node.items = any_node();
+    if (unique_items && (node.types & kJsonArray)) {
+      // Arrays of at most one item have no duplicates: exact, if narrower than the keyword.
+      if (node.min_items > 1) {
+        return invalid(pointer + "/uniqueItems",
+                       "uniqueItems with minItems above 1 is not supported by constrained "
+                       "generation (arrays with uniqueItems hold at most one item); remove one "
+                       "or check it after generation");
+      }
+      node.max_items = std::min(node.max_items, 1u);
+    }
     if (node.min_items > node.max_items) {
       return invalid(pointer, "minItems is larger than maxItems");
     }
@@ -1075,6 +1401,245 @@ class Compiler {
     return {};
   }
 
+  // dependentRequired, dependentSchemas and draft 7's dependencies, for the declared properties
+  // (the only ones generated): a required property's dependencies apply always (its dependent
+  // properties become required, its schema is merged as allOf); an optional property with
+  // dependencies is not generated; an undeclared one never appears. Exact, if narrower.
+  Result<void> apply_dependencies(const json::Value& value, const std::string& pointer,
+                                  uint32_t id) {
+    json::Value out =
+        object_without(value, {"dependentRequired", "dependentSchemas", "dependencies"});
+    const json::Value* properties = value.find("properties");
+    const json::Value* required = value.find("required");
+    auto is_required = [&](const std::string& name) {
+      if (required == nullptr || !required->is_array()) return false;
+      for (const auto& n : required->as_array()) {
+        if (n.is_string() && n.as_string() == name) return true;
+      }
+      return false;
+    };
+    json::Array required_names = required != nullptr && required->is_array()
+                                     ? required->as_array() : json::Array{};
+    std::vector<std::string> dropped;
+    std::vector<json::Value> schemas;
+    for (const char* keyword : {"dependentRequired", "dependentSchemas", "dependencies"}) {
+      const json::Value* rules = value.find(keyword);
+      if (rules == nullptr) continue;
+      const std::string at = pointer + "/" + keyword;
+      if (!rules->is_object()) return invalid(at, std::string(keyword) + " must be an object");
+      for (const auto& [name, rule] : rules->as_object()) {
+        const bool list = rule.is_array() && std::string(keyword) != "dependentSchemas";
+        if (!list && std::string(keyword) == "dependentRequired") {
+          return invalid(at + "/" + name, "dependentRequired values must be arrays of names");
+        }
+        if (properties == nullptr || !properties->is_object() ||
+            properties->find(name) == nullptr) {
+          continue;  // never generated: the rule never applies
+        }
+        if (!is_required(name)) {
+          dropped.push_back(name);
+          continue;
+        }
+        if (list) {
+          for (const auto& n : rule.as_array()) required_names.push_back(n);
+        } else if (rule.is_bool() && !rule.as_bool()) {
+          return invalid(at + "/" + name, "required property '" + name +
+                                              "' has the dependent schema false: no object fits");
+        } else if (!rule.is_bool()) {
+          schemas.push_back(rule);
+        }
+      }
+    }
+    for (auto& member : out.as_object()) {
+      if (member.first == "required") member.second = json::Value(required_names);
+      if (member.first != "properties" || !member.second.is_object()) continue;
+      auto& kept = member.second.as_object();
+      kept.erase(std::remove_if(kept.begin(), kept.end(),
+                                [&](const json::Member& m) {
+                                  return std::find(dropped.begin(), dropped.end(), m.first) !=
+                                         dropped.end();
+                                }),
+                 kept.end());
+    }
+    if (out.find("required") == nullptr && !required_names.empty()) {
+      out.as_object().emplace_back("required", json::Value(required_names));
+    }
+    if (schemas.empty()) return compile_keywords(out, pointer, id);
+    for (const json::Value& schema : schemas) {
+      auto merged = merge(out, schema, pointer);
+      if (!merged.ok()) return merged.error();
+      out = std::move(*merged);
+    }
+    return fill(out, pointer, id);
+  }
+
+  // not: only a schema that names types (and annotations) is supported: those types are not
+  // generated. Numbers go with integers either way (a number may be written as an integer).
+  Result<uint8_t> parse_not(const json::Value& member, const std::string& at) {
+    if (member.is_bool()) {
+      if (member.as_bool()) return invalid(at, "not: true allows no value at all");
+      return uint8_t{0};
+    }
+    const json::Value* type = member.is_object() ? member.find("type") : nullptr;
+    bool only_type = type != nullptr;
+    if (member.is_object()) {
+      for (const auto& [key, sub] : member.as_object()) {
+        only_type = only_type && (key == "type" || is_annotation(key));
+      }
+    }
+    if (!only_type) {
+      return invalid(at, "keyword 'not' is not supported by constrained generation except as "
+                         "not: {\"type\": ...}; remove it or check it after generation");
+    }
+    auto types = parse_types(*type, at + "/type");
+    if (!types.ok()) return types.error();
+    uint8_t excluded = *types;
+    if (excluded & (kJsonNumber | kJsonInteger)) excluded |= kJsonNumber | kJsonInteger;
+    return excluded;
+  }
+
+  // minProperties / maxProperties, with only declared properties generated: optional properties
+  // in schema order become required until there are minProperties, and past maxProperties
+  // the optional ones are left out.
+  Result<void> apply_property_counts(const json::Value* min_value, const json::Value* max_value,
+                                     const std::string& pointer, SchemaNode& node) {
+    if (!(node.types & kJsonObject)) return {};
+    auto required_count = [&]() {
+      uint32_t n = 0;
+      for (const SchemaProperty& p : node.properties) n += p.required ? 1 : 0;
+      return n;
+    };
+    if (max_value != nullptr) {
+      auto limit = parse_count(*max_value, pointer + "/maxProperties", UINT32_MAX, "2^32 - 1");
+      if (!limit.ok()) return limit.error();
+      uint32_t optional_left = *limit >= required_count() ? *limit - required_count() : 0;
+      if (required_count() > *limit) {
+        return invalid(pointer + "/maxProperties",
+                       "more properties are required than maxProperties allows");
+      }
+      auto& properties = node.properties;
+      properties.erase(std::remove_if(properties.begin(), properties.end(),
+                                      [&](const SchemaProperty& p) {
+                                        if (p.required) return false;
+                                        if (optional_left == 0) return true;
+                                        --optional_left;
+                                        return false;
+                                      }),
+                       properties.end());
+    }
+    if (min_value != nullptr) {
+      auto least = parse_count(*min_value, pointer + "/minProperties", kMaxProperties,
+                               "kMaxProperties");
+      if (!least.ok()) return least.error();
+      for (SchemaProperty& p : node.properties) {
+        if (required_count() >= *least) break;
+        p.required = true;
+      }
+      if (required_count() < *least) {
+        return invalid(pointer + "/minProperties",
+                       "fewer properties are declared than minProperties asks for (only "
+                       "declared properties are generated); declare them in properties");
+      }
+    }
+    return {};
+  }
+
+  // contains (minContains, default 1): the first minContains items are generated valid against
+  // it too (merged with their own schema as allOf), so at least that many match: exact, if
+  // narrower. maxContains is refused.
+  Result<json::Value> apply_contains(const json::Value& value, const std::string& pointer) {
+    json::Value out = object_without(value, {"contains", "minContains"});
+    const json::Value& contains = *value.find("contains");
+    if (value.find("maxContains") != nullptr) {
+      return invalid(pointer + "/maxContains",
+                     "keyword 'maxContains' is not supported by constrained generation; remove "
+                     "it or check it after generation");
+    }
+    uint32_t least = 1;
+    if (const json::Value* min = value.find("minContains")) {
+      auto n = parse_count(*min, pointer + "/minContains", 64, "64");
+      if (!n.ok()) return n.error();
+      least = *n;
+    }
+    if (least == 0) return out;
+    if (contains.is_bool() && !contains.as_bool()) {
+      return invalid(pointer + "/contains", "contains: false matches no item");
+    }
+    const json::Value* items = value.find("items");
+    const bool tuple_items = items != nullptr && items->is_array();
+    const json::Value* prefix = tuple_items ? items : value.find("prefixItems");
+    const json::Value* rest = tuple_items ? value.find("additionalItems") : items;
+    json::Array first = prefix != nullptr && prefix->is_array() ? prefix->as_array() : json::Array{};
+    for (size_t i = 0; i < std::max<size_t>(first.size(), least); ++i) {
+      if (i >= first.size()) first.push_back(rest != nullptr ? *rest : json::Value(true));
+      if (i >= least || (contains.is_bool() && contains.as_bool())) continue;
+      json::Value& base = first[i];
+      if (base.is_bool()) {
+        if (base.as_bool()) base = contains;  // false stays: the array ends before it
+      } else {
+        base = json::Value(json::Object{{"allOf", json::Value(json::Array{base, contains})}});
+      }
+    }
+    uint32_t min_items = least;
+    if (const json::Value* m = value.find("minItems"); m != nullptr && m->is_number()) {
+      min_items = std::max(min_items, static_cast<uint32_t>(std::min(m->as_number(), 4294967295.0)));
+    }
+    auto set = [&](const std::string& key, json::Value v) {
+      for (auto& member : out.as_object()) {
+        if (member.first == key) {
+          member.second = std::move(v);
+          return;
+        }
+      }
+      out.as_object().emplace_back(key, std::move(v));
+    };
+    set(tuple_items ? "items" : "prefixItems", json::Value(std::move(first)));
+    set("minItems", json::Value(static_cast<double>(min_items)));
+    return out;
+  }
+
+  // items, prefixItems (2020-12) and the array form of items with additionalItems (draft 7):
+  // the schemas of the first items, then of the rest (false: no more items).
+  Result<void> compile_item_keywords(const json::Value& value, const std::string& pointer,
+                                     SchemaNode& node) {
+    const json::Value* prefix = value.find("prefixItems");
+    const json::Value* items = value.find("items");
+    if (prefix != nullptr && !prefix->is_array()) {
+      return invalid(pointer + "/prefixItems", "prefixItems must be an array of schemas");
+    }
+    const bool tuple_items = items != nullptr && items->is_array();
+    if (prefix != nullptr && tuple_items) {
+      return invalid(pointer + "/items", "give prefixItems or an array of items, not both");
+    }
+    const json::Value* tuple = prefix != nullptr ? prefix : tuple_items ? items : nullptr;
+    const std::string tuple_at = pointer + (prefix != nullptr ? "/prefixItems" : "/items");
+    // additionalItems applies only after an array of items; otherwise items is the rest.
+    const json::Value* rest = tuple_items ? value.find("additionalItems") : items;
+    const std::string rest_at = pointer + (tuple_items ? "/additionalItems" : "/items");
+    if (tuple != nullptr) {
+      for (size_t i = 0; i < tuple->as_array().size(); ++i) {
+        const json::Value& member = tuple->as_array()[i];
+        const std::string at = tuple_at + "/" + std::to_string(i);
+        if (member.is_bool() && !member.as_bool()) {
+          // No value fits: the array stops before this item.
+          node.max_items = std::min(node.max_items, static_cast<uint32_t>(i));
+          break;
+        }
+        auto child = compile(member, at);
+        if (!child.ok()) return child.error();
+        node.prefix_items.push_back(*child);
+      }
+    }
+    if (rest != nullptr && rest->is_bool() && !rest->as_bool()) {
+      node.max_items = std::min(node.max_items, static_cast<uint32_t>(node.prefix_items.size()));
+    } else if (rest != nullptr) {
+      auto child = compile(*rest, rest_at);
+      if (!child.ok()) return child.error();
+      node.items = *child;
+    }
+    return {};
+  }
+
   // Compiles a string's patterns and length bounds into one automaton (shared by every node
   // with the same ones).
   Result<void> add_pattern(const std::vector<std::string>& regexes, SchemaNode& node,
@@ -1091,10 +1656,11 @@ class Compiler {
     const bool counted = !dfa.ok() && node.max_length != UINT32_MAX &&
                          dfa.error().message.find("kMaxRegexStates") != std::string::npos;
     if (counted) dfa = compile_regex(regexes, /*search=*/true, node.min_length);
+    if (dfa.ok() && gemma_) dfa = without_pair(*dfa, '<', '|');  // "<|" ends Gemma 4's string
     if (!dfa.ok()) return invalid(at, dfa.error().message);
     StringPattern p;
     p.dfa = std::move(*dfa);
-    p.paths = shortest_paths(p.dfa, json_string_costs());
+    p.paths = shortest_paths(p.dfa, string_costs());
     if (p.paths.cost[p.dfa.start] == RegexPaths::kNone) {
       return invalid(at, "every string the pattern matches needs a control character that only "
                          "a \\u escape can write, which is not generated");
@@ -1138,10 +1704,11 @@ class Compiler {
   // StringPattern). Left out when the unbounded automaton is over the limits: no sharing then.
   void add_far_twin(const std::vector<std::string>& regexes, StringPattern& bounded) {
     auto dfa = compile_regex(regexes, /*search=*/true);
+    if (dfa.ok() && gemma_) dfa = without_pair(*dfa, '<', '|');
     if (!dfa.ok()) return;
     StringPattern base;
     base.dfa = std::move(*dfa);
-    base.paths = shortest_paths(base.dfa, json_string_costs());
+    base.paths = shortest_paths(base.dfa, string_costs());
     for (uint32_t cost : base.paths.cost) {
       if (cost != RegexPaths::kNone) bounded.far_margin = std::max(bounded.far_margin, cost);
     }
@@ -1191,8 +1758,7 @@ class Compiler {
     if (!required.is_array()) return invalid(at, "required must be an array of property names");
     for (const auto& name : required.as_array()) {
       if (!name.is_string()) return invalid(at, "required must list property names (strings)");
-      std::string literal;
-      json::write_string(name.as_string(), literal);
+      const std::string literal = key_literal(name.as_string());
       bool found = false;
       for (auto& property : node.properties) {
         if (property.key == literal) property.required = found = true;
@@ -1257,7 +1823,7 @@ class Compiler {
       for (const SchemaProperty& p : node.properties) {
         if (!p.required) continue;
         if (size[p.node] == kUnknown) return kUnknown;
-        total += (first ? 0 : 1) + p.key.size() + 1 + size[p.node];
+        total += (first ? 0 : 1) + p.key.size() + key_separator().size() + size[p.node];
         first = false;
         d = std::max(d, depth[p.node] + 1);
       }
@@ -1266,9 +1832,18 @@ class Compiler {
     auto array_size = [&](const SchemaNode& node, uint32_t& d) -> size_t {
       d = 1;
       if (node.min_items == 0) return 2;
-      if (size[node.items] == kUnknown) return kUnknown;
-      d = depth[node.items] + 1;
-      return 2 + node.min_items * size[node.items] + (node.min_items - 1);
+      size_t total = 2 + (node.min_items - 1);
+      for (uint32_t i = 0; i < node.min_items; ++i) {
+        const uint32_t item = node.item(i);
+        if (size[item] == kUnknown) return kUnknown;
+        total += size[item];
+        d = std::max(d, depth[item] + 1);
+        if (i >= node.prefix_items.size()) {  // the rest are all `items`
+          total += size_t{node.min_items - 1 - i} * size[item];
+          break;
+        }
+      }
+      return total;
     };
     for (bool changed = true; changed;) {
       changed = false;
@@ -1293,6 +1868,11 @@ class Compiler {
             consider(size[node.alternatives[i]], depth[node.alternatives[i]],
                      200 + static_cast<int>(i));
           }
+        } else if (node.tagged) {
+          for (size_t i = 0; i < node.properties.size(); ++i) {
+            const uint32_t shape = node.properties[i].node;
+            consider(size[shape], depth[shape], 300 + static_cast<int>(i));
+          }
         } else if (!node.literals.empty()) {
           for (size_t i = 0; i < node.literals.size(); ++i) {
             consider(node.literals[i].size(), 1, static_cast<int>(i));
@@ -1304,7 +1884,9 @@ class Compiler {
           if (node.types & kJsonString) {
             const StringPattern* p =
                 node.pattern != 0 ? &schema_.patterns[node.pattern - 1] : nullptr;
-            consider(p != nullptr ? 2 + size_t{p->paths.cost[p->dfa.start]} : 2 + node.min_length,
+            const size_t quotes = 2 * quote().size();
+            consider(p != nullptr ? quotes + size_t{p->paths.cost[p->dfa.start]}
+                                  : quotes + node.min_length,
                      1, 101);
           }
           if (node.types & kJsonBoolean) consider(4, 1, 102);
@@ -1350,6 +1932,13 @@ class Compiler {
       array_size(node, d);
       node.array_depth = d;
     }
+    // A tagged union's object may turn into any of its shapes: room for the deepest.
+    for (SchemaNode& node : nodes) {
+      if (!node.tagged) continue;
+      for (const SchemaProperty& p : node.properties) {
+        node.object_depth = std::max(node.object_depth, nodes[p.node].object_depth);
+      }
+    }
     return {};
   }
 
@@ -1366,7 +1955,11 @@ class Compiler {
     SchemaNode& node = schema_.nodes[id];
     const int c = choice[id];
     std::string text;
-    if (c >= 200) {
+    if (c >= 300) {
+      const uint32_t shape = node.properties[c - 300].node;
+      build_minimal(shape, choice, built);
+      text = schema_.nodes[shape].minimal;
+    } else if (c >= 200) {
       const uint32_t alt = node.alternatives[c - 200];
       build_minimal(alt, choice, built);
       text = schema_.nodes[alt].minimal;
@@ -1375,8 +1968,9 @@ class Compiler {
     } else if (c == 100) {
       text = integer_text(node);
     } else if (c == 101) {
-      text = node.pattern != 0 ? shortest_pattern_string(schema_.patterns[node.pattern - 1])
-                               : "\"" + std::string(node.min_length, 'a') + "\"";
+      text = node.pattern != 0
+                 ? shortest_pattern_string(schema_.patterns[node.pattern - 1], syntax_)
+                 : std::string(quote()) + std::string(node.min_length, 'a') + std::string(quote());
     } else if (c == 102) {
       text = "true";
     } else if (c == 103) {
@@ -1387,22 +1981,31 @@ class Compiler {
         if (!p.required) continue;
         build_minimal(p.node, choice, built);
         if (text.size() > 1) text += ',';
-        text += p.key + ":" + schema_.nodes[p.node].minimal;
+        text += p.key + std::string(key_separator()) + schema_.nodes[p.node].minimal;
       }
       text += "}";
     } else {
       text = "[";
-      if (node.min_items > 0) build_minimal(node.items, choice, built);
       for (uint32_t i = 0; i < node.min_items; ++i) {
+        build_minimal(node.item(i), choice, built);
         if (i > 0) text += ',';
-        text += schema_.nodes[node.items].minimal;
+        text += schema_.nodes[node.item(i)].minimal;
       }
       text += "]";
     }
     schema_.nodes[id].minimal = std::move(text);
   }
 
+  // What a string opens and closes with, and what follows a key literal.
+  std::string_view quote() const { return gemma_ ? kGemmaQuote : std::string_view("\""); }
+  std::string_view key_separator() const { return gemma_ ? "" : ":"; }
+  const std::array<uint8_t, 256>& string_costs() const {
+    return gemma_ ? raw_costs() : json_string_costs();
+  }
+
   const json::Value& document_;
+  const JsonSyntax syntax_;
+  const bool gemma_;
   JsonSchema schema_;
   std::vector<std::string> pointers_;  // per node, for errors
   std::vector<bool> filled_;           // per node: compiled (not a $ref still being compiled)
@@ -1437,7 +2040,8 @@ Result<std::shared_ptr<const JsonSchema>> compile_regex_format(std::string_view 
   return std::shared_ptr<const JsonSchema>(std::move(schema));
 }
 
-Result<std::shared_ptr<const JsonSchema>> compile_json_schema(std::string_view schema_json) {
+Result<std::shared_ptr<const JsonSchema>> compile_json_schema(std::string_view schema_json,
+                                                              JsonSyntax syntax) {
   json::Value root;
   json::ParseError error;
   if (!json::parse(schema_json, root, error)) {
@@ -1445,7 +2049,7 @@ Result<std::shared_ptr<const JsonSchema>> compile_json_schema(std::string_view s
                                                   std::to_string(error.offset) +
                                                   "): " + error.message};
   }
-  return Compiler(root).run();
+  return Compiler(root, syntax).run();
 }
 
 }  // namespace rne::runner

@@ -1,5 +1,6 @@
 #include "rne/runner/llm_runner.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -69,25 +70,41 @@ Result<GenerationConfig> LlmRunner::with_json_constraint(const GenerationConfig&
     return Error{ErrorCode::kInvalidArgument,
                  "give either a JSON schema or a regex for the answer, not both"};
   }
-  // What the cached constraint was built for: the schema's text, or the regex marked apart.
-  const std::string key = config.regex.empty() ? config.json_schema : "\x01regex:" + config.regex;
+  // The special tokens kept as text: their text is what the grammar reads (Gemma 4's <|"|>
+  // token quotes a string), so the trie gives them their bytes.
+  std::vector<std::string> kept = config.keep_special_tokens;
+  std::sort(kept.begin(), kept.end());
+  kept.erase(std::unique(kept.begin(), kept.end()), kept.end());
+  // What the cached constraint was built for: the syntax, the kept tokens, and the schema's
+  // text or the regex marked apart.
+  std::string key(1, static_cast<char>(config.json_syntax));
+  for (const std::string& text : kept) key += text + '\0';
+  key += config.regex.empty() ? config.json_schema : "\x01regex:" + config.regex;
   GenerationConfig constrained = config;
   if (json_constraint_ && key == json_schema_) {
     json_constraint_->reset();
     constrained.constraint = json_constraint_.get();
     return constrained;
   }
-  auto schema = config.regex.empty() ? compile_json_schema(config.json_schema)
+  auto schema = config.regex.empty() ? compile_json_schema(config.json_schema, config.json_syntax)
                                      : compile_regex_format(config.regex);
   if (!schema.ok()) return schema.error();
-  if (!token_trie_) {
+  if (!token_trie_ || kept != token_trie_kept_) {
     auto bytes = token_byte_strings(*tokenizer_, contract().vocab_size);
+    for (const std::string& text : kept) {
+      // Unknown or non-special texts: the text stream refuses them with a clear error.
+      const auto id = tokenizer_->token_to_id(text);
+      if (id && tokenizer_->is_special(*id) && *id < contract().vocab_size) {
+        bytes[static_cast<size_t>(*id)] = text;
+      }
+    }
     // EOS ends the document (allowed only once it is complete), never writes bytes into it,
     // even where the tokenizer gives the id some (e.g. a byte-level vocabulary).
     for (int64_t eos : contract().eos_ids) {
       if (eos >= 0 && eos < contract().vocab_size) bytes[static_cast<size_t>(eos)].clear();
     }
     token_trie_ = TokenTrie::build(std::move(bytes));
+    token_trie_kept_ = std::move(kept);
   }
   json_constraint_ = std::make_unique<JsonSchemaConstraint>(*schema, token_trie_, contract().eos_ids);
   json_schema_ = key;

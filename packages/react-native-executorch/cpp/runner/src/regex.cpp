@@ -956,4 +956,98 @@ RegexPaths shortest_paths(const RegexDfa& dfa, const std::array<uint8_t, 256>& b
   return paths;
 }
 
+Result<RegexDfa> without_pair(const RegexDfa& dfa, uint8_t first, uint8_t second) {
+  // Byte classes: the old ones, with `first` and `second` split off into their own.
+  RegexDfa out;
+  std::map<std::pair<uint8_t, int>, uint8_t> class_of;
+  for (int b = 0; b < 256; ++b) {
+    const int tag = b == first ? 1 : b == second ? 2 : 0;
+    auto found = class_of.emplace(std::make_pair(dfa.byte_class[b], tag),
+                                  static_cast<uint8_t>(class_of.size()));
+    out.byte_class[b] = found.first->second;
+  }
+  const auto classes = static_cast<uint16_t>(class_of.size());
+  std::vector<int> representative(classes, -1);
+  for (int b = 0; b < 256; ++b) {
+    if (representative[out.byte_class[b]] < 0) representative[out.byte_class[b]] = b;
+  }
+  // Product states (old state, the last byte was `first`), reachable from the start.
+  std::map<std::pair<uint16_t, bool>, uint32_t> index;
+  std::vector<std::pair<uint16_t, bool>> states;
+  std::vector<uint32_t> next;  // state * classes + class -> state or UINT32_MAX
+  auto id_of = [&](uint16_t s, bool after) {
+    auto found = index.emplace(std::make_pair(s, after), static_cast<uint32_t>(states.size()));
+    if (found.second) states.emplace_back(s, after);
+    return found.first->second;
+  };
+  id_of(dfa.start, false);
+  for (size_t i = 0; i < states.size(); ++i) {
+    if (states.size() > kMaxRegexStates) {
+      return Error{ErrorCode::kInvalidArgument,
+                   "the regex needs more than " + std::to_string(kMaxRegexStates) +
+                       " automaton states (kMaxRegexStates) once '" + std::string(1, first) +
+                       std::string(1, second) + "' is left out"};
+    }
+    const auto [s, after] = states[i];
+    next.resize((i + 1) * classes, UINT32_MAX);
+    for (uint16_t cls = 0; cls < classes; ++cls) {
+      const auto b = static_cast<uint8_t>(representative[cls]);
+      if (after && b == second) continue;
+      const uint16_t t = dfa.step(s, b);
+      if (t == RegexDfa::kDead) continue;
+      next[i * classes + cls] = id_of(t, b == first);
+    }
+  }
+  // Keep the states that can still reach an accepting one (RegexDfa's promise).
+  const size_t n = states.size();
+  std::vector<std::vector<uint32_t>> incoming(n);
+  std::vector<bool> live(n, false);
+  std::vector<uint32_t> work;
+  for (size_t i = 0; i < n; ++i) {
+    for (uint16_t cls = 0; cls < classes; ++cls) {
+      const uint32_t t = next[i * classes + cls];
+      if (t != UINT32_MAX) incoming[t].push_back(static_cast<uint32_t>(i));
+    }
+    if (dfa.accepting[states[i].first]) {
+      live[i] = true;
+      work.push_back(static_cast<uint32_t>(i));
+    }
+  }
+  while (!work.empty()) {
+    const uint32_t t = work.back();
+    work.pop_back();
+    for (uint32_t p : incoming[t]) {
+      if (!live[p]) {
+        live[p] = true;
+        work.push_back(p);
+      }
+    }
+  }
+  if (!live[0]) {
+    return Error{ErrorCode::kInvalidArgument,
+                 "every string the regex matches contains '" + std::string(1, first) +
+                     std::string(1, second) + "'"};
+  }
+  std::vector<uint32_t> renumber(n, UINT32_MAX);
+  uint32_t kept = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (live[i]) renumber[i] = kept++;
+  }
+  out.classes = classes;
+  out.start = 0;
+  out.next.assign(size_t{kept} * classes, RegexDfa::kDead);
+  out.accepting.assign(kept, 0);
+  for (size_t i = 0; i < n; ++i) {
+    if (!live[i]) continue;
+    out.accepting[renumber[i]] = dfa.accepting[states[i].first];
+    for (uint16_t cls = 0; cls < classes; ++cls) {
+      const uint32_t t = next[i * classes + cls];
+      if (t != UINT32_MAX && live[t]) {
+        out.next[size_t{renumber[i]} * classes + cls] = static_cast<uint16_t>(renumber[t]);
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace rne::runner

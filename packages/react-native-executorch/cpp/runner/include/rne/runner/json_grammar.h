@@ -1,5 +1,6 @@
 // A byte-level pushdown automaton that accepts exactly the JSON texts a compiled JsonSchema
-// generates (see json_schema.h for the shape of that JSON). The state is a stack of small
+// generates (see json_schema.h for the shape of that JSON), or with JsonSyntax::kGemma4 the same
+// values in Gemma 4's tool-call syntax. The state is a stack of small
 // frames, one per open value; feeding a byte changes the top frame, pushes a child value or
 // pops finished ones. It is deterministic: at most one way to read each byte.
 #pragma once
@@ -100,6 +101,10 @@ class JsonGrammar {
   Feed feed_value(JsonStack& stack, uint8_t c) const;
   Feed feed_string(JsonStack& stack, uint8_t c, bool open_bottom) const;
   Feed feed_pattern_string(JsonStack& stack, uint8_t c, bool open_bottom) const;
+  // Gemma 4's syntax (JsonSyntax::kGemma4): <|"|>-delimited raw strings.
+  Feed feed_gemma_string(JsonStack& stack, uint8_t c, bool open_bottom) const;
+  Feed gemma_content(JsonFrame& frame, uint8_t c) const;
+  bool gemma_may_close(const JsonFrame& frame) const;
   Feed feed_text(JsonStack& stack, uint8_t c) const;
   int cheapest_escape(const StringPattern& pattern, uint16_t state, uint32_t length) const;
   const StringPattern& pattern_of(const SchemaNode& node) const {
@@ -128,6 +133,8 @@ class JsonGrammar {
   template <class Out>
   void complete_pattern_string(const JsonFrame& frame, Out& out) const;
   template <class Out>
+  void complete_gemma_string(const JsonFrame& frame, Out& out) const;
+  template <class Out>
   void complete_object(const JsonFrame& frame, bool top, Out& out) const;
   template <class Out>
   void complete_array(const JsonFrame& frame, bool top, Out& out) const;
@@ -140,6 +147,9 @@ class JsonGrammar {
   uint32_t shortest_key_choice(const SchemaNode& node, uint64_t keys, uint16_t pos) const;
 
   const JsonSchema& schema_;
+  const bool gemma_;                    // JsonSyntax::kGemma4
+  const uint8_t quote_;                 // the first byte of a string
+  const std::string_view key_separator_;  // what follows a key literal (Gemma 4's holds its ':')
 };
 
 }  // namespace rne::runner

@@ -1,14 +1,15 @@
 // A JSON Schema compiled into the graph the JSON grammar (json_grammar.h) walks.
 //
 // Supported keywords: type (one type or a list), nullable, enum, const (values of any JSON
-// type), properties, required, additionalProperties, items, minItems, maxItems, minLength,
-// maxLength, pattern, format (see below), minimum/maximum/exclusiveMinimum/exclusiveMaximum
-// (integers), $ref (to "#", or any
-// JSON pointer into the document such as "#/$defs/Name" or "#/definitions/Name"; recursion
-// allowed), $defs/definitions, allOf (merged), anyOf and oneOf (see below); nested to any
-// depth. Annotations (title, description, default, examples, $schema, $id, $comment,
-// deprecated, readOnly, writeOnly, x-*) are ignored. patternProperties and propertyNames are
-// supported as below. Every other keyword (multipleOf, not, if, ...) is an error that names it and
+// type), properties, required, additionalProperties, items, prefixItems, additionalItems,
+// minItems, maxItems, uniqueItems, minLength, maxLength, pattern, format (see below),
+// minimum/maximum/exclusiveMinimum/exclusiveMaximum (integers), $ref (to "#", or any JSON
+// pointer into the document such as "#/$defs/Name" or "#/definitions/Name"; recursion allowed),
+// $defs/definitions, allOf (merged), anyOf and oneOf (see below); nested to any depth.
+// Annotations (title, description, default, examples, $schema, $id and draft 4's id, $anchor,
+// $comment, deprecated, readOnly, writeOnly, content*, editor annotations such as
+// markdownDescription, x-*) are ignored. patternProperties and propertyNames are supported as
+// below. Every other keyword (multipleOf, not, if, contains, ...) is an error that names it and
 // where it is: the grammar could not guarantee it, so it is refused rather than silently
 // dropped.
 //
@@ -40,14 +41,41 @@
 // - nullable (OpenAPI 3.0: null allowed too; JSON Schema ignores it): null is not generated,
 //   so the output validates under both readings; write "type": [..., "null"] or anyOf for null.
 // - anyOf/oneOf: the alternatives are told apart by the first byte of the value (its JSON type;
-//   enum/const alternatives are merged into one set of values). oneOf alternatives must not
-//   overlap (differing types, distinct constants), which makes them exclusive: overlapping ones
-//   are refused. For anyOf, where two alternatives allow the same type (two object shapes), the
-//   first one is generated for that type: a narrower but valid language.
+//   enum/const alternatives are merged into one set of values). Object shapes are told apart by
+//   a tag: a property every shape declares as required with constant string values (const or
+//   enum) that no two shapes share, such as Zod's discriminated unions; that property is then
+//   generated first and its value picks the shape (in Gemma 4's syntax it must already sort
+//   first in every shape). oneOf alternatives must not overlap (differing types, distinct
+//   constants, distinct tags), which makes them exclusive: every value generated for one fails
+//   the others (a different type, constant or tag value); overlapping ones are refused. For
+//   anyOf, where two alternatives allow the same type and no tag tells them apart, the first one
+//   is generated for that type: a narrower but valid language.
+// - arrays: prefixItems (or draft 7's array of items, then additionalItems) give the schemas of
+//   the first items, items (additionalItems) of the rest; false ends the array there.
+//   uniqueItems: true generates arrays of at most one item (exact: they have no duplicates;
+//   refused with minItems above 1).
 // - allOf: the subschemas are merged into one (types intersected, properties merged, required
 //   united, bounds tightened, enums intersected); keywords that cannot be merged are refused.
 // - siblings of $ref, anyOf and oneOf apply too (merged into the referenced schema or each
 //   alternative).
+//
+// JsonSyntax::kGemma4 writes the same values in Gemma 4's tool-call argument syntax (its chat
+// template's format_argument macro) instead of JSON:
+//   {city:<|"|>Kraków<|"|>,days:3,opts:{metric:true},tags:[<|"|>a<|"|>,<|"|>b<|"|>]}
+// - keys are bare, followed by ':'; a property name must be non-empty, hold none of
+//   : { } [ ] , < and not start with '"' or start or end with whitespace (Gemma 4's parser could
+//   not read it back);
+// - properties come in the template's order, Jinja's `dictsort`: by the name lowercased (ASCII),
+//   ties by the name itself; an object with two or more properties whose names are not ASCII
+//   is refused (Python lowercases those by Unicode rules);
+// - strings are delimited by the text <|"|> (one special token in Gemma 4's vocabulary) and
+//   their content is raw: no escapes, any UTF-8, control characters included, except the two
+//   bytes "<|" (they always start the closing delimiter; a '<' followed by anything else is
+//   content). pattern/format/length bounds apply to the raw content; a pattern or enum/const
+//   value that cannot avoid "<|" is refused;
+// - numbers, true, false, null and arrays as in JSON; no whitespace anywhere. (The template
+//   re-renders null as None and floats as Python prints them: only keys' order and strings are
+//   byte-exact on re-rendering.)
 #pragma once
 
 #include <cstdint>
@@ -94,8 +122,12 @@ struct StringPattern {
   std::vector<uint32_t> path_length;
 };
 
+// How values are written: JSON, or Gemma 4's tool-call argument syntax (see above).
+enum class JsonSyntax : uint8_t { kJson, kGemma4 };
+
 struct SchemaProperty {
-  std::string key;  // the key as a JSON string literal, quotes included: "\"name\""
+  std::string key;  // JSON: the key as a string literal, quotes included ("\"name\""); Gemma 4:
+                    // the bare name and its colon ("name:")
   uint32_t node;    // schema of the value
   bool required;
 };
@@ -105,10 +137,18 @@ struct SchemaNode {
   // anyOf/oneOf: the alternatives, whose sets of first bytes are disjoint. When non-empty the
   // node is only this union (the other fields are unused).
   std::vector<uint32_t> alternatives;
-  // enum / const values written as compact JSON; when non-empty the value is one of these.
+  // enum / const values written compactly in the schema's syntax; when non-empty the value is
+  // one of these.
   std::vector<std::string> literals;
   std::vector<SchemaProperty> properties;  // objects: in the schema's order
-  uint32_t items = 0;                      // arrays: schema of the items
+  // An anyOf/oneOf of object shapes told apart by a tag (a required property whose constant
+  // string values differ between them): `properties` then holds one entry per tag value, its
+  // key the tag's key and value together ("\"kind\":\"text\""), its node the object shape
+  // that value selects (a copy whose properties start with the tag). Reading one whole entry
+  // after '{' continues as that shape.
+  bool tagged = false;
+  uint32_t items = 0;                      // arrays: schema of the items (after prefix_items)
+  std::vector<uint32_t> prefix_items;      // arrays: schemas of the first items, in order
   uint32_t min_items = 0;
   uint32_t max_items = UINT32_MAX;
   uint32_t min_length = 0;  // strings, in code points
@@ -128,6 +168,11 @@ struct SchemaNode {
   uint32_t object_depth = 1;
   uint32_t array_depth = 1;
 
+  // The schema of item `index` of an array.
+  uint32_t item(uint32_t index) const {
+    return index < prefix_items.size() ? prefix_items[index] : items;
+  }
+
   bool bounded_string() const {
     return min_length > 0 || max_length != UINT32_MAX || pattern != 0;
   }
@@ -143,6 +188,7 @@ struct JsonSchema {
   // A whole answer constrained by a regex (compile_regex_format), not JSON: the text is
   // nodes[root]'s pattern, raw (no quotes or escapes).
   bool whole_text = false;
+  JsonSyntax syntax = JsonSyntax::kJson;  // how the grammar writes values
 };
 
 // Limits that keep the grammar's state small (per-frame candidate sets are 64-bit masks) and
@@ -158,7 +204,10 @@ constexpr size_t kMaxSchemaNesting = 64;         // nested subschemas, $ref and 
 
 // Parses `schema_json` (a JSON Schema document) and compiles it. kInvalidArgument errors name the
 // JSON pointer of the offending part and say what to change.
-Result<std::shared_ptr<const JsonSchema>> compile_json_schema(std::string_view schema_json);
+// With JsonSyntax::kGemma4 the values (and enum/const literals, shortest values) are written in
+// Gemma 4's syntax; schemas it cannot write are refused the same way.
+Result<std::shared_ptr<const JsonSchema>> compile_json_schema(
+    std::string_view schema_json, JsonSyntax syntax = JsonSyntax::kJson);
 
 // A whole answer that matches `regex` (regex.h's subset, matched against the whole text: ^ and
 // $ are implied), compiled into the same form so the JSON constraint's masks, cache and token

@@ -95,7 +95,9 @@ class LlmRunner {
   Stats last_stats_;
   std::vector<int64_t> last_tokens_;
   std::shared_ptr<const TokenTrie> token_trie_;  // built on the first json_schema_constraint()
-  std::string json_schema_;  // the schema (or marked regex) json_constraint_ was built for
+  std::vector<std::string> token_trie_kept_;  // the kept special tokens it gives bytes (sorted)
+  std::string json_schema_;  // the syntax, kept tokens and schema (or marked regex)
+                             // json_constraint_ was built for
   std::unique_ptr<JsonSchemaConstraint> json_constraint_;
 };
 

@@ -69,4 +69,9 @@ struct RegexPaths {
 };
 RegexPaths shortest_paths(const RegexDfa& dfa, const std::array<uint8_t, 256>& byte_cost);
 
+// The strings `dfa` accepts that do not contain the two bytes `first` `second` in a row (the
+// Gemma 4 syntax's string content may not contain "<|"). kInvalidArgument when none is left or
+// the automaton grows past kMaxRegexStates.
+Result<RegexDfa> without_pair(const RegexDfa& dfa, uint8_t first, uint8_t second);
+
 }  // namespace rne::runner

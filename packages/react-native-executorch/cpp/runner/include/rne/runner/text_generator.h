@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "rne/runner/json_schema.h"
 #include "rne/runner/model_session.h"
 #include "rne/runner/result.h"
 #include "rne/runner/sampler.h"
@@ -41,6 +42,9 @@ struct GenerationConfig {
   // document of, enforced by grammar-constrained sampling (json_schema.h lists what is
   // supported). LlmRunner turns it into `constraint`.
   std::string json_schema;
+  // How that document is written: JSON, or Gemma 4's tool-call argument syntax (json_schema.h).
+  // Gemma 4's <|"|> token quotes strings only when keep_special_tokens names it.
+  JsonSyntax json_syntax = JsonSyntax::kJson;
   // Applied by LlmRunner: a regex (regex.h's subset; empty = none) the whole answer must match,
   // enforced the same way. At most one of json_schema and regex.
   std::string regex;
