@@ -226,13 +226,20 @@ describe('LLMModule tool loop on Gemma 4', () => {
     expect(native.prompts[1]).toContain('<|tool_response>response:get_time{value:<|"|>Error: there is no tool named "get_time"');
   });
 
-  it('forces a call as JSON with toolChoice and records it natively', async () => {
+  it('forces a call in its own syntax with toolChoice: the prompt opens the call, the grammar writes the arguments', async () => {
     const { llm, native } = await loaded((prompt) =>
-      prompt.includes('<|tool_response>') ? 'Done.' : '{"name": "get_weather", "arguments": {"city": "Oslo"}}',
+      prompt.includes('<|tool_response>') ? 'Done.' : '{city:<|"|>Oslo<|"|>}',
     );
-    llm.configure({ toolsConfig: { tools: [WEATHER], executeToolCallback: async () => 'cold', toolChoice: { name: 'get_weather' } } });
-    expect(await llm.sendMessage('Oslo?')).toBe('Done.');
-    expect(native.configs[0]?.responseFormat).toBeDefined();
+    const callback = jest.fn(async () => 'cold');
+    llm.configure({ toolsConfig: { tools: [WEATHER], executeToolCallback: callback, toolChoice: { name: 'get_weather' } } });
+    const pieces: string[] = [];
+    expect(await llm.sendMessage('Oslo?', { onToken: (piece) => pieces.push(piece) })).toBe('Done.');
+    expect(native.prompts[0]?.endsWith('<|turn>model\n<|channel>thought\n<channel|><|tool_call>call:get_weather')).toBe(true);
+    expect(native.configs[0]).toMatchObject({ responseSyntax: 'gemma4', keepSpecialTokens: ['<|"|>'] });
+    expect(JSON.parse(native.configs[0]?.responseFormat ?? 'null')).toEqual({ type: 'object', ...WEATHER.parameters });
+    expect(native.configs[1]).not.toHaveProperty('responseSyntax');
+    expect(callback).toHaveBeenCalledWith({ toolName: 'get_weather', arguments: { city: 'Oslo' } });
     expect(native.prompts[1]).toContain('<|tool_call>call:get_weather{city:<|"|>Oslo<|"|>}<tool_call|><|tool_response>');
+    expect(pieces.join('')).toBe('<|tool_call>call:get_weather{city:<|"|>Oslo<|"|>}<tool_call|>Done.');
   });
 });

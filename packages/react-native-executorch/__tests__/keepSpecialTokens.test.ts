@@ -89,16 +89,17 @@ describe('keepSpecialTokens', () => {
     ]);
   });
 
-  it('a forced Gemma 4 call (a JSON document, no thought channel) keeps only the call markers', async () => {
+  it("a forced Gemma 4 call (its arguments, no thought channel) keeps only the string quote", async () => {
     const { llm, native } = await loaded(gemma4, (prompt) =>
-      prompt.includes('<|tool_response>') ? 'Sunny.' : '{"name": "get_weather", "arguments": {"city": "Paris"}}',
+      prompt.includes('<|tool_response>') ? 'Sunny.' : '{city:<|"|>Paris<|"|>}',
     );
     llm.configure({
       toolsConfig: { tools: [WEATHER], executeToolCallback: async () => 'sunny', toolChoice: { name: 'get_weather' } },
     });
     await llm.sendMessage('Weather in Paris?');
     expect(native.configs[0]?.responseFormat).toBeDefined();
-    expect(native.configs[0]?.keepSpecialTokens).toEqual(GEMMA4_CALLS);
+    expect(native.configs[0]?.keepSpecialTokens).toEqual(['<|"|>']);
+    expect(native.configs[1]?.keepSpecialTokens).toEqual([...GEMMA4_THOUGHT, ...GEMMA4_CALLS]);
   });
 
   it.each([

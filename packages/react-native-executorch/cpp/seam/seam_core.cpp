@@ -14,10 +14,10 @@ namespace rne::seam {
 namespace {
 
 // generate()'s options: one row per field of NativeGenerationConfig (src/native/seam.ts), with
-// the GenerationConfig field it sets; the JS type read (number, string, array of strings)
-// follows from the field's C++ type. Adding a sampler option: its SamplerConfig field and range
-// check (runner::validate), a kOptional row here (an app whose TypeScript omits it keeps the
-// field's default) and its TypeScript field (SamplingOptions).
+// the GenerationConfig field it sets; the JS type read (number, string, array of strings, or
+// for an enum one of its names) follows from the field's C++ type. Adding a sampler option: its
+// SamplerConfig field and range check (runner::validate), a kOptional row here (an app whose
+// TypeScript omits it keeps the field's default) and its TypeScript field (SamplingOptions).
 using runner::GenerationConfig;
 using runner::SamplerConfig;
 
@@ -51,6 +51,15 @@ Result<void> readOption(const ObjectReader& object, const char* name, Presence p
     auto value = object.string(name);
     if (!value) return wrong("a string");
     field = std::move(*value);
+  } else if constexpr (std::is_same_v<Field, runner::JsonSyntax>) {
+    auto value = object.string(name);
+    if (value && *value == "json") {
+      field = runner::JsonSyntax::kJson;
+    } else if (value && *value == "gemma4") {
+      field = runner::JsonSyntax::kGemma4;
+    } else {
+      return wrong("\"json\" or \"gemma4\"");
+    }
   } else {
     static_assert(std::is_same_v<Field, std::vector<std::string>>, "no JS type for this field");
     auto value = object.strings(name);
@@ -84,6 +93,8 @@ constexpr GenerationOption kGenerationOptions[] = {
     option<&GenerationConfig::json_schema>("responseFormat", Presence::kOptional),
     // A regex the whole answer matches (responseFormat: { regex } in TypeScript).
     option<&GenerationConfig::regex>("responseRegex", Presence::kOptional),
+    // The syntax responseFormat's documents are written in (Gemma 4's tool-call arguments).
+    option<&GenerationConfig::json_syntax>("responseSyntax", Presence::kOptional),
     // Special tokens the streamed text keeps (a chat format's markers its parsers read).
     option<&GenerationConfig::keep_special_tokens>("keepSpecialTokens", Presence::kOptional),
 };

@@ -48,6 +48,7 @@ MapReader fullConfig() {
 TEST(SeamOptions, EachOptionLandsInItsField) {
   MapReader config = fullConfig();
   config.values["responseFormat"] = std::string(R"({"type":"object"})");
+  config.values["responseSyntax"] = std::string("gemma4");
   config.values["keepSpecialTokens"] = std::vector<std::string>{"<|channel>", "<channel|>"};
   auto parsed = rne::seam::parseGenerationConfig(config);
   ASSERT_TRUE(parsed.ok()) << parsed.error().message;
@@ -61,6 +62,7 @@ TEST(SeamOptions, EachOptionLandsInItsField) {
   EXPECT_EQ(c.sampling.seed, 7u);
   EXPECT_EQ(c.stop_strings, std::vector<std::string>{"END"});
   EXPECT_EQ(c.json_schema, R"({"type":"object"})");
+  EXPECT_EQ(c.json_syntax, rne::runner::JsonSyntax::kGemma4);
   EXPECT_EQ(c.keep_special_tokens, (std::vector<std::string>{"<|channel>", "<channel|>"}));
 }
 
@@ -68,6 +70,7 @@ TEST(SeamOptions, OptionalOptionsKeepTheirDefaultsWhenAbsent) {
   auto parsed = rne::seam::parseGenerationConfig(fullConfig());
   ASSERT_TRUE(parsed.ok()) << parsed.error().message;
   EXPECT_EQ(parsed.value().json_schema, "");
+  EXPECT_EQ(parsed.value().json_syntax, rne::runner::JsonSyntax::kJson);
   EXPECT_TRUE(parsed.value().keep_special_tokens.empty());
 }
 
@@ -89,6 +92,13 @@ TEST(SeamOptions, MissingOrMistypedOptionsAreNamed) {
   auto parsed = rne::seam::parseGenerationConfig(mistyped);
   ASSERT_FALSE(parsed.ok());
   EXPECT_EQ(parsed.error().message, "config.responseFormat must be a string");
+  for (const Value& value : {Value(std::string("yaml")), Value(1.0)}) {
+    MapReader syntax = fullConfig();
+    syntax.values["responseSyntax"] = value;
+    auto bad = rne::seam::parseGenerationConfig(syntax);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(bad.error().message, R"(config.responseSyntax must be "json" or "gemma4")");
+  }
 }
 
 TEST(SeamOptions, TheSamplersRangesApply) {

@@ -52,6 +52,12 @@ export interface NativeGenerationConfig extends SamplingOptions {
   /** A regex (C++ regex.h's subset) the whole answer matches, sampled the same way. */
   readonly responseRegex?: string;
   /**
+   * The syntax `responseFormat`'s documents are written in: `'json'` (absent), or `'gemma4'`,
+   * Gemma 4's tool-call arguments (`{key:<|"|>text<|"|>,n:3}`: bare keys in the template's sorted
+   * order, strings quoted by the `<|"|>` token, which must then be in `keepSpecialTokens`).
+   */
+  readonly responseSyntax?: 'json' | 'gemma4';
+  /**
    * Texts of the tokenizer's special tokens the streamed text keeps (a chat format's markers
    * that the TypeScript parsers read, e.g. Gemma 4's `<|channel>`, `<|tool_call>`, `<|"|>`);
    * every other special token adds no text. A text that is not a special token of the model
