@@ -1,6 +1,7 @@
 #include "rne/runner/model_session.h"
 
 #include "rne/runner/backends.h"
+#include "rne/runner/program_check.h"
 
 #include <executorch/extension/module/module.h>
 #include <executorch/extension/tensor/tensor.h>
@@ -220,6 +221,11 @@ Result<std::unique_ptr<ModelSession>> ModelSession::load_unguarded(
   if (auto err = module.load(et::runtime::Program::Verification::InternalConsistency);
       err != RuntimeError::Ok) {
     return load_error(path, "parsing the program", err);
+  }
+  // Indices the runtime trusts when it builds a Method (a damaged one aborts the process).
+  if (auto sound = check_program(session->file_->data(), session->file_->size(), path);
+      !sound.ok()) {
+    return sound.error();
   }
   auto names = module.method_names();
   if (!names.ok() || names->count("forward") == 0) {
