@@ -2,6 +2,7 @@
 
 #include "rne/runner/backends.h"
 #include "rne/runner/program_check.h"
+#include "held_bytes_loader.h"
 
 #include <executorch/extension/module/module.h>
 #include <executorch/extension/tensor/tensor.h>
@@ -105,43 +106,6 @@ Result<void> check_pte_header(const ModelFile& file) {
   }
   return {};
 }
-
-// Serves the runtime's reads from the bytes ModelFile holds, so the program is made of the
-// bytes its caller checked. A buffer the runtime frees goes back through ModelFile::release.
-class HeldBytesLoader final : public et::runtime::DataLoader {
- public:
-  explicit HeldBytesLoader(std::shared_ptr<const ModelFile> file) : file_(std::move(file)) {}
-
-  et::runtime::Result<et::runtime::FreeableBuffer> load(size_t offset, size_t size,
-                                                        const SegmentInfo&) const override {
-    if (offset > file_->size() || size > file_->size() - offset) {
-      ET_LOG(Error, "read of %zu bytes at %zu past the end of a %zu-byte file", size, offset,
-             file_->size());
-      return RuntimeError::InvalidArgument;
-    }
-    const uint8_t* data = file_->data() + offset;
-    file_->lock(data, size);
-    return et::runtime::FreeableBuffer(data, size, &HeldBytesLoader::release,
-                                       const_cast<ModelFile*>(file_.get()));
-  }
-
-  RuntimeError load_into(size_t offset, size_t size, const SegmentInfo& info,
-                         void* buffer) const override {
-    if (buffer == nullptr) return RuntimeError::InvalidArgument;
-    auto bytes = load(offset, size, info);
-    if (!bytes.ok()) return bytes.error();
-    std::memcpy(buffer, bytes->data(), size);
-    return RuntimeError::Ok;
-  }
-
-  et::runtime::Result<size_t> size() const override { return file_->size(); }
-
- private:
-  static void release(void* context, void* data, size_t size) {
-    static_cast<const ModelFile*>(context)->release(data, size);
-  }
-  std::shared_ptr<const ModelFile> file_;
-};
 
 // Reads a constant method that returns one int (or bool) scalar.
 Result<int64_t> read_int(Module& module, const std::string& path, const char* method) {

@@ -1,0 +1,215 @@
+#include "rne/runner/vision_encoder.h"
+
+#include "rne/runner/program_check.h"
+#include "held_bytes_loader.h"
+
+#include <executorch/extension/module/module.h>
+#include <executorch/extension/tensor/tensor.h>
+#include <executorch/runtime/core/data_loader.h>
+
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <string>
+
+namespace rne::runner {
+
+namespace et = ::executorch;
+using et::extension::module::Module;
+using RuntimeError = et::runtime::Error;
+
+namespace {
+
+Error contract_error(const std::string& path, const std::string& what) {
+  return {ErrorCode::kInvalidModel,
+          path + ": " + what +
+              " (not a vision encoder program: export one with tools/export_encoder.py; if it "
+              "was copied or downloaded, it may be a corrupt file: verify its sha256)"};
+}
+
+Error runtime_failure(const std::string& path, const char* stage, RuntimeError error) {
+  return {ErrorCode::kInvalidModel,
+          path + ": " + stage + " failed (runtime error " +
+              std::to_string(static_cast<unsigned>(error)) +
+              "): the file is damaged or was exported for a backend or operators this build "
+              "lacks; verify its sha256, or export it again with tools/export_encoder.py"};
+}
+
+Result<int64_t> read_int(Module& module, const std::string& path, const char* method) {
+  auto out = module.execute(method);
+  if (!out.ok() || out->empty() || !out->at(0).isInt()) {
+    return contract_error(path, std::string("constant method '") + method +
+                                    "' is missing or does not return an integer");
+  }
+  return out->at(0).toInt();
+}
+
+}  // namespace
+
+VisionEncoder::~VisionEncoder() = default;
+
+Result<std::unique_ptr<VisionEncoder>> VisionEncoder::load(const std::string& path) {
+  auto file = ModelFile::open(path, ModelFile::Hold::kMapped);
+  if (!file.ok()) return file.error();
+  return load(std::move(file).value());
+}
+
+Result<std::unique_ptr<VisionEncoder>> VisionEncoder::load(std::shared_ptr<const ModelFile> file) {
+  const std::string path = file->path();
+  // As ModelSession::load: a damaged count makes the runtime throw; nothing may escape.
+  try {
+    return load_unguarded(std::move(file));
+  } catch (const std::exception& e) {
+    return Error{ErrorCode::kInvalidModel,
+                 path + ": loading failed (" + e.what() +
+                     "): the file is damaged or truncated, or needs more memory than there is; "
+                     "verify its sha256 and download or export it again"};
+  }
+}
+
+Result<std::unique_ptr<VisionEncoder>> VisionEncoder::load_unguarded(
+    std::shared_ptr<const ModelFile> file) {
+  const std::string path = file->path();
+  if (file->size() < 8 || file->data()[4] != 'E' || file->data()[5] != 'T') {
+    return contract_error(path, "not an ExecuTorch program (.pte)");
+  }
+  if (auto whole = file->check_still_whole(); !whole.ok()) return whole.error();
+
+  std::unique_ptr<VisionEncoder> encoder(new VisionEncoder());
+  encoder->path_ = path;
+  encoder->file_ = file;
+  encoder->module_ = std::make_unique<Module>(std::make_unique<HeldBytesLoader>(std::move(file)));
+  Module& module = *encoder->module_;
+  if (auto err = module.load(et::runtime::Program::Verification::InternalConsistency);
+      err != RuntimeError::Ok) {
+    return runtime_failure(path, "parsing the program", err);
+  }
+  if (auto sound = check_program(encoder->file_->data(), encoder->file_->size(), path);
+      !sound.ok()) {
+    return sound.error();
+  }
+  auto names = module.method_names();
+  if (!names.ok() || names->count(kMethod) == 0) {
+    return contract_error(path, std::string("method '") + kMethod + "' is missing");
+  }
+  if (auto err = module.load_method(kMethod); err != RuntimeError::Ok) {
+    return runtime_failure(path, "loading method 'vision_encoder'", err);
+  }
+
+  auto meta = module.method_meta(kMethod);
+  if (!meta.ok() || meta->num_inputs() != 2 || meta->num_outputs() != 1) {
+    return contract_error(path, "'vision_encoder' must take (pixel_values, position_ids) and "
+                                "return one tensor");
+  }
+  auto pixels = meta->input_tensor_meta(0);
+  auto positions = meta->input_tensor_meta(1);
+  auto output = meta->output_tensor_meta(0);
+  if (!pixels.ok() || pixels->sizes().size() != 3 || pixels->sizes()[0] != 1 ||
+      pixels->scalar_type() != et::aten::ScalarType::Float) {
+    return contract_error(path, "input 0 must be float32 pixel_values [1, patches, patch_dim]");
+  }
+  if (!positions.ok() || positions->sizes().size() != 3 ||
+      positions->sizes()[1] != pixels->sizes()[1] || positions->sizes()[2] != 2 ||
+      positions->scalar_type() != et::aten::ScalarType::Long) {
+    return contract_error(path, "input 1 must be int64 position_ids [1, patches, 2]");
+  }
+  if (!output.ok() || output->sizes().size() != 2 ||
+      output->scalar_type() != et::aten::ScalarType::Float) {
+    return contract_error(path, "the output must be float32 embeddings [soft_tokens, hidden]");
+  }
+
+  VisionEncoderContract& c = encoder->contract_;
+  c.max_patches = pixels->sizes()[1];
+  c.patch_dim = pixels->sizes()[2];
+  for (auto [field, method] : {std::pair{&c.max_soft_tokens, "vision_max_soft_tokens"},
+                               std::pair{&c.patch_size, "vision_patch_size"},
+                               std::pair{&c.pooling_kernel_size, "vision_pooling_kernel_size"},
+                               std::pair{&c.text_hidden, "vision_text_hidden"}}) {
+    auto value = read_int(module, path, method);
+    if (!value.ok()) return value.error();
+    *field = *value;
+  }
+  if (names->count("get_backend")) {
+    auto backend = read_int(module, path, "get_backend");
+    if (!backend.ok()) return backend.error();
+    c.backend_code = *backend;
+  }
+  const int64_t pool = c.pooling_kernel_size;
+  if (c.max_soft_tokens < 1 || pool < 1 || c.patch_size < 1 ||
+      c.max_patches != c.max_soft_tokens * pool * pool ||
+      c.patch_dim != 3 * c.patch_size * c.patch_size ||
+      output->sizes()[0] != c.max_soft_tokens || output->sizes()[1] != c.text_hidden) {
+    return contract_error(
+        path, "inconsistent metadata: max_soft_tokens=" + std::to_string(c.max_soft_tokens) +
+                  " pooling=" + std::to_string(pool) + " patch_size=" +
+                  std::to_string(c.patch_size) + " for inputs [1, " +
+                  std::to_string(c.max_patches) + ", " + std::to_string(c.patch_dim) +
+                  "] and output [" + std::to_string(output->sizes()[0]) + ", " +
+                  std::to_string(output->sizes()[1]) + "]");
+  }
+  return encoder;
+}
+
+Result<ImageEmbeddings> VisionEncoder::encode(const std::vector<float>& pixel_values,
+                                              const std::vector<int64_t>& position_ids,
+                                              int64_t num_soft_tokens) {
+  const VisionEncoderContract& c = contract_;
+  if (static_cast<int64_t>(pixel_values.size()) != c.max_patches * c.patch_dim ||
+      static_cast<int64_t>(position_ids.size()) != c.max_patches * 2) {
+    return Error{ErrorCode::kInvalidArgument,
+                 "vision encoder: pixel_values has " + std::to_string(pixel_values.size()) +
+                     " values and position_ids " + std::to_string(position_ids.size()) +
+                     "; this encoder takes [" + std::to_string(c.max_patches) + ", " +
+                     std::to_string(c.patch_dim) + "] and [" + std::to_string(c.max_patches) +
+                     ", 2]: preprocess with max_soft_tokens=" +
+                     std::to_string(c.max_soft_tokens) + ", patch_size=" +
+                     std::to_string(c.patch_size) + ", pooling_kernel_size=" +
+                     std::to_string(c.pooling_kernel_size)};
+  }
+  if (num_soft_tokens < 1 || num_soft_tokens > c.max_soft_tokens) {
+    return Error{ErrorCode::kInvalidArgument,
+                 "vision encoder: " + std::to_string(num_soft_tokens) +
+                     " soft tokens; an image has 1.." + std::to_string(c.max_soft_tokens) +
+                     " (the count gemma4_preprocess returns with it)"};
+  }
+  if (auto whole = file_->check_still_whole(); !whole.ok()) return whole.error();
+  // The program reads its inputs and never writes them (they are not memory-planned: the
+  // caller's buffers are the inputs), so the const data is handed over without a copy.
+  auto pixels = et::extension::from_blob(
+      const_cast<float*>(pixel_values.data()),
+      {1, static_cast<et::aten::SizesType>(c.max_patches),
+       static_cast<et::aten::SizesType>(c.patch_dim)},
+      et::aten::ScalarType::Float);
+  auto positions = et::extension::from_blob(
+      const_cast<int64_t*>(position_ids.data()),
+      {1, static_cast<et::aten::SizesType>(c.max_patches), 2}, et::aten::ScalarType::Long);
+  auto out = module_->execute(kMethod, {pixels, positions});
+  if (!out.ok()) {
+    return Error{ErrorCode::kExecutionFailed,
+                 path_ + ": vision_encoder failed (runtime error " +
+                     std::to_string(static_cast<unsigned>(out.error())) +
+                     "); if it fails again, the file may be corrupt: verify its sha256"};
+  }
+  const auto& tensor = out->at(0).toTensor();
+  if (tensor.numel() != c.max_soft_tokens * c.text_hidden) {
+    return contract_error(path_, "vision_encoder returned " + std::to_string(tensor.numel()) +
+                                     " values, expected " +
+                                     std::to_string(c.max_soft_tokens * c.text_hidden));
+  }
+  ImageEmbeddings result;
+  result.num_tokens = num_soft_tokens;
+  result.hidden = c.text_hidden;
+  const float* data = tensor.const_data_ptr<float>();
+  result.values.assign(data, data + num_soft_tokens * c.text_hidden);
+  // Damaged weights that still load show up as NaN or inf, which the decoder cannot use.
+  for (float v : result.values) {
+    if (!std::isfinite(v)) {
+      return Error{ErrorCode::kExecutionFailed,
+                   path_ + ": vision_encoder produced a non-finite value: the weights are damaged "
+                           "(corrupt file); verify its sha256 and download or export it again"};
+    }
+  }
+  return result;
+}
+
+}  // namespace rne::runner
