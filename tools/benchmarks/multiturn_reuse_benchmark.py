@@ -14,6 +14,8 @@ both ways, and the largest difference of the next-token logits from a cold prefi
 prompt (with their spread for scale). Asserts nothing.
 
     .venv/bin/python tools/benchmarks/multiturn_reuse_benchmark.py [--turns 10] [--window 64]
+    .venv/bin/python tools/benchmarks/multiturn_reuse_benchmark.py --widths e2b --window 512 \\
+        --max-context 4096 --max-chunk 128 --answer-tokens 200
 """
 
 from __future__ import annotations
@@ -65,12 +67,33 @@ def _fixtures_module():
     return module
 
 
-def _model(window: int, max_context: int, max_chunk: int) -> Path:
-    """A tiny random Gemma 4 with Gemma 4's vocabulary size (so real token ids fit)."""
+# E2B's widths (hidden, heads, head dims, FFN, per-layer inputs, softcap) at 5 of its 35 layers
+# (one 4-sliding + 1-full cycle, no KV-shared layers), so the export fits this machine. The
+# rings are E2B's: 512 slots of one 256-wide KV head per sliding layer.
+E2B_WIDTHS = {
+    "hidden_size": 1536,
+    "intermediate_size": 6144,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 1,
+    "head_dim": 256,
+    "global_head_dim": 512,
+    "hidden_size_per_layer_input": 256,
+    "num_hidden_layers": 5,
+    "layer_types": ["sliding_attention"] * 4 + ["full_attention"],
+    "num_kv_shared_layers": 0,
+    "final_logit_softcapping": 30.0,
+}
+
+
+def _model(widths: str, window: int, max_context: int, max_chunk: int) -> Path:
+    """A random Gemma 4 (tiny, or E2B's widths) with Gemma 4's vocabulary size (so real token
+    ids fit)."""
     from rne_tools.export import cached_export
     from rne_tools.models import gemma4
 
     config = copy.deepcopy(gemma4.RANDOM_CONFIGS["tiny"])
+    if widths == "e2b":
+        config.update(E2B_WIDTHS)
     config.update(vocab_size=262144, vocab_size_per_layer_input=262144, sliding_window=window)
     return cached_export("gemma4_e2b", "xnnpack", "fp32", random_config=config,
                          max_context=max_context, max_chunk=max_chunk).pte_path
@@ -104,23 +127,25 @@ def _conversation(tokenizer: PreTrainedTokenizerFast, rne_turns: Path, pte: Path
 
 @click.command()
 @click.option("--turns", default=10, show_default=True)
+@click.option("--widths", type=click.Choice(["tiny", "e2b"]), default="tiny", show_default=True,
+              help="The random model's layer widths: tiny, or E2B's (at 5 layers).")
 @click.option("--window", default=64, show_default=True, help="Sliding window of the model.")
 @click.option("--max-context", default=2048, show_default=True)
 @click.option("--max-chunk", default=32, show_default=True)
 @click.option("--answer-tokens", default=48, show_default=True)
 @click.option("--rne-turns", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               default=RNE_TURNS, show_default=True)
-def main(turns: int, window: int, max_context: int, max_chunk: int, answer_tokens: int,
-         rne_turns: Path) -> None:
+def main(turns: int, widths: str, window: int, max_context: int, max_chunk: int,
+         answer_tokens: int, rne_turns: Path) -> None:
     from transformers import PreTrainedTokenizerFast
 
     fixtures = _fixtures_module()
     tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(fixtures.gemma4_shaped_tokenizer_json()),
                                         chat_template=TEMPLATE.read_text(), **fixtures.CONFIG)
-    pte = _model(window, max_context, max_chunk)
+    pte = _model(widths, window, max_context, max_chunk)
     before = _conversation(tokenizer, rne_turns, pte, turns, answer_tokens, checkpoints=False)
     after = _conversation(tokenizer, rne_turns, pte, turns, answer_tokens, checkpoints=True)
-    click.echo(f"tiny Gemma 4 (random weights), sliding window {window}, XNNPACK fp32, "
+    click.echo(f"{widths} Gemma 4 (random weights), sliding window {window}, XNNPACK fp32, "
                f"max_chunk {max_chunk}; {answer_tokens}-token greedy answers; Gemma 4's template")
     click.echo("turn  prompt  | no checkpoints: reused prefilled | checkpoints: reused prefilled"
                " | max|dlogit| vs cold (logit std)")
