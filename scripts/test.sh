@@ -40,5 +40,13 @@ if PYTHONPATH=tools .venv/bin/python -c 'import sys; from rne_tools.binaries.loc
   .venv/bin/python tools/build_binaries.py --platform linux --jobs 2
 fi
 
+# Our C++ core cross-compiled for arm64 (against the ExecuTorch release's aarch64 SDK), where the
+# cross toolchain is installed (scripts/setup.sh): tests/test_arm64_emulated.py runs it under
+# qemu-user. Without the toolchain that module prints one NOT RUN line (docs/arm64.md).
+if command -v aarch64-linux-gnu-g++ >/dev/null && command -v qemu-aarch64 >/dev/null; then
+  step "C++: arm64 cross build (build/linux-arm64, tested under qemu by pytest)"
+  .venv/bin/python tools/build_binaries.py --platform linux-arm64 --jobs 2
+fi
+
 step "pytest"
 .venv/bin/python -m pytest tests --durations=15

@@ -23,6 +23,7 @@ HOST_ADDON = REPO_ROOT / "build" / "host" / "node" / "rne_node.node"
 def _recipe_outputs() -> list[Path]:
     found = [HOST_ADDON]
     found += sorted((REPO_ROOT / "build" / "linux-shared").glob("**/libexecutorch.so"))
+    found += sorted((REPO_ROOT / "build" / "linux-arm64" / "node").glob("*.node"))  # docs/arm64.md
     found += sorted((REPO_ROOT / "third-party" / "android").glob("*/libexecutorch.so"))
     return found
 

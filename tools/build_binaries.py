@@ -4,6 +4,7 @@
     python tools/build_binaries.py --platform ios
     python tools/build_binaries.py --platform host        # what CI runs
     python tools/build_binaries.py --platform linux --source-mirror DIR   # from source, here
+    python tools/build_binaries.py --platform linux-arm64   # cross-built, tested under qemu
     python tools/build_binaries.py --platform android --verify
 
 See docs/building-binaries.md.
@@ -35,6 +36,7 @@ from rne_tools.binaries.executor import build_env, stable_interpreter
 from rne_tools.binaries.plan import expand
 from rne_tools.binaries.platforms import LINUX_BUILD, LINUX_COMPONENTS, manifest_path
 from rne_tools.binaries.source_cache import SourceLayout, populate
+from rne_tools.binaries.wheel_sdk import load_pin
 from rne_tools.paths import CACHE_DIR, REPO_ROOT, cache_root
 
 
@@ -90,6 +92,9 @@ def main(platform: str, abis: tuple[str, ...], source: Path | None, ref: str | N
             return
         if mirrors:
             raise BuildError("--source-mirror only applies to --platform linux")
+        if platform == "linux-arm64":
+            _main_linux_arm64(jobs, dry_run, as_json, verify, source, ref, abis, verbose)
+            return
         _main(platform, abis, source, ref, jobs, dry_run, as_json, verify, verbose)
     except BuildError as e:
         click.echo(f"error: {e}", err=True)
@@ -190,6 +195,44 @@ def _main_linux(mirrors: tuple[Path, ...], components: tuple[str, ...], jobs: in
         fcntl.flock(lock_file, fcntl.LOCK_EX)
         execute(plan, ctx, verbose=verbose)
     path = Path(expand(manifest_path("linux"), {"$REPO": REPO_ROOT}))
+    result = verify_manifest(path)
+    if not result.ok:
+        raise BuildError("the fresh manifest does not verify:\n" + "\n".join(result.problems))
+    click.echo(f"done: {result.checked} artifact(s) recorded in {path.relative_to(REPO_ROOT)}")
+
+
+def _main_linux_arm64(jobs: int, dry_run: bool, as_json: bool, verify: bool, source: Path | None,
+                      ref: str | None, abis: tuple[str, ...], verbose: bool) -> None:
+    """Our C++ core cross-compiled for aarch64 against the pinned aarch64 wheel's SDK."""
+    if source or ref or abis:
+        raise BuildError("--platform linux-arm64 links the ExecuTorch release's aarch64 SDK "
+                         "(third-party/executorch-sdk-aarch64.lock.json); --source, --ref and "
+                         "--abi do not apply")
+    if as_json and not dry_run:
+        raise BuildError("--json only applies to --dry-run")
+    path = Path(expand(manifest_path("linux-arm64"), {"$REPO": REPO_ROOT}))
+    if verify:
+        result = verify_manifest(path)
+        for problem in result.problems:
+            click.echo(f"MISMATCH {problem}", err=True)
+        if not result.ok:
+            raise BuildError(f"{len(result.problems)} problem(s) in {path}; rebuild the platform")
+        click.echo(f"ok: {result.checked} artifact(s) match {path.relative_to(REPO_ROOT)}")
+        return
+    lock = load_lock()
+    plan = build_plan("linux-arm64", lock=lock, patches=[], jobs=jobs)
+    if dry_run:
+        click.echo(plan.dumps() if as_json else plan.render(), nl=False)
+        return
+    python = stable_interpreter()
+    report = preflight("linux-arm64", python=python, env=build_env(python, os.environ))
+    report.raise_if_failed()
+    pin = load_pin()
+    report.versions["executorch (wheel)"] = f"{pin.file} sha256:{pin.sha256}"
+    ctx = BuildContext(repo=REPO_ROOT, build=REPO_ROOT / "build" / "linux-arm64", python=python,
+                       lock=lock, ref=lock.commit, cache=cache_root(),
+                       tool_versions=report.versions)
+    execute(plan, ctx, verbose=verbose)
     result = verify_manifest(path)
     if not result.ok:
         raise BuildError("the fresh manifest does not verify:\n" + "\n".join(result.problems))

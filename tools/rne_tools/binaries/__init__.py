@@ -8,7 +8,9 @@
 - ``plan``: typed steps with exact argument lists; ``platforms``: the plan for ios/android/linux/host.
 - ``preflight``: every required tool checked up front, one message listing what is missing.
 - ``executor``: runs a plan with progress and per-step logs.
-- ``manifest``: ``third-party/<platform>/manifest.json`` write and verify.
+- ``manifest``: ``third-party/<platform>/manifest.json`` write and verify; ``sizes``: the
+  per-component size table of the host and linux-arm64 manifests.
+- ``wheel_sdk``: the sha256-pinned aarch64 wheel's C++ SDK in the cache (``--platform linux-arm64``).
 """
 
 from rne_tools.binaries.errors import BuildError, ManifestError, PatchError, PreflightError

@@ -22,6 +22,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from rne_tools.binaries import manifest as manifest_mod
+from rne_tools.binaries import sizes as sizes_mod
 from rne_tools.binaries.errors import BuildError
 from rne_tools.binaries.lock import SourceLock
 from rne_tools.binaries.patches import Patch, apply_series
@@ -214,6 +215,8 @@ def _write_manifest(step: WriteManifest, ctx: BuildContext, platform: str) -> No
         "staged": staged,
         "artifacts": manifest_mod.artifact_records(root, staged),
     }
+    if step.sizes:
+        entry["sizes"] = sizes_mod.wheel_build_sizes(root)
     manifest_mod.write_manifest(Path(expand(step.path, values)), platform, step.build, entry)
 
 

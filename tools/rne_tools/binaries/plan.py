@@ -106,7 +106,8 @@ class WriteManifest:
     """Write the platform manifest for the artifacts under ``root`` (see ``manifest.py``).
 
     ``artifacts`` lists staged files/directories relative to ``root``; an empty tuple means
-    "every executable and library of the CMake build in ``root``" (the host build).
+    "every executable and library of the CMake build in ``root``" (the host build). ``sizes``
+    adds the per-component size table of a build against a wheel's SDK (``sizes.py``).
     """
 
     description: str
@@ -115,11 +116,12 @@ class WriteManifest:
     build: str
     artifacts: tuple[str, ...]
     cmake_flags: tuple[tuple[str, tuple[str, ...]], ...]
+    sizes: bool = False
 
     kind = "manifest"
 
     def to_json(self) -> dict:
-        return {
+        out = {
             "kind": self.kind,
             "description": self.description,
             "path": self.path,
@@ -128,6 +130,9 @@ class WriteManifest:
             "artifacts": list(self.artifacts),
             "cmake_flags": {name: list(flags) for name, flags in self.cmake_flags},
         }
+        if self.sizes:
+            out["sizes"] = True
+        return out
 
     def render(self) -> str:
         what = ", ".join(self.artifacts) if self.artifacts else "all CMake target artifacts"

@@ -18,6 +18,10 @@
   a second run is an incremental no-op.
 - ``host``: our own C++ core (``packages/react-native-executorch/cpp``) configured and built
   against the pip ``executorch`` wheel's C++ SDK into ``build/host``, exactly as its README says.
+- ``linux-arm64``: the same core cross-compiled for aarch64 Linux with Debian's toolchain
+  (``cpp/cmake/aarch64-linux-gnu.toolchain.cmake``) against the C++ SDK of the same ExecuTorch
+  release's aarch64 wheel (pinned by sha256, ``wheel_sdk``), GoogleTest cross-built from
+  Debian's source package, into ``build/linux-arm64``; its tests run under qemu-user.
 
 Flags are listed explicitly (on top of ExecuTorch's own platform preset file) so the manifest
 records every switch that shaped a binary.
@@ -28,12 +32,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rne_tools.backend_catalog import load_catalog
-from rne_tools.binaries import shared_library
+from rne_tools.binaries import shared_library, wheel_sdk
 from rne_tools.binaries.errors import BuildError
 from rne_tools.binaries.lock import SourceLock
 from rne_tools.binaries.plan import ApplyPatches, Plan, Run, Stage, Step, WriteManifest
 
-PLATFORMS = ("ios", "android", "linux", "host")
+PLATFORMS = ("ios", "android", "linux", "host", "linux-arm64")
 ANDROID_ABIS = ("arm64-v8a", "x86_64")
 ANDROID_PLATFORM = "android-26"
 IOS_DEPLOYMENT_TARGET = "17.0"  # MLX needs iOS 17
@@ -462,11 +466,56 @@ def _linux_steps(lock: SourceLock, jobs: int,
 
 
 # ---------------------------------------------------------------------------------------------
+# Linux arm64 (cross-compiled here, run under qemu-user)
+
+LINUX_ARM64_BUILD = "build/linux-arm64"
+ARM64_TOOLCHAIN = f"$REPO/{HOST_PROJECT}/cmake/aarch64-linux-gnu.toolchain.cmake"
+# Debian's googletest package: GoogleTest's source, built here for the target like our tests.
+GTEST_SOURCE = "/usr/src/googletest"
+_ARM64_GTEST_BUILD = f"{LINUX_ARM64_BUILD}/deps/googletest"
+_ARM64_SDK_ROOT = "$CACHE/sdk"
+_ARM64_SDK_PIN = "$REPO/third-party/executorch-sdk-aarch64.lock.json"
+
+
+def _cross_flags() -> tuple[str, ...]:
+    return ("-G", "Ninja", f"-DCMAKE_BUILD_TYPE={BUILD_TYPE}",
+            f"-DCMAKE_TOOLCHAIN_FILE={ARM64_TOOLCHAIN}",
+            "-DCMAKE_C_COMPILER_LAUNCHER=ccache", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache")
+
+
+def _linux_arm64_steps(jobs: int) -> tuple[list[Step], dict[str, tuple[str, ...]]]:
+    pin = wheel_sdk.load_pin()
+    gtest_install = f"$REPO/{_ARM64_GTEST_BUILD}/install"
+    gtest_cfg = (*_cross_flags(), f"-DCMAKE_INSTALL_PREFIX={gtest_install}")
+    core_cfg = (*_cross_flags(), f"-Dexecutorch_DIR={pin.cmake_dir(_ARM64_SDK_ROOT)}",
+                f"-DGTest_DIR={gtest_install}/lib/cmake/GTest",
+                # Off by default when cross-compiling; the parity tests run it under qemu.
+                "-DRNE_TOKENIZER_BUILD_TOOLS=ON")
+    query = f"{LINUX_ARM64_BUILD}/.cmake/api/v1/query"
+    steps: list[Step] = [
+        Run(f"fetch the ExecuTorch C++ SDK of {pin.file} (sha256-pinned) into the cache",
+            ("$PYTHON", "-m", "rne_tools.binaries.wheel_sdk", _ARM64_SDK_PIN, _ARM64_SDK_ROOT),
+            env=(("PYTHONPATH", "$REPO/tools"),)),
+        Run("configure GoogleTest for aarch64 (Debian's googletest source)",
+            ("cmake", "-S", GTEST_SOURCE, "-B", _ARM64_GTEST_BUILD, *gtest_cfg)),
+        Run("build GoogleTest for aarch64", ("cmake", "--build", _ARM64_GTEST_BUILD, "-j", str(jobs))),
+        Run("install GoogleTest into the build tree", ("cmake", "--install", _ARM64_GTEST_BUILD)),
+        Run("ask CMake to report the build's artifacts", ("cmake", "-E", "make_directory", query)),
+        Run("create the file-API codemodel query", ("cmake", "-E", "touch", f"{query}/codemodel-v2")),
+        Run("configure the C++ core for aarch64 against the aarch64 wheel's SDK",
+            ("cmake", "-S", HOST_PROJECT, "-B", LINUX_ARM64_BUILD, *core_cfg)),
+        Run("build the C++ core, its CLI and its tests for aarch64",
+            ("cmake", "--build", LINUX_ARM64_BUILD, "-j", str(jobs))),
+    ]
+    return steps, {"googletest": gtest_cfg, "core": core_cfg}
+
+
+# ---------------------------------------------------------------------------------------------
 
 
 def manifest_path(platform: str) -> str:
     """Where ``platform``'s manifest lives (placeholder form)."""
-    if platform in ("host", "linux"):
+    if platform in ("host", "linux", "linux-arm64"):
         return f"$REPO/build/{platform}/manifest.json"
     return f"$REPO/third-party/{platform}/manifest.json"
 
@@ -515,9 +564,16 @@ def build_plan(
         steps, flags = _host_steps(jobs)
         manifest = WriteManifest(
             "record the host build", manifest_path("host"), "$REPO/build/host",
-            "host", (), tuple(flags.items()),
+            "host", (), tuple(flags.items()), sizes=True,
         )
         return Plan("host", (*steps, manifest))
+    if platform == "linux-arm64":  # no ExecuTorch source: the aarch64 wheel's SDK
+        steps, flags = _linux_arm64_steps(jobs)
+        manifest = WriteManifest(
+            "record the arm64 build and its size table", manifest_path("linux-arm64"),
+            f"$REPO/{LINUX_ARM64_BUILD}", "linux-arm64", (), tuple(flags.items()), sizes=True,
+        )
+        return Plan("linux-arm64", (*steps, manifest))
 
     steps: list[Step] = []
     if platform == "linux":  # the source comes from the cache (source_cache), never fetched here

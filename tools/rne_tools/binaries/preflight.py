@@ -300,6 +300,40 @@ def _check_linux(p: _Prober, system: str) -> None:
                    f"apt-get install {package}")
 
 
+# What --platform linux-arm64 needs: the Debian cross toolchain, qemu-user to run the tests (and
+# GoogleTest's discovery at build time), GoogleTest's source and ccache. One apt-get line fixes all.
+_ARM64_NEEDS = (
+    ("aarch64-linux-gnu-g++", "crossbuild-essential-arm64"),
+    ("qemu-aarch64", "qemu-user"),
+    ("ccache", "ccache"),
+)
+ARM64_SYSROOT = Path("/usr/aarch64-linux-gnu")
+
+
+def _check_linux_arm64(p: _Prober, system: str, googletest: Path) -> None:
+    if system != "Linux":
+        p.fail(f"--platform linux-arm64 cross-builds on Linux (Debian's toolchain), this is {system}",
+               "run it on a Debian or Ubuntu machine")
+        return
+    missing = [package for tool, package in _ARM64_NEEDS if p.which(tool) is None]
+    if not (ARM64_SYSROOT / "lib" / "ld-linux-aarch64.so.1").is_file():
+        missing.append("crossbuild-essential-arm64")
+    if not (googletest / "CMakeLists.txt").is_file():
+        missing.append("googletest")
+    missing = sorted(set(missing))
+    if missing:
+        p.fail(f"the arm64 cross build needs Debian packages that are not installed: "
+               f"{', '.join(missing)}",
+               f"apt-get update && apt-get install -y {' '.join(missing)}")
+    # Their versions go into the manifest (a missing one is already in the apt-get line).
+    if p.which("aarch64-linux-gnu-g++") is None or p.which("qemu-aarch64") is None:
+        return
+    p.tool("aarch64-linux-gnu-g++", ["--version"], r"(\d+\.\d+(?:\.\d+)?)", None,
+           "apt-get install -y crossbuild-essential-arm64", label="aarch64 C++ compiler")
+    p.tool("qemu-aarch64", ["--version"], r"version (\d+\.\d+(?:\.\d+)?)", None,
+           "apt-get install -y qemu-user", label="qemu-aarch64")
+
+
 def preflight(
     platform: str,
     *,
@@ -332,6 +366,12 @@ def preflight(
         _check_ninja(p)
         _check_python(p, python, PYTHON_MODULES, None)
         _check_linux(p, system)
+    elif platform == "linux-arm64":
+        from rne_tools.binaries.platforms import GTEST_SOURCE
+
+        _check_common(p, MIN_CMAKE_HOST)
+        _check_ninja(p)
+        _check_linux_arm64(p, system, Path(GTEST_SOURCE))
     elif platform == "ios":
         _check_common(p, MIN_CMAKE)
         _check_python(p, python, PYTHON_MODULES, None)

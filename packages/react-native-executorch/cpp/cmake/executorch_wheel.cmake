@@ -38,9 +38,12 @@ endif()
 add_library(rne_host_llm_ops OBJECT host/llm_custom_ops.cpp)
 target_include_directories(rne_host_llm_ops PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/kernels)
 # Host-only (the binaries run where they are built): the attention loops vectorise for this
-# CPU's widest vector unit instead of the x86-64 baseline's SSE2.
+# CPU's widest vector unit instead of the x86-64 baseline's SSE2. A cross build (linux-arm64)
+# keeps its target's baseline: the build machine's CPU says nothing about the phone's.
 include(CheckCXXCompilerFlag)
-check_cxx_compiler_flag(-march=native RNE_HAS_MARCH_NATIVE)
+if(NOT CMAKE_CROSSCOMPILING)
+  check_cxx_compiler_flag(-march=native RNE_HAS_MARCH_NATIVE)
+endif()
 if(RNE_HAS_MARCH_NATIVE)
   target_compile_options(rne_host_llm_ops PRIVATE -march=native -O3)
 endif()

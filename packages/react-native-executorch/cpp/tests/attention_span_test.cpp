@@ -15,6 +15,14 @@ namespace {
 
 namespace span = rne::attention_span;
 
+// The IEEE half type: GCC's C++ front end has _Float16 on x86-64 but, before GCC 13, not on
+// aarch64 (Debian bookworm's cross compiler is GCC 12), whose half type is __fp16.
+#if defined(__aarch64__)
+using Half = __fp16;
+#else
+using Half = _Float16;
+#endif
+
 struct Shape {
   int64_t positions, heads, kv_heads, head_dim, start_pos;
   bool causal;
@@ -107,7 +115,7 @@ TEST(AttentionSpan, Float32MatchesPlainAttention) {
 TEST(AttentionSpan, Fp16CachesMatchPlainAttention) {
   // The output is rounded to fp16 (about 1e-3 relative at these magnitudes).
   for (const Shape& shape : {kDecode, kChunk, kOddHead}) {
-    for (int64_t spans : {1, 5}) check<_Float16>(shape, spans, 2e-3);
+    for (int64_t spans : {1, 5}) check<Half>(shape, spans, 2e-3);
   }
 }
 
