@@ -35,6 +35,7 @@ export {
   type JsonSchema,
   type LoadOptions,
   type RegexFormat,
+  type GrammarFormat,
 } from './llm/LLMModule';
 export { useLLM, type LLMController, type UseLLMOptions } from './llm/useLLM';
 export type {

@@ -3,9 +3,9 @@
  * runner through the Node-API addon answers with JSON that parses and satisfies the schema
  * (grammar-constrained sampling in the C++ sampler), also when maxNewTokens cuts the answer short
  * (the constraint closes the document within it); a Zod-style schema (a union, a nullable, a
- * recursive type, a pattern and a format) holds; `{ regex }` constrains a whole answer; a schema or
- * regex the grammar cannot guarantee, or a maxNewTokens below the schema's shortest document, is
- * an invalid_argument error that says so.
+ * recursive type, a pattern and a format) holds; `{ regex }` and `{ grammar }` (GBNF) constrain a
+ * whole answer; a schema, regex or grammar the constraint cannot guarantee, or a maxNewTokens
+ * below the schema's shortest document, is an invalid_argument error that says so.
  * @jest-environment node
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -143,6 +143,56 @@ it('constrains a whole answer to a regex with responseFormat: { regex }', async 
   // The next call without it is free text again.
   const free = await llm.generate([{ role: 'user', content: 'What is the capital of France?' }]);
   expect(free).toContain('Paris');
+});
+
+// A GBNF grammar (llama.cpp's format, as llama.rn takes it) that no regex can say: nested lists.
+const LIST_GRAMMAR = `
+root  ::= "[" items "]"
+items ::= item (", " item){1,3}
+item  ::= word | "[" items "]"
+word  ::= [a-z]{2,10}
+`;
+
+function parseList(text: string): unknown[] {
+  let at = 0;
+  const list = (): unknown[] => {
+    if (text[at++] !== '[') throw new Error(`expected '[' at ${at - 1} in ${text}`);
+    const items: unknown[] = [];
+    for (;;) {
+      if (text[at] === '[') {
+        items.push(list());
+      } else {
+        const word = /^[a-z]{2,10}/.exec(text.slice(at));
+        if (!word) throw new Error(`expected a word at ${at} in ${text}`);
+        items.push(word[0]);
+        at += word[0].length;
+      }
+      if (text.startsWith(', ', at)) {
+        at += 2;
+        continue;
+      }
+      if (text[at++] !== ']') throw new Error(`expected ']' at ${at - 1} in ${text}`);
+      if (items.length < 2 || items.length > 4) throw new Error(`${items.length} items in ${text}`);
+      return items;
+    }
+  };
+  const value = list();
+  if (at !== text.length) throw new Error(`trailing text at ${at} in ${text}`);
+  return value;
+}
+
+it('constrains a whole answer to a GBNF grammar with responseFormat: { grammar }', async () => {
+  expect(() => parseList('[ab, [cd]]')).toThrow('1 items'); // the checker can fail
+  const answer = await llm.generate([{ role: 'user', content: 'List some fruits, grouped by colour.' }], {
+    responseFormat: { grammar: LIST_GRAMMAR },
+  });
+  expect(parseList(answer).length).toBeGreaterThanOrEqual(2);
+  expect(llm.stats?.stopReason).toBe('eos');
+  const bad = llm.generate([{ role: 'user', content: 'hi' }], {
+    responseFormat: { grammar: 'root ::= item\nitem ::= item "x" | "y"\n' },
+  });
+  await expect(bad).rejects.toThrow("grammar line 2, column 1: rule 'item' is left-recursive");
+  expect(await codeOf(bad)).toBe('invalid_argument');
 });
 
 it('refuses a schema keyword or a regex feature it cannot guarantee, naming it', async () => {

@@ -62,6 +62,8 @@ options:
                             tool-call argument syntax ({key:<|"|>text<|"|>,n:3}, see json_schema.h)
   --regex REGEX             answer with text that matches REGEX as a whole (grammar-constrained
                             sampling; the subset in runner/include/rne/runner/regex.h)
+  --grammar FILE            answer with a sentence of the GBNF grammar in FILE (its `root` rule;
+                            the syntax in runner/include/rne/runner/gbnf.h)
   --ignore-eos              keep generating past EOS (benchmarks)
   --json                    print one JSON object (text, token ids, stats) instead of streaming
   --list-backends           print the ExecuTorch backends compiled in, then exit
@@ -198,6 +200,12 @@ Options parse_args(int argc, char** argv) {
       json_syntax_given = true;
     } else if (arg == "--regex") {
       o.generation.regex = value();
+    } else if (arg == "--grammar") {
+      rne::json::FileProblem problem;
+      if (!rne::json::read_regular_file(value(), rne::runner::kMaxGbnfBytes, o.generation.grammar,
+                                        problem)) {
+        fail("--grammar: " + problem.message + " (expected a GBNF grammar file)");
+      }
     } else if (arg.rfind("--", 0) == 0) {
       fail("unknown option " + arg + " (see --help)");
     } else {
@@ -212,6 +220,7 @@ Options parse_args(int argc, char** argv) {
   require_utf8(o.prompt, "the prompt");
   require_utf8(o.system, "--system");
   require_utf8(o.generation.regex, "--regex");
+  require_utf8(o.generation.grammar, "--grammar");
   if (json_syntax_given && o.generation.json_schema.empty()) {
     fail("--json-syntax applies to --json-schema; give a schema too");
   }

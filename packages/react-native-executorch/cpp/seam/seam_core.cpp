@@ -93,6 +93,8 @@ constexpr GenerationOption kGenerationOptions[] = {
     option<&GenerationConfig::json_schema>("responseFormat", Presence::kOptional),
     // A regex the whole answer matches (responseFormat: { regex } in TypeScript).
     option<&GenerationConfig::regex>("responseRegex", Presence::kOptional),
+    // A GBNF grammar the whole answer is a sentence of (responseFormat: { grammar } in TypeScript).
+    option<&GenerationConfig::grammar>("responseGrammar", Presence::kOptional),
     // The syntax responseFormat's documents are written in (Gemma 4's tool-call arguments).
     option<&GenerationConfig::json_syntax>("responseSyntax", Presence::kOptional),
     // Special tokens the streamed text keeps (a chat format's markers its parsers read).

@@ -43,11 +43,12 @@ export interface GenerateOptions {
    * A JSON Schema (an object, or `true`): the answer is one JSON document that parses and
    * validates against it, enforced while sampling (keywords it cannot guarantee are an
    * `invalid_argument` error naming them). Or `{ regex }`: the whole answer matches the regex.
+   * Or `{ grammar }`: the whole answer is a sentence of a GBNF grammar (llama.cpp's format).
    * The answer closes within `maxNewTokens` (a string that runs long is cut short); a budget
    * below the shortest answer is an `invalid_argument` error. See the README's "Structured
    * output".
    */
-  readonly responseFormat?: JsonSchema | RegexFormat;
+  readonly responseFormat?: JsonSchema | RegexFormat | GrammarFormat;
 }
 
 /** A JSON Schema document, as `JSON.stringify` writes it. */
@@ -62,11 +63,22 @@ export interface RegexFormat {
   readonly regex: string;
 }
 
-function isRegexFormat(format: JsonSchema | RegexFormat): format is RegexFormat {
+/**
+ * A whole answer constrained by a GBNF grammar (llama.cpp's format, as llama.rn takes it: rules
+ * `name ::= ...`, generation starts at `root`; see the README's "Structured output"). An object
+ * with only a string `grammar` is read as this, not as a JSON Schema.
+ */
+export interface GrammarFormat {
+  readonly grammar: string;
+}
+
+type ResponseFormat = JsonSchema | RegexFormat | GrammarFormat;
+
+function isOnly<K extends string>(format: ResponseFormat, key: K): format is ResponseFormat & Record<K, string> {
   return (
     typeof format === 'object' &&
     Object.keys(format).length === 1 &&
-    typeof (format as { regex?: unknown }).regex === 'string'
+    typeof (format as Record<string, unknown>)[key] === 'string'
   );
 }
 
@@ -581,9 +593,11 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
       ...(gemma4Calls ? { stopStrings: [...base.stopStrings, GEMMA4_RESPONSE_OPEN] } : {}),
       ...(responseFormat === undefined
         ? {}
-        : isRegexFormat(responseFormat)
+        : isOnly(responseFormat, 'regex')
           ? { responseRegex: responseFormat.regex }
-          : { responseFormat: JSON.stringify(responseFormat) }),
+          : isOnly(responseFormat, 'grammar')
+            ? { responseGrammar: responseFormat.grammar }
+            : { responseFormat: JSON.stringify(responseFormat) }),
       ...(forcedCall ? { responseSyntax: forcedCall.syntax } : {}),
       ...(keepSpecialTokens.length ? { keepSpecialTokens } : {}),
     };

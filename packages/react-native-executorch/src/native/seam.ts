@@ -51,6 +51,8 @@ export interface NativeGenerationConfig extends SamplingOptions {
   readonly responseFormat?: string;
   /** A regex (C++ regex.h's subset) the whole answer matches, sampled the same way. */
   readonly responseRegex?: string;
+  /** A GBNF grammar (C++ gbnf.h) whose `root` the whole answer is a sentence of, sampled the same way. */
+  readonly responseGrammar?: string;
   /**
    * The syntax `responseFormat`'s documents are written in: `'json'` (absent), or `'gemma4'`,
    * Gemma 4's tool-call arguments (`{key:<|"|>text<|"|>,n:3}`: bare keys in the template's sorted

@@ -65,10 +65,12 @@ Result<std::unique_ptr<LlmRunner>> LlmRunner::load(std::shared_ptr<const ModelFi
 }
 
 Result<GenerationConfig> LlmRunner::with_json_constraint(const GenerationConfig& config) {
-  if (config.json_schema.empty() && config.regex.empty()) return config;
-  if (!config.json_schema.empty() && !config.regex.empty()) {
+  const int formats = int{!config.json_schema.empty()} + int{!config.regex.empty()} +
+                      int{!config.grammar.empty()};
+  if (formats == 0) return config;
+  if (formats > 1) {
     return Error{ErrorCode::kInvalidArgument,
-                 "give either a JSON schema or a regex for the answer, not both"};
+                 "give one of a JSON schema, a regex or a grammar for the answer, not several"};
   }
   // The special tokens kept as text: their text is what the grammar reads (Gemma 4's <|"|>
   // token quotes a string), so the trie gives them their bytes.
@@ -76,19 +78,34 @@ Result<GenerationConfig> LlmRunner::with_json_constraint(const GenerationConfig&
   std::sort(kept.begin(), kept.end());
   kept.erase(std::unique(kept.begin(), kept.end()), kept.end());
   // What the cached constraint was built for: the syntax, the kept tokens, and the schema's
-  // text or the regex marked apart.
+  // text or the regex or grammar marked apart.
   std::string key(1, static_cast<char>(config.json_syntax));
   for (const std::string& text : kept) key += text + '\0';
-  key += config.regex.empty() ? config.json_schema : "\x01regex:" + config.regex;
+  key += !config.grammar.empty() ? "\x01grammar:" + config.grammar
+         : !config.regex.empty() ? "\x01regex:" + config.regex
+                                 : config.json_schema;
   GenerationConfig constrained = config;
-  if (json_constraint_ && key == json_schema_) {
-    json_constraint_->reset();
-    constrained.constraint = json_constraint_.get();
+  if (key == json_schema_ && (json_constraint_ || gbnf_constraint_)) {
+    if (gbnf_constraint_) {
+      gbnf_constraint_->reset();
+      constrained.constraint = gbnf_constraint_.get();
+    } else {
+      json_constraint_->reset();
+      constrained.constraint = json_constraint_.get();
+    }
     return constrained;
   }
-  auto schema = config.regex.empty() ? compile_json_schema(config.json_schema, config.json_syntax)
-                                     : compile_regex_format(config.regex);
-  if (!schema.ok()) return schema.error();
+  std::shared_ptr<const GbnfGrammar> grammar;
+  Result<std::shared_ptr<const JsonSchema>> schema = std::shared_ptr<const JsonSchema>();
+  if (!config.grammar.empty()) {
+    auto compiled = compile_gbnf(config.grammar);
+    if (!compiled.ok()) return compiled.error();
+    grammar = *compiled;
+  } else {
+    schema = config.regex.empty() ? compile_json_schema(config.json_schema, config.json_syntax)
+                                  : compile_regex_format(config.regex);
+    if (!schema.ok()) return schema.error();
+  }
   if (!token_trie_ || kept != token_trie_kept_) {
     auto bytes = token_byte_strings(*tokenizer_, contract().vocab_size);
     for (const std::string& text : kept) {
@@ -106,9 +123,20 @@ Result<GenerationConfig> LlmRunner::with_json_constraint(const GenerationConfig&
     token_trie_ = TokenTrie::build(std::move(bytes));
     token_trie_kept_ = std::move(kept);
   }
-  json_constraint_ = std::make_unique<JsonSchemaConstraint>(*schema, token_trie_, contract().eos_ids);
+  json_schema_.clear();
+  json_constraint_.reset();
+  gbnf_constraint_.reset();
+  if (grammar) {
+    auto made = GbnfConstraint::create(grammar, token_trie_, contract().eos_ids);
+    if (!made.ok()) return made.error();
+    gbnf_constraint_ = std::move(*made);
+    constrained.constraint = gbnf_constraint_.get();
+  } else {
+    json_constraint_ =
+        std::make_unique<JsonSchemaConstraint>(*schema, token_trie_, contract().eos_ids);
+    constrained.constraint = json_constraint_.get();
+  }
   json_schema_ = key;
-  constrained.constraint = json_constraint_.get();
   return constrained;
 }
 

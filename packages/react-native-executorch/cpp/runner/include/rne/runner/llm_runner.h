@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "rne/runner/backends.h"
+#include "rne/runner/gbnf_constraint.h"
 #include "rne/runner/json_constraint.h"
 #include "rne/runner/model_session.h"
 #include "rne/runner/result.h"
@@ -83,9 +84,9 @@ class LlmRunner {
   LlmRunner() = default;
   // The text pipeline (decoder -> whole characters -> stop strings -> on_text) around one
   // token-level generation `run`.
-  // `config` with its json_schema (if any) compiled into config.constraint: a constraint owned
-  // by the runner; the same schema again reuses its cached masks. Errors: an invalid or
-  // unsupported schema (kInvalidArgument).
+  // `config` with its json_schema, regex or grammar (if any) compiled into config.constraint: a
+  // constraint owned by the runner; the same one again reuses its cached masks. Errors: an
+  // invalid or unsupported schema, regex or grammar, or more than one (kInvalidArgument).
   Result<GenerationConfig> with_json_constraint(const GenerationConfig& config);
   Result<Stats> generate_text(const std::function<Result<Stats>(const TokenSink&)>& run,
                               const GenerationConfig& config, const TextCallback& on_text);
@@ -99,6 +100,7 @@ class LlmRunner {
   std::string json_schema_;  // the syntax, kept tokens and schema (or marked regex)
                              // json_constraint_ was built for
   std::unique_ptr<JsonSchemaConstraint> json_constraint_;
+  std::unique_ptr<GbnfConstraint> gbnf_constraint_;  // instead of json_constraint_ for a grammar
 };
 
 }  // namespace rne::runner

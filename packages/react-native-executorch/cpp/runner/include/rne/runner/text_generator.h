@@ -46,8 +46,11 @@ struct GenerationConfig {
   // Gemma 4's <|"|> token quotes strings only when keep_special_tokens names it.
   JsonSyntax json_syntax = JsonSyntax::kJson;
   // Applied by LlmRunner: a regex (regex.h's subset; empty = none) the whole answer must match,
-  // enforced the same way. At most one of json_schema and regex.
+  // enforced the same way. At most one of json_schema, regex and grammar.
   std::string regex;
+  // Applied by LlmRunner: a GBNF grammar (gbnf.h; empty = none) whose root the whole answer is
+  // a sentence of, enforced the same way.
+  std::string grammar;
   // Restricts sampling to the tokens it allows and is advanced with each generated token (a
   // grammar, e.g. JsonSchemaConstraint). Not owned; must outlive the generate() call.
   TokenConstraint* constraint = nullptr;

@@ -1,0 +1,65 @@
+/**
+ * generate(messages, { responseFormat }) picks the native option by the format's shape: an
+ * object with only a string `grammar` is a GBNF grammar (responseGrammar), only a string `regex`
+ * a regex (responseRegex), anything else a JSON Schema sent as its JSON text (responseFormat).
+ * @jest-environment node
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { LLMModule, ResourceFetcher } from '../src';
+import { FakeNative } from '../src/testing/fakeNative';
+import { HfServer } from './support/hfServer';
+import { nodeAdapters } from './support/nodeAdapters';
+import { publishOn } from './support/publishedModel';
+
+let server: HfServer;
+let docs: string;
+
+beforeEach(async () => {
+  server = new HfServer();
+  await server.start();
+  docs = await mkdtemp(join(tmpdir(), 'rne-format-'));
+});
+
+afterEach(async () => {
+  await server.stop();
+  await rm(docs, { recursive: true, force: true });
+});
+
+const GRAMMAR = 'root ::= ("yes" | "no") "."\n';
+
+it('sends { grammar } as responseGrammar, { regex } as responseRegex, a schema as its JSON', async () => {
+  const native = new FakeNative({ answer: () => ['yes', '.'] });
+  const llm = new LLMModule({
+    model: publishOn(server),
+    resources: new ResourceFetcher({ ...nodeAdapters(docs), baseUrl: server.baseUrl }),
+    native,
+  });
+  await llm.load();
+  const ask = [{ role: 'user' as const, content: 'Yes or no?' }];
+  await llm.generate(ask, { responseFormat: { grammar: GRAMMAR } });
+  await llm.generate(ask, { responseFormat: { regex: '(yes|no)\\.' } });
+  // Not only a string `grammar`: a JSON Schema (whose keywords the native side checks).
+  await llm.generate(ask, { responseFormat: { grammar: GRAMMAR, type: 'string' } });
+  await llm.generate(ask, { responseFormat: { grammar: 3 } });
+  await llm.generate(ask);
+  const formats = native.configs.map(({ responseFormat, responseRegex, responseGrammar }) => ({
+    responseFormat,
+    responseRegex,
+    responseGrammar,
+  }));
+  expect(formats).toEqual([
+    { responseFormat: undefined, responseRegex: undefined, responseGrammar: GRAMMAR },
+    { responseFormat: undefined, responseRegex: '(yes|no)\\.', responseGrammar: undefined },
+    {
+      responseFormat: JSON.stringify({ grammar: GRAMMAR, type: 'string' }),
+      responseRegex: undefined,
+      responseGrammar: undefined,
+    },
+    { responseFormat: '{"grammar":3}', responseRegex: undefined, responseGrammar: undefined },
+    { responseFormat: undefined, responseRegex: undefined, responseGrammar: undefined },
+  ]);
+  llm.release();
+});
