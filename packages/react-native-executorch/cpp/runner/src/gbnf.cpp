@@ -1,5 +1,7 @@
 #include "rne/runner/gbnf.h"
 
+#include "code_point_ranges.h"
+
 #include <algorithm>
 #include <unordered_map>
 
@@ -7,7 +9,7 @@ namespace rne::runner {
 
 namespace {
 
-constexpr uint32_t kMaxCodePoint = 0x10FFFF;
+constexpr uint32_t kMaxCodePoint = code_points::kMax;
 constexpr uint32_t kUnbounded = UINT32_MAX;
 constexpr uint64_t kNever = UINT64_MAX;  // a rule that derives no finite string
 
@@ -17,37 +19,10 @@ using Sequence = std::vector<Element>;
 
 // Sorted, disjoint, without the surrogates (they are not characters and UTF-8 cannot hold them).
 Ranges normalized(Ranges r) {
-  Ranges split;
-  for (const auto& [lo, hi] : r) {
-    if (lo <= 0xDFFF && hi >= 0xD800) {
-      if (lo < 0xD800) split.emplace_back(lo, 0xD7FF);
-      if (hi > 0xDFFF) split.emplace_back(0xE000, hi);
-    } else {
-      split.emplace_back(lo, hi);
-    }
-  }
-  std::sort(split.begin(), split.end());
-  Ranges out;
-  for (const auto& [lo, hi] : split) {
-    if (!out.empty() && lo <= out.back().second + 1) {
-      out.back().second = std::max(out.back().second, hi);
-    } else {
-      out.emplace_back(lo, hi);
-    }
-  }
-  return out;
+  return code_points::normalized(code_points::without_surrogates(r));
 }
 
-Ranges complement(const Ranges& r) {
-  Ranges out;
-  uint32_t next = 0;
-  for (const auto& [lo, hi] : normalized(r)) {
-    if (lo > next) out.emplace_back(next, lo - 1);
-    next = hi + 1;
-  }
-  if (next <= kMaxCodePoint) out.emplace_back(next, kMaxCodePoint);
-  return normalized(std::move(out));
-}
+Ranges complement(const Ranges& r) { return normalized(code_points::complement(r)); }
 
 uint8_t utf8_length(uint32_t cp) { return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4; }
 

@@ -1,5 +1,7 @@
 #include "rne/runner/regex.h"
 
+#include "code_point_ranges.h"
+
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -11,38 +13,15 @@ namespace rne::runner {
 namespace {
 
 constexpr uint32_t kInfinite = UINT32_MAX;  // an unbounded repeat
-constexpr uint32_t kMaxCodePoint = 0x10FFFF;
+constexpr uint32_t kMaxCodePoint = code_points::kMax;
 constexpr uint32_t kMaxRepeat = 1000;  // {m,n} bounds beyond this are refused
 // NFA states the subset construction may touch in all (bounds its time and the memory its
 // state sets take, whatever the pattern); past it the pattern is refused like a large DFA.
 constexpr size_t kMaxSubsetWork = size_t{1} << 23;
 
-// Sorted, disjoint code-point ranges.
-using Ranges = std::vector<std::pair<uint32_t, uint32_t>>;
-
-Ranges normalized(Ranges r) {
-  std::sort(r.begin(), r.end());
-  Ranges out;
-  for (const auto& [lo, hi] : r) {
-    if (!out.empty() && lo <= out.back().second + 1) {
-      out.back().second = std::max(out.back().second, hi);
-    } else {
-      out.emplace_back(lo, hi);
-    }
-  }
-  return out;
-}
-
-Ranges complement(const Ranges& r) {
-  Ranges out;
-  uint32_t next = 0;
-  for (const auto& [lo, hi] : normalized(r)) {
-    if (lo > next) out.emplace_back(next, lo - 1);
-    next = hi + 1;
-  }
-  if (next <= kMaxCodePoint) out.emplace_back(next, kMaxCodePoint);
-  return out;
-}
+using code_points::complement;
+using code_points::normalized;
+using code_points::Ranges;
 
 Ranges united(Ranges a, const Ranges& b) {
   a.insert(a.end(), b.begin(), b.end());
