@@ -39,6 +39,8 @@ from transformers.models.gemma4.image_processing_pil_gemma4 import (
     get_aspect_ratio_preserving_size,
 )
 
+from rne_tools.encoders.export import probe_picture
+
 JPEG_MAX_LEVELS = 5
 JPEG_MEAN_LEVELS = 0.3
 SOFT_TOKENS = (70, 140, 280, 560, 1120)
@@ -95,17 +97,9 @@ def assert_same_layout(ours: Ours, ref_positions: np.ndarray, ref_tokens: int,
     assert not ours.pixel_values[ours.meta["num_patches"]:].any()
 
 
-# --- test pictures: smooth gradients with a share of per-pixel noise (hard on resampling and
-# on JPEG chroma), made with PIL in the test's temporary directory.
-
-def _picture(height: int, width: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    y, x = np.mgrid[0:height, 0:width]
-    base = np.stack([x * 255 // max(width - 1, 1), y * 255 // max(height - 1, 1),
-                     (x + y) * 7 % 256], axis=-1)
-    noise = rng.integers(0, 256, (height, width, 3))
-    return np.where(rng.random((height, width, 1)) < 0.3, noise, base).astype(np.uint8)
-
+# --- test pictures: the encoder export's probe pictures (smooth gradients with a share of
+# per-pixel noise: hard on resampling and on JPEG chroma), saved with PIL in the test's temporary
+# directory.
 
 def _alpha(height: int, width: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed + 1).integers(0, 256, (height, width, 1), dtype=np.uint8)
@@ -126,7 +120,7 @@ def _png16(path: Path, samples: np.ndarray) -> None:
 
 
 def _palette(height: int, width: int, seed: int, transparent: bool) -> Image.Image:
-    image = Image.fromarray(_picture(height, width, seed)).convert(
+    image = Image.fromarray(probe_picture(height, width, seed)).convert(
         "P", palette=Image.Palette.ADAPTIVE)
     if transparent:
         image.info["transparency"] = 3
@@ -141,23 +135,23 @@ def _save(image: Image.Image, **options) -> Callable[[Path], Path]:
 
 
 PNG_CASES: dict[str, Callable[[], Image.Image]] = {
-    "rgb_1x1": lambda: Image.fromarray(_picture(1, 1, 0)),
-    "rgb_7x5": lambda: Image.fromarray(_picture(7, 5, 1)),
-    "rgb_480x640": lambda: Image.fromarray(_picture(480, 640, 2)),
-    "rgb_640x480": lambda: Image.fromarray(_picture(640, 480, 3)),
-    "rgb_768x768_no_resize": lambda: Image.fromarray(_picture(768, 768, 4)),
-    "rgb_1500x2000": lambda: Image.fromarray(_picture(1500, 2000, 5)),
-    "wide_16x3000": lambda: Image.fromarray(_picture(16, 3000, 6)),
-    "tall_3000x16": lambda: Image.fromarray(_picture(3000, 16, 7)),
-    "wide_1x5000_capped": lambda: Image.fromarray(_picture(1, 5000, 8)),
-    "wide_40x100": lambda: Image.fromarray(_picture(40, 100, 9)),
-    "rgba": lambda: Image.fromarray(np.concatenate([_picture(300, 200, 10),
+    "rgb_1x1": lambda: Image.fromarray(probe_picture(1, 1, 0)),
+    "rgb_7x5": lambda: Image.fromarray(probe_picture(7, 5, 1)),
+    "rgb_480x640": lambda: Image.fromarray(probe_picture(480, 640, 2)),
+    "rgb_640x480": lambda: Image.fromarray(probe_picture(640, 480, 3)),
+    "rgb_768x768_no_resize": lambda: Image.fromarray(probe_picture(768, 768, 4)),
+    "rgb_1500x2000": lambda: Image.fromarray(probe_picture(1500, 2000, 5)),
+    "wide_16x3000": lambda: Image.fromarray(probe_picture(16, 3000, 6)),
+    "tall_3000x16": lambda: Image.fromarray(probe_picture(3000, 16, 7)),
+    "wide_1x5000_capped": lambda: Image.fromarray(probe_picture(1, 5000, 8)),
+    "wide_40x100": lambda: Image.fromarray(probe_picture(40, 100, 9)),
+    "rgba": lambda: Image.fromarray(np.concatenate([probe_picture(300, 200, 10),
                                                     _alpha(300, 200, 10)], -1), "RGBA"),
-    "grey": lambda: Image.fromarray(_picture(301, 199, 11)[..., 0]),
-    "grey_alpha": lambda: Image.fromarray(np.concatenate([_picture(120, 90, 12)[..., :1],
+    "grey": lambda: Image.fromarray(probe_picture(301, 199, 11)[..., 0]),
+    "grey_alpha": lambda: Image.fromarray(np.concatenate([probe_picture(120, 90, 12)[..., :1],
                                                           _alpha(120, 90, 12)], -1), "LA"),
-    "bilevel_1bit": lambda: Image.fromarray(_picture(77, 101, 15)[..., 0] > 127),
-    "palette_4bit": lambda: Image.fromarray(_picture(64, 96, 16)).quantize(colors=16),
+    "bilevel_1bit": lambda: Image.fromarray(probe_picture(77, 101, 15)[..., 0] > 127),
+    "palette_4bit": lambda: Image.fromarray(probe_picture(64, 96, 16)).quantize(colors=16),
     "palette": lambda: _palette(250, 170, 13, transparent=False),
     "palette_trns": lambda: _palette(250, 170, 14, transparent=True),
 }
@@ -201,7 +195,7 @@ def test_16bit_grey_png_keeps_the_high_byte(rne_image, tmp_path):
 @pytest.mark.parametrize("max_soft_tokens", SOFT_TOKENS)
 def test_every_soft_token_budget(rne_image, tmp_path, max_soft_tokens):
     path = tmp_path / "budget.png"
-    Image.fromarray(_picture(517, 333, 30)).save(path)
+    Image.fromarray(probe_picture(517, 333, 30)).save(path)
     ours = run_ours(rne_image, path, tmp_path, max_soft_tokens)
     ref_pixels, ref_positions, ref_tokens = reference(Image.open(path), max_soft_tokens)
     assert_same_layout(ours, ref_positions, ref_tokens, ref_pixels)
@@ -210,19 +204,19 @@ def test_every_soft_token_budget(rne_image, tmp_path, max_soft_tokens):
 
 
 JPEG_CASES: dict[str, Callable[[], tuple[Image.Image, dict]]] = {
-    "ycc444_q90": lambda: (Image.fromarray(_picture(480, 640, 40)), {"quality": 90, "subsampling": 0}),
-    "ycc422_q90": lambda: (Image.fromarray(_picture(480, 640, 41)), {"quality": 90, "subsampling": 1}),
-    "ycc420_q90": lambda: (Image.fromarray(_picture(480, 640, 42)), {"quality": 90, "subsampling": 2}),
-    "ycc420_odd_q75": lambda: (Image.fromarray(_picture(333, 517, 43)), {"quality": 75, "subsampling": 2}),
-    "ycc422_odd_q95": lambda: (Image.fromarray(_picture(201, 299, 44)), {"quality": 95, "subsampling": 1}),
-    "progressive": lambda: (Image.fromarray(_picture(333, 517, 45)), {"quality": 80, "progressive": True}),
-    "large_2000x1500": lambda: (Image.fromarray(_picture(2000, 1500, 46)), {"quality": 85}),
+    "ycc444_q90": lambda: (Image.fromarray(probe_picture(480, 640, 40)), {"quality": 90, "subsampling": 0}),
+    "ycc422_q90": lambda: (Image.fromarray(probe_picture(480, 640, 41)), {"quality": 90, "subsampling": 1}),
+    "ycc420_q90": lambda: (Image.fromarray(probe_picture(480, 640, 42)), {"quality": 90, "subsampling": 2}),
+    "ycc420_odd_q75": lambda: (Image.fromarray(probe_picture(333, 517, 43)), {"quality": 75, "subsampling": 2}),
+    "ycc422_odd_q95": lambda: (Image.fromarray(probe_picture(201, 299, 44)), {"quality": 95, "subsampling": 1}),
+    "progressive": lambda: (Image.fromarray(probe_picture(333, 517, 45)), {"quality": 80, "progressive": True}),
+    "large_2000x1500": lambda: (Image.fromarray(probe_picture(2000, 1500, 46)), {"quality": 85}),
     # A subsampled side of 1-2 pixels is the one place the decoders part further (libjpeg
     # interpolates the edge against the block's padding): tiny pictures stay 4:4:4 below 3 px.
-    "tiny_3x2_444": lambda: (Image.fromarray(_picture(3, 2, 47)), {"quality": 90, "subsampling": 0}),
-    "tiny_5x7_420": lambda: (Image.fromarray(_picture(5, 7, 47)), {"quality": 90, "subsampling": 2}),
-    "grey": lambda: (Image.fromarray(_picture(300, 200, 48)[..., 0]), {"quality": 90}),
-    "cmyk": lambda: (Image.fromarray(_picture(200, 300, 49)).convert("CMYK"), {"quality": 95}),
+    "tiny_3x2_444": lambda: (Image.fromarray(probe_picture(3, 2, 47)), {"quality": 90, "subsampling": 0}),
+    "tiny_5x7_420": lambda: (Image.fromarray(probe_picture(5, 7, 47)), {"quality": 90, "subsampling": 2}),
+    "grey": lambda: (Image.fromarray(probe_picture(300, 200, 48)[..., 0]), {"quality": 90}),
+    "cmyk": lambda: (Image.fromarray(probe_picture(200, 300, 49)).convert("CMYK"), {"quality": 95}),
 }
 
 
@@ -278,7 +272,7 @@ def _huge_png(path: Path) -> Path:
 
 def _huge_jpeg(path: Path) -> Path:
     """A real JPEG whose frame header claims 65000 x 65000 pixels."""
-    Image.fromarray(_picture(16, 16, 60)).save(path, format="JPEG", quality=90)
+    Image.fromarray(probe_picture(16, 16, 60)).save(path, format="JPEG", quality=90)
     data = bytearray(path.read_bytes())
     sof = data.index(b"\xff\xc0")
     data[sof + 5:sof + 9] = struct.pack(">HH", 65000, 65000)
@@ -288,7 +282,7 @@ def _huge_jpeg(path: Path) -> Path:
 
 def _truncated(suffix: str) -> Callable[[Path], Path]:
     def make(path: Path) -> Path:
-        Image.fromarray(_picture(120, 160, 61)).save(path.with_suffix(suffix), quality=90)
+        Image.fromarray(probe_picture(120, 160, 61)).save(path.with_suffix(suffix), quality=90)
         data = path.with_suffix(suffix).read_bytes()
         path.write_bytes(data[: len(data) // 2])
         return path
@@ -325,7 +319,7 @@ def test_missing_file_and_bad_budget(rne_image, tmp_path):
                           capture_output=True, text=True)
     assert done.returncode == 2 and "error: not_found: cannot open the image file" in done.stderr
     path = tmp_path / "ok.png"
-    Image.fromarray(_picture(20, 20, 70)).save(path)
+    Image.fromarray(probe_picture(20, 20, 70)).save(path)
     done = subprocess.run([rne_image, "--max-soft-tokens", "100", path, tmp_path / "out"],
                           capture_output=True, text=True)
     assert done.returncode == 2 and "max_soft_tokens must be one of" in done.stderr
