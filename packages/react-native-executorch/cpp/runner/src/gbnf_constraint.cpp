@@ -134,18 +134,7 @@ Result<const TokenMask*> GbnfConstraint::allowed(int64_t remaining) {
     auto walk = walk_for(current_);
     if (!walk.ok()) return walk.error();
     const Walk& cached = **walk;
-    if (slack >= 0) {
-      mask_.words = cached.allowed.words;
-      if (cached.max_growth > slack) {
-        for (const Resizing& token : cached.resizing) {
-          if (token.change > slack) mask_.disallow(token.token);
-        }
-      }
-    } else {
-      for (const Resizing& token : cached.resizing) {
-        if (token.change <= slack) mask_.allow(token.token);
-      }
-    }
+    mask_within_budget(cached.allowed, cached.resizing, cached.max_growth, slack, mask_);
     const bool done = complete();
     for (int64_t id : eos_ids_) done ? mask_.allow(id) : mask_.disallow(id);
   }

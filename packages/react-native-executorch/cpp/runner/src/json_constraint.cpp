@@ -102,18 +102,7 @@ Result<const TokenMask*> JsonSchemaConstraint::allowed(int64_t remaining) {
     const int64_t max_completion = remaining - 2;
     const int64_t slack = max_completion - needed;
     const Walk& cached = walk_for(stack_.back());
-    if (slack >= 0) {
-      mask_.words = cached.allowed.words;
-      if (cached.max_growth > slack) {
-        for (const Resizing& token : cached.resizing) {
-          if (token.change > slack) mask_.disallow(token.token);
-        }
-      }
-    } else {
-      for (const Resizing& token : cached.resizing) {
-        if (token.change <= slack) mask_.allow(token.token);
-      }
-    }
+    mask_within_budget(cached.allowed, cached.resizing, cached.max_growth, slack, mask_);
     const auto& nodes = trie_->nodes();
     for (const Dependent& dependent : cached.dependents) {
       if (max_completion < 0) break;  // only EOS fits

@@ -31,6 +31,30 @@ struct TokenMask {
   }
 };
 
+// The tokens of a cached walk that fit a budget. `allowed`: the tokens the grammar takes from
+// the current state; `resizing`: those of them after which the shortest completion grows or
+// shrinks, by `change` bytes ({token, change} items), the largest growth being `max_growth`;
+// `slack`: the bytes the completion may still grow by. With slack >= 0 every allowed token
+// fits except those that grow the completion by more than it; with slack < 0 only tokens that
+// shrink the completion by at least -slack do. Fills `mask` (sized to the vocabulary and, for
+// slack < 0, cleared by the caller).
+template <typename Resizing>
+void mask_within_budget(const TokenMask& allowed, const std::vector<Resizing>& resizing,
+                        int64_t max_growth, int64_t slack, TokenMask& mask) {
+  if (slack >= 0) {
+    mask.words = allowed.words;
+    if (max_growth > slack) {
+      for (const Resizing& token : resizing) {
+        if (token.change > slack) mask.disallow(token.token);
+      }
+    }
+  } else {
+    for (const Resizing& token : resizing) {
+      if (token.change <= slack) mask.allow(token.token);
+    }
+  }
+}
+
 class TokenConstraint {
  public:
   virtual ~TokenConstraint() = default;
