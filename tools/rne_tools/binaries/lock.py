@@ -45,14 +45,21 @@ class SourceLock:
         return self.commit[:12]
 
 
-def load_lock(path: Path = LOCK_PATH) -> SourceLock:
-    """Read and validate the lock file."""
+def read_pin_file(path: Path, what: str) -> dict:
+    """The JSON object of a committed pin file (``what``: "lock file", "wheel pin"), or a
+    BuildError saying it is missing or malformed."""
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
-        raise BuildError(f"lock file {path} is missing: restore it from git") from None
+        raise BuildError(f"{what} {path} is missing: restore it from git") from None
     except json.JSONDecodeError as e:
-        raise BuildError(f"lock file {path} is not valid JSON: {e}") from None
+        raise BuildError(f"{what} {path} is not valid JSON: {e}") from None
+    return data
+
+
+def load_lock(path: Path = LOCK_PATH) -> SourceLock:
+    """Read and validate the lock file."""
+    data = read_pin_file(path, "lock file")
     missing = [k for k in ("repository", "tag", "commit", "wheel") if not data.get(k)]
     if missing:
         raise BuildError(f"lock file {path} lacks {', '.join(missing)}")

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from rne_tools.binaries.errors import BuildError
+from rne_tools.binaries.lock import read_pin_file
 from rne_tools.hashing import sha256_file
 from rne_tools.paths import REPO_ROOT
 
@@ -53,12 +54,7 @@ class WheelPin:
 
 
 def load_pin(path: Path = ARM64_SDK_LOCK) -> WheelPin:
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise BuildError(f"wheel pin {path} is missing: restore it from git") from None
-    except json.JSONDecodeError as e:
-        raise BuildError(f"wheel pin {path} is not valid JSON: {e}") from None
+    data = read_pin_file(path, "wheel pin")
     fields = ("requirement", "file", "sha256", "platform", "python_version")
     missing = [k for k in fields if not isinstance(data.get(k), str) or not data[k]]
     if missing:
