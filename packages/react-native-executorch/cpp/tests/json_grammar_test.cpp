@@ -2,6 +2,7 @@
 // rejects, and the compiler's errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <optional>
 #include <random>
 #include <set>
@@ -438,12 +439,14 @@ TEST(JsonSchemaCompiler, ErrorsNameTheKeywordAndPlace) {
   EXPECT_NE(lookahead.find("offset 1: lookaround"), std::string::npos) << lookahead;
   EXPECT_NE(error_of(R"({"type":"string","pattern":"(a)\\1"})").find("backreferences"),
             std::string::npos);
-  EXPECT_NE(error_of(R"({"multipleOf":2})").find("'multipleOf'"),
+  EXPECT_NE(error_of(R"({"multipleOf":0.7})").find("'#/multipleOf': multipleOf 0.7"),
             std::string::npos);
   EXPECT_NE(error_of(R"({"anyOf":[]})").find("non-empty array"), std::string::npos);
-  EXPECT_NE(error_of(R"({"not":{}})").find("keyword 'not' is not supported"), std::string::npos);
+  EXPECT_NE(error_of(R"({"not":{"minLength":2}})").find("keyword 'not' is not supported"),
+            std::string::npos);
   EXPECT_NE(error_of(R"({"type":"text"})").find("unknown type 'text'"), std::string::npos);
-  EXPECT_NE(error_of(R"({"properties":{},"required":["x"]})").find("'x' is not declared"),
+  EXPECT_NE(error_of(R"({"properties":{},"required":["x"],"additionalProperties":false})")
+                .find("'x' is not declared"),
             std::string::npos);
   EXPECT_NE(error_of(R"({"enum":[]})").find("non-empty array"), std::string::npos);
   EXPECT_NE(error_of(R"({"type":"string","enum":[1]})").find("no enum/const value"),
@@ -574,7 +577,7 @@ TEST(JsonSchemaCompiler, LimitsAndUnrepresentableValuesAreCleanErrors) {
                 .find("no finite value"),
             std::string::npos);
   EXPECT_NE(error_of(R"({"$ref":"#/nowhere"})").find("points at nothing"), std::string::npos);
-  EXPECT_NE(error_of(R"({"$ref":"other.json#/a"})").find("only references into this document"),
+  EXPECT_NE(error_of(R"({"$ref":"other.json#/a"})").find("remote references are not fetched"),
             std::string::npos);
   EXPECT_NE(error_of(R"({"anyOf":[{"$ref":"#"},{"type":"null"}]})").find("left recursion"),
             std::string::npos);
@@ -590,7 +593,7 @@ TEST(JsonSchemaCompiler, LimitsAndUnrepresentableValuesAreCleanErrors) {
             std::string::npos);
   EXPECT_NE(error_of(R"({"type":"integer","minimum":3,"maximum":2})").find("no integer"),
             std::string::npos);
-  EXPECT_NE(error_of(R"({"type":"string","format":"idn-email"})").find("'#/format'"),
+  EXPECT_NE(error_of(R"({"type":"string","format":"iso-week"})").find("'#/format'"),
             std::string::npos);
   EXPECT_NE(error_of(R"({"type":"string","pattern":"^a+$","maxLength":0})")
                 .find("matches no string"),
@@ -726,11 +729,12 @@ TEST(JsonGrammar, ContainsNotConditionalsDependenciesAndFalseSchemas) {
   };
   EXPECT_NE(error_of(R"({"if":{"type":"string"},"else":false})").find("'#/else'"),
             std::string::npos);
-  EXPECT_NE(error_of(R"({"type":"array","contains":{},"maxContains":1})").find("'#/maxContains'"),
+  EXPECT_NE(error_of(R"({"type":"array","contains":{},"minContains":2,"maxContains":1})")
+                .find("'#/maxContains'"),
             std::string::npos);
-  EXPECT_NE(error_of(R"({"not":{"type":"string","minLength":2}})").find("'#/not'"),
-            std::string::npos);
-  EXPECT_NE(error_of(R"({"type":"object","properties":{"a":{}},"minProperties":2})")
+  EXPECT_NE(error_of(R"({"not":{"minLength":2}})").find("'#/not'"), std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"object","properties":{"a":{}},"minProperties":2,
+      "additionalProperties":false})")
                 .find("'#/minProperties'"),
             std::string::npos);
   EXPECT_NE(error_of(R"({"type":"object","properties":{"a":false},"required":["a"]})")
@@ -892,6 +896,300 @@ TEST(JsonGrammarGemma4, WhatTheSyntaxCannotWriteIsRefused) {
   // One non-ASCII key alone has no order to get wrong; JSON keeps taking what it took.
   EXPECT_TRUE(compile_json_schema(R"({"properties":{"é":{}}})", JsonSyntax::kGemma4).ok());
   EXPECT_TRUE(compile_json_schema(R"({"properties":{"a:b":{},"":{}},"enum":[{"a<|":"<|"}]})").ok());
+}
+
+
+// ---- Keywords added for coverage (issue 37): multipleOf, maxContains, URI references and
+// anchors, more formats, unevaluatedItems, more forms of not, anyOf alternatives and optional
+// properties left out, oneOf object shapes kept apart by a required property. ----
+
+// Random documents the grammar generates for `schema_text`: each byte drawn among those it
+// takes (so far from the shortest values), ended by its minimal completion.
+std::vector<std::string> random_documents(const std::string& schema_text, int count,
+                                          uint32_t seed) {
+  auto schema = compile(schema_text);
+  if (schema == nullptr) return {};
+  JsonGrammar grammar(*schema);
+  std::mt19937 rng(seed);
+  std::vector<std::string> documents;
+  for (int n = 0; n < count; ++n) {
+    JsonStack stack = grammar.start();
+    std::string text;
+    for (int step = 0; step < 48; ++step) {
+      if (grammar.complete(stack) && rng() % 6 == 0) break;
+      std::vector<uint8_t> allowed;
+      for (int byte = 0; byte < 256; ++byte) {
+        JsonStack copy = stack;
+        if (grammar.feed(copy, static_cast<uint8_t>(byte)) == JsonGrammar::Feed::kAccepted) {
+          allowed.push_back(static_cast<uint8_t>(byte));
+        }
+      }
+      if (allowed.empty()) break;
+      const uint8_t byte = allowed[rng() % allowed.size()];
+      grammar.feed(stack, byte);
+      text += static_cast<char>(byte);
+    }
+    text += grammar.minimal_completion(stack);
+    EXPECT_TRUE(grammar.matches(text)) << schema_text << ": " << text;
+    documents.push_back(text);
+  }
+  return documents;
+}
+
+// The integers of a flat integer array "[a,b,...]" (or one integer).
+std::vector<long long> integers_in(const std::string& text) {
+  std::vector<long long> values;
+  std::string digits;
+  for (char c : text + ",") {
+    if (c == '-' || (c >= '0' && c <= '9')) {
+      digits += c;
+    } else if (!digits.empty()) {
+      values.push_back(std::stoll(digits));
+      digits.clear();
+    }
+  }
+  return values;
+}
+
+TEST(JsonGrammarCoverage, MultipleOfGeneratesOnlyMultiplesInRange) {
+  expect_language(R"({"type":"integer","multipleOf":7,"minimum":-20,"maximum":30})",
+                  {"0", "7", "-14", "28"}, {"1", "35", "-21", "6", "14.0"});
+  // 1.5: the integers that are multiples, 3k (every one divides exactly in floating point).
+  expect_language(R"({"multipleOf":1.5})", {"0", "3", "-9", R"("x")"}, {"1.5", "4"});
+  expect_language(R"({"type":"number","multipleOf":0.01,"exclusiveMinimum":0})", {"1", "250"},
+                  {"0", "0.5"});
+  // allOf: multiples of both (the least common multiple); enum values are filtered.
+  expect_language(R"({"allOf":[{"multipleOf":4},{"multipleOf":6}]})", {"12", "-24"},
+                  {"4", "6"});
+  expect_language(R"({"enum":[3,4,6,7.5],"multipleOf":3})", {"3", "6"}, {"4", "7.5"});
+  // Beyond the 15 digits the grammar writes, only 0 is a multiple.
+  expect_language(R"({"type":"integer","multipleOf":1e300})", {"0"}, {"1"});
+  // Every generated document is a multiple in the range (fails if the grammar ever ends a
+  // number off the step: checked once with in_range's multiple test removed).
+  for (const char* schema : {R"({"type":"integer","multipleOf":7,"minimum":-50,"maximum":500})",
+                             R"({"type":"array","items":{"type":"integer","multipleOf":13,
+                                 "minimum":20}})"}) {
+    const long long step = std::string(schema).find("13") != std::string::npos ? 13 : 7;
+    for (const std::string& doc : random_documents(schema, 300, 3)) {
+      for (long long value : integers_in(doc)) {
+        EXPECT_EQ(value % step, 0) << schema << ": " << doc;
+        EXPECT_GE(value, step == 7 ? -50 : 20) << doc;
+        if (step == 7) EXPECT_LE(value, 500) << doc;
+      }
+    }
+  }
+  auto error_of = [](const std::string& text) {
+    auto schema = compile_json_schema(text);
+    EXPECT_FALSE(schema.ok()) << text;
+    return schema.ok() ? std::string() : schema.error().message;
+  };
+  // 0.7's double is too far from 7/10 for k * 7 / 0.7 to come out an integer every time.
+  EXPECT_NE(error_of(R"({"multipleOf":0.7})").find("multipleOf 0.7 is not supported"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"multipleOf":0})").find("above 0"), std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"integer","multipleOf":10,"minimum":1,"maximum":9})")
+                .find("no integer"),
+            std::string::npos);
+}
+
+TEST(JsonGrammarCoverage, MaxContainsCapsTheLength) {
+  const char* schema =
+      R"({"type":"array","items":{"type":"integer"},"contains":{"const":1},"maxContains":2})";
+  expect_language(schema, {"[1]", "[1,5]"}, {"[]", "[5]", "[1,1,1]", "[1,2,3]"});
+  for (const std::string& doc : random_documents(schema, 200, 4)) {
+    const auto values = integers_in(doc);
+    const auto ones = std::count(values.begin(), values.end(), 1LL);
+    EXPECT_GE(ones, 1) << doc;
+    EXPECT_LE(ones, 2) << doc;
+  }
+  // Without contains, minContains/maxContains say nothing.
+  expect_language(R"({"type":"array","items":{"type":"integer"},"maxContains":0})", {"[1,2]"},
+                  {});
+  expect_language(R"({"type":"array","contains":{"const":1},"minContains":0,"maxContains":0})",
+                  {"[]"}, {"[1]"});
+}
+
+TEST(JsonGrammarCoverage, ReferencesResolveAgainstIdsAndAnchors) {
+  // A relative reference against the root's $id, and one to a nested $id.
+  expect_language(R"({"$id":"http://example.com/root.json","type":"object",
+      "properties":{"a":{"$ref":"item.json"},"b":{"$ref":"http://example.com/root.json#/$defs/n"}},
+      "$defs":{"i":{"$id":"item.json","type":"string"},"n":{"type":"null"}}})",
+                  {R"({"a":"x","b":null})"}, {R"({"a":1})", R"({"b":"x"})"});
+  // $anchor, and "#/..." inside a nested resource is relative to that resource.
+  expect_language(R"({"$schema":"https://json-schema.org/draft/2020-12/schema",
+      "$id":"http://example.com/r","$ref":"#thing",
+      "$defs":{"t":{"$anchor":"thing","type":"integer"},
+               "nested":{"$id":"nested/","$defs":{"x":{"type":"boolean"}},"$ref":"#/$defs/x"}}})",
+                  {"1"}, {"true", R"("a")"});
+  expect_language(R"({"$schema":"https://json-schema.org/draft/2020-12/schema",
+      "$id":"http://example.com/a","$ref":"nested/#/$defs/x",
+      "$defs":{"n":{"$id":"nested/","$defs":{"x":{"type":"boolean"}}},"x":{"type":"string"}}})",
+                  {"true"}, {R"("a")"});
+  // Draft 7's anchors ("$id": "#name"); JSON pointers are percent-decoded.
+  expect_language(R"({"$schema":"http://json-schema.org/draft-07/schema#",
+      "allOf":[{"$ref":"#foo"}],"definitions":{"A":{"$id":"#foo","type":"integer"}}})",
+                  {"3"}, {R"("a")"});
+  expect_language(R"({"properties":{"p":{"$ref":"#/$defs/a%25b"}},
+      "$defs":{"a%b":{"type":"null"}}})",
+                  {R"({"p":null})"}, {R"({"p":1})"});
+  // urn: bases; references to the document's own absolute URI.
+  expect_language(R"({"$id":"urn:uuid:1234","properties":{"f":{"$ref":"urn:uuid:1234#/$defs/b"}},
+      "$defs":{"b":{"type":"string"}}})",
+                  {R"({"f":"x"})"}, {R"({"f":1})"});
+  auto error_of = [](const std::string& text) {
+    auto schema = compile_json_schema(text);
+    EXPECT_FALSE(schema.ok()) << text;
+    return schema.ok() ? std::string() : schema.error().message;
+  };
+  EXPECT_NE(error_of(R"({"$ref":"http://example.com/other.json"})")
+                .find("'http://example.com/other.json', which is not this document"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"$ref":"#nowhere"})").find("anchor that is not in the document"),
+            std::string::npos);
+  // Without $schema, a $id beside $ref moves the base only from draft 2019-09 on: where that
+  // changes the target, refused.
+  EXPECT_NE(error_of(R"({"$id":"http://x/base/","definitions":{
+      "a":{"$id":"http://x/a.json","type":"string"},"b":{"$id":"a.json","type":"number"}},
+      "allOf":[{"$id":"http://x/","$ref":"a.json"}]})")
+                .find("resolves differently in draft 7"),
+            std::string::npos);
+  // A $ref inside a value (enum) is data, not a reference, and is left alone.
+  expect_language(R"({"enum":[{"$ref":"#/x"}]})", {R"({"$ref":"#/x"})"}, {});
+}
+
+TEST(JsonGrammarCoverage, MoreFormats) {
+  expect_language(R"({"type":"string","format":"uri-reference"})",
+                  {R"("http://a.b/c?d#e")", R"("a/b")", R"("/a")"}, {R"("a:b")", R"("")"});
+  expect_language(R"({"type":"string","format":"json-pointer"})", {R"("")", R"("/a~1b/0")"},
+                  {R"("a")", R"("/~2")"});
+  expect_language(R"({"type":"string","format":"relative-json-pointer"})",
+                  {R"("0")", R"("1/a")", R"("2#")"}, {R"("01")", R"("/a")"});
+  expect_language(R"({"type":"string","format":"duration"})", {R"("P3D")", R"("PT1H")",
+                  R"("P1W")", R"("P2DT3H")"}, {R"("P")", R"("PT")", R"("3D")"});
+  expect_language(R"({"type":"string","format":"regex"})", {R"("ab c1")", R"("")"},
+                  {R"("a(")", R"("[")"});
+  expect_language(R"({"type":"string","format":"idn-hostname"})", {R"("a.b1")"},
+                  {R"("ab--cd")", R"("-a")"});
+  expect_language(R"({"type":"string","format":"uri-template"})", {R"("/a/b?c=d")"},
+                  {R"("/a/{b}")"});
+}
+
+TEST(JsonGrammarCoverage, UnevaluatedItemsJudgesTheItemsNothingEvaluates) {
+  expect_language(R"({"prefixItems":[{"type":"string"}],"unevaluatedItems":false})",
+                  {"[]", R"(["a"])"}, {R"(["a",1])", "[1]"});
+  expect_language(R"({"type":"array","unevaluatedItems":{"type":"integer"}})", {"[1,2]"},
+                  {R"(["a"])"});
+  // items evaluates every item: unevaluatedItems has nothing left to judge.
+  expect_language(R"({"items":{"type":"integer"},"unevaluatedItems":false})", {"[1,2]"}, {});
+  // An allOf branch's items count for the outer keyword only if nothing else speaks of items;
+  // otherwise (then/else, alternatives, other branches' items) refused rather than guessed.
+  expect_language(R"({"allOf":[true],"unevaluatedItems":false})", {"[]"}, {"[1]"});
+  auto schema = compile_json_schema(
+      R"({"if":{"type":"array"},"then":{"prefixItems":[true]},"unevaluatedItems":false})");
+  ASSERT_FALSE(schema.ok());
+  EXPECT_NE(schema.error().message.find("unevaluatedItems"), std::string::npos);
+}
+
+TEST(JsonGrammarCoverage, NotRequiredNotOfTypesAndDoubleNegation) {
+  // not: {required: [a, b]}: only objects, never with both a and b (the last optional one is
+  // left out).
+  expect_language(R"({"type":"object","properties":{"a":{},"b":{},"c":{}},"required":["a"],
+      "not":{"required":["a","b"]}})",
+                  {R"({"a":1})", R"({"a":1,"c":2})"}, {R"({"a":1,"b":2})", "1"});
+  // allOf of two nots: each of them.
+  expect_language(R"({"allOf":[{"not":{"type":"string"}},{"not":{"type":"null"}}]})",
+                  {"1", "true"}, {R"("a")", "null"});
+  // not: {type: T, ...}: a value of another type fails the inner schema.
+  expect_language(R"({"not":{"type":"object","properties":{"foo":{"type":"string"}}}})",
+                  {"1", R"("x")"}, {"{}"});
+  expect_language(R"({"not":{"not":{"type":"integer"}}})", {"3"}, {R"("a")"});
+  // An optional property that no value fits is never generated; not: {} fits nothing.
+  expect_language(R"({"type":"object","properties":{"a":{"not":{}},"b":{"type":"null"}}})",
+                  {"{}", R"({"b":null})"}, {R"({"a":1})"});
+}
+
+TEST(JsonGrammarCoverage, AnyOfLeavesOutAlternativesItCannotCompile) {
+  // The second alternative uses an unsupported keyword: the first alone is generated.
+  expect_language(R"({"anyOf":[{"type":"integer"},{"type":"string","format":"iso-week"}]})",
+                  {"1"}, {R"("a")"});
+  // A left-out alternative takes back what it compiled (here a $ref target that failed).
+  expect_language(R"({"type":"object","properties":{
+      "x":{"anyOf":[{"$ref":"#/$defs/bad"},{"type":"null"}]},"y":{"$ref":"#/$defs/ok"}},
+      "$defs":{"bad":{"type":"string","format":"iso-week"},"ok":{"type":"boolean"}}})",
+                  {R"({"x":null,"y":true})"}, {R"({"x":"a"})"});
+  // Every alternative refused: the first error is reported.
+  auto schema = compile_json_schema(R"({"anyOf":[{"format":"iso-week"},{"format":"x"}]})");
+  ASSERT_FALSE(schema.ok());
+  EXPECT_NE(schema.error().message.find("'#/anyOf/0/format'"), std::string::npos);
+  // oneOf alternatives are not left out (a value of another might match the one left out).
+  EXPECT_FALSE(compile_json_schema(R"({"oneOf":[{"type":"integer"},{"format":"iso-week"}]})").ok());
+}
+
+TEST(JsonGrammarCoverage, OneOfObjectShapesKeptApartByARequiredProperty) {
+  // The first shape is generated for objects without "uses" (which the second requires), so
+  // every object generated fails the second alternative.
+  const char* schema = R"({"type":"object","properties":{"run":{"type":"string"},
+      "shell":{"type":"string"},"uses":{"type":"string"}},"additionalProperties":false,
+      "oneOf":[{"required":["run","shell"]},{"required":["uses"]}]})";
+  expect_language(schema, {R"({"run":"a","shell":"b"})"},
+                  {R"({"run":"a","shell":"b","uses":"c"})", R"({"uses":"c"})"});
+  for (const std::string& doc : random_documents(schema, 100, 6)) {
+    EXPECT_EQ(doc.find("\"uses\""), std::string::npos) << doc;
+  }
+  // Both require the same properties: nothing keeps them apart, refused.
+  EXPECT_FALSE(compile_json_schema(R"({"oneOf":[{"type":"object","properties":{"a":{}},
+      "required":["a"]},{"type":"object","properties":{"a":{}},"required":["a"]}]})")
+                   .ok());
+}
+
+TEST(JsonGrammarCoverage, UndeclaredRequiredPropertiesTakeAnyValue) {
+  // Nothing judges undeclared names: a required one is declared with the schema true.
+  expect_language(R"({"required":["__proto__","a\nb"]})",
+                  {R"({"__proto__":1,"a\nb":[]})", "1"}, {R"({"__proto__":1})", "{}"});
+  // oneOf of two required lists: the first shape never writes "baz", which the second needs.
+  expect_language(R"({"type":"object","oneOf":[{"required":["foo","bar"]},
+      {"required":["foo","baz"]}]})",
+                  {R"({"foo":1,"bar":2})"}, {R"({"foo":1,"baz":2})", R"({"foo":1,"bar":2,"baz":3})"});
+}
+
+TEST(JsonGrammarCoverage, MinPropertiesMakesUpNamesWhereTheSchemaAllowsThem) {
+  // Other names are allowed: "a" (after the declared ones), with additionalProperties' schema.
+  expect_language(R"({"type":"object","properties":{"x":{"type":"null"}},"minProperties":2,
+      "additionalProperties":{"type":"integer"}})",
+                  {R"({"x":null,"a":1})"}, {"{}", R"({"x":null})", R"({"x":null,"a":"s"})"});
+  // Only names a regex matches: its shortest match, with that regex's schema.
+  expect_language(R"({"type":"object","minProperties":1,"additionalProperties":false,
+      "patternProperties":{"^[_a-z][a-z0-9]*$":{"type":"boolean"}}})",
+                  {R"({"_":true})"}, {"{}", R"({"_":1})"});
+  // propertyNames still applies: "a" to "z" fail it, so refused; and a required name that
+  // patternProperties judges is not declared as any value behind its back.
+  EXPECT_FALSE(compile_json_schema(R"({"type":"object","minProperties":1,
+      "propertyNames":{"pattern":"^zz"},"additionalProperties":{}})")
+                   .ok());
+  expect_language(R"({"type":"object","minProperties":1,"propertyNames":{"pattern":"^[yz]"}})",
+                  {R"({"y":1})"}, {R"({"a":1})"});
+  EXPECT_FALSE(compile_json_schema(R"({"required":["foo"],
+      "patternProperties":{"^f":{"type":"integer"}}})")
+                   .ok());
+}
+
+TEST(JsonGrammarCoverage, LargeObjectsAndEnumsKeepTheFirst64) {
+  std::string properties;
+  for (int i = 0; i < 70; ++i) {
+    properties += std::string(i ? "," : "") + "\"p" + std::to_string(i) + "\":{\"type\":\"null\"}";
+  }
+  const std::string schema = R"({"type":"object","properties":{)" + properties +
+                             R"(},"required":["p69"]})";
+  expect_language(schema, {R"({"p0":null,"p69":null})", R"({"p69":null})"},
+                  {R"({"p64":null,"p69":null})", "{}"});
+  std::string values;
+  for (int i = 0; i < 70; ++i) values += std::string(i ? "," : "") + std::to_string(i);
+  expect_language(R"({"enum":[)" + values + "]}", {"0", "63"}, {"64", "69"});
+  // patternProperties of two allOf branches: both apply.
+  expect_language(R"({"type":"object","properties":{"ab":{}},"allOf":[
+      {"patternProperties":{"^a":{"type":"integer"}}},
+      {"patternProperties":{"b$":{"minimum":3}}}]})",
+                  {R"({"ab":3})"}, {R"({"ab":2})", R"({"ab":"x"})"});
 }
 
 }  // namespace

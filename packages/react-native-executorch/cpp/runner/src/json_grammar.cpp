@@ -99,6 +99,12 @@ bool starts_with(const SchemaNode& node, uint8_t c, uint8_t quote) {
   }
 }
 
+// The least multiple of `step` (>= 1) that is >= x.
+int64_t multiple_at_least(int64_t x, int64_t step) {
+  const int64_t r = ((x % step) + step) % step;
+  return r == 0 ? x : x + (step - r);
+}
+
 uint64_t power10(int n) {
   uint64_t p = 1;
   while (n-- > 0) p *= 10;
@@ -542,12 +548,13 @@ bool JsonGrammar::integer_feasible(const SchemaNode& node, bool negative, uint64
                                    uint16_t digits) const {
   // The values digits can still make: the magnitude itself, then each longer one it starts
   // (none after a leading 0). After a bare '-': any magnitude.
-  const auto lo = node.minimum;
-  const auto hi = node.maximum;
   auto meets = [&](uint64_t first, uint64_t last) {  // magnitudes [first, last]
     const auto a = static_cast<int64_t>(first);
     const auto b = static_cast<int64_t>(last);
-    return negative ? (-a >= lo && -b <= hi) : (b >= lo && a <= hi);
+    // The values those magnitudes make, within [minimum, maximum]: is a multiple among them?
+    const int64_t low = std::max(negative ? -b : a, node.minimum);
+    const int64_t high = std::min(negative ? -a : b, node.maximum);
+    return low <= high && multiple_at_least(low, node.multiple_of) <= high;
   };
   if (digits == 0) return meets(0, power10(kMaxIntegerDigits) - 1);
   if (magnitude == 0) return meets(0, 0);
@@ -562,7 +569,7 @@ bool JsonGrammar::in_range(const JsonFrame& f) const {
   if (f.node == 0 || f.kind != kNumber) return true;
   const SchemaNode& node = schema_.nodes[f.node];
   const auto value = static_cast<int64_t>(f.candidates) * (f.current == 1 ? -1 : 1);
-  return value >= node.minimum && value <= node.maximum;
+  return value >= node.minimum && value <= node.maximum && value % node.multiple_of == 0;
 }
 
 // The fewest digits that bring a bounded integer into its range (the range's member nearest
@@ -571,9 +578,12 @@ template <class Out>
 void JsonGrammar::complete_integer(const JsonFrame& f, Out& out) const {
   const SchemaNode& node = schema_.nodes[f.node];
   const bool negative = f.current == 1;
+  // Magnitudes allowed by the range: [-maximum, -minimum] when negative.
+  const int64_t floor_magnitude = negative ? -node.maximum : node.minimum;
+  const int64_t ceiling_magnitude = negative ? -node.minimum : node.maximum;
   if (f.sub == kNumStart || f.sub == kNumMinus) {  // no digit yet
-    const uint64_t magnitude = negative ? (node.maximum >= 0 ? 0 : -node.maximum)
-                                        : (node.minimum <= 0 ? 0 : node.minimum);
+    const int64_t magnitude =
+        multiple_at_least(std::max<int64_t>(floor_magnitude, 0), node.multiple_of);
     out.add(std::to_string(magnitude));
     return;
   }
@@ -581,15 +591,12 @@ void JsonGrammar::complete_integer(const JsonFrame& f, Out& out) const {
   const uint64_t magnitude = f.candidates;
   for (int extra = 1; f.pos + extra <= kMaxIntegerDigits; ++extra) {
     const uint64_t scale = power10(extra);
-    const uint64_t first = magnitude * scale;
-    const uint64_t last = (magnitude + 1) * scale - 1;
-    // Nearest zero: the smallest magnitude in range.
-    const int64_t floor_magnitude = negative ? -node.maximum : node.minimum;
-    const uint64_t target =
-        floor_magnitude > static_cast<int64_t>(first) ? static_cast<uint64_t>(floor_magnitude)
-                                                      : first;
-    if (target <= last && (negative ? -static_cast<int64_t>(target) >= node.minimum
-                                    : static_cast<int64_t>(target) <= node.maximum)) {
+    const auto first = static_cast<int64_t>(magnitude * scale);
+    const auto last = static_cast<int64_t>((magnitude + 1) * scale - 1);
+    // Nearest zero: the smallest magnitude in range (a multiple of multiple_of: a magnitude is
+    // one exactly when its value is).
+    const int64_t target = multiple_at_least(std::max(floor_magnitude, first), node.multiple_of);
+    if (target <= last && target <= ceiling_magnitude) {
       const std::string text = std::to_string(target);
       out.add(std::string_view(text).substr(text.size() - extra));
       return;

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <numeric>
+#include <optional>
 #include <set>
 
 #include "rne/json/json.h"
@@ -204,6 +207,376 @@ bool is_annotation(const std::string& key) {
   return kAnnotations.count(key) > 0 || key.rfind("x-", 0) == 0;
 }
 
+// ---- $ref resolution: URIs, $id and anchors ----
+//
+// Before compiling, every $ref is rewritten to the JSON pointer (in the whole document) of the
+// schema it names, resolved as JSON Schema does: against the base URI its enclosing $ids give
+// (RFC 3986), to a schema with that $id, an anchor ($anchor, $dynamicAnchor, draft 7's "$id":
+// "#name") or a JSON pointer fragment inside one. The compiler then only follows pointers.
+// Rewritten references start with kResolvedRef; references that cannot be resolved carry their
+// error (kRefError + index), reported only if the compiler reaches them.
+constexpr char kResolvedRef = '\x01';
+constexpr char kRefError = '\x02';
+
+struct UriParts {
+  std::string scheme, authority, path, query, fragment;
+  bool has_scheme = false, has_authority = false, has_query = false, has_fragment = false;
+};
+
+UriParts parse_uri(const std::string& text) {
+  UriParts u;
+  size_t at = 0;
+  const size_t colon = text.find(':');
+  if (colon != std::string::npos && colon > 0 &&
+      std::isalpha(static_cast<unsigned char>(text[0])) && text.find_first_of("/?#") > colon &&
+      std::all_of(text.begin(), text.begin() + colon, [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '-' || c == '.';
+      })) {
+    u.has_scheme = true;
+    u.scheme = text.substr(0, colon);
+    at = colon + 1;
+  }
+  if (text.compare(at, 2, "//") == 0) {
+    const size_t end = std::min(text.find_first_of("/?#", at + 2), text.size());
+    u.has_authority = true;
+    u.authority = text.substr(at + 2, end - at - 2);
+    at = end;
+  }
+  const size_t path_end = std::min(text.find_first_of("?#", at), text.size());
+  u.path = text.substr(at, path_end - at);
+  at = path_end;
+  if (at < text.size() && text[at] == '?') {
+    const size_t end = std::min(text.find('#', at), text.size());
+    u.has_query = true;
+    u.query = text.substr(at + 1, end - at - 1);
+    at = end;
+  }
+  if (at < text.size() && text[at] == '#') {
+    u.has_fragment = true;
+    u.fragment = text.substr(at + 1);
+  }
+  return u;
+}
+
+// RFC 3986 section 5.2.4.
+std::string remove_dot_segments(std::string in) {
+  std::string out;
+  while (!in.empty()) {
+    if (in.rfind("../", 0) == 0) {
+      in.erase(0, 3);
+    } else if (in.rfind("./", 0) == 0) {
+      in.erase(0, 2);
+    } else if (in.rfind("/./", 0) == 0) {
+      in.erase(0, 2);
+    } else if (in == "/.") {
+      in = "/";
+    } else if (in.rfind("/../", 0) == 0 || in == "/..") {
+      in = in.size() == 3 ? "/" : in.substr(3);
+      const size_t cut = out.rfind('/');
+      out.erase(cut == std::string::npos ? 0 : cut);
+    } else if (in == "." || in == "..") {
+      in.clear();
+    } else {
+      const size_t next = in.find('/', in[0] == '/' ? 1 : 0);
+      out += in.substr(0, next);
+      in.erase(0, next == std::string::npos ? in.size() : next);
+    }
+  }
+  return out;
+}
+
+std::string join_uri(const UriParts& u) {
+  std::string text;
+  if (u.has_scheme) text += u.scheme + ":";
+  if (u.has_authority) text += "//" + u.authority;
+  text += u.path;
+  if (u.has_query) text += "?" + u.query;
+  if (u.has_fragment) text += "#" + u.fragment;
+  return text;
+}
+
+// `reference` resolved against `base` (RFC 3986 section 5.2.2); empty when the result would
+// depend on the resolver (a relative path against a base without an authority, such as urn:,
+// which Python's urljoin and RFC 3986 resolve differently).
+std::optional<std::string> resolve_uri(const std::string& base, const std::string& reference) {
+  if (!reference.empty() && reference[0] == '#') {  // same document: base + fragment
+    return base.substr(0, base.find('#')) + reference;
+  }
+  const UriParts r = parse_uri(reference);
+  const UriParts b = parse_uri(base);
+  UriParts t;
+  if (r.has_scheme) {
+    t = r;
+    t.path = remove_dot_segments(r.path);
+  } else {
+    if (!r.has_authority && !b.has_authority && !base.empty()) return std::nullopt;
+    t.has_scheme = b.has_scheme;
+    t.scheme = b.scheme;
+    if (r.has_authority) {
+      t.has_authority = true;
+      t.authority = r.authority;
+      t.path = remove_dot_segments(r.path);
+      t.has_query = r.has_query;
+      t.query = r.query;
+    } else {
+      t.has_authority = b.has_authority;
+      t.authority = b.authority;
+      if (r.path.empty()) {
+        t.path = b.path;
+        t.has_query = r.has_query || b.has_query;
+        t.query = r.has_query ? r.query : b.query;
+      } else {
+        if (r.path[0] == '/') {
+          t.path = remove_dot_segments(r.path);
+        } else {
+          const size_t slash = b.path.rfind('/');
+          const std::string merged =
+              b.has_authority && b.path.empty()
+                  ? "/" + r.path
+                  : b.path.substr(0, slash == std::string::npos ? 0 : slash + 1) + r.path;
+          t.path = remove_dot_segments(merged);
+        }
+        t.has_query = r.has_query;
+        t.query = r.query;
+      }
+    }
+  }
+  t.has_fragment = r.has_fragment;
+  t.fragment = r.fragment;
+  return join_uri(t);
+}
+
+std::string percent_decoded(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size() &&
+        std::isxdigit(static_cast<unsigned char>(text[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(text[i + 2]))) {
+      out += static_cast<char>(std::stoi(text.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
+std::string pointer_token(const std::string& name) {
+  std::string token;
+  for (char c : name) {
+    if (c == '~') {
+      token += "~0";
+    } else if (c == '/') {
+      token += "~1";
+    } else {
+      token += c;
+    }
+  }
+  return token;
+}
+
+class RefResolver {
+ public:
+  explicit RefResolver(const json::Value& document) {
+    draft_ = kUnknownDraft;
+    if (document.is_object()) {
+      if (const json::Value* dialect = document.find("$schema"); dialect && dialect->is_string()) {
+        const std::string& d = dialect->as_string();
+        if (d.find("draft-0") != std::string::npos) draft_ = kLegacyDraft;
+        if (d.find("2019-09") != std::string::npos || d.find("2020-12") != std::string::npos) {
+          draft_ = kModernDraft;
+        }
+      }
+    }
+  }
+
+  // The document with every $ref rewritten (see kResolvedRef), and the errors they refer to.
+  json::Value run(const json::Value& document, std::vector<std::string>& errors) {
+    index(document, "", "", true);
+    return rewrite(document, "", "", errors);
+  }
+
+ private:
+  enum Draft { kLegacyDraft, kModernDraft, kUnknownDraft };
+
+  // Where a schema object's $id puts its base; nullopt when it has none that applies. Under
+  // `legacy` rules (draft 7 and earlier) a $id beside $ref is ignored, as all $ref's siblings.
+  static std::optional<std::string> own_base(const json::Value& schema, const std::string& base,
+                                             bool legacy) {
+    const json::Value* id = schema.find("$id");
+    if (id == nullptr || !id->is_string() || id->as_string().empty() || id->as_string()[0] == '#') {
+      return std::nullopt;
+    }
+    if (legacy && schema.find("$ref") != nullptr) return std::nullopt;
+    auto resolved = resolve_uri(base, id->as_string());
+    if (!resolved) return std::nullopt;
+    return resolved->substr(0, resolved->find('#'));
+  }
+
+  // Keywords whose value is a schema, an array of schemas, or an object of schemas.
+  static int schema_keyword(const std::string& key) {
+    static const std::set<std::string> kOne = {
+        "additionalProperties", "additionalItems", "unevaluatedItems", "unevaluatedProperties",
+        "contains", "propertyNames", "not", "if", "then", "else", "contentSchema", "items"};
+    static const std::set<std::string> kList = {"allOf", "anyOf", "oneOf", "prefixItems", "items"};
+    static const std::set<std::string> kMap = {"properties", "patternProperties", "$defs",
+                                               "definitions", "dependentSchemas", "dependencies"};
+    return (kOne.count(key) ? 1 : 0) | (kList.count(key) ? 2 : 0) | (kMap.count(key) ? 4 : 0);
+  }
+
+  template <class Visit>
+  static void each_subschema(const json::Value& schema, const std::string& pointer, Visit visit) {
+    for (const auto& [key, member] : schema.as_object()) {
+      const int kind = schema_keyword(key);
+      const std::string at = pointer + "/" + pointer_token(key);
+      if ((kind & 1) && (member.is_object() || member.is_bool())) visit(member, at);
+      if ((kind & 2) && member.is_array()) {
+        for (size_t i = 0; i < member.as_array().size(); ++i) {
+          visit(member.as_array()[i], at + "/" + std::to_string(i));
+        }
+      }
+      if ((kind & 4) && member.is_object()) {
+        for (const auto& [name, sub] : member.as_object()) {
+          if (sub.is_object()) visit(sub, at + "/" + pointer_token(name));
+        }
+      }
+    }
+  }
+
+  void index(const json::Value& schema, const std::string& base_in, const std::string& pointer,
+             bool root) {
+    if (!schema.is_object()) return;
+    std::string base = base_in;
+    if (auto own = own_base(schema, base, draft_ == kLegacyDraft)) {
+      base = *own;
+      // Without $schema, a $id beside $ref applies only under draft 2019-09 and later.
+      const bool ambiguous = draft_ == kUnknownDraft && schema.find("$ref") != nullptr;
+      (ambiguous ? ambiguous_resources_ : resources_)[base] = pointer;
+    }
+    if (root) resources_.emplace(base, pointer);
+    auto add_anchor = [&](const std::string& name) {
+      anchors_.emplace(base + "#" + name, pointer);
+    };
+    const bool legacy_ref = draft_ == kLegacyDraft && schema.find("$ref") != nullptr;
+    if (const json::Value* id = schema.find("$id"); id && id->is_string() && !legacy_ref &&
+                                                     draft_ != kModernDraft) {
+      const std::string& text = id->as_string();  // draft 7's "#name" or "uri#name"
+      const size_t hash = text.find('#');
+      if (hash != std::string::npos && hash + 1 < text.size()) add_anchor(text.substr(hash + 1));
+    }
+    if (draft_ != kLegacyDraft) {
+      for (const char* keyword : {"$anchor", "$dynamicAnchor"}) {
+        const json::Value* name = schema.find(keyword);
+        if (name != nullptr && name->is_string()) add_anchor(name->as_string());
+      }
+    }
+    each_subschema(schema, pointer, [&](const json::Value& sub, const std::string& at) {
+      index(sub, base, at, false);
+    });
+  }
+
+  // The document pointer `reference` names from `base`, or an error.
+  std::string locate(const std::string& base, const std::string& reference,
+                     std::string& error) const {
+    auto absolute = resolve_uri(base, reference);
+    if (!absolute) {
+      error = "the reference '" + reference + "' is relative to a base URI without an "
+              "authority ('" + base + "'), which resolvers read differently; write it absolute";
+      return "";
+    }
+    const size_t hash = absolute->find('#');
+    const std::string uri = absolute->substr(0, hash);
+    const std::string fragment = hash == std::string::npos ? "" : absolute->substr(hash + 1);
+    auto resource = resources_.find(uri);
+    if (resource == resources_.end()) {
+      error = ambiguous_resources_.count(uri)
+                  ? "the reference '" + reference + "' names a $id beside a $ref, which only "
+                    "applies from draft 2019-09 on; add \"$schema\" to say the draft"
+                  : "the reference '" + reference + "' names '" + uri +
+                        "', which is not this document (remote references are not fetched); "
+                        "inline the schema";
+      return "";
+    }
+    if (fragment.empty() || fragment[0] == '/') return resource->second + percent_decoded(fragment);
+    auto anchor = anchors_.find(uri + "#" + fragment);
+    if (anchor == anchors_.end()) {
+      error = "the reference '" + reference + "' names an anchor that is not in the document";
+      return "";
+    }
+    return anchor->second;
+  }
+
+  // `base`: the base URI by the rules of the document's draft (2019-09's when it does not say);
+  // `legacy_base`: by draft 7's, when the draft is unknown. A reference the two resolve
+  // differently is refused.
+  json::Value rewrite(const json::Value& schema, const std::string& base_in,
+                      const std::string& legacy_base_in, std::vector<std::string>& errors) {
+    if (!schema.is_object()) return schema;
+    std::string base = base_in;
+    std::string legacy_base = legacy_base_in;
+    if (auto own = own_base(schema, base, draft_ == kLegacyDraft)) base = *own;
+    if (auto own = own_base(schema, legacy_base, draft_ != kModernDraft)) legacy_base = *own;
+    json::Object out;
+    for (const auto& [key, member] : schema.as_object()) {
+      if (key == "$ref" && member.is_string()) {
+        std::string error;
+        std::string target;
+        if (!member.as_string().empty() && member.as_string()[0] < ' ') {
+          error = "a $ref here (a subschema compiled on its own, such as propertyNames) is not "
+                  "supported; inline the schema";
+        } else {
+          target = locate(base, member.as_string(), error);
+          if (error.empty() && legacy_base != base) {
+            std::string other_error;
+            const std::string other = locate(legacy_base, member.as_string(), other_error);
+            if (!other_error.empty() || other != target) {
+              error = "the reference '" + member.as_string() + "' resolves differently in draft "
+                      "7 (a $id beside $ref is ignored) and in later drafts; add \"$schema\" to "
+                      "say the draft";
+            }
+          }
+        }
+        if (!error.empty()) {
+          errors.push_back(error);
+          out.emplace_back(key, json::Value(std::string(1, kRefError) +
+                                            std::to_string(errors.size() - 1)));
+        } else {
+          out.emplace_back(key, json::Value(std::string(1, kResolvedRef) + "#" + target));
+        }
+        continue;
+      }
+      const int kind = schema_keyword(key);
+      if (kind == 0) {
+        out.emplace_back(key, member);
+        continue;
+      }
+      if ((kind & 1) && member.is_object()) {
+        out.emplace_back(key, rewrite(member, base, legacy_base, errors));
+      } else if ((kind & 2) && member.is_array()) {
+        json::Array list;
+        for (const auto& sub : member.as_array()) {
+          list.push_back(rewrite(sub, base, legacy_base, errors));
+        }
+        out.emplace_back(key, json::Value(std::move(list)));
+      } else if ((kind & 4) && member.is_object()) {
+        json::Object map;
+        for (const auto& [name, sub] : member.as_object()) {
+          map.emplace_back(name, rewrite(sub, base, legacy_base, errors));
+        }
+        out.emplace_back(key, json::Value(std::move(map)));
+      } else {
+        out.emplace_back(key, member);
+      }
+    }
+    return json::Value(std::move(out));
+  }
+
+  Draft draft_;
+  std::map<std::string, std::string> resources_;            // base URI -> pointer
+  std::map<std::string, std::string> ambiguous_resources_;  // $ids only later drafts apply
+  std::map<std::string, std::string> anchors_;              // URI#name -> pointer
+};
+
 // The first bytes a value can start with, as classes: one bit per JSON type's opening byte(s).
 enum FirstByte : uint8_t {
   kFirstString = 1, kFirstNumber = 2, kFirstBoolean = 4, kFirstNull = 8, kFirstObject = 16,
@@ -290,6 +663,48 @@ bool only_annotations(const json::Value& object) {
   return true;
 }
 
+// The least multiple of `step` (>= 1) that is >= x.
+int64_t multiple_at_least(int64_t x, int64_t step) {
+  const int64_t r = ((x % step) + step) % step;
+  return r == 0 ? x : x + (step - r);
+}
+
+// multipleOf `m` as the step of the integers generated for it: the least positive integer that
+// is a multiple of m, such that every multiple of that integer passes both an exact decimal check
+// and the floating-point one validators do (instance / m is an integer). Integers above the
+// grammar's 15 digits: 10^15, so that only 0 is generated. Refused when m is not positive, or
+// when m is fractional and its double is too far from the decimal it was written as for the
+// floating-point quotient to come out exact.
+Result<int64_t> integer_step(const json::Value& multiple, const std::string& at) {
+  if (!multiple.is_number() || !(multiple.as_number() > 0)) {
+    return invalid(at, "multipleOf must be a number above 0");
+  }
+  const double m = multiple.as_number();
+  constexpr double kOnlyZero = kMaxInteger + 1.0;
+  if (std::floor(m) == m) return static_cast<int64_t>(std::min(m, kOnlyZero));
+  // m as a decimal a / 10^d, the fewest fraction digits that read back as m.
+  double scale = 1;
+  for (int d = 1; d <= 15; ++d) {
+    scale *= 10;
+    const double a = std::round(m * scale);
+    if (a < 1 || a > kMaxInteger || a / scale != m) continue;
+    // The relative error of m's double against a / 10^d, exactly: m * scale = p + err.
+    const double p = m * scale;
+    const double err = std::fma(m, scale, -p);
+    const double relative = std::fabs(((p - a) + err) / a);
+    // integer / m lands within half a gap of the exact integer quotient only below 2^-54.
+    if (relative >= 0.999 * std::ldexp(1.0, -54)) break;
+    auto whole = static_cast<int64_t>(a);
+    auto ten = static_cast<int64_t>(scale);
+    const int64_t g = std::gcd(whole, ten);
+    return whole / g;  // k * a / 10^d is an integer exactly when k is a multiple of 10^d / g
+  }
+  return invalid(at, "multipleOf " + number_text(m) +
+                         " is not supported by constrained generation (integers, or decimals of "
+                         "at most 15 fraction digits whose binary value is close enough to be "
+                         "divided exactly); remove it or check it after generation");
+}
+
 // format -> a regex of a strict subset of what the format's RFC allows (json_schema.h).
 const char* format_regex(const std::string& format) {
   // Dates: days valid for their month (Feb 29 left out, so no leap-year arithmetic).
@@ -303,18 +718,37 @@ const char* format_regex(const std::string& format) {
 #define RNE_QCHAR "(?:[A-Za-z0-9._~!$&'()*+,;=:@/?-]|%[0-9A-Fa-f]{2})"
 #define RNE_OCTET "(?:25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)"
 #define RNE_SHORT_LABEL "[A-Za-z0-9](?:[A-Za-z0-9-]{0,18}[A-Za-z0-9])?"
+#define RNE_URI                                                                               \
+  "[A-Za-z][A-Za-z0-9+.-]*://" RNE_LABEL "(?:\\." RNE_LABEL ")*(?::\\d{1,5})?(?:/" RNE_PCHAR   \
+  "*)*(?:\\?" RNE_QCHAR "*)?(?:#" RNE_QCHAR "*)?"
+#define RNE_SEGMENT "(?:[A-Za-z0-9._~-]|%[0-9A-Fa-f]{2})+"
   static const std::pair<const char*, const char*> kFormats[] = {
       {"date", "^" RNE_DATE "$"},
       {"time", "^" RNE_TIME "$"},
       {"date-time", "^" RNE_DATE "T" RNE_TIME "$"},
       {"uuid", "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"},
       {"email", "^[A-Za-z0-9_+-]+(?:\\.[A-Za-z0-9_+-]+)*@" RNE_LABEL "(?:\\." RNE_LABEL ")+$"},
-      {"uri", "^[A-Za-z][A-Za-z0-9+.-]*://" RNE_LABEL "(?:\\." RNE_LABEL ")*(?::\\d{1,5})?(?:/" RNE_PCHAR
-              "*)*(?:\\?" RNE_QCHAR "*)?(?:#" RNE_QCHAR "*)?$"},
+      {"uri", "^" RNE_URI "$"},
       {"ipv4", "^" RNE_OCTET "(?:\\." RNE_OCTET "){3}$"},
       {"ipv6", "^[0-9a-f]{1,4}(?::[0-9a-f]{1,4}){7}$"},
       // At most 12 labels of at most 20 characters: within the 253 bytes a name may have.
       {"hostname", "^" RNE_SHORT_LABEL "(?:\\." RNE_SHORT_LABEL "){0,11}$"},
+      // The ASCII forms are valid internationalized ones too. IDNA reserves a "--" in a label's
+      // third and fourth characters (A-labels), so these labels have no hyphen at all.
+      {"idn-hostname", "^[A-Za-z0-9]{1,20}(?:\\.[A-Za-z0-9]{1,20}){0,11}$"},
+      {"idn-email", "^[A-Za-z0-9_+-]+(?:\\.[A-Za-z0-9_+-]+)*@" RNE_LABEL "(?:\\." RNE_LABEL ")+$"},
+      {"iri", "^" RNE_URI "$"},
+      // A URI, or a relative path whose segments hold no ':' (which would read as a scheme).
+      {"uri-reference", "^(?:" RNE_URI "|/?" RNE_SEGMENT "(?:/" RNE_SEGMENT ")*)$"},
+      {"iri-reference", "^(?:" RNE_URI "|/?" RNE_SEGMENT "(?:/" RNE_SEGMENT ")*)$"},
+      // RFC 6570: a template of literals only (no expressions).
+      {"uri-template", "^[A-Za-z0-9._~/:?#@!$&()*+,;=-]*$"},
+      {"json-pointer", "^(?:/(?:[A-Za-z0-9_.-]|~[01])*)*$"},
+      {"relative-json-pointer", "^(?:0|[1-9]\\d{0,8})(?:#|(?:/(?:[A-Za-z0-9_.-]|~[01])*)*)$"},
+      // RFC 3339 appendix A: days with an optional hour part, weeks, or hours.
+      {"duration", "^P(?:\\d{1,4}D(?:T\\d{1,4}H)?|\\d{1,4}W|T\\d{1,4}H)$"},
+      // Letters, digits and spaces: a regex (of literals) under ECMA-262 and Python alike.
+      {"regex", "^[A-Za-z0-9 ]*$"},
   };
 #undef RNE_DATE
 #undef RNE_TIME
@@ -323,6 +757,8 @@ const char* format_regex(const std::string& format) {
 #undef RNE_QCHAR
 #undef RNE_OCTET
 #undef RNE_SHORT_LABEL
+#undef RNE_URI
+#undef RNE_SEGMENT
   for (const auto& [name, regex] : kFormats) {
     if (format == name) return regex;
   }
@@ -386,8 +822,9 @@ std::string compact(const json::Value& value) {
 
 class Compiler {
  public:
-  Compiler(const json::Value& document, JsonSyntax syntax)
-      : document_(document), syntax_(syntax), gemma_(syntax == JsonSyntax::kGemma4) {
+  Compiler(const json::Value& document, std::vector<std::string> ref_errors, JsonSyntax syntax)
+      : document_(document), ref_errors_(std::move(ref_errors)), syntax_(syntax),
+        gemma_(syntax == JsonSyntax::kGemma4) {
     schema_.syntax = syntax;
     schema_.nodes.resize(2);
     pointers_.resize(2);
@@ -463,6 +900,14 @@ class Compiler {
     return static_cast<uint32_t>(schema_.nodes.size() - 1);
   }
 
+  // An error for a schema that no value satisfies (not one that uses what is not supported):
+  // an optional property with such a schema is left out instead (see compile_keywords).
+  Error unsatisfiable(const std::string& pointer, const std::string& what) {
+    Error error = invalid(pointer, what);
+    unsatisfiable_ = error.message;
+    return error;
+  }
+
   // The schema `true`: any value (arrays of any values).
   uint32_t any_node() {
     if (any_ == 0) {
@@ -484,11 +929,16 @@ class Compiler {
 
   Result<const json::Value*> resolve(const json::Value& ref, const std::string& at,
                                      std::string& target) {
-    if (!ref.is_string() || ref.as_string().empty() || ref.as_string()[0] != '#') {
-      return invalid(at, "only references into this document are supported (\"#\", "
-                         "\"#/$defs/Name\", \"#/definitions/Name\"); inline the schema");
+    // RefResolver rewrote every $ref it found (kResolvedRef) or left its error (kRefError).
+    const std::string text = ref.is_string() ? ref.as_string() : "";
+    if (!text.empty() && text[0] == kRefError) {
+      return invalid(at, ref_errors_[std::stoul(text.substr(1))]);
     }
-    target = ref.as_string().substr(1);
+    if (text.size() < 2 || text[0] != kResolvedRef) {
+      return invalid(at, "$ref must be a string in a subschema (a $ref inside an unknown keyword "
+                         "or a value is not followed); inline the schema");
+    }
+    target = text.substr(2);
     const json::Value* value = &document_;
     for (const std::string& token : pointer_tokens(target)) {
       const json::Value* next = nullptr;
@@ -500,11 +950,38 @@ class Compiler {
         next = &value->as_array()[std::stoul(token)];
       }
       if (next == nullptr) {
-        return invalid(at, "the reference '" + ref.as_string() + "' points at nothing");
+        return invalid(at, "the reference '#" + target + "' points at nothing");
       }
       value = next;
     }
     return value;
+  }
+
+  static bool has_conditional(const json::Value& value) {
+    return value.find("if") != nullptr || value.find("then") != nullptr ||
+           value.find("else") != nullptr;
+  }
+
+  // if/then/else: values valid against both then and else satisfy it whichever way `if` goes,
+  // so both are merged as allOf (exact, if narrower); without `if` neither applies.
+  static Result<json::Value> conditional_as_all_of(const json::Value& value,
+                                                   const std::string& pointer) {
+    json::Array parts = {object_without(value, {"if", "then", "else"})};
+    if (value.find("if") != nullptr) {
+      for (const char* keyword : {"then", "else"}) {
+        const json::Value* branch = value.find(keyword);
+        if (branch == nullptr || (branch->is_bool() && branch->as_bool())) continue;
+        if (branch->is_bool()) {
+          return invalid(pointer + "/" + keyword,
+                         std::string(keyword) + ": false is not supported by constrained "
+                                                "generation (it would need the negation of "
+                                                "if); remove it or check it after generation");
+        }
+        parts.push_back(*branch);
+      }
+    }
+    if (parts.size() == 1) return parts[0];
+    return json::Value(json::Object{{"allOf", json::Value(std::move(parts))}});
   }
 
   Result<uint32_t> compile(const json::Value& value, const std::string& pointer) {
@@ -514,7 +991,9 @@ class Compiler {
                                   " levels (kMaxSchemaNesting), $ref and allOf included");
     }
     if (value.is_bool()) {
-      if (!value.as_bool()) return invalid(pointer, "the schema 'false' allows no value at all");
+      if (!value.as_bool()) {
+        return unsatisfiable(pointer, "the schema 'false' allows no value at all");
+      }
       return any_node();
     }
     if (!value.is_object()) {
@@ -540,26 +1019,10 @@ class Compiler {
       if (!done.ok()) return done.error();
       return *id;
     }
-    if (value.find("if") != nullptr || value.find("then") != nullptr ||
-        value.find("else") != nullptr) {
-      // if/then/else: values valid against both then and else satisfy it whichever way `if`
-      // goes, so both are merged as allOf (exact, if narrower); without `if` neither applies.
-      json::Array parts = {object_without(value, {"if", "then", "else"})};
-      if (value.find("if") != nullptr) {
-        for (const char* keyword : {"then", "else"}) {
-          const json::Value* branch = value.find(keyword);
-          if (branch == nullptr || (branch->is_bool() && branch->as_bool())) continue;
-          if (branch->is_bool()) {
-            return invalid(pointer + "/" + keyword,
-                           std::string(keyword) + ": false is not supported by constrained "
-                                                  "generation (it would need the negation of "
-                                                  "if); remove it or check it after generation");
-          }
-          parts.push_back(*branch);
-        }
-      }
-      if (parts.size() == 1) return compile(parts[0], pointer);
-      return compile(json::Value(json::Object{{"allOf", json::Value(std::move(parts))}}), pointer);
+    if (has_conditional(value)) {
+      auto parts = conditional_as_all_of(value, pointer);
+      if (!parts.ok()) return parts.error();
+      return compile(*parts, pointer);
     }
     if (value.find("allOf") != nullptr) {
       auto merged = merge_all_of(value, pointer);
@@ -635,7 +1098,9 @@ class Compiler {
                                   " levels (kMaxSchemaNesting), $ref and allOf included");
     }
     if (value.is_bool()) {
-      if (!value.as_bool()) return invalid(pointer, "the schema 'false' allows no value at all");
+      if (!value.as_bool()) {
+        return unsatisfiable(pointer, "the schema 'false' allows no value at all");
+      }
       return json::Value(json::Object{});
     }
     if (!value.is_object()) {
@@ -647,6 +1112,11 @@ class Compiler {
       auto resolved = resolve(*ref, pointer + "/$ref", target);
       if (!resolved.ok()) return resolved.error();
       return merge(**resolved, object_without(value, {"$ref"}), pointer);
+    }
+    if (has_conditional(value)) {  // so two branches' if/then/else merge, not clash
+      auto parts = conditional_as_all_of(value, pointer);
+      if (!parts.ok()) return parts.error();
+      return flatten(*parts, pointer);
     }
     if (value.find("allOf") != nullptr) return merge_all_of(value, pointer);
     return value;
@@ -662,6 +1132,27 @@ class Compiler {
     if (!b_flat.ok()) return b_flat.error();
     const json::Value& a = *a_flat;
     const json::Value& b = *b_flat;
+    // unevaluatedItems judges the items its own schema object does not evaluate. Once merged,
+    // the other side's prefixItems/items would look evaluated to it, which they are not when
+    // that side is a conditional branch or an alternative: refused unless only one side says
+    // anything about items.
+    auto judges_items = [](const json::Value& side) {
+      const json::Value* u = side.find("unevaluatedItems");
+      return u != nullptr && !(u->is_bool() && u->as_bool());
+    };
+    auto evaluates_items = [](const json::Value& side) {
+      for (const char* keyword : {"prefixItems", "items", "additionalItems", "contains",
+                                  "unevaluatedItems"}) {
+        if (side.find(keyword) != nullptr) return true;
+      }
+      return false;
+    };
+    if ((judges_items(a) && evaluates_items(b)) || (judges_items(b) && evaluates_items(a))) {
+      return invalid(pointer + "/unevaluatedItems",
+                     "unevaluatedItems with items evaluated by another allOf branch, $ref, "
+                     "alternative or conditional is not supported by constrained generation; "
+                     "write the items in the same schema object");
+    }
     json::Object out = a.as_object();
     auto set = [&](const std::string& key, json::Value v) {
       for (auto& member : out) {
@@ -688,7 +1179,7 @@ class Compiler {
         uint8_t both = *x & *y;
         if ((*x & kJsonNumber) && (*y & kJsonInteger)) both |= kJsonInteger;
         if ((*y & kJsonNumber) && (*x & kJsonInteger)) both |= kJsonInteger;
-        if (both == 0) return invalid(at, "allOf branches have no type in common");
+        if (both == 0) return unsatisfiable(at, "allOf branches have no type in common");
         json::Array names;
         for (const auto& [name, bit] : {std::pair<const char*, uint8_t>{"string", kJsonString},
                                         {"number", kJsonNumber}, {"integer", kJsonInteger},
@@ -740,7 +1231,9 @@ class Compiler {
             if (compact(v) == compact(w)) both.push_back(v);
           }
         }
-        if (both.empty()) return invalid(at, "allOf branches allow no " + key + " value in common");
+        if (both.empty()) {
+          return unsatisfiable(at, "allOf branches allow no " + key + " value in common");
+        }
         set(key, key == "enum" ? json::Value(std::move(both)) : both[0]);
       } else if (key == "uniqueItems" && ours->is_bool() && theirs.is_bool()) {
         set(key, json::Value(ours->as_bool() || theirs.as_bool()));
@@ -755,6 +1248,36 @@ class Compiler {
         const double x = ours->as_number();
         const double y = theirs.as_number();
         set(key, json::Value(lower ? std::max(x, y) : std::min(x, y)));
+      } else if (key == "not") {
+        // Neither: parse_not reads not: {anyOf: [...]} as each of them.
+        set(key, json::Value(json::Object{{"anyOf", json::Value(json::Array{*ours, theirs})}}));
+      } else if (key == "patternProperties") {
+        // Every matching pattern applies: the union of both, a regex in both with both schemas.
+        if (!ours->is_object() || !theirs.is_object()) {
+          return invalid(at, "patternProperties must be an object");
+        }
+        json::Object rules = ours->as_object();
+        for (const auto& [regex, schema] : theirs.as_object()) {
+          auto same = std::find_if(rules.begin(), rules.end(),
+                                   [&](const json::Member& m) { return m.first == regex; });
+          if (same == rules.end()) {
+            rules.emplace_back(regex, schema);
+          } else {
+            same->second = json::Value(
+                json::Object{{"allOf", json::Value(json::Array{same->second, schema})}});
+          }
+        }
+        set(key, json::Value(std::move(rules)));
+      } else if (key == "multipleOf") {
+        // Multiples of both: multiples of the least common multiple of their integer steps
+        // (each step keeps its own keyword's checks exact, so a multiple of both does too).
+        auto x = integer_step(*ours, at);
+        if (!x.ok()) return x.error();
+        auto y = integer_step(theirs, at);
+        if (!y.ok()) return y.error();
+        const int64_t part = *x / std::gcd(*x, *y);  // lcm = part * y, capped (only 0 fits)
+        const int64_t step = part > (kMaxInteger + 1) / *y ? kMaxInteger + 1 : part * *y;
+        set(key, json::Value(static_cast<double>(std::min(step, kMaxInteger + 1))));
       } else if (key == "anyOf" || key == "oneOf") {
         // (A1|A2) & (B1|B2): every pair, each merged.
         json::Array pairs;
@@ -838,18 +1361,29 @@ class Compiler {
     // The alternatives are compiled now and combined once every node is (an alternative may be
     // a $ref still being compiled: a recursive type).
     Pending pending{one_of, at, {}};
+    std::optional<Error> first_error;  // anyOf: of an alternative left out
     for (size_t i = 0; i < list.as_array().size(); ++i) {
       const std::string where = at + "/" + std::to_string(i);
       const json::Value& member = list.as_array()[i];
       if (member.is_bool() && !member.as_bool()) continue;  // matches nothing: never generated
+      const Snapshot before = snapshot();
       auto alt = plain ? compile(member, where)
                        : compile(json::Value(json::Object{
                                      {"allOf", json::Value(json::Array{rest, member})}}),
                                  where);
-      if (!alt.ok()) return alt.error();
+      if (!alt.ok()) {
+        // anyOf: a value valid against any one alternative is valid, so an alternative that
+        // cannot be compiled is left out (a narrower language). Not for oneOf: a value of
+        // another alternative might match the one left out too.
+        if (one_of) return alt.error();
+        restore(before);
+        if (!first_error) first_error = alt.error();
+        continue;
+      }
       pending.alternatives.emplace_back(*alt, where);
     }
     if (pending.alternatives.empty()) {
+      if (first_error) return *first_error;
       return invalid(at, std::string("every ") + keyword + " alternative is the schema 'false'");
     }
     pending_[id] = std::move(pending);
@@ -861,6 +1395,29 @@ class Compiler {
     std::string at;
     std::vector<std::pair<uint32_t, std::string>> alternatives;  // node, where
   };
+
+  // What compiling a subschema adds, to take it back when that subschema is left out: it only
+  // appends nodes and patterns and adds map entries for those.
+  struct Snapshot {
+    size_t nodes, patterns;
+    uint32_t any;
+  };
+
+  Snapshot snapshot() const { return {schema_.nodes.size(), schema_.patterns.size(), any_}; }
+
+  void restore(const Snapshot& s) {
+    schema_.nodes.resize(s.nodes);
+    pointers_.resize(s.nodes);
+    filled_.resize(s.nodes);
+    schema_.patterns.resize(s.patterns);
+    any_ = s.any;
+    auto erase_if = [](auto& map, auto added) {
+      for (auto it = map.begin(); it != map.end();) it = added(*it) ? map.erase(it) : std::next(it);
+    };
+    erase_if(refs_, [&](const auto& entry) { return entry.second >= s.nodes; });
+    erase_if(pattern_ids_, [&](const auto& entry) { return entry.second > s.patterns; });
+    erase_if(pending_, [&](const auto& entry) { return entry.first >= s.nodes; });
+  }
 
   Result<void> resolve_unions() {
     for (auto it = pending_.begin(); it != pending_.end(); ++it) {
@@ -910,6 +1467,7 @@ class Compiler {
     std::vector<std::string> dropped;  // oneOf: literals in two alternatives match both
     std::vector<std::pair<uint32_t, uint8_t>> kept;  // type alternative, its classes
     std::string owner[6];
+    size_t owner_slot[6] = {};  // index into kept of each class's first claimant
     auto class_index = [](uint8_t cls) { return __builtin_ctz(cls); };
     int literal_slot = -1;
     for (const auto& [alt, where] : alternatives) {
@@ -939,6 +1497,21 @@ class Compiler {
         std::string& first = owner[class_index(cls)];
         if (first.empty()) {
           first = where;
+          owner_slot[class_index(cls)] = kept.size() - 1;
+        } else if (one_of && cls == kFirstObject) {
+          // Two object shapes: the first one alone is generated for objects, if none of its
+          // objects can match this one.
+          uint32_t& first_alt = kept[owner_slot[class_index(cls)]].first;
+          auto narrowed = exclusive_against(first_alt, alt);
+          if (!narrowed.ok()) return narrowed.error();
+          if (*narrowed == 0) {
+            return invalid(where, std::string("overlaps '#") + first +
+                                      "': both allow objects, and no property this one requires "
+                                      "can be kept out of the other's; oneOf alternatives must "
+                                      "not overlap (use anyOf if either may match)");
+          }
+          first_alt = *narrowed;
+          kept.back().second &= static_cast<uint8_t>(~cls);
         } else if (one_of) {
           return invalid(where, std::string("overlaps '#") + first + "': both allow " +
                                     first_byte_name(cls) +
@@ -965,11 +1538,7 @@ class Compiler {
       }
       final_literals.push_back(literals[i]);
     }
-    if (final_literals.size() > kMaxEnumValues) {
-      return invalid(at, "more than " + std::to_string(kMaxEnumValues) +
-                             " enum/const values in one union are not supported "
-                             "(kMaxEnumValues)");
-    }
+    if (final_literals.size() > kMaxEnumValues) final_literals.resize(kMaxEnumValues);
     std::vector<uint32_t> result;
     for (size_t slot = 0; slot < kept.size(); ++slot) {
       if (static_cast<int>(slot) == literal_slot) {
@@ -1004,6 +1573,33 @@ class Compiler {
       node.types = 0;
     }
     return {};
+  }
+
+  // oneOf: `first` (an object shape), narrowed so that every object it generates fails `other`:
+  // it never holds some property `other`'s schema requires (left out of a copy of `first` when
+  // optional there). 0 when no such property exists.
+  Result<uint32_t> exclusive_against(uint32_t first, uint32_t other) {
+    const SchemaNode& b = schema_.nodes[other];
+    if (!b.alternatives.empty() || b.tagged || !b.literals.empty() ||
+        !schema_.nodes[first].alternatives.empty() || schema_.nodes[first].tagged) {
+      return uint32_t{0};
+    }
+    const std::vector<std::string> names = b.schema_required;
+    int best = -1;  // a required name `first` never generates, else one optional there
+    for (const std::string& name : names) {
+      const auto& props = schema_.nodes[first].properties;
+      auto it = std::find_if(props.begin(), props.end(),
+                             [&](const SchemaProperty& p) { return p.key == name; });
+      if (it == props.end()) return first;
+      if (!it->required && best < 0) best = static_cast<int>(it - props.begin());
+    }
+    if (best < 0) return uint32_t{0};
+    auto copy = add_node(pointers_[first]);
+    if (!copy.ok()) return copy.error();
+    SchemaNode narrowed = schema_.nodes[first];
+    narrowed.properties.erase(narrowed.properties.begin() + best);
+    schema_.nodes[*copy] = std::move(narrowed);
+    return *copy;
   }
 
   // Two or more object shapes among `alternatives` that a tag tells apart (SchemaNode::tagged)
@@ -1180,11 +1776,138 @@ class Compiler {
     return out;
   }
 
+  // A required property that `properties` does not declare may hold any value when nothing
+  // judges undeclared names (additionalProperties, unevaluatedProperties, patternProperties,
+  // propertyNames): declared with the schema true. Nullopt when there is none, or something
+  // does judge it (then it stays an error).
+  static std::optional<json::Value> declare_required(const json::Value& value) {
+    const json::Value* required = value.find("required");
+    if (required == nullptr || !required->is_array()) return std::nullopt;
+    for (const char* keyword : {"additionalProperties", "unevaluatedProperties"}) {
+      const json::Value* extra = value.find(keyword);
+      if (extra != nullptr && !(extra->is_bool() && extra->as_bool())) return std::nullopt;
+    }
+    if (value.find("patternProperties") != nullptr || value.find("propertyNames") != nullptr) {
+      return std::nullopt;
+    }
+    const json::Value* declared = value.find("properties");
+    if (declared != nullptr && !declared->is_object()) return std::nullopt;
+    json::Object properties = declared != nullptr ? declared->as_object() : json::Object{};
+    bool added = false;
+    for (const auto& name : required->as_array()) {
+      if (!name.is_string()) return std::nullopt;
+      if (std::none_of(properties.begin(), properties.end(),
+                       [&](const json::Member& m) { return m.first == name.as_string(); })) {
+        properties.emplace_back(name.as_string(), json::Value(true));
+        added = true;
+      }
+    }
+    if (!added) return std::nullopt;
+    json::Value out = object_without(value, {"properties"});
+    out.as_object().emplace_back("properties", json::Value(std::move(properties)));
+    return out;
+  }
+
+  // minProperties above the declared properties: made-up names are declared to reach it, each
+  // with the schema the original gives an undeclared name (additionalProperties unless a
+  // patternProperties regex matches it; apply_name_rules then merges the regexes' schemas and
+  // applies propertyNames). The names: each regex's shortest match, then "a", "b", ... where
+  // additionalProperties allows other names. Nullopt when nothing is to add or can be added.
+  static Result<std::optional<json::Value>> declare_for_min_properties(const json::Value& value,
+                                                                        const std::string& at) {
+    const json::Value* least = value.find("minProperties");
+    if (least == nullptr || !least->is_number()) return std::optional<json::Value>();
+    const json::Value* unevaluated = value.find("unevaluatedProperties");
+    if (unevaluated != nullptr && !(unevaluated->is_bool() && unevaluated->as_bool())) {
+      return std::optional<json::Value>();
+    }
+    const json::Value* declared = value.find("properties");
+    if (declared != nullptr && !declared->is_object()) return std::optional<json::Value>();
+    json::Object properties = declared != nullptr ? declared->as_object() : json::Object{};
+    auto taken = [&](const std::string& name) {
+      return std::any_of(properties.begin(), properties.end(),
+                         [&](const json::Member& m) { return m.first == name; });
+    };
+    size_t usable = 0;
+    for (const auto& [name, schema] : properties) usable += schema.is_bool() && !schema.as_bool() ? 0 : 1;
+    if (usable >= least->as_number() || least->as_number() > kMaxProperties) {
+      return std::optional<json::Value>();
+    }
+    std::vector<RegexDfa> rules;
+    std::vector<std::string> names;
+    if (const json::Value* patterns = value.find("patternProperties"); patterns && patterns->is_object()) {
+      for (const auto& [regex, schema] : patterns->as_object()) {
+        auto dfa = compile_regex({regex}, /*search=*/true);
+        if (!dfa.ok()) return invalid(at + "/patternProperties", dfa.error().message);
+        if (!(schema.is_bool() && !schema.as_bool())) {
+          const RegexPaths paths = shortest_paths(*dfa, raw_costs());
+          std::string name;
+          for (uint16_t q = dfa->start; !dfa->accepting[q]; q = dfa->step(q, paths.first_byte[q])) {
+            name += static_cast<char>(paths.first_byte[q]);
+          }
+          names.push_back(name);
+        }
+        rules.push_back(std::move(*dfa));
+      }
+    }
+    const json::Value* extra = value.find("additionalProperties");
+    const bool others = extra == nullptr || !(extra->is_bool() && !extra->as_bool());
+    for (char c = 'a'; others && c <= 'z'; ++c) names.emplace_back(1, c);
+    std::shared_ptr<const JsonSchema> name_rule;  // propertyNames (apply_name_rules checks too)
+    if (const json::Value* rule = value.find("propertyNames"); rule && !rule->is_bool()) {
+      auto compiled = compile_json_schema(compact(*rule));
+      if (!compiled.ok()) return invalid(at + "/propertyNames", compiled.error().message);
+      name_rule = *compiled;
+    }
+    bool added = false;
+    for (const std::string& name : names) {
+      if (usable >= least->as_number()) break;
+      std::string literal;
+      json::write_string(name, literal);
+      if (taken(name) || (name_rule && !JsonGrammar(*name_rule).matches(literal))) continue;
+      const bool patterned = std::any_of(rules.begin(), rules.end(),
+                                         [&](const RegexDfa& dfa) { return dfa.matches(name); });
+      if (!patterned && !others) continue;
+      properties.emplace_back(name, patterned || extra == nullptr ? json::Value(true) : *extra);
+      ++usable;
+      added = true;
+    }
+    if (!added) return std::optional<json::Value>();
+    json::Value out = object_without(value, {"properties"});
+    out.as_object().emplace_back("properties", json::Value(std::move(properties)));
+    return std::optional<json::Value>(std::move(out));
+  }
+
   Result<void> compile_keywords(const json::Value& value, const std::string& pointer,
                                 uint32_t id) {
+    // After apply_name_rules the object no longer says which names its regexes and
+    // propertyNames allow: no names are declared then.
+    const bool names_applied = names_applied_;
+    names_applied_ = false;
+    if (!names_applied) {
+      if (auto declared = declare_required(value)) return compile_keywords(*declared, pointer, id);
+      auto named = declare_for_min_properties(value, pointer);
+      if (!named.ok()) return named.error();
+      if (*named) return compile_keywords(**named, pointer, id);
+    }
     if (value.find("dependentRequired") != nullptr || value.find("dependentSchemas") != nullptr ||
         value.find("dependencies") != nullptr) {
       return apply_dependencies(value, pointer, id);
+    }
+    if (const json::Value* inner = value.find("not");
+        inner != nullptr && inner->is_object() && inner->find("not") != nullptr &&
+        only_annotations(object_without(*inner, {"not"}))) {
+      // not: {not: X} is X, but its annotations are dropped: with unevaluated* beside it, X's
+      // properties or items would count as evaluated when they do not.
+      if (value.find("unevaluatedProperties") != nullptr ||
+          value.find("unevaluatedItems") != nullptr) {
+        return invalid(pointer + "/not", "not: {not: ...} beside unevaluatedProperties or "
+                                         "unevaluatedItems is not supported; merge it by hand");
+      }
+      auto merged =
+          merge(object_without(value, {"not"}), *inner->find("not"), pointer + "/not/not");
+      if (!merged.ok()) return merged.error();
+      return fill(*merged, pointer, id);
     }
     if (value.find("contains") != nullptr) {
       auto rewritten = apply_contains(value, pointer);
@@ -1194,6 +1917,7 @@ class Compiler {
     if (value.find("patternProperties") != nullptr || value.find("propertyNames") != nullptr) {
       auto rewritten = apply_name_rules(value, pointer);
       if (!rewritten.ok()) return rewritten.error();
+      names_applied_ = true;
       return compile_keywords(*rewritten, pointer, id);
     }
     SchemaNode node;
@@ -1202,11 +1926,13 @@ class Compiler {
     Bounds exact_min, exact_max;  // as written, for checking enum values
     double minimum = -INFINITY, maximum = INFINITY;
     bool has_range = false;
+    double multiple_value = 0;  // multipleOf as written (0: none), for checking enum values
     std::vector<std::string> regexes;  // pattern and format: all must match
     std::string regex_at;
     bool unique_items = false;
     std::vector<std::string> forbidden;  // properties whose schema is false
     uint8_t excluded_types = 0;          // by not: {type: ...}
+    std::vector<std::vector<std::string>> not_together;  // by not: {required: [...]}
     const json::Value* min_properties = nullptr;
     const json::Value* max_properties = nullptr;
     for (const auto& [key, member] : value.as_object()) {
@@ -1230,10 +1956,6 @@ class Compiler {
         }
         if (!literal_values.empty()) return invalid(at, "give either enum or const, not both");
         literal_values = key == "enum" ? member.as_array() : json::Array{member};
-        if (literal_values.size() > kMaxEnumValues) {
-          return invalid(at, "more than " + std::to_string(kMaxEnumValues) +
-                                 " enum values are not supported (kMaxEnumValues)");
-        }
         for (size_t i = 0; i < literal_values.size(); ++i) {
           std::string text;
           auto written = write_compact(literal_values[i], text,
@@ -1243,14 +1965,33 @@ class Compiler {
         }
       } else if (key == "properties") {
         if (!member.is_object()) return invalid(at, "properties must be an object");
-        if (member.as_object().size() > kMaxProperties) {
-          return invalid(at, "more than " + std::to_string(kMaxProperties) +
-                                 " properties in one object are not supported (kMaxProperties)");
+        // Past kMaxProperties (the grammar's 64-bit key sets), the optional properties after
+        // the first ones are left out (never generated, as for maxProperties); required ones
+        // always stay.
+        auto is_required = [&](const std::string& name) {
+          const json::Value* list = value.find("required");
+          if (list == nullptr || !list->is_array()) return false;
+          for (const auto& n : list->as_array()) {
+            if (n.is_string() && n.as_string() == name) return true;
+          }
+          return false;
+        };
+        size_t optional_room = kMaxProperties;
+        for (const auto& [name, sub] : member.as_object()) {
+          if (is_required(name) && optional_room-- == 0) {
+            return invalid(at, "more than " + std::to_string(kMaxProperties) +
+                                   " required properties in one object are not supported "
+                                   "(kMaxProperties)");
+          }
         }
         for (const auto& [name, sub] : member.as_object()) {
           if (sub.is_bool() && !sub.as_bool()) {  // no value fits: never generated
             forbidden.push_back(name);
             continue;
+          }
+          if (!is_required(name)) {
+            if (optional_room == 0) continue;
+            --optional_room;
           }
           if (gemma_) {
             const std::string problem = gemma_key_problem(name);
@@ -1260,16 +2001,32 @@ class Compiler {
           for (const SchemaProperty& p : node.properties) {
             if (p.key == literal) return invalid(at, "property '" + name + "' is declared twice");
           }
+          const Snapshot before = snapshot();
           auto child = compile(sub, at + "/" + name);
+          if (!child.ok() && !is_required(name) && child.error().message == unsatisfiable_) {
+            // No value fits it (as with the schema false): an optional property never
+            // generated.
+            restore(before);
+            forbidden.push_back(name);
+            continue;
+          }
           if (!child.ok()) return child.error();
           node.properties.push_back({literal, *child, false});
         }
-      } else if (key == "items" || key == "prefixItems" || key == "additionalItems") {
+      } else if (key == "items" || key == "prefixItems" || key == "additionalItems" ||
+                 key == "unevaluatedItems") {
         continue;  // read together below: which one applies depends on the others
+      } else if (key == "multipleOf") {
+        auto step = integer_step(member, at);
+        if (!step.ok()) return step.error();
+        node.multiple_of = *step;
+        multiple_value = member.as_number();
+        has_range = true;  // numbers become integers, multiples of the step
+      } else if (key == "minContains" || key == "maxContains") {
+        continue;  // without contains (read by apply_contains) they constrain nothing
       } else if (key == "not") {
-        auto excluded = parse_not(member, at);
-        if (!excluded.ok()) return excluded.error();
-        excluded_types |= *excluded;
+        auto parsed = parse_not(member, at, excluded_types, not_together);
+        if (!parsed.ok()) return parsed.error();
       } else if (key == "minProperties") {
         min_properties = &member;
       } else if (key == "maxProperties") {
@@ -1294,9 +2051,11 @@ class Compiler {
         if (regex == nullptr) {
           return invalid(at, "format '" + member.as_string() +
                                  "' is not supported by constrained generation (supported: "
-                                 "date, time, date-time, uuid, email, uri, ipv4, ipv6, "
-                                 "hostname); remove it, use a pattern, or check it after "
-                                 "generation");
+                                 "date, time, date-time, duration, uuid, email, idn-email, "
+                                 "uri, uri-reference, uri-template, iri, iri-reference, ipv4, "
+                                 "ipv6, hostname, idn-hostname, json-pointer, "
+                                 "relative-json-pointer, regex); remove it, use a pattern, or "
+                                 "check it after generation");
         }
         regexes.emplace_back(regex);
         regex_at = regex_at.empty() ? at : pointer;
@@ -1350,6 +2109,35 @@ class Compiler {
       }
       auto marked = mark_required(*required, pointer + "/required", node);
       if (!marked.ok()) return marked.error();
+      for (const SchemaProperty& p : node.properties) {
+        if (p.required) node.schema_required.push_back(p.key);
+      }
+    }
+    for (const auto& names : not_together) {
+      // One of the names is never generated: the last optional one (none needed when one is
+      // not declared, or the list is empty: then every object has "all" of them, refused).
+      auto declared = [&](const std::string& name) {
+        return std::find_if(node.properties.begin(), node.properties.end(),
+                            [&](const SchemaProperty& p) { return p.key == key_literal(name); });
+      };
+      if (std::any_of(names.begin(), names.end(),
+                      [&](const std::string& n) { return declared(n) == node.properties.end(); })) {
+        if (!names.empty()) continue;
+      }
+      bool dropped = false;
+      for (size_t i = names.size(); i-- > 0 && !dropped;) {
+        auto it = declared(names[i]);
+        if (!it->required) {
+          node.properties.erase(it);
+          dropped = true;
+        }
+      }
+      if (!dropped) {
+        node.types &= static_cast<uint8_t>(~kJsonObject);
+        if (node.types & ~excluded_types) continue;
+        return unsatisfiable(pointer + "/not", "not: {required: [...]} names only required "
+                                               "properties: no object fits");
+      }
     }
     auto counted = apply_property_counts(min_properties, max_properties, pointer, node);
     if (!counted.ok()) return counted.error();
@@ -1384,17 +2172,22 @@ class Compiler {
       node.integer_range = true;
       node.minimum = static_cast<int64_t>(minimum);
       node.maximum = static_cast<int64_t>(maximum);
+      if (minimum <= maximum && multiple_at_least(node.minimum, node.multiple_of) > node.maximum) {
+        maximum = minimum - 1;  // no multiple in the range: as if it were empty
+      }
       if ((node.types & (kJsonNumber | kJsonInteger)) && minimum > maximum) {
         if (node.types == (node.types & (kJsonNumber | kJsonInteger)) && literal_values.empty()) {
-          return invalid(pointer, "no integer of at most 15 digits lies in [minimum, maximum]; "
-                                  "numbers with bounds generate integers");
+          return invalid(pointer, "no integer of at most 15 digits lies in [minimum, maximum] "
+                                  "(a multiple of multipleOf, if given); numbers with bounds "
+                                  "generate integers");
         }
         node.types &= ~(kJsonNumber | kJsonInteger);  // the other types still validate
       }
     }
     if (!literal_values.empty()) {
       const RegexDfa* dfa = node.pattern != 0 ? &schema_.patterns[node.pattern - 1].dfa : nullptr;
-      auto kept = keep_valid_literals(node, literal_values, exact_min, exact_max, dfa, pointer);
+      auto kept = keep_valid_literals(node, literal_values, exact_min, exact_max, multiple_value,
+                                      dfa, pointer);
       if (!kept.ok()) return kept.error();
     }
     schema_.nodes[id] = std::move(node);
@@ -1473,29 +2266,67 @@ class Compiler {
     return fill(out, pointer, id);
   }
 
-  // not: only a schema that names types (and annotations) is supported: those types are not
-  // generated. Numbers go with integers either way (a number may be written as an integer).
-  Result<uint8_t> parse_not(const json::Value& member, const std::string& at) {
+  // not: supported forms (each with annotations only beside it), all exact:
+  // - {"type": ..., anything else}: those types are not generated (numbers go with integers
+  //   either way: a number may be written as an integer);
+  // - {"required": [names]}: not all of them together. Non-objects pass "required", so only
+  //   objects are generated, and one of the names is never generated (see compile_keywords);
+  // - {"anyOf": [forms...]} (what merging two allOf branches' `not`s gives): each of them.
+  Result<void> parse_not(const json::Value& member, const std::string& at, uint8_t& excluded,
+                         std::vector<std::vector<std::string>>& not_together) {
     if (member.is_bool()) {
-      if (member.as_bool()) return invalid(at, "not: true allows no value at all");
-      return uint8_t{0};
+      if (member.as_bool()) return unsatisfiable(at, "not: true allows no value at all");
+      return {};
     }
-    const json::Value* type = member.is_object() ? member.find("type") : nullptr;
-    bool only_type = type != nullptr;
-    if (member.is_object()) {
+    const json::Value* form = nullptr;
+    std::string form_key;
+    bool simple = member.is_object();
+    if (simple && member.find("type") != nullptr) {
+      // A value of another type fails the inner schema whatever else it says: leaving out the
+      // inner schema's types is exact (if narrower than the rest of it allows).
+      form = member.find("type");
+      form_key = "type";
+    } else if (simple) {
       for (const auto& [key, sub] : member.as_object()) {
-        only_type = only_type && (key == "type" || is_annotation(key));
+        if (is_annotation(key)) continue;
+        simple = simple && form == nullptr && (key == "required" || key == "anyOf");
+        form = &sub;
+        form_key = key;
+      }
+      if (simple && form == nullptr) {
+        return unsatisfiable(at, "not: {} allows no value at all");
       }
     }
-    if (!only_type) {
+    if (!simple) {
       return invalid(at, "keyword 'not' is not supported by constrained generation except as "
-                         "not: {\"type\": ...}; remove it or check it after generation");
+                         "not: {\"type\": ...} or not: {\"required\": [...]}; remove it or "
+                         "check it after generation");
     }
-    auto types = parse_types(*type, at + "/type");
+    if (form_key == "anyOf") {
+      if (!form->is_array()) return invalid(at + "/anyOf", "anyOf must be an array of schemas");
+      for (size_t i = 0; i < form->as_array().size(); ++i) {
+        auto done = parse_not(form->as_array()[i], at + "/anyOf/" + std::to_string(i), excluded,
+                              not_together);
+        if (!done.ok()) return done;
+      }
+      return {};
+    }
+    if (form_key == "required") {
+      if (!form->is_array()) return invalid(at + "/required", "required must be an array");
+      std::vector<std::string> names;
+      for (const auto& name : form->as_array()) {
+        if (!name.is_string()) return invalid(at + "/required", "required must list names");
+        names.push_back(name.as_string());
+      }
+      excluded |= static_cast<uint8_t>(kJsonAnyType & ~kJsonObject);
+      not_together.push_back(std::move(names));
+      return {};
+    }
+    auto types = parse_types(*form, at + "/type");
     if (!types.ok()) return types.error();
-    uint8_t excluded = *types;
-    if (excluded & (kJsonNumber | kJsonInteger)) excluded |= kJsonNumber | kJsonInteger;
-    return excluded;
+    excluded |= *types;
+    if (*types & (kJsonNumber | kJsonInteger)) excluded |= kJsonNumber | kJsonInteger;
+    return {};
   }
 
   // minProperties / maxProperties, with only declared properties generated: optional properties
@@ -1546,20 +2377,37 @@ class Compiler {
 
   // contains (minContains, default 1): the first minContains items are generated valid against
   // it too (merged with their own schema as allOf), so at least that many match: exact, if
-  // narrower. maxContains is refused.
+  // narrower. maxContains caps the array's length (maxItems): no more items than that can
+  // match.
   Result<json::Value> apply_contains(const json::Value& value, const std::string& pointer) {
-    json::Value out = object_without(value, {"contains", "minContains"});
+    json::Value out = object_without(value, {"contains", "minContains", "maxContains"});
     const json::Value& contains = *value.find("contains");
-    if (value.find("maxContains") != nullptr) {
-      return invalid(pointer + "/maxContains",
-                     "keyword 'maxContains' is not supported by constrained generation; remove "
-                     "it or check it after generation");
-    }
+    auto set = [&](const std::string& key, json::Value v) {
+      for (auto& member : out.as_object()) {
+        if (member.first == key) {
+          member.second = std::move(v);
+          return;
+        }
+      }
+      out.as_object().emplace_back(key, std::move(v));
+    };
     uint32_t least = 1;
     if (const json::Value* min = value.find("minContains")) {
       auto n = parse_count(*min, pointer + "/minContains", 64, "64");
       if (!n.ok()) return n.error();
       least = *n;
+    }
+    if (const json::Value* max = value.find("maxContains")) {
+      auto most = parse_count(*max, pointer + "/maxContains", UINT32_MAX, "2^32 - 1");
+      if (!most.ok()) return most.error();
+      if (*most < least) {
+        return invalid(pointer + "/maxContains", "maxContains is below minContains: no array fits");
+      }
+      double max_items = *most;
+      if (const json::Value* m = value.find("maxItems"); m != nullptr && m->is_number()) {
+        max_items = std::min(max_items, m->as_number());
+      }
+      set("maxItems", json::Value(max_items));
     }
     if (least == 0) return out;
     if (contains.is_bool() && !contains.as_bool()) {
@@ -1584,15 +2432,6 @@ class Compiler {
     if (const json::Value* m = value.find("minItems"); m != nullptr && m->is_number()) {
       min_items = std::max(min_items, static_cast<uint32_t>(std::min(m->as_number(), 4294967295.0)));
     }
-    auto set = [&](const std::string& key, json::Value v) {
-      for (auto& member : out.as_object()) {
-        if (member.first == key) {
-          member.second = std::move(v);
-          return;
-        }
-      }
-      out.as_object().emplace_back(key, std::move(v));
-    };
     set(tuple_items ? "items" : "prefixItems", json::Value(std::move(first)));
     set("minItems", json::Value(static_cast<double>(min_items)));
     return out;
@@ -1615,7 +2454,14 @@ class Compiler {
     const std::string tuple_at = pointer + (prefix != nullptr ? "/prefixItems" : "/items");
     // additionalItems applies only after an array of items; otherwise items is the rest.
     const json::Value* rest = tuple_items ? value.find("additionalItems") : items;
-    const std::string rest_at = pointer + (tuple_items ? "/additionalItems" : "/items");
+    std::string rest_at = pointer + (tuple_items ? "/additionalItems" : "/items");
+    if (rest == nullptr && value.find("unevaluatedItems") != nullptr) {
+      // Items past the tuple that nothing here evaluates (merge() keeps other schemas' items
+      // out): unevaluatedItems judges them. Items matching `contains` would count as
+      // evaluated; they are judged too, which is narrower.
+      rest = value.find("unevaluatedItems");
+      rest_at = pointer + "/unevaluatedItems";
+    }
     if (tuple != nullptr) {
       for (size_t i = 0; i < tuple->as_array().size(); ++i) {
         const json::Value& member = tuple->as_array()[i];
@@ -1774,9 +2620,10 @@ class Compiler {
   // enum/const with other keywords: only the values those keywords accept can validate.
   using Bounds = std::vector<std::pair<double, bool>>;  // (bound, exclusive)
 
-  static Result<void> keep_valid_literals(SchemaNode& node, const std::vector<json::Value>& values,
+  Result<void> keep_valid_literals(SchemaNode& node, const std::vector<json::Value>& values,
                                           const Bounds& exact_min, const Bounds& exact_max,
-                                          const RegexDfa* pattern, const std::string& pointer) {
+                                          double multiple, const RegexDfa* pattern,
+                                          const std::string& pointer) {
     std::vector<std::string> kept;
     for (size_t i = 0; i < values.size(); ++i) {
       const json::Value& v = values[i];
@@ -1793,13 +2640,23 @@ class Compiler {
         for (const auto& [bound, strict] : exact_max) {
           ok = ok && (strict ? v.as_number() < bound : v.as_number() <= bound);
         }
+        if (multiple > 0) {  // an integer multiple of the step, and the validators' float check
+          const double x = v.as_number();
+          const double quotient = x / multiple;
+          ok = ok && std::floor(x) == x &&
+               std::fmod(x, static_cast<double>(node.multiple_of)) == 0 &&
+               std::isfinite(quotient) && std::floor(quotient) == quotient;
+        }
       }
       if (ok) kept.push_back(node.literals[i]);
     }
     if (kept.empty()) {
-      return invalid(pointer, "no enum/const value has one of the allowed types, bounds and "
+      return unsatisfiable(pointer, "no enum/const value has one of the allowed types, bounds and "
                               "patterns");
     }
+    // Past kMaxEnumValues (the grammar's 64-bit candidate sets) the first ones are generated:
+    // a subset of the values, so still valid.
+    if (kept.size() > kMaxEnumValues) kept.resize(kMaxEnumValues);
     node.literals = std::move(kept);
     return {};
   }
@@ -1945,7 +2802,9 @@ class Compiler {
   // The text of an integer-range node's shortest number (or "0").
   static std::string integer_text(const SchemaNode& node) {
     if (!node.integer_range || (node.minimum <= 0 && node.maximum >= 0)) return "0";
-    return std::to_string(node.minimum > 0 ? node.minimum : node.maximum);
+    return std::to_string(node.minimum > 0
+                              ? multiple_at_least(node.minimum, node.multiple_of)
+                              : -multiple_at_least(-node.maximum, node.multiple_of));
   }
 
   // Children's shortest values are strictly shorter than their parent's: the recursion ends.
@@ -2003,7 +2862,8 @@ class Compiler {
     return gemma_ ? raw_costs() : json_string_costs();
   }
 
-  const json::Value& document_;
+  const json::Value& document_;        // with its $refs rewritten by RefResolver
+  const std::vector<std::string> ref_errors_;  // RefResolver's, by index
   const JsonSyntax syntax_;
   const bool gemma_;
   JsonSchema schema_;
@@ -2015,6 +2875,8 @@ class Compiler {
   std::set<uint32_t> resolving_;
   size_t depth_ = 0;
   uint32_t any_ = 0;  // 0: not created yet
+  std::string unsatisfiable_;  // the message of the last unsatisfiable() error
+  bool names_applied_ = false;  // the next compile_keywords gets apply_name_rules' output
 };
 
 }  // namespace
@@ -2049,7 +2911,9 @@ Result<std::shared_ptr<const JsonSchema>> compile_json_schema(std::string_view s
                                                   std::to_string(error.offset) +
                                                   "): " + error.message};
   }
-  return Compiler(root, syntax).run();
+  std::vector<std::string> ref_errors;
+  const json::Value resolved = RefResolver(root).run(root, ref_errors);
+  return Compiler(resolved, std::move(ref_errors), syntax).run();
 }
 
 }  // namespace rne::runner

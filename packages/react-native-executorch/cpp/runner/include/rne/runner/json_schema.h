@@ -2,16 +2,24 @@
 //
 // Supported keywords: type (one type or a list), nullable, enum, const (values of any JSON
 // type), properties, required, additionalProperties, items, prefixItems, additionalItems,
-// minItems, maxItems, uniqueItems, minLength, maxLength, pattern, format (see below),
-// minimum/maximum/exclusiveMinimum/exclusiveMaximum (integers), $ref (to "#", or any JSON
-// pointer into the document such as "#/$defs/Name" or "#/definitions/Name"; recursion allowed),
-// $defs/definitions, allOf (merged), anyOf and oneOf (see below); nested to any depth.
-// Annotations (title, description, default, examples, $schema, $id and draft 4's id, $anchor,
-// $comment, deprecated, readOnly, writeOnly, content*, editor annotations such as
-// markdownDescription, x-*) are ignored. patternProperties and propertyNames are supported as
-// below. Every other keyword (multipleOf, not, if, contains, ...) is an error that names it and
-// where it is: the grammar could not guarantee it, so it is refused rather than silently
-// dropped.
+// unevaluatedItems, minItems, maxItems, uniqueItems, contains, minContains, maxContains,
+// minProperties, maxProperties, minLength, maxLength, pattern, format (see below),
+// minimum/maximum/exclusiveMinimum/exclusiveMaximum and multipleOf (integers), $ref,
+// $defs/definitions, allOf (merged), anyOf and oneOf (see below), not (see below),
+// if/then/else, dependentRequired, dependentSchemas, dependencies, unevaluatedProperties;
+// nested to any depth. Annotations (title, description, default, examples, $schema, $id and
+// draft 4's id, $anchor, $comment, deprecated, readOnly, writeOnly, content*, editor
+// annotations such as markdownDescription, x-*) are ignored. patternProperties and
+// propertyNames are supported as below. Every other keyword ($dynamicRef, ...) is an error
+// that names it and where it is: the grammar could not guarantee it, so it is refused rather
+// than silently dropped.
+//
+// $ref is resolved as JSON Schema says: against the base URI of the enclosing $ids (RFC 3986),
+// to a schema with that $id, an $anchor/$dynamicAnchor (draft 7: "$id": "#name") or a JSON
+// pointer (percent-decoded) inside one; recursion allowed. References to other documents
+// (remote ones are not fetched) are refused, and so is a $ref beside a $id when the document
+// does not say its draft ($schema) and draft 7 (which ignores that $id) and later drafts would
+// resolve it differently.
 //
 // What the generated JSON looks like (every output validates against the schema):
 // - objects hold only their declared properties, in the schema's order; optional ones may be
@@ -24,7 +32,10 @@
 // - whitespace: none, except at most one space after ':' and ',' (so it cannot run forever).
 // - numbers: at most 15 integer digits, 15 fraction digits and 3 exponent digits; "integer"
 //   generates no fraction or exponent. A number with minimum/maximum/exclusive* generates
-//   integers in that range (exact, and refused when the range holds none).
+//   integers in that range (exact, and refused when the range holds none). multipleOf m
+//   generates the integers that are multiples of the least positive integer multiple of m
+//   (1.5: 3k), such that instance / m is an exact integer in floating point too (refused for a
+//   decimal m whose double is too far from it, such as 0.7); allOf of two: their lcm.
 // - strings with minLength/maxLength count code points (as JSON Schema does) and use no \u
 //   escapes (a surrogate pair would be two escapes for one code point).
 // - pattern: the regex subset of regex.h, matched anywhere in the string unless anchored (as
@@ -33,7 +44,11 @@
 //   strict subset of its RFC (date: days valid for the month, Feb 29 left out; time and
 //   date-time: RFC 3339 with 'T', 'Z' or an offset, seconds 00-59; email: dot-atoms; uri:
 //   scheme://host[/path][?query][#fragment]; ipv6: the full eight-group form; hostname: at most
-//   12 labels of at most 20 characters, so within 253 bytes). Other formats are refused. A
+//   12 labels of at most 20 characters, so within 253 bytes), and their ASCII forms for
+//   idn-email, iri, idn-hostname (labels without hyphens: IDNA reserves "--"); uri-reference
+//   and iri-reference: a uri or a relative path whose segments hold no ':'; uri-template:
+//   literals only; json-pointer, relative-json-pointer; duration: days (with hours), weeks or
+//   hours; regex: letters, digits and spaces. Other formats are refused. A
 //   string's pattern, format and length bounds compile into one automaton (regex.h limits);
 //   such strings use no \u escapes either, and control characters other than \b \f \n \r \t
 //   are not generated. In allOf, two different patterns (or formats) are refused.
@@ -49,7 +64,28 @@
 //   constants, distinct tags), which makes them exclusive: every value generated for one fails
 //   the others (a different type, constant or tag value); overlapping ones are refused. For
 //   anyOf, where two alternatives allow the same type and no tag tells them apart, the first one
-//   is generated for that type: a narrower but valid language.
+//   is generated for that type: a narrower but valid language; an anyOf alternative that
+//   cannot be compiled (unsupported or unsatisfiable) is left out the same way (refused only
+//   when every one is). Two oneOf object shapes without a tag: the first one is generated for
+//   objects when some property the other's `required` lists can be kept out of it (it never
+//   generates it), so each of its objects fails the other.
+// - not: {"type": ..., anything else} leaves those types out; not: {"required": [names]}
+//   generates only objects, never with all of the names (the last optional one is left out);
+//   not: {"anyOf": [...]} each of them; not: {"not": X} is X (refused beside unevaluated*,
+//   since not drops X's annotations); not: {} allows nothing.
+// - an optional property whose schema no value satisfies (false, not: {}, allOf branches with
+//   nothing in common) is never generated; past 64 properties (kMaxProperties), the optional
+//   ones after the first are left out, and past 64 enum values the first 64 are generated.
+// - a required property that properties does not declare takes any value when nothing judges
+//   undeclared names (additionalProperties, unevaluatedProperties, patternProperties,
+//   propertyNames); else it is refused. minProperties above the declared properties declares
+//   made-up names where the schema allows them (each patternProperties regex's shortest match,
+//   then "a", "b", ... under additionalProperties; propertyNames checked), else it is refused.
+// - contains with maxContains: arrays of at most maxContains items.
+// - unevaluatedItems: the items after prefixItems when nothing in the same schema object
+//   evaluates them (no items/additionalItems); refused when another allOf branch, $ref target,
+//   alternative or then/else speaks of items too (which of their annotations count would
+//   depend on the value).
 // - arrays: prefixItems (or draft 7's array of items, then additionalItems) give the schemas of
 //   the first items, items (additionalItems) of the rest; false ends the array there.
 //   uniqueItems: true generates arrays of at most one item (exact: they have no duplicates;
@@ -141,6 +177,9 @@ struct SchemaNode {
   // one of these.
   std::vector<std::string> literals;
   std::vector<SchemaProperty> properties;  // objects: in the schema's order
+  // Keys (as in SchemaProperty::key) that the schema's `required` lists: every valid object
+  // has them (properties may be marked required beyond these, e.g. for minProperties).
+  std::vector<std::string> schema_required;
   // An anyOf/oneOf of object shapes told apart by a tag (a required property whose constant
   // string values differ between them): `properties` then holds one entry per tag value, its
   // key the tag's key and value together ("\"kind\":\"text\""), its node the object shape
@@ -158,6 +197,7 @@ struct SchemaNode {
   bool integer_range = false;  // numbers are integers in [minimum, maximum]
   int64_t minimum = 0;
   int64_t maximum = 0;
+  int64_t multiple_of = 1;  // with integer_range: the integers are multiples of this (>= 1)
 
   // Computed by the compiler: the shortest value (ties: the first alternative, property, enum
   // value) and how many nested values (grammar frames) writing it takes; for objects and arrays,
@@ -193,7 +233,7 @@ struct JsonSchema {
 
 // Limits that keep the grammar's state small (per-frame candidate sets are 64-bit masks) and
 // every allocation a schema asks for bounded; a schema beyond one is refused with an error that
-// names the limit.
+// names the limit (kMaxEnumValues and kMaxProperties: the rest are left out, see above).
 constexpr size_t kMaxEnumValues = 64;
 constexpr size_t kMaxProperties = 64;
 constexpr uint32_t kMaxMinItems = 4096;
