@@ -61,6 +61,9 @@ JS_PROTOTYPE_NAMES = frozenset(
 )
 # The file every tokenizer file set must hold: the runtimes load it.
 TOKENIZER_JSON = "tokenizer.json"
+# Capabilities that need an encoder program beside the text decoder, and the key of that encoder
+# in a variant's `encoders` (the same word).
+MEDIA_CAPABILITIES = ("vision", "audio")
 # Suffixes the SDK's downloader puts beside a file in the cache (packages/react-native-executorch/
 # src/resources: `<path>.part` and `.range.part` while downloading, `.verified` marks, `.lock`
 # files; `.tmp` kept free for it). No path segment may end in one, in any case, or a registry file
@@ -94,6 +97,18 @@ class FileSet:
 
 
 @dataclass(frozen=True)
+class EncoderSpec:
+    """One encoder program of a variant (sha256/size only when published)."""
+
+    status: Status
+    file: FileSpec
+
+    @property
+    def published(self) -> bool:
+        return self.status == "published"
+
+
+@dataclass(frozen=True)
 class VariantSpec:
     backend: str
     quantization: str
@@ -102,6 +117,8 @@ class VariantSpec:
     max_context: int
     max_chunk: int
     min_platform: dict[str, str | int]
+    # The encoder of each media capability ("vision", "audio") the model declares.
+    encoders: dict[str, EncoderSpec] = field(default_factory=dict)
 
     @property
     def published(self) -> bool:
@@ -242,10 +259,13 @@ def _name_models(problems: Iterable[str], doc: Any, name: str) -> list[str]:
     return named
 
 
-def _file_set_problems(file_set: dict[str, Any], name: str, where: str) -> Iterator[str]:
-    """Published file sets must carry checksums; unpublished ones must not carry placeholders."""
+def _file_set_problems(
+    file_set: dict[str, Any], name: str, where: str, single: bool = False
+) -> Iterator[str]:
+    """Published file sets must carry checksums; unpublished ones must not carry placeholders.
+    ``single``: the set is one file whose fields sit at ``where`` itself (an encoder)."""
     for i, f in enumerate(file_set["files"]):
-        loc = f"{name}: {where}.files[{i}]"
+        loc = f"{name}: {where}" if single else f"{name}: {where}.files[{i}]"
         if file_set["status"] == "published":
             for key in ("sha256", "size"):
                 if key not in f:
@@ -257,6 +277,35 @@ def _file_set_problems(file_set: dict[str, Any], name: str, where: str) -> Itera
                         f"{loc}.{key}: must be absent while status is 'unpublished' "
                         "(checksums come from the publisher, never placeholders)"
                     )
+
+
+def _encoder_problems(model: dict[str, Any], name: str, where: str) -> Iterator[str]:
+    """Each media capability has its encoder in every variant, and each encoder its capability;
+    an encoder's checksums follow its status as a file set's do."""
+    capabilities = set(model["capabilities"])
+    for v, variant in enumerate(model["variants"]):
+        vwhere = f"{where}.variants[{v}]"
+        encoders = variant.get("encoders", {})
+        for kind in MEDIA_CAPABILITIES:
+            if kind in capabilities and kind not in encoders:
+                yield (
+                    f"{name}: {vwhere}.encoders.{kind}: missing: the model declares the '{kind}' "
+                    f"capability, so every variant needs its {kind} encoder (add "
+                    f"`encoders: {{{kind}: {{status: unpublished, path: ...}}}}`, or drop "
+                    f"'{kind}' from capabilities)"
+                )
+        for kind, encoder in encoders.items():
+            ewhere = f"{vwhere}.encoders.{kind}"
+            if kind not in capabilities:
+                yield (
+                    f"{name}: {ewhere}: the model does not declare the '{kind}' capability; add "
+                    f"'{kind}' to capabilities or remove this encoder"
+                )
+            if not encoder["path"].endswith(".pte"):
+                yield f"{name}: {ewhere}.path: '{encoder['path']}' is not a .pte program"
+            yield from _file_set_problems(
+                {"status": encoder["status"], "files": [encoder]}, name, ewhere, single=True
+            )
 
 
 def _cross_problems(doc: dict[str, Any], name: str) -> Iterator[str]:
@@ -313,6 +362,7 @@ def _cross_problems(doc: dict[str, Any], name: str) -> Iterator[str]:
                     f"{name}: {vwhere}.export.max_context: {export['max_context']} exceeds the "
                     f"model's context_length {model['context_length']}"
                 )
+        yield from _encoder_problems(model, name, where)
 
 
 @dataclass(frozen=True)
@@ -337,6 +387,11 @@ def _cached_files(name: str, doc: dict[str, Any]) -> Iterator[tuple[tuple[str, s
                 content = (file_set["status"], f.get("sha256"), f.get("size"))
                 where = f"{set_where}.files[{i}].path"
                 yield folder, _CachedFile(name, model["id"], where, f["path"], content)
+        for v, variant in enumerate(model["variants"]):
+            for kind, e in variant.get("encoders", {}).items():
+                content = (e["status"], e.get("sha256"), e.get("size"))
+                where = f"models[{m}].variants[{v}].encoders.{kind}.path"
+                yield folder, _CachedFile(name, model["id"], where, e["path"], content)
 
 
 def _cache_problems(docs: Iterable[tuple[str, dict[str, Any]]]) -> Iterator[str]:
@@ -367,8 +422,15 @@ def _cache_problems(docs: Iterable[tuple[str, dict[str, Any]]]) -> Iterator[str]
             key = (*folder, f.path.casefold())
             other = files.get(key)
             if other is not None:
-                if other.path == f.path and other.content == f.content and other.model != f.model:
-                    continue  # one file, listed by two models of the same repository
+                both_encoders = ".encoders." in other.where and ".encoders." in f.where
+                if (
+                    other.path == f.path
+                    and other.content == f.content
+                    and (other.model != f.model or both_encoders)
+                ):
+                    # One file, listed by two models of the same repository, or one encoder
+                    # that several variants of a model share (XNNPACK's runs beside any backend).
+                    continue
                 if other.path == f.path and other.model == f.model:
                     yield f"{at} is already used by {other.where}{model}"
                 elif other.path == f.path:
@@ -423,6 +485,10 @@ def _model_spec(raw: dict[str, Any], family: str, source_file: Path) -> ModelSpe
             max_context=v["export"]["max_context"],
             max_chunk=v["export"]["max_chunk"],
             min_platform=dict(v["min_platform"]),
+            encoders={
+                kind: EncoderSpec(e["status"], FileSpec(e["path"], e.get("sha256"), e.get("size")))
+                for kind, e in v.get("encoders", {}).items()
+            },
         )
     tok_status, tok_files = _file_set(raw["tokenizer"])
     return ModelSpec(
@@ -541,6 +607,17 @@ export interface MinPlatform {{
   readonly android?: number;
 }}
 
+/** A media capability: the model takes images (`vision`) or audio (`audio`) through an encoder. */
+export type MediaCapability = {media_capabilities};
+
+/**
+ * An encoder program of a variant: published with its checksum and size, or not yet (then it is
+ * never downloaded and the model loads without it).
+ */
+export type EncoderDescriptor =
+  | ({{ readonly status: 'published' }} & PublishedFile)
+  | ({{ readonly status: 'unpublished' }} & UnpublishedFile);
+
 /** One exported `.pte` variant of a model for one backend. */
 export type VariantDescriptor<B extends Backend = Backend> = FileSet & {{
   readonly backend: B;
@@ -548,6 +625,8 @@ export type VariantDescriptor<B extends Backend = Backend> = FileSet & {{
   /** KV capacity the variant was exported with (prompt + generated tokens). */
   readonly maxContext: number;
   readonly minPlatform: MinPlatform;
+  /** The encoder of each media capability of the model (one for each it declares). */
+  readonly encoders?: {{ readonly [C in MediaCapability]?: EncoderDescriptor }};
 }};
 
 /** Default generation settings of a model (the model authors' recommendations). */
@@ -655,6 +734,11 @@ def _descriptor(spec: ModelSpec) -> dict[str, Any]:
             "minPlatform": dict(sorted(v.min_platform.items())),
             "files": _file_entries(v.files),
         }
+        if v.encoders:
+            variants[backend]["encoders"] = {
+                kind: {"status": e.status, **_file_entries([e.file])[0]}
+                for kind, e in sorted(v.encoders.items(), key=lambda item: MEDIA_CAPABILITIES.index(item[0]))
+            }
     return {
         "kind": "llm",
         "id": spec.id,
@@ -696,6 +780,7 @@ def generate_typescript(registry: Registry) -> str:
         _TS_TYPES.format(
             quantizations=_union(defs["quantization"]["enum"]),
             capabilities=_union(capabilities),
+            media_capabilities=_union(MEDIA_CAPABILITIES),
         ),
     ]
     entries = []

@@ -10,7 +10,15 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-import { ChatTemplate, ExecutorchError, type Message, type ToolDefinition } from '../src';
+import {
+  ChatTemplate,
+  ExecutorchError,
+  MEDIA_PLACEHOLDERS,
+  normalizeMessage,
+  type Message,
+  type MessageInput,
+  type ToolDefinition,
+} from '../src';
 import expected from './fixtures/gemma4_chat_expected.json';
 
 const GEMMA4 = join(__dirname, 'fixtures', 'gemma4');
@@ -30,13 +38,14 @@ interface FixtureCase {
   readonly error?: string;
 }
 
+const TEMPLATES = Object.keys(expected.templates);
 const cases = Object.entries(expected.templates).flatMap(([file, list]) =>
   (list as unknown as FixtureCase[]).map((c) => [file, c.name, c] as const),
 );
 
 describe("Gemma 4's chat templates", () => {
   it('has the fixture set the issue asks for, on both templates', () => {
-    expect(cases.length).toBe(36);
+    expect(cases.length).toBe(38);
     expect(cases.filter(([, , c]) => c.error).length).toBe(4);
   });
 
@@ -63,16 +72,68 @@ describe("Gemma 4's chat templates", () => {
         role: 'user',
         content: 'What is in this picture and this clip?',
         parts: [
-          { type: 'image' },
+          { type: 'image', path: '/photos/cat.jpg' },
           { type: 'text', text: '  What is in this picture and this clip?  ' },
-          { type: 'audio' },
-          { type: 'video' },
+          { type: 'audio', samples: new Float32Array(16_000) },
         ],
       },
       { role: 'assistant', content: 'A cat and a purr.', thought: 'look' },
-      { role: 'user', content: 'And this?', parts: [{ type: 'text', text: 'And this?' }, { type: 'image' }] },
+      {
+        role: 'user',
+        content: 'And this?',
+        parts: [{ type: 'text', text: 'And this?' }, { type: 'image', path: '/photos/dog.png' }],
+      },
     ];
-    expect(template('gemma4.jinja').render(messages)).toBe(media.prompt);
+    // The fixture's first message also has a video part, which the SDK does not send.
+    // (the template writes `\n\n<|video|>\n\n` for it).
+    expect(template('gemma4.jinja').render(messages)).toBe(media.prompt!.replace('\n\n<|video|>\n\n', ''));
+  });
+
+  describe.each(TEMPLATES)('%s: media parts', (file) => {
+    const fixture = cases.find(([f, n]) => f === file && n === 'image and audio parts with their files')![2];
+    const samples = new Float32Array([0.25, -0.5, 0]);
+    // The fixture's messages (transformers' form), in the SDK's: array content, one clip as samples.
+    const messages: MessageInput[] = [
+      { role: 'system', content: 'Describe what you are shown.' },
+      { role: 'user', content: [{ type: 'image', path: '/photos/cat.jpg' }, { type: 'text', text: 'What is this?' }] },
+      { role: 'assistant', content: 'A cat.' },
+      {
+        role: 'user',
+        content: [
+          { type: 'audio', path: '/clips/purr.wav' },
+          { type: 'text', text: 'And this sound, with this one?' },
+          { type: 'image', path: '/photos/dog.png' },
+          { type: 'audio', samples },
+        ],
+      },
+    ];
+
+    it('renders like transformers', () => {
+      expect(template(file).render(messages.map(normalizeMessage))).toBe(fixture.prompt);
+    });
+
+    it('puts each media part where its placeholder was, in order; the text around stays', () => {
+      const parts = template(file).renderParts(messages.map(normalizeMessage));
+      expect(parts.filter((p) => p.media)).toEqual([
+        { media: 'image', path: '/photos/cat.jpg' },
+        { media: 'audio', path: '/clips/purr.wav' },
+        { media: 'image', path: '/photos/dog.png' },
+        { media: 'audio', samples },
+      ]);
+      // Each media part back as its placeholder gives transformers' prompt byte for byte.
+      const text = parts.map((p) => (p.media === undefined ? p.text : MEDIA_PLACEHOLDERS[p.media])).join('');
+      expect(text).toBe(fixture.prompt);
+      expect(parts.some((p) => p.text?.includes('<|image|>') || p.text?.includes('<|audio|>'))).toBe(false);
+      // The template's `\n\n` around an image stay template text next to it.
+      const first = parts.findIndex((p) => p.media === 'image');
+      expect(parts[first - 1]).toEqual({ text: expect.stringMatching(/user\n\n\n$/) as string });
+      expect(parts[first + 1]).toEqual({ text: '\n\n' });
+      expect(parts.filter((p) => p.plain).map((p) => p.text)).toEqual([
+        'Describe what you are shown.',
+        'What is this?',
+        'And this sound, with this one?',
+      ]);
+    });
   });
 
   it('finds the tool-call syntax and the thought channel by rendering, not by name', () => {

@@ -52,6 +52,12 @@ export type ExecutorchErrorCode =
   | 'released'
   /** The chat template could not be parsed or rendered. */
   | 'chat_template'
+  /**
+   * An image or audio input the model cannot take: the model has no such capability, its
+   * encoder is not loaded, or the input's form is not one the SDK reads
+   * ({@link UnsupportedInputError}).
+   */
+  | 'unsupported_input'
   // native
   | 'invalid_argument'
   | 'not_found'
@@ -93,6 +99,9 @@ export interface ExecutorchErrorDetails {
   readonly cause?: unknown;
 }
 
+/** A kind of input besides text. */
+export type InputKind = 'image' | 'audio';
+
 /** Every error this package throws or reports through `useLLM().error`. */
 export class ExecutorchError extends Error {
   override readonly name = 'ExecutorchError';
@@ -103,6 +112,26 @@ export class ExecutorchError extends Error {
     super(message);
     this.code = code;
     this.details = details;
+  }
+}
+
+/**
+ * An image or audio input the model cannot take (code `unsupported_input`): the model's registry
+ * entry lacks the capability (`supportedModels` names those that have it), its encoder file was
+ * not loaded, or the input is in a form the SDK does not read (audio other than a path or a
+ * `Float32Array` of 16 kHz mono samples). Thrown before anything reaches the model, so the
+ * conversation is unchanged.
+ */
+export class UnsupportedInputError extends ExecutorchError {
+  /** What was sent. */
+  readonly input: InputKind;
+  /** Ids of the registry's models that take this input (empty when the form was the problem). */
+  readonly supportedModels: readonly string[];
+
+  constructor(input: InputKind, message: string, supportedModels: readonly string[] = []) {
+    super('unsupported_input', message);
+    this.input = input;
+    this.supportedModels = supportedModels;
   }
 }
 

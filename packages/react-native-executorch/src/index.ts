@@ -15,25 +15,36 @@ export { BACKENDS, type BackendInfo, type SimulatorRule } from './backends.gener
 export {
   ExecutorchError,
   isExecutorchError,
+  UnsupportedInputError,
+  type InputKind,
   type ExecutorchErrorCode,
   type ExecutorchErrorDetails,
   type NativeErrorCode,
 } from './errors';
 export {
   ChatTemplate,
+  normalizeMessage,
+  type AudioContent,
   type ContentPart,
+  type ImageContent,
+  type MediaContent,
   type Message,
+  type MessageInput,
+  type TextContent,
   type RenderOptions,
   type Role,
   type ThoughtMarkers,
   type ToolCallSyntax,
 } from './chat/template';
+export { MEDIA_PLACEHOLDERS, mediaOf, spliceMedia, type MediaKind } from './chat/media';
 export { DEFAULT_MAX_TOOL_ROUNDS, fallbackToolInstruction, parseToolCalls, type ParsedAnswer } from './tools';
 export {
   LLMModule,
   type GenerateOptions,
   type JsonSchema,
   type LoadOptions,
+  type MediaOptions,
+  type SendMessageOptions,
   type RegexFormat,
   type GrammarFormat,
 } from './llm/LLMModule';
@@ -78,6 +89,10 @@ export type {
   NativePlatformInfo,
   NativePrompt,
   PromptPart,
+  TextPromptPart,
+  MediaPromptPart,
+  ImagePromptPart,
+  AudioPromptPart,
   SamplingOptions,
   StopReason,
 } from './native/seam';

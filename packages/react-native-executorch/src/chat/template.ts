@@ -1,28 +1,53 @@
 import { ExecutorchError } from '../errors';
 import type { ToolCall, ToolDefinition } from '../llm/types';
-import type { PromptPart } from '../native/seam';
+import type { PromptPart, TextPromptPart } from '../native/seam';
 import { PythonJinjaTemplate } from './jinja';
+import { mediaOf, spliceMedia } from './media';
 
 /** Who wrote a message; `tool` carries the result of a tool call back to the model. */
 export type Role = 'system' | 'user' | 'assistant' | 'tool';
 
+/** A stretch of text in a multimodal message. */
+export interface TextContent {
+  readonly type: 'text';
+  readonly text: string;
+}
+
+/** An image (a JPEG or PNG file at a local path) in a message. */
+export interface ImageContent {
+  readonly type: 'image';
+  readonly path: string;
+  readonly samples?: undefined;
+}
+
 /**
- * One part of a multimodal message, as Hugging Face chat templates read content parts: the
- * template writes the model's placeholder for a media part (Gemma 4: `<|image|>`, `<|audio|>`,
- * `<|video|>`); the media itself goes to the model separately.
+ * Audio in a message: a WAV file at a local path, or `samples`, 16 kHz mono float PCM in
+ * [-1, 1].
  */
-export type ContentPart =
-  | { readonly type: 'text'; readonly text: string }
-  | { readonly type: 'image' }
-  | { readonly type: 'audio' }
-  | { readonly type: 'video' };
+export type AudioContent =
+  | { readonly type: 'audio'; readonly path: string; readonly samples?: undefined }
+  | { readonly type: 'audio'; readonly samples: Float32Array; readonly path?: undefined };
+
+/** An image or audio part of a message. */
+export type MediaContent = ImageContent | AudioContent;
+
+/**
+ * One part of a multimodal message, as Hugging Face chat templates read content parts
+ * (`item['type']`): the template writes the model's placeholder for a media part (Gemma 4:
+ * `\n\n<|image|>\n\n`, `<|audio|>`) and the prompt carries the media in its place (see
+ * `src/chat/media.ts`).
+ */
+export type ContentPart = TextContent | MediaContent;
 
 /** One turn of a conversation. */
 export interface Message {
   readonly role: Role;
-  /** The text (for a message with `parts`: its text parts, joined). */
+  /** The text (for a message with `parts`: its text parts, joined by newlines). */
   readonly content: string;
-  /** Multimodal content: when set, the template renders these parts instead of `content`. */
+  /**
+   * Multimodal content: when set, the template renders these parts, in order, instead of
+   * `content`. Images and audio need a model whose `capabilities` list `vision` / `audio`.
+   */
   readonly parts?: readonly ContentPart[];
   /** On an assistant message: the tool calls the model made in it. */
   readonly toolCalls?: readonly ToolCall[];
@@ -34,6 +59,27 @@ export interface Message {
    * say (Gemma 4's interleaved template: on tool-call turns after the last user message).
    */
   readonly thought?: string;
+}
+
+/**
+ * A message as the SDK takes it in (`generate`, `countTokens`, `initialMessageHistory`): a
+ * {@link Message}, or the same with Hugging Face's form of content, an array of parts
+ * (`{ role: 'user', content: [{ type: 'image', path }, { type: 'text', text: 'What is it?' }] }`).
+ * {@link normalizeMessage} turns it into a `Message`.
+ */
+export type MessageInput =
+  | Message
+  | (Omit<Message, 'content' | 'parts'> & { readonly content: readonly ContentPart[] });
+
+/**
+ * `message` as a {@link Message}: array content becomes `parts`, and `content` their text
+ * joined by newlines.
+ */
+export function normalizeMessage(message: MessageInput): Message {
+  if (typeof message.content === 'string') return message as Message;
+  const parts = message.content;
+  const content = parts.flatMap((part) => (part.type === 'text' ? [part.text] : [])).join('\n');
+  return { ...message, content, parts };
 }
 
 /** Options of {@link ChatTemplate.render}. */
@@ -53,12 +99,21 @@ export interface RenderOptions {
 
 /** A message in the form Hugging Face chat templates read (OpenAI-style `tool_calls`). */
 export function templateMessage(message: Message): Record<string, unknown> {
-  const content = message.parts ? message.parts.map((part) => ({ ...part })) : message.content;
+  const content = message.parts ? message.parts.map(templatePart) : message.content;
   const rendered: Record<string, unknown> = { role: message.role, content };
   // Only when present: some templates test `'tool_calls' in message`.
   if (message.toolCalls?.length) rendered.tool_calls = message.toolCalls.map(templateToolCall);
   if (message.thought) rendered.reasoning_content = message.thought;
   return rendered;
+}
+
+/**
+ * A content part as templates read it. Templates read only `type` (and `text`); an audio
+ * clip's samples are left out, so the template never walks a large array.
+ */
+function templatePart(part: ContentPart): Record<string, unknown> {
+  if (part.type === 'text') return { type: 'text', text: part.text };
+  return part.path === undefined ? { type: part.type } : { type: part.type, path: part.path };
 }
 
 /** A tool call in the form templates read (OpenAI-style). */
@@ -255,10 +310,12 @@ export class ChatTemplate {
    * messages (text parts and tool results included) is plain text; everything else, the
    * template's markers and assistant messages, is template text. The native side encodes plain
    * text with special-token text as ordinary text, so a message cannot end its turn or open a
-   * system turn. See {@link renderTemplateMessagesParts} for how the spans are found.
+   * system turn. See {@link renderTemplateMessagesParts} for how the spans are found. Each media
+   * placeholder the template writes is replaced by the media part it stands for
+   * ({@link spliceMedia}).
    */
   renderParts(messages: readonly Message[], options: RenderOptions = {}): PromptPart[] {
-    return this.renderTemplateMessagesParts(messages.map(templateMessage), options);
+    return spliceMedia(this.renderTemplateMessagesParts(messages.map(templateMessage), options), mediaOf(messages));
   }
 
   /**
@@ -419,8 +476,8 @@ function markMessage(message: Record<string, unknown>, wrap: (text: string) => s
  * The parts of `marked` (a render with marks), or null unless the marks are balanced, not
  * nested, and removing them gives exactly `text` (the render without marks).
  */
-function splitMarked(marked: string, text: string, { open, close }: Marks): PromptPart[] | null {
-  const parts: PromptPart[] = [];
+function splitMarked(marked: string, text: string, { open, close }: Marks): TextPromptPart[] | null {
+  const parts: TextPromptPart[] = [];
   let start = 0;
   let inside = false;
   for (let i = 0; i < marked.length; i += 1) {

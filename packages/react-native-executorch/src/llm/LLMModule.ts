@@ -1,9 +1,16 @@
 import { resolveBackend, type BackendOf } from '../backend';
-import { ChatTemplate, type Message, type ThoughtMarkers } from '../chat/template';
+import {
+  ChatTemplate,
+  normalizeMessage,
+  type ContentPart,
+  type Message,
+  type MessageInput,
+  type ThoughtMarkers,
+} from '../chat/template';
 import { loadChatTemplate } from '../chat/files';
 import { ThoughtSplitter } from '../chat/thought';
-import { ExecutorchError, fromNativeError } from '../errors';
-import type { AnyLLMDescriptor } from '../models';
+import { ExecutorchError, fromNativeError, UnsupportedInputError, type InputKind } from '../errors';
+import { models, type AnyLLMDescriptor, type HasCapability, type MediaCapability } from '../models';
 import { getNativeExecutorch } from '../native';
 import type {
   GenerationStats,
@@ -49,6 +56,93 @@ export interface GenerateOptions {
    * output".
    */
   readonly responseFormat?: JsonSchema | RegexFormat | GrammarFormat;
+}
+
+/**
+ * The media {@link LLMModule.sendMessage} attaches to the user's message. Each type-checks only
+ * for a model whose registry `capabilities` include it (`image`: `vision`, `audio`: `audio`);
+ * for a model typed as any model, sending it to one without the capability throws
+ * {@link UnsupportedInputError}.
+ */
+export type MediaOptions<M extends AnyLLMDescriptor = AnyLLMDescriptor> = (HasCapability<M, 'vision'> extends true
+  ? {
+      /** A JPEG or PNG file at a local path (a plain absolute path, as in `localFiles`). */
+      readonly image?: string;
+    }
+  : { readonly image?: never }) &
+  (HasCapability<M, 'audio'> extends true
+    ? {
+        /** A WAV file at a local path, or 16 kHz mono float PCM samples in [-1, 1]. */
+        readonly audio?: string | Float32Array;
+      }
+    : { readonly audio?: never });
+
+/** Options of {@link LLMModule.sendMessage}: a generation's, and the media to attach. */
+export type SendMessageOptions<M extends AnyLLMDescriptor = AnyLLMDescriptor> = GenerateOptions & MediaOptions<M>;
+
+/**
+ * The user message {@link LLMModule.sendMessage} appends: `content` alone, or with `parts`, the
+ * image, then the audio, then the text (Gemma 4's guidance puts media before the question).
+ */
+export function userMessage(content: string, media: { readonly image?: unknown; readonly audio?: unknown } = {}): Message {
+  const parts: ContentPart[] = [];
+  if (media.image !== undefined) parts.push({ type: 'image', path: media.image as string });
+  if (media.audio !== undefined) {
+    parts.push(
+      media.audio instanceof Float32Array
+        ? { type: 'audio', samples: media.audio }
+        : { type: 'audio', path: media.audio as string },
+    );
+  }
+  if (parts.length === 0) return { role: 'user', content };
+  return { role: 'user', content, parts: [...parts, { type: 'text', text: content }] };
+}
+
+/** The capability each kind of input needs, and how messages name it. */
+const CAPABILITY: Readonly<Record<InputKind, MediaCapability>> = { image: 'vision', audio: 'audio' };
+
+/** Ids of the registry's models with capability `capability`. */
+function modelsWith(capability: MediaCapability): string[] {
+  return Object.values(models.llm)
+    .filter((model) => (model.capabilities as readonly string[]).includes(capability))
+    .map((model) => model.id);
+}
+
+/**
+ * Throws {@link UnsupportedInputError} for a media part in a form the SDK does not read (an
+ * image that is not a non-empty path; audio that is neither a non-empty path nor a non-empty
+ * `Float32Array`).
+ */
+function checkMediaForm(part: ContentPart): void {
+  if (part.type === 'text') return;
+  const { path, samples } = part as { path?: unknown; samples?: unknown };
+  if (part.type === 'image') {
+    if (typeof path === 'string' && path !== '') return;
+    throw new UnsupportedInputError(
+      'image',
+      `An image must be the path of a JPEG or PNG file on the device (got ${describe(path)}). ` +
+        'Save a picture to a file first (image pickers return one).',
+    );
+  }
+  if (samples === undefined && typeof path === 'string' && path !== '') return;
+  if (path === undefined && samples instanceof Float32Array && samples.length > 0) return;
+  const given = samples === undefined ? path : samples;
+  throw new UnsupportedInputError(
+    'audio',
+    `Audio must be the path of a WAV file or a non-empty Float32Array of 16 kHz mono samples in ` +
+      `[-1, 1] (got ${describe(given)}). Convert other sample types (Int16Array: divide by 32768) ` +
+      'and resample other rates to 16 kHz first.',
+  );
+}
+
+/** What `value` is, for an error message. */
+function describe(value: unknown): string {
+  if (value instanceof Float32Array) return `a Float32Array of ${value.length} samples`;
+  if (ArrayBuffer.isView(value)) return `${/^[AEIOU]/.test(value.constructor.name) ? 'an' : 'a'} ${value.constructor.name}`;
+  if (value instanceof ArrayBuffer) return 'an ArrayBuffer';
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'string') return value === '' ? 'an empty string' : 'a string';
+  return value === null ? 'null' : typeof value;
 }
 
 /** A JSON Schema document, as `JSON.stringify` writes it. */
@@ -110,9 +204,9 @@ export function mergeConfig(base: ResolvedConfig, config: LLMConfig): ResolvedCo
   return merged;
 }
 
-/** The message history `config` sets, if it sets one. */
+/** The message history `config` sets, if it sets one (array content read as parts). */
 export function initialHistoryOf(config: LLMConfig): readonly Message[] | undefined {
-  return config.chatConfig?.initialMessageHistory ?? config.initialMessageHistory;
+  return (config.chatConfig?.initialMessageHistory ?? config.initialMessageHistory)?.map(normalizeMessage);
 }
 
 /** Throws `invalid_argument` when a setting is out of range. */
@@ -218,6 +312,8 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
   private lastStats: GenerationStats | null = null;
   private lastThought = '';
   private lastThoughtUnfinished = false;
+  /** The media capabilities whose encoder was loaded with the model. */
+  private encoders: ReadonlySet<MediaCapability> = new Set();
   private cancelLoad: () => void = () => {};
 
   constructor(options: LLMOptions<M>) {
@@ -321,6 +417,9 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
         modelPath: files.modelPath,
         tokenizerPath: files.tokenizerPath,
         backend,
+        // Only the encoders of capabilities the model declares (a stray local path is not loaded).
+        ...(files.visionEncoderPath && this.declares('vision') ? { visionEncoderPath: files.visionEncoderPath } : {}),
+        ...(files.audioEncoderPath && this.declares('audio') ? { audioEncoderPath: files.audioEncoderPath } : {}),
       });
     } catch (error) {
       throw fromNativeError(error);
@@ -333,6 +432,52 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
     this.native = native;
     this.handle = handle;
     this.template = template;
+    this.encoders = new Set(
+      (['vision', 'audio'] as const).filter(
+        (c) => this.declares(c) && (c === 'vision' ? files.visionEncoderPath : files.audioEncoderPath),
+      ),
+    );
+  }
+
+  private declares(capability: MediaCapability): boolean {
+    return (this.model.capabilities as readonly string[]).includes(capability);
+  }
+
+  /**
+   * Throws {@link UnsupportedInputError} unless every image and audio part of `messages` is in
+   * a form the SDK reads and the model takes it: its registry entry has the capability and its
+   * encoder was loaded.
+   */
+  private checkMedia(messages: readonly Message[]): void {
+    for (const part of messages.flatMap((m) => m.parts ?? [])) {
+      if (part.type === 'text') continue;
+      const kind: InputKind = part.type;
+      const capability = CAPABILITY[kind];
+      const what = kind === 'image' ? 'images' : 'audio';
+      if (!this.declares(capability)) {
+        const others = modelsWith(capability);
+        throw new UnsupportedInputError(
+          kind,
+          `${this.model.name} does not take ${what} (its capabilities: ${this.model.capabilities.join(', ')}). ` +
+            (others.length
+              ? `Models that do: ${others.join(', ')}. Send text only, or use one of those.`
+              : `No model of this registry takes ${what} yet; send text only.`),
+          others,
+        );
+      }
+      checkMediaForm(part);
+      if (!this.encoders.has(capability)) {
+        const field = capability === 'vision' ? 'visionEncoderPath' : 'audioEncoderPath';
+        throw new UnsupportedInputError(
+          kind,
+          `${this.model.name} was loaded without its ${capability} encoder, so it cannot take ${what}: ` +
+            (this.options.localFiles
+              ? `pass localFiles.${field}.`
+              : `the registry has not published the encoder for the ${String(this.chosenBackend)} variant yet.`),
+          modelsWith(capability),
+        );
+      }
+    }
   }
 
   private fetcher(): ResourceFetcher {
@@ -383,10 +528,12 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
    * tokens), or messages rendered as a prompt the way `generate` would send them (the configured
    * system prompt, unless the messages start with one, and the assistant header included).
    */
-  countTokens(input: string | readonly Message[]): number {
+  countTokens(input: string | readonly MessageInput[]): number {
     const { native, handle } = this.loaded();
-    const prompt = typeof input === 'string' ? input : this.renderPrompt(this.withSystemPrompt(input));
-    return native.countTokens(handle, prompt);
+    if (typeof input === 'string') return native.countTokens(handle, input);
+    const messages = input.map(normalizeMessage);
+    this.checkMedia(messages);
+    return native.countTokens(handle, this.renderPrompt(this.withSystemPrompt(messages)));
   }
 
   /** The model's context length in tokens (the prompt and the answer must fit in it). */
@@ -413,11 +560,15 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
   /**
    * Appends a user message to the history, generates the answer (streamed to `onToken`) and
    * appends it too. Resolves with the answer; an interrupted answer is kept as far as it got.
+   * `image` / `audio` attach media to the message (before its text), for models whose
+   * capabilities include `vision` / `audio`; otherwise it throws {@link UnsupportedInputError}
+   * and the history is unchanged.
    */
-  async sendMessage(content: string, options: GenerateOptions = {}): Promise<string> {
+  async sendMessage(content: string, options: SendMessageOptions<M> = {} as SendMessageOptions<M>): Promise<string> {
     this.assertCanGenerate();
-    const user: Message = { role: 'user', content };
-    const turn = await this.run([...this.history, user], options);
+    const { image, audio, ...generateOptions } = options as GenerateOptions & { image?: unknown; audio?: unknown };
+    const user = userMessage(content, { image, audio });
+    const turn = await this.run([...this.history, user], generateOptions);
     const thought = turn.messages[turn.messages.length - 1]?.thought;
     const kept: readonly Message[] = this.config.tools?.displayToolCalls
       ? turn.messages
@@ -428,11 +579,12 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
 
   /**
    * Generates the next assistant message for `messages` without touching the history
-   * (the configured system prompt still applies).
+   * (the configured system prompt still applies). A message's content may be parts (text,
+   * image, audio; see {@link MessageInput}).
    */
-  async generate(messages: readonly Message[], options: GenerateOptions = {}): Promise<string> {
+  async generate(messages: readonly MessageInput[], options: GenerateOptions = {}): Promise<string> {
     this.assertCanGenerate();
-    return (await this.run(messages, options)).answer;
+    return (await this.run(messages.map(normalizeMessage), options)).answer;
   }
 
   /** Forgets the message history (and the native KV cache). */
@@ -532,6 +684,7 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
 
   /** Generates the answer; with tools configured, runs the model's tool calls and continues. */
   private async run(messages: readonly Message[], options: GenerateOptions): Promise<ToolTurn> {
+    this.checkMedia(messages);
     const tools = this.config.tools;
     if (!tools?.tools.length) {
       const { text: answer, thought } = await this.generateOnce(messages, options);

@@ -1,5 +1,5 @@
 import type { BackendOf } from '../backend';
-import type { Message } from '../chat/template';
+import type { Message, MessageInput } from '../chat/template';
 import type { AnyLLMDescriptor } from '../models';
 import type { NativeExecutorch, SamplingOptions } from '../native/seam';
 import type { ResourceAdapters } from '../resources/adapters';
@@ -51,8 +51,11 @@ export type ContextStrategy = 'slidingWindow' | 'error' | ContextStrategyFunctio
 export interface ChatConfig {
   /** Prepended as a `system` message to every conversation the module renders. */
   readonly systemPrompt?: string;
-  /** Replaces the message history (e.g. a saved conversation, few-shot examples). */
-  readonly initialMessageHistory?: readonly Message[];
+  /**
+   * Replaces the message history (e.g. a saved conversation, few-shot examples). Content given
+   * as an array of parts is kept as `parts` (see {@link MessageInput}).
+   */
+  readonly initialMessageHistory?: readonly MessageInput[];
   /** Default `'slidingWindow'`. */
   readonly contextStrategy?: ContextStrategy;
   /**

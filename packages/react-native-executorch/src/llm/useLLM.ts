@@ -1,11 +1,19 @@
 import { useCallback, useEffect, useRef, useState } from 'react';
 
 import type { BackendOf } from '../backend';
-import type { Message } from '../chat/template';
+import type { Message, MessageInput } from '../chat/template';
 import { ExecutorchError } from '../errors';
 import type { AnyLLMDescriptor } from '../models';
 import type { GenerationStats } from '../native/seam';
-import { initialHistoryOf, LLMModule, mergeConfig, type GenerateOptions, type ResolvedConfig } from './LLMModule';
+import {
+  initialHistoryOf,
+  LLMModule,
+  mergeConfig,
+  userMessage,
+  type GenerateOptions,
+  type MediaOptions,
+  type ResolvedConfig,
+} from './LLMModule';
 import { TokenBatcher } from './tokenBatcher';
 import type { LLMConfig, LLMOptions } from './types';
 
@@ -41,10 +49,14 @@ export interface LLMController<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
   readonly stats: GenerationStats | null;
   /** The backend chosen for this device, once resolved. */
   readonly backend: BackendOf<M> | null;
-  /** Sends a user message and resolves with the answer (also streamed into `response`). */
-  sendMessage(content: string): Promise<string>;
-  /** Answers `messages` without touching `messageHistory`. */
-  generate(messages: readonly Message[]): Promise<string>;
+  /**
+   * Sends a user message and resolves with the answer (also streamed into `response`). `media`
+   * attaches an image and/or audio, for models whose capabilities include `vision` / `audio`
+   * (see {@link LLMModule.sendMessage}).
+   */
+  sendMessage(content: string, media?: MediaOptions<M>): Promise<string>;
+  /** Answers `messages` (content may be parts: text, image, audio) without touching `messageHistory`. */
+  generate(messages: readonly MessageInput[]): Promise<string>;
   /** Stops the running generation (its promise resolves with the text so far). */
   interrupt(): void;
   /**
@@ -58,7 +70,7 @@ export interface LLMController<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
   /** Deletes the message at `index` and every later one from `messageHistory`. */
   deleteMessage(index: number): void;
   /** Tokens of a text, or of the prompt messages render into (system prompt included). */
-  countTokens(input: string | readonly Message[]): number;
+  countTokens(input: string | readonly MessageInput[]): number;
   /** The model's context length in tokens. */
   getMaxContextLength(): number;
   /** Tokens generated so far by the running generation, else by the last one. */
@@ -241,16 +253,16 @@ export function useLLM<M extends AnyLLMDescriptor>(options: UseLLMOptions<M>): L
   );
 
   const sendMessage = useCallback(
-    (content: string) =>
+    (content: string, media?: MediaOptions<M>) =>
       stream(
-        (module, callbacks) => module.sendMessage(content, callbacks),
-        (module) => [...module.messageHistory, { role: 'user', content }],
+        (module, callbacks) => module.sendMessage(content, { ...media, ...callbacks } as Parameters<typeof module.sendMessage>[1]),
+        (module) => [...module.messageHistory, userMessage(content, media)],
       ),
     [stream],
   );
 
   const generate = useCallback(
-    (messages: readonly Message[]) =>
+    (messages: readonly MessageInput[]) =>
       stream(
         (module, callbacks) => module.generate(messages, callbacks),
         (module) => module.messageHistory,
@@ -294,7 +306,7 @@ export function useLLM<M extends AnyLLMDescriptor>(options: UseLLMOptions<M>): L
   );
 
   const countTokens = useCallback(
-    (input: string | readonly Message[]) => requireModule(moduleRef.current).countTokens(input),
+    (input: string | readonly MessageInput[]) => requireModule(moduleRef.current).countTokens(input),
     [],
   );
   const getMaxContextLength = useCallback(() => requireModule(moduleRef.current).getMaxContextLength(), []);

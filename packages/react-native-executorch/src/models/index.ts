@@ -2,10 +2,12 @@ export { models } from './registry.generated';
 export type {
   Backend,
   Capability,
+  EncoderDescriptor,
   FileSet,
   GenerationDefaults,
   LLMDescriptor,
   LLMModelId,
+  MediaCapability,
   MinPlatform,
   Platform,
   PublishedFile,
@@ -23,3 +25,12 @@ import type { LLMDescriptor as Descriptor } from './registry.generated';
  */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type AnyLLMDescriptor = Descriptor<any>;
+
+/**
+ * True when model `M` declares capability `C` (`'vision'`, `'audio'`). For a model whose
+ * capabilities are not known at compile time (`AnyLLMDescriptor`) it is true, and the check
+ * happens when the input is sent.
+ */
+export type HasCapability<M extends AnyLLMDescriptor, C extends string> = C extends M['capabilities'][number]
+  ? true
+  : false;

@@ -10,7 +10,7 @@ export type { Backend, Platform };
 export type Quantization = 'fp32' | 'fp16' | 'bf16' | 'int4' | '8w' | '8da4w' | '8da8w';
 
 /** A model capability. */
-export type Capability = 'text-generation' | 'chat';
+export type Capability = 'text-generation' | 'chat' | 'vision' | 'audio';
 
 /** A file with the checksum and size the client verifies before first use. */
 export interface PublishedFile {
@@ -35,6 +35,17 @@ export interface MinPlatform {
   readonly android?: number;
 }
 
+/** A media capability: the model takes images (`vision`) or audio (`audio`) through an encoder. */
+export type MediaCapability = 'vision' | 'audio';
+
+/**
+ * An encoder program of a variant: published with its checksum and size, or not yet (then it is
+ * never downloaded and the model loads without it).
+ */
+export type EncoderDescriptor =
+  | ({ readonly status: 'published' } & PublishedFile)
+  | ({ readonly status: 'unpublished' } & UnpublishedFile);
+
 /** One exported `.pte` variant of a model for one backend. */
 export type VariantDescriptor<B extends Backend = Backend> = FileSet & {
   readonly backend: B;
@@ -42,6 +53,8 @@ export type VariantDescriptor<B extends Backend = Backend> = FileSet & {
   /** KV capacity the variant was exported with (prompt + generated tokens). */
   readonly maxContext: number;
   readonly minPlatform: MinPlatform;
+  /** The encoder of each media capability of the model (one for each it declares). */
+  readonly encoders?: { readonly [C in MediaCapability]?: EncoderDescriptor };
 };
 
 /** Default generation settings of a model (the model authors' recommendations). */
@@ -94,6 +107,8 @@ const llm = {
     capabilities: [
       'text-generation',
       'chat',
+      'vision',
+      'audio',
     ],
     generation: {
       temperature: 1.0,
@@ -134,6 +149,16 @@ const llm = {
             path: 'mlx/gemma4_e2b_mlx_int4.pte',
           },
         ],
+        encoders: {
+          vision: {
+            status: 'unpublished',
+            path: 'xnnpack/gemma4_e2b_vision_xnnpack_fp32.pte',
+          },
+          audio: {
+            status: 'unpublished',
+            path: 'xnnpack/gemma4_e2b_audio_xnnpack_fp32.pte',
+          },
+        },
       },
       xnnpack: {
         backend: 'xnnpack',
@@ -149,6 +174,16 @@ const llm = {
             path: 'xnnpack/gemma4_e2b_xnnpack_8da4w.pte',
           },
         ],
+        encoders: {
+          vision: {
+            status: 'unpublished',
+            path: 'xnnpack/gemma4_e2b_vision_xnnpack_fp32.pte',
+          },
+          audio: {
+            status: 'unpublished',
+            path: 'xnnpack/gemma4_e2b_audio_xnnpack_fp32.pte',
+          },
+        },
       },
       vulkan: {
         backend: 'vulkan',
@@ -163,6 +198,16 @@ const llm = {
             path: 'vulkan/gemma4_e2b_vulkan_8da4w.pte',
           },
         ],
+        encoders: {
+          vision: {
+            status: 'unpublished',
+            path: 'xnnpack/gemma4_e2b_vision_xnnpack_fp32.pte',
+          },
+          audio: {
+            status: 'unpublished',
+            path: 'xnnpack/gemma4_e2b_audio_xnnpack_fp32.pte',
+          },
+        },
       },
     },
   } as const satisfies LLMDescriptor<'mlx' | 'xnnpack' | 'vulkan'>,

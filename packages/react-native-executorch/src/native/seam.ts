@@ -99,20 +99,73 @@ export interface NativeLoadOptions {
   readonly modelPath: string;
   readonly tokenizerPath: string;
   readonly backend: Backend;
+  /**
+   * The model's vision encoder program (a local verified file), for prompts with image parts.
+   * Absent: the model takes no images; an image part rejects with `invalid_argument`.
+   */
+  readonly visionEncoderPath?: string;
+  /**
+   * The model's audio encoder program (a local verified file), for prompts with audio parts.
+   * Absent: the model takes no audio; an audio part rejects with `invalid_argument`.
+   */
+  readonly audioEncoderPath?: string;
 }
 
 /**
- * One stretch of a prompt. Template text (`plain` unset or false) is read as the model's chat
- * format: the text of a special token (`<|im_end|>`, `<turn|>`) is that token. Plain text (the
- * content of user, system and tool messages) is read as ordinary text, special-token text
+ * One stretch of a prompt's text. Template text (`plain` unset or false) is read as the model's
+ * chat format: the text of a special token (`<|im_end|>`, `<turn|>`) is that token. Plain text
+ * (the content of user, system and tool messages) is read as ordinary text, special-token text
  * included (Hugging Face's `split_special_tokens=True`), so a message cannot end its turn early
- * or open a system turn. The parts are encoded as one text otherwise: a prompt whose plain parts
- * hold no special-token text gets exactly the ids of its text in one string.
+ * or open a system turn. The text parts are encoded as one text otherwise: a prompt whose plain
+ * parts hold no special-token text gets exactly the ids of its text in one string.
  */
-export interface PromptPart {
+export interface TextPromptPart {
   readonly text: string;
   readonly plain?: boolean;
+  readonly media?: undefined;
 }
+
+/**
+ * The fields a media part never has: `text`/`plain` (so code that joins a prompt's text still
+ * type-checks and skips media) and the other media form's field.
+ */
+interface NoText {
+  readonly text?: undefined;
+  readonly plain?: undefined;
+}
+
+/** An image file (JPEG or PNG) at a local path. */
+export interface ImagePromptPart extends NoText {
+  readonly media: 'image';
+  readonly path: string;
+  readonly samples?: undefined;
+}
+
+/**
+ * Audio: a WAV file at a local path, or `samples`, 16 kHz mono float PCM in [-1, 1] (the native
+ * side reads the array; it does not keep it after the call).
+ */
+export type AudioPromptPart = NoText &
+  (
+    | { readonly media: 'audio'; readonly path: string; readonly samples?: undefined }
+    | { readonly media: 'audio'; readonly samples: Float32Array; readonly path?: undefined }
+  );
+
+/**
+ * An image or a stretch of audio, in the place of the chat template's placeholder for it
+ * (Gemma 4: `<|image|>`, `<|audio|>`; TypeScript never sends the placeholder text). The native
+ * side expands it into the model's begin marker, N soft tokens and end marker (Gemma 4's image:
+ * 255999, 258880 x N, 258882; audio: 256000, 258881 x N, 258883), N known from the image's size
+ * or the clip's length before prefill, and puts the encoder's N embeddings at those positions.
+ * `countTokens` counts all N + 2. A model loaded without the matching encoder
+ * ({@link NativeLoadOptions.visionEncoderPath}, `audioEncoderPath`) rejects it with
+ * `invalid_argument`. Text around it keeps its own parts (the template's `\n\n` around an
+ * image stay template text).
+ */
+export type MediaPromptPart = ImagePromptPart | AudioPromptPart;
+
+/** One stretch of a prompt: text ({@link TextPromptPart}) or media ({@link MediaPromptPart}). */
+export type PromptPart = TextPromptPart | MediaPromptPart;
 
 /** A prompt: parts, or one string of template text (the same as `[{ text }]`). */
 export type NativePrompt = string | readonly PromptPart[];
@@ -128,20 +181,26 @@ export type NativeModelHandle = number;
  * conversation; the native side keeps the longest common token prefix of what its KV cache
  * holds and the new prompt (rewinding the cache to it) and prefills only the rest. Where a
  * model's sliding-window ring buffer no longer holds what a rewind needs, it prefills from 0.
- * The prompt is encoded as its parts say ({@link PromptPart}); nothing (no BOS) is added.
+ * The prompt is encoded as its parts say ({@link PromptPart}); nothing (no BOS) is added. A
+ * media part is one unit of that comparison: its positions are reused only when the same media
+ * (the same file, or equal samples) is at the same place as before.
  */
 export interface NativeExecutorch {
   /** Backends the linked binary can run on this device. */
   availableBackends(): Backend[];
   platformInfo(): NativePlatformInfo;
-  /** Loads a `.pte` and its tokenizer. Rejects with `not_found`, `invalid_model`, `tokenizer`. */
+  /**
+   * Loads a `.pte`, its tokenizer and the encoders named in `options`. Rejects with `not_found`,
+   * `invalid_model`, `tokenizer`.
+   */
   loadLLM(options: NativeLoadOptions): Promise<NativeModelHandle>;
   /**
    * Generates from `prompt`, calling `onToken` with each decoded text piece on the JS thread, in
    * order, before the promise resolves; `generatedTokens` is the number of tokens generated so
    * far (a piece can span several tokens, and special tokens produce no piece). Rejects with `busy` while another generate runs on the
    * same handle, `context_full` when the prompt does not fit, `invalid_argument` for a released
-   * handle; throws `invalid_argument` for malformed arguments.
+   * handle or a media part it cannot take (no encoder loaded for it, an unreadable or
+   * unsupported image or clip); throws `invalid_argument` for malformed arguments.
    */
   generate(
     handle: NativeModelHandle,
@@ -150,8 +209,10 @@ export interface NativeExecutorch {
     onToken: (piece: string, generatedTokens: number) => void,
   ): Promise<GenerationStats>;
   /**
-   * Tokens `prompt` is encoded into, exactly as `generate` encodes it (nothing added).
-   * Synchronous: tokenizing never waits for a running generation.
+   * Tokens `prompt` is encoded into, exactly as `generate` encodes it (nothing added); a media
+   * part counts as its begin marker, soft tokens and end marker. Synchronous: tokenizing never
+   * waits for a running generation. Throws `invalid_argument` for a media part `generate` would
+   * reject.
    */
   countTokens(handle: NativeModelHandle, prompt: NativePrompt): number;
   /** The model's KV-cache capacity in tokens (prompt + answer must fit in it). */

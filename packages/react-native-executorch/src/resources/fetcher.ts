@@ -1,5 +1,5 @@
 import { ExecutorchError } from '../errors';
-import type { AnyLLMDescriptor, Backend, PublishedFile, VariantDescriptor } from '../models';
+import type { AnyLLMDescriptor, Backend, MediaCapability, PublishedFile, VariantDescriptor } from '../models';
 import type {
   FileInfo,
   FileSystemAdapter,
@@ -30,6 +30,13 @@ export interface ModelFiles {
   readonly tokenizerPath: string;
   /** The file that holds the chat template (`tokenizer_config.json`). */
   readonly chatTemplatePath: string;
+  /**
+   * The vision encoder (models with the `vision` capability). Absent: the model is loaded
+   * without it and takes no images.
+   */
+  readonly visionEncoderPath?: string;
+  /** The audio encoder (models with the `audio` capability); absent: no audio. */
+  readonly audioEncoderPath?: string;
 }
 
 /** A model revision found in the cache. */
@@ -339,8 +346,10 @@ export class ResourceFetcher {
   }
 
   /**
-   * The remote files `model` needs to run on `backend`. Throws `model_unpublished` when the
-   * variant or the tokenizer has no published checksums (nothing is downloaded then).
+   * The remote files `model` needs to run on `backend`: the variant's, the tokenizer's and each
+   * published encoder (an unpublished one is left out: the model then loads without it). Throws
+   * `model_unpublished` when the variant or the tokenizer has no published checksums (nothing is
+   * downloaded then).
    */
   static filesOf(model: AnyLLMDescriptor, backend: string): RemoteFile[] {
     const variant = (model.variants as Partial<Record<string, VariantDescriptor>>)[backend];
@@ -365,7 +374,10 @@ export class ResourceFetcher {
       }
     }
     const { repo, revision } = model.hf;
-    const published = [...variant.files, ...model.tokenizer.files] as PublishedFile[];
+    const encoders = Object.values(variant.encoders ?? {}).flatMap((e) =>
+      e.status === 'published' ? [{ path: e.path, sha256: e.sha256, size: e.size }] : [],
+    );
+    const published = [...variant.files, ...model.tokenizer.files, ...encoders] as PublishedFile[];
     return published.map((f) => ({ ...f, repo, revision }));
   }
 
@@ -381,11 +393,9 @@ export class ResourceFetcher {
     const files = ResourceFetcher.filesOf(model, backend);
     const roles = ResourceFetcher.roles(model, backend, files);
     const paths = await this.fetchFiles(files, options);
-    return {
-      modelPath: paths[roles.modelPath]!,
-      tokenizerPath: paths[roles.tokenizerPath]!,
-      chatTemplatePath: paths[roles.chatTemplatePath]!,
-    };
+    return Object.fromEntries(
+      Object.entries(roles).flatMap(([role, index]) => (index === undefined ? [] : [[role, paths[index]!]])),
+    ) as unknown as ModelFiles;
   }
 
   /**
@@ -395,7 +405,7 @@ export class ResourceFetcher {
    * mark beside it remembers it while its size, mtime and identity stay the same and its sampled
    * blocks still hash the same (where the folder is writable). Throws `not_found` for a missing
    * or non-regular file and `checksum_mismatch` for a corrupt one, which is left in place: it is
-   * the caller's.
+   * the caller's. An encoder is checked when `local` names it and the registry publishes it.
    */
   async verifyLocalFiles(model: AnyLLMDescriptor, backend: string, local: ModelFiles): Promise<void> {
     const variant = (model.variants as Partial<Record<string, VariantDescriptor>>)[backend];
@@ -403,9 +413,11 @@ export class ResourceFetcher {
     const files = ResourceFetcher.filesOf(model, backend);
     const roles = ResourceFetcher.roles(model, backend, files);
     for (const role of Object.keys(roles) as (keyof ModelFiles)[]) {
-      const file = files[roles[role]]!;
+      const file = files[roles[role]!]!;
       // The caller's files may be links (the cache's never are): check what they point at.
-      let path = local[role];
+      const given = local[role];
+      if (given === undefined) continue; // an encoder the app does not use
+      let path = given;
       let info = await this.fs.stat(path);
       if (info?.type === 'link' && this.fs.realpath) {
         path = await this.fs.realpath(path).catch(() => path);
@@ -414,9 +426,9 @@ export class ResourceFetcher {
       if (!info || !isRegular(info)) {
         throw new ExecutorchError(
           'not_found',
-          `${local[role]} (${model.name}, ${file.path}) is not a regular file. Pass the path of ` +
+          `${given} (${model.name}, ${file.path}) is not a regular file. Pass the path of ` +
             'the downloaded file itself.',
-          { path: local[role] },
+          { path: given },
         );
       }
       if (await this.isRemembered(file, path, info)) continue;
@@ -433,12 +445,16 @@ export class ResourceFetcher {
     }
   }
 
-  /** Which of `files` (from {@link filesOf}) are the model, the tokenizer and the chat template. */
+  /**
+   * Which of `files` (from {@link filesOf}) are the model, the tokenizer, the chat template and
+   * the published encoders.
+   */
   private static roles(
     model: AnyLLMDescriptor,
     backend: string,
     files: readonly RemoteFile[],
-  ): Record<keyof ModelFiles, number> {
+  ): Record<'modelPath' | 'tokenizerPath' | 'chatTemplatePath', number> &
+    Record<'visionEncoderPath' | 'audioEncoderPath', number | undefined> {
     const find = (pred: (f: RemoteFile) => boolean, what: string): number => {
       const i = files.findIndex(pred);
       if (i < 0) {
@@ -450,6 +466,12 @@ export class ResourceFetcher {
       return i;
     };
     const base = (p: string) => p.slice(p.lastIndexOf('/') + 1);
+    const encoders = (model.variants as Partial<Record<string, VariantDescriptor>>)[backend]?.encoders ?? {};
+    const encoder = (kind: MediaCapability): number | undefined => {
+      const spec = encoders[kind];
+      if (spec?.status !== 'published') return undefined;
+      return files.findIndex((f) => f.path === spec.path);
+    };
     return {
       modelPath: find((f) => f.path.endsWith('.pte'), '.pte file'),
       tokenizerPath: find((f) => base(f.path) === 'tokenizer.json', 'tokenizer.json'),
@@ -457,6 +479,8 @@ export class ResourceFetcher {
         (f) => base(f.path) === model.tokenizer.chatTemplate,
         model.tokenizer.chatTemplate,
       ),
+      visionEncoderPath: encoder('vision'),
+      audioEncoderPath: encoder('audio'),
     };
   }
 

@@ -8,6 +8,10 @@
  * string included) counts as in the cache: like the runner, it reuses the longest common
  * (fake-)token prefix of that and the next prompt and prefills only the rest.
  *
+ * Images and audio: a media part counts as {@link FAKE_MEDIA_TOKENS} fake tokens (its stand-in
+ * text, {@link fakeMediaText}, is what `prompts` and `answer` see), and a model loaded without
+ * the matching encoder rejects it with `invalid_argument`, as the runner does.
+ *
  * A generation either plays the pieces `answer` returns, or, when `answer` returns null, waits
  * for the test to drive it ({@link FakeNative.running}: push pieces, finish, fail); the package's
  * jest mock (`react-native-executorch/jest`) drives it that way. The package's unit tests use
@@ -22,6 +26,7 @@ import type {
   NativeLoadOptions,
   NativeModelHandle,
   NativePlatformInfo,
+  MediaPromptPart,
   NativePrompt,
   PromptPart,
   StopReason,
@@ -78,11 +83,65 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(() => re
 const CHARS_PER_TOKEN = 4;
 const countTokens = (text: string) => Math.ceil(text.length / CHARS_PER_TOKEN);
 
+/**
+ * Fake tokens of one image or audio part, whatever its size or length (the runner's count
+ * depends on the picture and the clip; the fake's is fixed so tests can count).
+ */
+export const FAKE_MEDIA_TOKENS = 16;
+
+/** FNV-1a over `units` (bytes, or a string's UTF-16 code units), as 8 hex digits. */
+function fnv1a(units: ArrayLike<number>): string {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < units.length; i += 1) hash = Math.imul(hash ^ units[i]!, 0x01000193) >>> 0;
+  return hash.toString(16).padStart(8, '0');
+}
+
+/**
+ * The text a media part stands as in the fake's "tokenizer": {@link FAKE_MEDIA_TOKENS} tokens'
+ * worth of characters naming its kind and content (its path, or a hash of its samples), so the
+ * same media at the same place is reused from the "KV cache" and other media is not.
+ */
+export function fakeMediaText(part: MediaPromptPart): string {
+  const content =
+    part.samples === undefined
+      ? fnv1a(Array.from({ length: part.path.length }, (_, i) => part.path.charCodeAt(i)))
+      : fnv1a(new Uint8Array(part.samples.buffer, part.samples.byteOffset, part.samples.byteLength));
+  return `[${part.media}:${content}]`.padEnd(FAKE_MEDIA_TOKENS * CHARS_PER_TOKEN, '.');
+}
+
 /** A prompt as parts (a string is one template part). */
 const partsOf = (prompt: NativePrompt): readonly PromptPart[] =>
   typeof prompt === 'string' ? [{ text: prompt }] : prompt;
-/** A prompt's text, as the fake "tokenizes" it. */
-const textOf = (prompt: NativePrompt): string => partsOf(prompt).map((part) => part.text).join('');
+/** A prompt's text, as the fake "tokenizes" it (media parts as {@link fakeMediaText}). */
+const textOf = (prompt: NativePrompt): string =>
+  partsOf(prompt)
+    .map((part) => (part.media === undefined ? part.text : fakeMediaText(part)))
+    .join('');
+
+/**
+ * Rejects media the runner rejects: a kind whose encoder the model was loaded without, an empty
+ * path, audio samples that are not a non-empty `Float32Array`.
+ */
+function checkMedia(options: NativeLoadOptions, prompt: NativePrompt): void {
+  for (const part of partsOf(prompt)) {
+    if (part.media === undefined) continue;
+    const encoder = part.media === 'image' ? options.visionEncoderPath : options.audioEncoderPath;
+    if (encoder === undefined) {
+      throw nativeError(
+        'invalid_argument',
+        `The prompt has ${part.media === 'image' ? 'an image' : 'audio'} but the model was loaded without ` +
+          `${part.media === 'image' ? 'a vision' : 'an audio'} encoder`,
+      );
+    }
+    if (part.samples !== undefined) {
+      if (!(part.samples instanceof Float32Array) || part.samples.length === 0) {
+        throw nativeError('invalid_argument', 'Audio samples must be a non-empty Float32Array (16 kHz mono)');
+      }
+    } else if (typeof part.path !== 'string' || part.path === '') {
+      throw nativeError('invalid_argument', `A ${part.media} part needs a file path`);
+    }
+  }
+}
 
 /** Whole fake tokens `a` and `b` share at their start. */
 function commonTokens(a: string, b: string): number {
@@ -321,6 +380,7 @@ export class FakeNative implements NativeExecutorch {
     const failure = this.failNextGenerate;
     this.failNextGenerate = null;
     if (failure) throw failure;
+    checkMedia(session.options, nativePrompt);
     const prompt = textOf(nativePrompt);
     this.prompts.push(prompt);
     this.promptParts.push(partsOf(nativePrompt));
@@ -376,7 +436,7 @@ export class FakeNative implements NativeExecutorch {
   }
 
   countTokens(handle: NativeModelHandle, prompt: NativePrompt): number {
-    this.session(handle);
+    checkMedia(this.session(handle).options, prompt);
     return countTokens(textOf(prompt));
   }
 

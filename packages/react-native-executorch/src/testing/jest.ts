@@ -25,7 +25,7 @@
 import { useCallback, useEffect } from 'react';
 import { Platform } from 'react-native';
 
-import type { Message } from '../chat/template';
+import { normalizeMessage, type ContentPart, type Message } from '../chat/template';
 import { ExecutorchError } from '../errors';
 import { mergeConfig, type ResolvedConfig } from '../llm/LLMModule';
 import type { LLMConfig } from '../llm/types';
@@ -91,28 +91,49 @@ const NO_CONFIG: ResolvedConfig = { chat: {}, generation: {}, tools: null };
 /**
  * The mock model's chat template renders the conversation (and the tools, so the real module
  * passes them to the template as it does for models whose template shows tools) as JSON: a
- * reply function gets back the messages the real module rendered.
+ * reply function gets back the messages the real module rendered. Before the JSON it writes
+ * Gemma 4's placeholder for each image and audio part, which the real module replaces with the
+ * media (the fake native's stand-in text, `[image:...]`, holds no `{`).
  */
 const MOCK_TOKENIZER_CONFIG = JSON.stringify({
-  chat_template: "{{ {'messages': messages, 'tools': tools if tools is defined else []} | tojson }}",
+  chat_template:
+    '{%- for m in messages %}{% if m.content is not string %}{% for p in m.content %}' +
+    "{% if p.type == 'image' %}<|image|>{% elif p.type == 'audio' %}<|audio|>{% endif %}" +
+    '{% endfor %}{% endif %}{% endfor -%}' +
+    "{{ {'messages': messages, 'tools': tools if tools is defined else []} | tojson }}",
 });
+
+/** A content part as the mock template sees it (audio samples are not passed to templates). */
+type TemplatePart =
+  | { readonly type: 'text'; readonly text: string }
+  | { readonly type: 'image' | 'audio'; readonly path?: string };
 
 interface TemplateMessage {
   readonly role: Message['role'];
-  readonly content: string;
+  readonly content: string | readonly TemplatePart[];
   readonly tool_calls?: readonly {
     readonly function: { readonly name: string; readonly arguments: Readonly<Record<string, unknown>> };
   }[];
 }
 
+/** The part a template part was rendered from; audio given as samples comes back as an empty array. */
+function contentPartOf(part: TemplatePart): ContentPart {
+  if (part.type === 'text') return part;
+  if (part.type === 'image') return { type: 'image', path: part.path ?? '' };
+  return part.path === undefined ? { type: 'audio', samples: new Float32Array(0) } : { type: 'audio', path: part.path };
+}
+
 /** The messages a prompt of {@link MOCK_TOKENIZER_CONFIG} was rendered from. */
 function messagesOf(prompt: string): Message[] {
-  const { messages } = JSON.parse(prompt) as { messages: readonly TemplateMessage[] };
-  return messages.map(({ role, content, tool_calls: calls }) =>
-    calls
-      ? { role, content, toolCalls: calls.map((c) => ({ toolName: c.function.name, arguments: c.function.arguments })) }
-      : { role, content },
-  );
+  const { messages } = JSON.parse(prompt.slice(prompt.indexOf('{'))) as { messages: readonly TemplateMessage[] };
+  return messages.map(({ role, content, tool_calls: calls }) => {
+    const message = normalizeMessage(
+      typeof content === 'string' ? { role, content } : { role, content: content.map(contentPartOf) },
+    );
+    return calls
+      ? { ...message, toolCalls: calls.map((c) => ({ toolName: c.function.name, arguments: c.function.arguments })) }
+      : message;
+  });
 }
 
 /** An adapter the scripted downloads never reach: every call says so. */
@@ -145,10 +166,15 @@ class ScriptedDownloads extends ResourceFetcher {
 
   override fetchModel(model: AnyLLMDescriptor, backend: string, options: FetchOptions = {}): Promise<ModelFiles> {
     const dir = `${this.cacheDirectory}/${model.id}/${backend}`;
-    const files = {
+    const declares = (capability: string) => (model.capabilities as readonly string[]).includes(capability);
+    // Every encoder the model declares "downloads" with it, published or not, so an app's
+    // tests can send images and audio to a multimodal model before its encoders ship.
+    const files: ModelFiles = {
       modelPath: `${dir}/model.pte`,
       tokenizerPath: `${dir}/tokenizer.json`,
       chatTemplatePath: `${dir}/tokenizer_config.json`,
+      ...(declares('vision') ? { visionEncoderPath: `${dir}/vision_encoder.pte` } : {}),
+      ...(declares('audio') ? { audioEncoderPath: `${dir}/audio_encoder.pte` } : {}),
     };
     return this.wait(files, options);
   }

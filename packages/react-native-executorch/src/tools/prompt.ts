@@ -1,4 +1,5 @@
 import { templateMessage, type ChatTemplate, type Message, type RenderOptions } from '../chat/template';
+import { mediaOf, spliceMedia } from '../chat/media';
 import type { ToolCall, ToolDefinition } from '../llm/types';
 import type { PromptPart } from '../native/seam';
 
@@ -151,9 +152,12 @@ export class ToolPrompt {
     return this.template.renderTemplateMessages(...this.templateInput(messages, options));
   }
 
-  /** {@link render} in parts ({@link ChatTemplate.renderTemplateMessagesParts}). */
+  /**
+   * {@link render} in parts ({@link ChatTemplate.renderTemplateMessagesParts}), media
+   * placeholders replaced by the media parts ({@link spliceMedia}).
+   */
   renderParts(messages: readonly Message[], options: Omit<RenderOptions, 'tools'> = {}): PromptPart[] {
-    return this.template.renderTemplateMessagesParts(...this.templateInput(messages, options));
+    return spliceMedia(this.template.renderTemplateMessagesParts(...this.templateInput(messages, options)), mediaOf(messages));
   }
 
   /** The messages, in the form the template reads, and the options it renders them with. */

@@ -1,0 +1,177 @@
+"""Media capabilities and encoder files in the model registry (tools/rne_tools/registry.py):
+`vision`/`audio` capabilities, each variant's `encoders`, their checks and the generated TS."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from rne_tools import registry
+from rne_tools.errors import RegistryError
+from rne_tools.paths import REGISTRY_DIR
+
+GOOD_SHA = "cd" * 32
+VISION = "xnnpack/gemma4_e2b_vision_xnnpack_fp32.pte"
+AUDIO = "xnnpack/gemma4_e2b_audio_xnnpack_fp32.pte"
+
+
+@pytest.fixture
+def reg_dir(tmp_path: Path) -> Path:
+    """A writable copy of the real registry."""
+    target = tmp_path / "model-registry"
+    shutil.copytree(REGISTRY_DIR, target)
+    return target
+
+
+def edit(reg_dir: Path, change: Callable[[dict[str, Any]], None], name: str = "gemma4.yaml") -> None:
+    path = reg_dir / name
+    doc = yaml.safe_load(path.read_text())
+    change(doc)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def load_error(reg_dir: Path) -> str:
+    with pytest.raises(RegistryError) as info:
+        registry.load_registry(reg_dir)
+    return str(info.value)
+
+
+def gemma(doc: dict[str, Any]) -> dict[str, Any]:
+    model: dict[str, Any] = doc["models"][0]
+    return model
+
+
+def variant(doc: dict[str, Any], v: int = 1) -> dict[str, Any]:
+    """Gemma 4's variant ``v`` (1: xnnpack)."""
+    spec: dict[str, Any] = gemma(doc)["variants"][v]
+    return spec
+
+
+def test_gemma4_declares_vision_and_audio_with_an_encoder_in_every_variant() -> None:
+    spec = registry.load_registry().model("gemma4_e2b")
+    assert {"vision", "audio"} <= set(spec.capabilities)
+    for v in spec.variants.values():
+        assert v.encoders["vision"] == registry.EncoderSpec("unpublished", registry.FileSpec(VISION))
+        assert v.encoders["audio"] == registry.EncoderSpec("unpublished", registry.FileSpec(AUDIO))
+    smol = registry.load_registry().model("smollm2_135m")
+    assert not {"vision", "audio"} & set(smol.capabilities)
+    assert all(not v.encoders for v in smol.variants.values())
+
+
+def _drop_encoder(kind: str, v: int) -> Callable[[dict[str, Any]], None]:
+    return lambda d: variant(d, v)["encoders"].pop(kind)
+
+
+def _publish_encoder(**fields: Any) -> Callable[[dict[str, Any]], None]:
+    return lambda d: variant(d)["encoders"]["vision"].update(fields)
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            _drop_encoder("audio", 2),
+            "gemma4.yaml: models[0].variants[2].encoders.audio: missing: the model declares the "
+            "'audio' capability, so every variant needs its audio encoder",
+        ),
+        (
+            lambda d: variant(d, 0).pop("encoders"),
+            "gemma4.yaml: models[0].variants[0].encoders.vision: missing",
+        ),
+        (
+            lambda d: gemma(d)["capabilities"].remove("audio"),
+            "gemma4.yaml: models[0].variants[0].encoders.audio: the model does not declare the "
+            "'audio' capability; add 'audio' to capabilities or remove this encoder",
+        ),
+        (
+            _publish_encoder(status="published"),
+            "gemma4.yaml: models[0].variants[1].encoders.vision.sha256: required when status is "
+            "'published'",
+        ),
+        (
+            _publish_encoder(sha256=GOOD_SHA, size=10),
+            "gemma4.yaml: models[0].variants[1].encoders.vision.sha256: must be absent while "
+            "status is 'unpublished'",
+        ),
+        (
+            _publish_encoder(path="xnnpack/vision.bin"),
+            "gemma4.yaml: models[0].variants[1].encoders.vision.path: 'xnnpack/vision.bin' is not "
+            "a .pte program",
+        ),
+        (
+            lambda d: variant(d)["encoders"].update(video={"status": "unpublished", "path": "v.pte"}),
+            "gemma4.yaml: models[0].variants[1].encoders: Additional properties are not allowed "
+            "('video' was unexpected)",
+        ),
+        (
+            lambda d: variant(d).update(encoders={}),
+            "gemma4.yaml: models[0].variants[1].encoders: {} should be non-empty",
+        ),
+        (
+            lambda d: gemma(d)["capabilities"].append("video"),
+            "gemma4.yaml: models[0].capabilities[4]: 'video' is not one of",
+        ),
+        (
+            # An encoder at the path of the model's own program: one file for two roles.
+            _publish_encoder(path="xnnpack/gemma4_e2b_xnnpack_8da4w.pte"),
+            "gemma4.yaml: models[0].variants[1].encoders.vision.path: "
+            "'xnnpack/gemma4_e2b_xnnpack_8da4w.pte' is already used by "
+            "models[0].variants[1].files[0].path",
+        ),
+        (
+            # Two variants share an encoder file only when they declare it identically.
+            lambda d: variant(d, 2)["encoders"]["vision"].update(status="published", sha256=GOOD_SHA, size=5),
+            "gemma4.yaml: models[0].variants[2].encoders.vision.path: "
+            f"'{VISION}' is already used by models[0].variants[0].encoders.vision.path",
+        ),
+    ],
+)
+def test_encoder_problems_name_file_and_field(
+    reg_dir: Path, change: Callable[[dict[str, Any]], None], expected: str
+) -> None:
+    edit(reg_dir, change)
+    assert expected in load_error(reg_dir)
+
+
+def test_a_text_model_may_not_list_an_encoder(reg_dir: Path) -> None:
+    def add(doc: dict[str, Any]) -> None:
+        doc["models"][0]["variants"][0]["encoders"] = {
+            "vision": {"status": "unpublished", "path": "xnnpack/vision.pte"}
+        }
+
+    edit(reg_dir, add, "smollm2.yaml")
+    assert (
+        "smollm2.yaml: models[0].variants[0].encoders.vision: the model does not declare the "
+        "'vision' capability" in load_error(reg_dir)
+    )
+
+
+def test_a_published_encoder_is_generated_with_its_checksum(reg_dir: Path) -> None:
+    def publish(doc: dict[str, Any]) -> None:
+        for v in gemma(doc)["variants"]:
+            v["encoders"]["vision"].update(status="published", sha256=GOOD_SHA, size=1234)
+
+    edit(reg_dir, publish)
+    reg = registry.load_registry(reg_dir)
+    assert reg.model("gemma4_e2b").variants["mlx"].encoders["vision"].published
+    ts = registry.generate_typescript(reg)
+    assert (
+        "        encoders: {\n"
+        "          vision: {\n"
+        "            status: 'published',\n"
+        f"            path: '{VISION}',\n"
+        f"            sha256: '{GOOD_SHA}',\n"
+        "            size: 1234,\n"
+        "          },\n"
+        "          audio: {\n"
+        "            status: 'unpublished',\n"
+        f"            path: '{AUDIO}',\n"
+        "          },\n"
+        "        },\n"
+    ) in ts
+    assert "export type Capability = 'text-generation' | 'chat' | 'vision' | 'audio';" in ts
