@@ -5,6 +5,7 @@ so they are made once per machine and shared by pytest sessions, the C++ runner'
 demo (``tools/export_model.py ... --cached`` prints the same cached path).
 """
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -143,6 +144,20 @@ def rne_llm() -> Path:
 def rne_logits_host() -> Path:
     """The host build's rne_logits (the wheel's runtime and the host LLM custom ops)."""
     return _host_binary("rne_logits")
+
+
+@pytest.fixture(scope="session")
+def rne_vision() -> Path:
+    """The host rne_vision, or RNE_VISION (an engineer's own build)."""
+    override = os.environ.get("RNE_VISION")
+    return Path(override) if override else _host_binary("rne_vision")
+
+
+@pytest.fixture(scope="session")
+def rne_audio() -> Path:
+    """The host rne_audio, or RNE_AUDIO (an engineer's own build)."""
+    override = os.environ.get("RNE_AUDIO")
+    return Path(override) if override else _host_binary("rne_audio")
 
 
 @pytest.fixture(scope="session")

@@ -22,7 +22,6 @@ build's (build/host); RNE_VISION names another (an engineer's own build director
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -39,24 +38,14 @@ from rne_tools.encoders.export import (
     preprocess,
     probe_picture,
 )
+from rne_tools.encoders.gemma4_reference import reference_model
 from rne_tools.encoders.gemma4_vision import (
     VisionEncoder,
     for_xnnpack,
     reference_image_embeddings,
-    reference_model,
 )
 
 MAX_SOFT_TOKENS = 280
-
-
-@pytest.fixture(scope="session")
-def rne_vision() -> Path:
-    override = os.environ.get("RNE_VISION")
-    if override:
-        return Path(override)
-    from conftest import _host_binary
-
-    return _host_binary("rne_vision")
 
 
 @pytest.fixture(scope="session")

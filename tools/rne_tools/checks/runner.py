@@ -87,6 +87,11 @@ class PteRunner:
             )
         self._forward = self._program.load_method("forward")
         self.info = self._read_info()
+        meta = self._program.metadata("forward")
+        # A decoder with media tokens takes embeds[1, T, width] after the positions.
+        self.embeds_width = (
+            int(meta.input_tensor_meta(2).sizes()[2]) if meta.num_inputs() > 2 else 0
+        )
 
     def _constant(self, name: str) -> object:
         values = self._program.load_method(name).execute(())
@@ -106,10 +111,20 @@ class PteRunner:
             constants=constants,
         )
 
-    def forward(self, tokens: Sequence[int], start_pos: int) -> torch.Tensor:
-        """One call of ``forward``: ``len(tokens) <= max_chunk`` tokens at ``start_pos``."""
+    def forward(
+        self, tokens: Sequence[int], start_pos: int, embeds: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """One call of ``forward``: ``len(tokens) <= max_chunk`` tokens at ``start_pos``;
+        ``embeds[1, T, width]`` holds the media rows of a program that takes them (zeros if None)."""
         chunk = torch.tensor([list(tokens)], dtype=torch.long)
-        return self._forward.execute((chunk, torch.tensor([start_pos], dtype=torch.long)))[0]
+        inputs: tuple[torch.Tensor, ...] = (chunk, torch.tensor([start_pos], dtype=torch.long))
+        if self.embeds_width:
+            if embeds is None:
+                embeds = torch.zeros(1, len(tokens), self.embeds_width)
+            inputs += (embeds.float().contiguous(),)
+        elif embeds is not None:
+            raise ValueError(f"{self.path.name} takes token ids only, not embeddings")
+        return self._forward.execute(inputs)[0]
 
     def prefill(self, tokens: Sequence[int], start_pos: int = 0) -> torch.Tensor:
         """Feed ``tokens`` in chunks of ``max_chunk``; returns the last position's logits [1, V]."""

@@ -158,6 +158,14 @@ def verify_program(
     }
     if reference:
         result["precision_reference"] = reference
+    if getattr(model, "embeds_width", 0):
+        media = _media_check(pte_path, model, options.max_chunk, in_python)
+        result["media"] = media
+        if media.get("passed") is False and options.quantization == "fp32":
+            passed = result["passed"] = False
+            result["status"] = "mismatch"
+            result["error"] = media["error"]
+            return result
     if not passed:
         first = next(i for i, (a, b) in enumerate(zip(expected, got, strict=True)) if a != b)
         result["error"] = (
@@ -177,3 +185,50 @@ def _cpp_teacher_forced(pte_path: Path, prompt: list[int], expected: list[int],
     chunks = teacher_forced_chunks(len(prompt), chunk, len(expected) - 1)
     rows = cpp_runtime.forward_logits(pte_path, list(prompt) + list(expected[:-1]), chunks)
     return [torch.from_numpy(r).unsqueeze(0) for r in rows[len(chunks) - len(expected):]]
+
+
+# Share of a media check's prompt that holds media tokens, and its length in chunks.
+_MEDIA_RUN = 5
+
+
+def _media_check(pte_path: Path, model: nn.Module, chunk: int, in_python: bool) -> dict[str, Any]:
+    """A prompt with runs of media tokens whose rows come from ``embeds``, through the program and
+    eager in the same chunks: the last position's logits must agree (argmax; fp32 programs are
+    gated on it, others report it). Rows are random at the scale of the text embeddings."""
+    if not in_python:
+        return {"status": "not run", "reason": "media inputs are checked on the Python runtime"}
+    from rne_tools.checks.runner import PteRunner
+
+    g = torch.Generator().manual_seed(4321)
+    ids = list(model.args.media_token_ids)
+    length = min(2 * chunk + 3, model.max_context // 2)
+    tokens = torch.randint(0, min(model.args.vocab_size, 256), (length,), generator=g)
+    for i, start in enumerate(range(1, length - 1, 2 * _MEDIA_RUN)):
+        tokens[start : start + _MEDIA_RUN] = ids[i % len(ids)]
+    scale = float((model.tok_embeddings.weight.float() * model.embed_scale).std())
+    embeds = torch.randn(1, length, model.args.dim, generator=g) * scale
+    runner = PteRunner(pte_path)
+    eager = got = None
+    for begin in range(0, length, chunk):
+        part, rows = tokens[begin : begin + chunk].tolist(), embeds[:, begin : begin + chunk]
+        with torch.no_grad():
+            eager = model(torch.tensor([part]), torch.tensor([begin]), rows)
+        got = runner.forward(part, begin, rows)
+    assert eager is not None and got is not None
+    diff = float((eager.float() - got.float()).abs().max())
+    std = float(eager.float().std())
+    agree = int(eager.argmax(-1)[0]) == int(got.argmax(-1)[0])
+    media_tokens = sum(int(t) in ids for t in tokens.tolist())
+    result = {
+        "passed": agree,
+        "prompt_tokens": length,
+        "media_tokens": media_tokens,
+        "max_abs_logit_diff": diff,
+        "logit_std": std,
+    }
+    if not agree:
+        result["error"] = (
+            f"with media embeddings at {media_tokens} of {length} positions the program's top "
+            f"token differs from eager's (max |logit diff| {diff:.4g}, logit std {std:.4g})"
+        )
+    return result

@@ -1,6 +1,8 @@
-"""Export Gemma 4's vision encoder to a verified ``.pte`` with a ``vision_encoder`` method.
+"""Export Gemma 4's encoders to verified ``.pte`` programs: the machinery both share (lowering,
+delegation report, verification gate, cache) and the vision encoder (the audio encoder's own
+part is ``rne_tools.encoders.audio_export``).
 
-The program (XNNPACK, fp32):
+The vision program (XNNPACK, fp32):
 
 - ``vision_encoder(pixel_values[1, P, 3 * patch^2] f32, position_ids[1, P, 2] i64)
   -> embeddings[P / pooling^2, text_hidden] f32``, ``P = max_soft_tokens * pooling^2``: exactly
@@ -18,9 +20,11 @@ largest absolute difference over every real row is within ``PARITY_BOUND`` times
 deviation of the reference embeddings, and the padding rows are zero. The report JSON beside the
 program carries both numbers per picture.
 
-``cached_vision_encoder`` keeps verified exports under ``cache_root() / "encoders"``, keyed on the
-config, the budget, the seed, this package's code, the XNNPACK lowering code it reuses and the
-package versions, as ``rne_tools.export.cache`` does for the text models.
+``cached_vision_encoder`` (and ``cached_audio_encoder``, through ``cached_export``) keeps
+verified exports under ``cache_root() / "encoders"``, keyed on the config, the encoder's settings,
+the seed, the code of the shared machinery and of that encoder's modules (``VISION_CODE``), the
+XNNPACK lowering code it reuses and the package versions, as ``rne_tools.export.cache`` does for
+the text models.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,13 +45,12 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from rne_tools.encoders.gemma4_reference import random_config, reference_model
 from rne_tools.encoders.gemma4_vision import (
     SOFT_TOKEN_BUDGETS,
     VisionEncoder,
     for_xnnpack,
-    random_config,
     reference_image_embeddings,
-    reference_model,
 )
 from rne_tools.errors import ExportError, VerificationError
 from rne_tools.hashing import sha256_file
@@ -63,20 +66,29 @@ PARITY_BOUND = 1e-3
 PROBE_SIZES = ((300, 400), (256, 256), (40, 700), (23, 17), (2, 150))
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[1]
-# The code that decides what is exported: this package and the XNNPACK lowering it reuses.
-_CODE = (
-    "encoders",
+# The code that decides what an encoder's export is: the shared machinery and reference model,
+# the XNNPACK lowering they reuse, and each encoder's own modules (so editing one encoder keeps
+# the other's cache).
+SHARED_CODE = (
+    "encoders/export.py",
+    "encoders/gemma4_reference.py",
     "export/backends/__init__.py",
     "export/backends/xnnpack.py",
     "export/backends/xnnpack_ops.py",
 )
+VISION_CODE = (*SHARED_CODE, "encoders/gemma4_vision.py")
 
 
 @dataclass(frozen=True)
-class VisionExportResult:
+class EncoderExportResult:
     pte_path: Path
     report_path: Path
     report: dict[str, Any]
+
+
+VisionExportResult = EncoderExportResult
+# An exported method: the module and its example inputs (static shapes).
+Methods = dict[str, tuple[torch.nn.Module, tuple[torch.Tensor, ...]]]
 
 
 def probe_picture(height: int, width: int, seed: int) -> np.ndarray:
@@ -133,9 +145,9 @@ def _stage(bar: tqdm, name: str, timings: dict[str, float]) -> Iterator[None]:
     bar.update(1)
 
 
-def _lower(encoder: VisionEncoder, example: tuple[torch.Tensor, torch.Tensor],
-           constants: dict[str, Any]) -> Any:
-    """torch.export (static shapes), lower with the project's XNNPACK partitioners, emit."""
+def _lower(methods: Methods, constants: dict[str, Any]) -> Any:
+    """torch.export each method (static shapes), lower with the project's XNNPACK partitioners,
+    emit one program."""
     from executorch.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
     from executorch.exir.passes import MemoryPlanningPass
 
@@ -143,12 +155,13 @@ def _lower(encoder: VisionEncoder, example: tuple[torch.Tensor, torch.Tensor],
 
     backend = get_backend("xnnpack")
     # The XNNPACK backend reads no option for fp32 lowering; the fields describe this program.
-    options = ExportOptions(model_id="gemma4_vision", architecture="gemma4", backend="xnnpack",
+    options = ExportOptions(model_id="gemma4_encoder", architecture="gemma4", backend="xnnpack",
                             quantization="fp32", max_context=1, max_chunk=1)
     with torch.no_grad():
-        exported = torch.export.export(encoder, example, strict=False)
+        exported = {name: torch.export.export(module, example, strict=False)
+                    for name, (module, example) in methods.items()}
     edge = to_edge_transform_and_lower(
-        {METHOD: exported},
+        exported,
         partitioner=backend.partitioners(options),
         compile_config=backend.compile_config(),
         constant_methods=constants,
@@ -162,6 +175,21 @@ def _lower(encoder: VisionEncoder, example: tuple[torch.Tensor, torch.Tensor],
     )
 
 
+def summarize(probes: list[dict[str, Any]], bound: str) -> dict[str, Any]:
+    """A verification from per-probe comparisons (``compare``'s dicts): the worst one's numbers."""
+    worst = max(probes, key=lambda p: p["relative"])
+    passed = all(p["passed"] for p in probes)
+    return {
+        "status": "match" if passed else "mismatch",
+        "passed": passed,
+        "bound": bound,
+        "max_abs_diff": worst["max_abs_diff"],
+        "reference_std": worst["reference_std"],
+        "relative": worst["relative"],
+        "probes": probes,
+    }
+
+
 def _verify(pte: Path, model: torch.nn.Module, max_soft_tokens: int) -> dict[str, Any]:
     from executorch.runtime import Runtime
 
@@ -172,16 +200,8 @@ def _verify(pte: Path, model: torch.nn.Module, max_soft_tokens: int) -> dict[str
         ours = method.execute((pixels, positions))[0]
         probes.append({"size": [height, width],
                        **compare(ours, reference_image_embeddings(model, pixels, positions))})
-    worst = max(probes, key=lambda p: p["relative"])
-    return {
-        "status": "match" if all(p["passed"] for p in probes) else "mismatch",
-        "passed": all(p["passed"] for p in probes),
-        "bound": f"max |diff| <= {PARITY_BOUND} x std(reference embeddings); padding rows == 0",
-        "max_abs_diff": worst["max_abs_diff"],
-        "reference_std": worst["reference_std"],
-        "relative": worst["relative"],
-        "probes": probes,
-    }
+    return summarize(
+        probes, f"max |diff| <= {PARITY_BOUND} x std(reference embeddings); padding rows == 0")
 
 
 def versions() -> dict[str, str]:
@@ -190,8 +210,70 @@ def versions() -> dict[str, str]:
     return {p: version(p) for p in ("torch", "executorch", "torchao", "transformers")}
 
 
+def export_program(
+    output_dir: Path,
+    stem: str,
+    *,
+    load: Callable[[], tuple[Methods, dict[str, Any]]],
+    verify: Callable[[Path], dict[str, Any]],
+    describe: dict[str, Any],
+    what: str,
+    progress: bool = True,
+) -> EncoderExportResult:
+    """The steps every encoder export takes: ``load`` (the methods and the constant methods),
+    export and lower, serialise, ``verify`` the written program; then the report
+    (``describe`` plus the file, delegation, timings, verification and versions) and the
+    program, both written only when the verification passed (``VerificationError`` otherwise:
+    ``what`` names what the program should compute)."""
+    start = time.perf_counter()
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    pte_path, report_path = output_dir / f"{stem}.pte", output_dir / f"{stem}.report.json"
+    tmp_pte = output_dir / f".{stem}.pte.tmp-{os.getpid()}"
+    timings: dict[str, float] = {}
+    try:
+        with tqdm(total=4, disable=not progress, desc="export") as bar:
+            with _stage(bar, "load", timings):
+                methods, constants = load()
+            with _stage(bar, "export+lower", timings):
+                program = _lower(methods, {**constants, "get_backend": _backend_code()})
+                delegation = _delegation(program, list(methods))
+                del methods
+            with _stage(bar, "serialize", timings):
+                with tmp_pte.open("wb") as f:
+                    program.write_to_file(f)
+                del program
+            with _stage(bar, "verify", timings):
+                verification = verify(tmp_pte)
+        report = {
+            **describe,
+            "backend": "xnnpack",
+            "quantization": "fp32",
+            "file": pte_path.name,
+            "size": tmp_pte.stat().st_size,
+            "sha256": sha256_file(tmp_pte),
+            "delegation": delegation,
+            "export_seconds": round(time.perf_counter() - start, 2),
+            "stage_seconds": timings,
+            "verification": verification,
+            "versions": versions(),
+        }
+        if not verification["passed"]:
+            raise VerificationError(
+                f"{pte_path.name} does not compute {what}: max |diff| "
+                f"{verification['max_abs_diff']:.3g} against a reference std of "
+                f"{verification['reference_std']:.3g} (bound {verification['bound']}). "
+                "Nothing was written."
+            )
+        report_path.write_text(json.dumps(report, indent=2) + "\n")
+        tmp_pte.replace(pte_path)
+    finally:
+        tmp_pte.unlink(missing_ok=True)
+    return EncoderExportResult(pte_path, report_path, report)
+
+
 def export_vision_encoder(config: str, output_dir: Path, *, max_soft_tokens: int = 280,
-                          seed: int = 0, progress: bool = True) -> VisionExportResult:
+                          seed: int = 0, progress: bool = True) -> EncoderExportResult:
     """Export, lower and verify the vision encoder of the random multimodal ``config`` into
     ``output_dir`` (``<stem>.pte`` and ``<stem>.report.json``). Raises ``ExportError`` on bad
     options and ``VerificationError`` when the program disagrees with transformers (nothing is
@@ -207,87 +289,72 @@ def export_vision_encoder(config: str, output_dir: Path, *, max_soft_tokens: int
             f"past config {config!r}'s position table of {mm.vision['position_embedding_size']}; "
             "use a smaller budget."
         )
-    start = time.perf_counter()
-    stem = f"gemma4_{config}_vision_xnnpack_fp32_{max_soft_tokens}"
-    output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    pte_path, report_path = output_dir / f"{stem}.pte", output_dir / f"{stem}.report.json"
-    tmp_pte = output_dir / f".{stem}.pte.tmp-{os.getpid()}"
-    timings: dict[str, float] = {}
-    try:
-        with tqdm(total=4, disable=not progress, desc="export") as bar:
-            with _stage(bar, "load", timings):
-                model = reference_model(config, seed)
-                encoder = for_xnnpack(VisionEncoder(model).eval())
-                vision = model.config.vision_config
-                kernel = vision.pooling_kernel_size
-                example = preprocess(probe_picture(300, 400, seed=0), max_soft_tokens)[:2]
-                text_hidden = model.config.text_config.hidden_size
-            constants = {
-                "vision_max_soft_tokens": max_soft_tokens,
-                "vision_patch_size": vision.patch_size,
-                "vision_pooling_kernel_size": kernel,
-                "vision_text_hidden": text_hidden,
-                "get_backend": _backend_code(),
-            }
-            with _stage(bar, "export+lower", timings):
-                program = _lower(encoder, example, constants)
-                delegation = _delegation(program)
-            with _stage(bar, "serialize", timings):
-                with tmp_pte.open("wb") as f:
-                    program.write_to_file(f)
-                del program
-            with _stage(bar, "verify", timings):
-                verification = _verify(tmp_pte, model, max_soft_tokens)
-        report = {
+    kernel = mm.vision["pooling_kernel_size"]
+    patch = mm.vision["patch_size"]
+    model = reference_model(config, seed)
+
+    def load() -> tuple[Methods, dict[str, Any]]:
+        encoder = for_xnnpack(VisionEncoder(model).eval())
+        example = preprocess(probe_picture(300, 400, seed=0), max_soft_tokens)[:2]
+        constants = {
+            "vision_max_soft_tokens": max_soft_tokens,
+            "vision_patch_size": patch,
+            "vision_pooling_kernel_size": kernel,
+            "vision_text_hidden": model.config.text_config.hidden_size,
+        }
+        return {METHOD: (encoder, example)}, constants
+
+    return export_program(
+        output_dir, f"gemma4_{config}_vision_xnnpack_fp32_{max_soft_tokens}",
+        load=load,
+        verify=lambda pte: _verify(pte, model, max_soft_tokens),
+        describe={
             "model": f"gemma4:{config}",
             "method": METHOD,
-            "backend": "xnnpack",
-            "quantization": "fp32",
             "random_config": mm.as_dict(),
             "seed": seed,
             "max_soft_tokens": max_soft_tokens,
             "max_patches": max_soft_tokens * kernel * kernel,
-            "patch_dim": 3 * vision.patch_size ** 2,
-            "text_hidden": text_hidden,
-            "file": pte_path.name,
-            "size": tmp_pte.stat().st_size,
-            "sha256": sha256_file(tmp_pte),
-            "delegation": delegation,
-            "export_seconds": round(time.perf_counter() - start, 2),
-            "stage_seconds": timings,
-            "verification": verification,
-            "versions": versions(),
-        }
-        if not verification["passed"]:
-            raise VerificationError(
-                f"{pte_path.name}'s {METHOD} does not compute transformers' image features: "
-                f"max |diff| {verification['max_abs_diff']:.3g} against a reference std of "
-                f"{verification['reference_std']:.3g} (bound {verification['bound']}). "
-                "Nothing was written."
-            )
-        report_path.write_text(json.dumps(report, indent=2) + "\n")
-        tmp_pte.replace(pte_path)
-    finally:
-        tmp_pte.unlink(missing_ok=True)
-    return VisionExportResult(pte_path, report_path, report)
+            "patch_dim": 3 * patch ** 2,
+            "text_hidden": model.config.text_config.hidden_size,
+        },
+        what="transformers' image features",
+        progress=progress,
+    )
 
 
-def _delegation(program: Any) -> dict[str, Any]:
-    """Share of the method's compute nodes inside XNNPACK; ops left to portable kernels."""
+def _delegation(program: Any, methods: list[str]) -> dict[str, Any]:
+    """Share of the program's compute nodes inside XNNPACK (over all its methods, and per
+    method); ops left to portable kernels."""
     from executorch.devtools.backend_debug import get_delegation_info
 
-    info = get_delegation_info(program.exported_program(METHOD).graph_module)
-    ops = {op: b for op, b in info.delegation_by_operator.items()
-           if op not in ("getitem", "sym_size", "alloc")}
-    delegated = sum(b.delegated for b in ops.values())
-    cpu = sum(b.non_delegated for b in ops.values())
+    per_method: dict[str, dict[str, Any]] = {}
+    for method in methods:
+        info = get_delegation_info(program.exported_program(method).graph_module)
+        ops = {op: b for op, b in info.delegation_by_operator.items()
+               if op not in ("getitem", "sym_size", "alloc")}
+        per_method[method] = {
+            "delegated_subgraphs": info.num_delegated_subgraphs,
+            "delegated_nodes": sum(b.delegated for b in ops.values()),
+            "non_delegated_nodes": sum(b.non_delegated for b in ops.values()),
+            "cpu_ops": {op: b.non_delegated for op, b in sorted(ops.items()) if b.non_delegated},
+        }
+    for entry in per_method.values():
+        total = entry["delegated_nodes"] + entry["non_delegated_nodes"]
+        entry["delegated_share"] = round(entry["delegated_nodes"] / total, 4) if total else 0.0
+    delegated = sum(e["delegated_nodes"] for e in per_method.values())
+    cpu = sum(e["non_delegated_nodes"] for e in per_method.values())
+    cpu_ops: dict[str, int] = {}
+    for entry in per_method.values():
+        for op, count in entry["cpu_ops"].items():
+            cpu_ops[op] = cpu_ops.get(op, 0) + count
     return {
-        "delegated_subgraphs": info.num_delegated_subgraphs,
+        "delegated_subgraphs": sum(e["delegated_subgraphs"] for e in per_method.values()),
         "delegated_nodes": delegated,
         "non_delegated_nodes": cpu,
         "delegated_share": round(delegated / (delegated + cpu), 4) if delegated + cpu else 0.0,
-        "cpu_ops": {op: b.non_delegated for op, b in sorted(ops.items()) if b.non_delegated},
+        "cpu_ops": dict(sorted(cpu_ops.items())),
+        "methods": per_method,
     }
 
 
@@ -297,11 +364,12 @@ def _backend_code() -> int:
     return BACKEND_CODES["xnnpack"]
 
 
-def _code_fingerprint() -> str:
-    """Hash of the code's syntax trees without docstrings: comments, docstrings and formatting
-    keep the cache; any change to what the code does invalidates it."""
+def _code_fingerprint(code: tuple[str, ...]) -> str:
+    """Hash of the syntax trees of ``code`` (paths under this package) without docstrings:
+    comments, docstrings and formatting keep the cache; any change to what the code does
+    invalidates it."""
     h = hashlib.sha256()
-    for entry in _CODE:
+    for entry in code:
         path = _PACKAGE_ROOT / entry
         for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
             tree = ast.parse(file.read_text())
@@ -316,26 +384,31 @@ def _code_fingerprint() -> str:
     return h.hexdigest()
 
 
-def cache_key(config: str, max_soft_tokens: int, seed: int) -> str:
+def encoder_cache_key(config: str, encoder: str, settings: dict[str, Any], seed: int,
+                      code: tuple[str, ...]) -> str:
+    """``gemma4_<config>_<encoder>-<hash>``: the config, the encoder's settings, the seed, its
+    ``code`` and the package versions."""
     blob = json.dumps({
         "config": random_config(config).as_dict(),
-        "max_soft_tokens": max_soft_tokens,
+        **settings,
         "seed": seed,
-        "code": _code_fingerprint(),
+        "code": _code_fingerprint(code),
         "versions": versions(),
     }, sort_keys=True)
-    return f"gemma4_{config}_vision-" + hashlib.sha256(blob.encode()).hexdigest()[:16]
+    return f"gemma4_{config}_{encoder}-" + hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def cached_vision_encoder(config: str, *, max_soft_tokens: int = 280, seed: int = 0,
-                          cache_dir: Path | None = None,
-                          progress: bool = True) -> VisionExportResult:
-    """``export_vision_encoder`` into ``<cache>/encoders/<key>/``, or the verified export
-    already there. A file lock serialises concurrent callers."""
-    _check_budget(max_soft_tokens)
+def cache_key(config: str, max_soft_tokens: int, seed: int) -> str:
+    return encoder_cache_key(config, "vision", {"max_soft_tokens": max_soft_tokens}, seed,
+                             VISION_CODE)
+
+
+def cached_export(key: str, export: Callable[[Path], EncoderExportResult], *,
+                  cache_dir: Path | None = None) -> EncoderExportResult:
+    """``export(<cache>/encoders/<key>/)``, or the verified export already there. A file lock
+    serialises concurrent callers."""
     root = (cache_root() if cache_dir is None else Path(cache_dir)) / "encoders"
     root.mkdir(parents=True, exist_ok=True)
-    key = cache_key(config, max_soft_tokens, seed)
     with (root / f"{key}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         out = root / key
@@ -344,6 +417,19 @@ def cached_vision_encoder(config: str, *, max_soft_tokens: int = 280, seed: int 
             report = json.loads(reports[0].read_text())
             pte = out / report["file"]
             if pte.is_file():
-                return VisionExportResult(pte, reports[0], report)
-        return export_vision_encoder(config, out, max_soft_tokens=max_soft_tokens, seed=seed,
-                                     progress=progress)
+                return EncoderExportResult(pte, reports[0], report)
+        return export(out)
+
+
+def cached_vision_encoder(config: str, *, max_soft_tokens: int = 280, seed: int = 0,
+                          cache_dir: Path | None = None,
+                          progress: bool = True) -> EncoderExportResult:
+    """``export_vision_encoder`` into ``<cache>/encoders/<key>/``, or the verified export
+    already there."""
+    _check_budget(max_soft_tokens)
+    return cached_export(
+        cache_key(config, max_soft_tokens, seed),
+        lambda out: export_vision_encoder(config, out, max_soft_tokens=max_soft_tokens,
+                                          seed=seed, progress=progress),
+        cache_dir=cache_dir,
+    )

@@ -20,104 +20,17 @@ the first ``num_soft_tokens``: the rows the runner splices in, in the order of t
 from __future__ import annotations
 
 import copy
-import math
-from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
 import torch
 from torch import nn
 
+from rne_tools.encoders.gemma4_reference import replace_clamps_and_norms
 from rne_tools.errors import ExportError
-from rne_tools.models.gemma4 import RANDOM_CONFIGS as TEXT_RANDOM_CONFIGS
 
 # The budgets Gemma 4's image processor accepts (image_processing_pil_gemma4).
 SOFT_TOKEN_BUDGETS = (70, 140, 280, 560, 1120)
-
-
-def _tiny_vision(**overrides: Any) -> dict[str, Any]:
-    cfg: dict[str, Any] = {
-        "hidden_size": 32,
-        "intermediate_size": 64,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 2,
-        "num_key_value_heads": 2,
-        "head_dim": 16,
-        "patch_size": 16,
-        "pooling_kernel_size": 3,
-        # Patch coordinates reach max_soft_tokens * 3 on a thin picture (the processor caps the
-        # long side at max_soft_tokens * 48 pixels): 1024 covers budgets up to 280.
-        "position_embedding_size": 1024,
-        # E2B's options that add arithmetic are on, so the tiny model exercises them.
-        "standardize": True,
-        "use_clipped_linears": True,
-        "rope_parameters": {"rope_type": "axial", "rope_theta": 100.0},
-        "rms_norm_eps": 1e-6,
-    }
-    cfg.update(overrides)
-    return cfg
-
-
-@dataclass(frozen=True)
-class MultimodalConfig:
-    """A random multimodal Gemma 4: the text part is a project text config, vision is small."""
-
-    text: str  # a key of rne_tools.models.gemma4.RANDOM_CONFIGS
-    vision: dict[str, Any]
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"text": TEXT_RANDOM_CONFIGS[self.text], "vision": self.vision}
-
-
-RANDOM_CONFIGS: dict[str, MultimodalConfig] = {
-    # The project's tiny text model (hidden 64) with a 2-layer, 32-wide vision tower.
-    "tiny": MultimodalConfig(text="tiny", vision=_tiny_vision()),
-}
-
-
-def random_config(name: str) -> MultimodalConfig:
-    if name not in RANDOM_CONFIGS:
-        raise ExportError(
-            f"Unknown multimodal random config {name!r}; "
-            f"known: {', '.join(sorted(RANDOM_CONFIGS))}."
-        )
-    return RANDOM_CONFIGS[name]
-
-
-def reference_model(name: str, seed: int = 0) -> nn.Module:
-    """transformers' ``Gemma4ForConditionalGeneration`` for a named config (no audio tower), its
-    weights seeded random values of a trained model's rough scale (every parameter matters: norm
-    weights around 1, finite clipping bounds that clip a few values, a real standardisation)."""
-    from transformers import Gemma4Config, Gemma4ForConditionalGeneration
-
-    config = random_config(name)
-    text = {k: v for k, v in TEXT_RANDOM_CONFIGS[config.text].items() if k != "model_type"}
-    hf_config = Gemma4Config(text_config=text, vision_config=dict(config.vision), audio_config=None)
-    # The eager attention is the reference arithmetic (and the one torch.export traces).
-    for cfg in (hf_config, hf_config.text_config, hf_config.vision_config):
-        cfg._attn_implementation = "eager"
-    model = Gemma4ForConditionalGeneration(hf_config).eval()
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() == 1:
-                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
-            else:
-                p.copy_(torch.randn(p.shape, generator=g) / math.sqrt(p.shape[-1]))
-        for layer in model.model.language_model.layers:
-            layer.layer_scalar.copy_(0.5 + torch.rand(1, generator=g))
-        tower = model.model.vision_tower
-        for name_, buffer in tower.named_buffers():
-            leaf = name_.rsplit(".", 1)[-1]
-            # Activations are about unit scale after the norms: bounds near 2.5 clip ~1%.
-            if leaf in ("input_min", "output_min"):
-                buffer.fill_(-2.0 - float(torch.rand((), generator=g)))
-            elif leaf in ("input_max", "output_max"):
-                buffer.fill_(2.0 + float(torch.rand((), generator=g)))
-        if tower.config.standardize:
-            tower.std_bias.copy_(0.5 * torch.randn(tower.std_bias.shape, generator=g))
-            tower.std_scale.copy_(0.5 + torch.rand(tower.std_scale.shape, generator=g))
-    return model
 
 
 def reference_image_embeddings(
@@ -162,29 +75,6 @@ class VisionEncoder(nn.Module):
         hidden = hidden.to(pixel_values.dtype)
         embeddings = self.embed(inputs_embeds=hidden)
         return torch.where(valid[..., None], embeddings, 0.0)[0]
-
-
-class _ScalarClampLinear(nn.Module):
-    """``Gemma4ClippableLinear`` with its clipping bounds read once as Python floats: XNNPACK
-    takes a clamp with scalar bounds, not one whose bounds are tensors (which ended a delegate
-    at every linear). Infinite bounds (the default) clip nothing and are left out."""
-
-    def __init__(self, clippable: nn.Module) -> None:
-        super().__init__()
-        self.linear = clippable.linear
-        bounds = ("input_min", "input_max", "output_min", "output_max")
-        clipped = clippable.use_clipped_linears
-        self.input_min, self.input_max, self.output_min, self.output_max = (
-            _finite(getattr(clippable, b)) if clipped else None for b in bounds
-        )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.input_min is not None or self.input_max is not None:
-            x = torch.clamp(x, self.input_min, self.input_max)
-        x = self.linear(x)
-        if self.output_min is not None or self.output_max is not None:
-            x = torch.clamp(x, self.output_min, self.output_max)
-        return x
 
 
 class _RotationAttention(nn.Module):
@@ -260,11 +150,6 @@ class _KeyBiasEncoder(nn.Module):
         return SimpleNamespace(last_hidden_state=hidden)
 
 
-def _finite(bound: torch.Tensor) -> float | None:
-    value = float(bound)
-    return value if math.isfinite(value) else None
-
-
 def for_xnnpack(encoder: VisionEncoder) -> VisionEncoder:
     """A copy rewritten into forms ExecuTorch's XNNPACK partitioner takes, computing the same
     function (the export checks it against transformers):
@@ -275,13 +160,11 @@ def for_xnnpack(encoder: VisionEncoder) -> VisionEncoder:
       (``export.backends.xnnpack_ops``);
     - RMSNorm over a 4-D view (XNNPACK's mean takes only the two innermost dims of a 4-D
       tensor), ``rsqrt`` for ``pow(-0.5)``: ``xnnpack_ops.FourDimRMSNorm``;
-    - the clipped linears' bounds as scalars (``_ScalarClampLinear``);
+    - the clipped linears' bounds as scalars (``gemma4_reference.ScalarClampLinear``);
     - the 2-D RoPE's splits and slices as one constant rotation, the attention as 3-D matmuls
       (``_RotationAttention``) with the padding mask as a bias on the keys (``_KeyBiasEncoder``).
     """
-    from transformers.models.gemma4.modeling_gemma4 import Gemma4ClippableLinear, Gemma4RMSNorm
-
-    from rne_tools.export.backends.xnnpack_ops import FourDimRMSNorm, SigmoidGeluTanh
+    from rne_tools.export.backends.xnnpack_ops import SigmoidGeluTanh
 
     encoder = copy.deepcopy(encoder)
     for layer in encoder.tower.encoder.layers:
@@ -292,19 +175,6 @@ def for_xnnpack(encoder: VisionEncoder) -> VisionEncoder:
             )
         layer.mlp.act_fn = SigmoidGeluTanh()
         layer.self_attn = _RotationAttention(layer.self_attn)
-
-    def replace(parent: nn.Module) -> None:
-        for name, child in parent.named_children():
-            if isinstance(child, Gemma4ClippableLinear):
-                setattr(parent, name, _ScalarClampLinear(child))
-            elif isinstance(child, Gemma4RMSNorm):
-                # transformers scales in float32 before the cast back, as scale_in_float does.
-                norm = SimpleNamespace(eps=child.eps, weight=getattr(child, "weight", None),
-                                       scale_in_float=True)
-                setattr(parent, name, FourDimRMSNorm(norm))
-            else:
-                replace(child)
-
-    replace(encoder)
+    replace_clamps_and_norms(encoder)
     encoder.tower.encoder = _KeyBiasEncoder(encoder.tower.encoder)
     return encoder

@@ -81,9 +81,16 @@ def lower(model: nn.Module, plan: ExportPlan, constants: dict[str, Any]) -> Any:
     from torch.export import Dim, export
 
     options, backend = plan.options, plan.backend
-    example = (torch.zeros(1, options.max_chunk, dtype=torch.long), torch.tensor([0]))
+    chunk = options.max_chunk
+    example: tuple[torch.Tensor, ...] = (torch.zeros(1, chunk, dtype=torch.long), torch.tensor([0]))
     # A dynamic dim needs a range; with max_chunk == 1 the shape is simply static.
-    dynamic = ({1: Dim("T", min=1, max=options.max_chunk)}, None) if options.max_chunk > 1 else None
+    seq = {1: Dim("T", min=1, max=chunk)} if chunk > 1 else None
+    dynamic: tuple[Any, ...] | None = (seq, None) if seq else None
+    # A decoder with media tokens also takes the encoders' rows for the chunk's positions.
+    width = getattr(model, "embeds_width", 0)
+    if width:
+        example += (torch.zeros(1, chunk, width),)
+        dynamic = (seq, None, seq) if seq else None
     with torch.no_grad():
         exported = export(model, example, dynamic_shapes=dynamic, strict=False)
     edge = to_edge_transform_and_lower(
@@ -178,6 +185,10 @@ def run_export(
                 "get_backend": BACKEND_CODES[options.backend],
                 "get_kv_ring_size": min(rings, default=0),
             }
+            media_ids = getattr(getattr(model, "args", None), "media_token_ids", ())
+            if media_ids:
+                # The soft tokens whose rows the runner passes in ``embeds`` (image, audio).
+                constants["get_media_token_ids"] = list(media_ids)
             with _stage(bar, "export+lower", timings):
                 program = lower(model, plan, constants)
                 # Summarised after to_executorch, whose quant fusion turns dequantize +

@@ -77,6 +77,9 @@ class ModelArgs:
     bos_id: int | None
     eos_ids: tuple[int, ...]
     pad_id: int | None
+    # Ids of the soft tokens whose embeddings an encoder supplies (image, audio), in a config with
+    # vision/audio towers; the program then takes those embeddings as an input. Empty: text only.
+    media_token_ids: tuple[int, ...] = ()
 
     @property
     def first_shared_layer(self) -> int:
@@ -91,7 +94,9 @@ class ModelArgs:
 
         model_type = cfg.get("model_type")
         stored = cfg.get("dtype") or cfg.get("torch_dtype")
+        media_token_ids: tuple[int, ...] = ()
         if model_type == "gemma4":
+            media_token_ids = _media_token_ids(cfg)
             cfg = cfg.get("text_config") or {}
             model_type = cfg.get("model_type", "gemma4_text")
             stored = cfg.get("dtype") or cfg.get("torch_dtype") or stored
@@ -110,6 +115,13 @@ class ModelArgs:
             raise CheckpointError(
                 "This Gemma 4 checkpoint uses mixture-of-experts blocks (enable_moe_block), which "
                 "this decoder does not implement; use a dense Gemma 4 (e.g. E2B, E4B)."
+            )
+        if media_token_ids and c.use_bidirectional_attention == "vision":
+            raise CheckpointError(
+                "This checkpoint attends bidirectionally within each image "
+                "(use_bidirectional_attention='vision'); this decoder attends causally over image "
+                "tokens. Export it without its vision tower (a text-only config) or extend the "
+                "decoder with a block mask input."
             )
         if c.use_bidirectional_attention == "all":
             raise CheckpointError(
@@ -185,7 +197,20 @@ class ModelArgs:
             bos_id=c.bos_token_id,
             eos_ids=eos_ids,
             pad_id=c.pad_token_id,
+            media_token_ids=media_token_ids,
         )
+
+
+def _media_token_ids(cfg: dict[str, Any]) -> tuple[int, ...]:
+    """The soft-token ids of the encoders a multimodal ``gemma4`` config declares."""
+    from transformers import Gemma4Config
+
+    defaults = Gemma4Config()
+    ids = []
+    for tower, token in (("vision_config", "image_token_id"), ("audio_config", "audio_token_id")):
+        if cfg.get(tower) is not None:
+            ids.append(int(cfg.get(token, getattr(defaults, token))))
+    return tuple(ids)
 
 
 def _tiny(**overrides: Any) -> dict[str, Any]:
@@ -349,7 +374,14 @@ class TransformerBlock(nn.Module):
 
 
 class Transformer(nn.Module):
-    """Gemma 4 text decoder with static caches: ``forward(tokens[1, T], input_pos[1]) -> [1, V]``."""
+    """Gemma 4 text decoder with static caches: ``forward(tokens[1, T], input_pos[1]) -> [1, V]``.
+
+    A decoder with media tokens (``ModelArgs.media_token_ids``) takes ``embeds[1, T, dim]`` (float32)
+    as a third input (zeros when omitted in eager calls): at the positions holding a media token,
+    the encoder's row replaces the token embedding, as transformers' ``Gemma4Model`` does (the row
+    is not scaled by ``sqrt(dim)``, and the per-layer table is looked up for the pad token there);
+    other rows are ignored.
+    """
 
     # Caches keep the model's dtype: an fp16 cache was never measured on Gemma 4.
     half_kv_cache_when_quantized = False
@@ -429,10 +461,33 @@ class Transformer(nn.Module):
         projected = self.ple_norm((self.ple_projection(h) * a.dim**-0.5).reshape(shape))
         return (projected + from_tokens) * 2**-0.5
 
-    def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
+    @property
+    def embeds_width(self) -> int:
+        """Width of the ``embeds`` input (0: the program takes token ids only)."""
+        return self.args.dim if self.args.media_token_ids else 0
+
+    def _embed(
+        self, tokens: torch.Tensor, embeds: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The residual stream's input and the per-layer inputs of a chunk."""
+        if not self.args.media_token_ids:
+            h = self.tok_embeddings(tokens) * self.embed_scale
+            return h, self._per_layer_inputs(tokens, h) if self.args.ple_dim else None
+        if embeds is None:  # eager text-only calls (references, checks)
+            embeds = torch.zeros(*tokens.shape, self.args.dim)
+        is_media = torch.zeros_like(tokens, dtype=torch.bool)
+        for token in self.args.media_token_ids:
+            is_media = is_media | (tokens == token)
+        ids = torch.where(is_media, torch.zeros_like(tokens) + (self.args.pad_id or 0), tokens)
+        text = self.tok_embeddings(ids) * self.embed_scale
+        h = torch.where(is_media[..., None], embeds.to(text.dtype), text)
+        return h, self._per_layer_inputs(ids, h) if self.args.ple_dim else None
+
+    def forward(
+        self, tokens: torch.Tensor, input_pos: torch.Tensor, embeds: torch.Tensor | None = None
+    ) -> torch.Tensor:
         seq_len = tokens.shape[1]
-        h = self.tok_embeddings(tokens) * self.embed_scale
-        ple = self._per_layer_inputs(tokens, h) if self.args.ple_dim else None
+        h, ple = self._embed(tokens, embeds)
         # Positions come from tensor ops only (no tensor + SymInt), which every backend lowers.
         positions = input_pos + torch.arange(seq_len, device=input_pos.device)
         masks = self._masks(positions)

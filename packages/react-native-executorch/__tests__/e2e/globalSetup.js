@@ -5,7 +5,16 @@ const { join, resolve } = require('node:path');
 
 const SUITES = [
   { script: 'smollm2_paths.py', vars: ['RNE_E2E_PTE', 'RNE_E2E_TOKENIZER_DIR'] },
-  { script: 'gemma4_paths.py', vars: ['RNE_E2E_GEMMA4_PTE', 'RNE_E2E_GEMMA4_TOKENIZER'] },
+  {
+    script: 'gemma4_paths.py',
+    vars: [
+      'RNE_E2E_GEMMA4_PTE',
+      'RNE_E2E_GEMMA4_TOKENIZER',
+      'RNE_E2E_GEMMA4_MM_PTE',
+      'RNE_E2E_GEMMA4_VISION_PTE',
+      'RNE_E2E_GEMMA4_AUDIO_PTE',
+    ],
+  },
 ];
 
 module.exports = async function globalSetup() {

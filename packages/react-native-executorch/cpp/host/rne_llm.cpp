@@ -22,6 +22,9 @@
 #include "rne/json/json.h"
 #include "model_integrity.h"
 #include "rne/runner/llm_runner.h"
+#ifdef RNE_WITH_MEDIA
+#include "rne/media/media_embedder.h"
+#endif
 #include "rne/tokenizer/tokenizer.h"
 
 namespace {
@@ -42,6 +45,14 @@ options:
   --system TEXT             system message (default: the template's own, if it has one)
   --raw                     send PROMPT as is (tokenizer post-processor applied, no template)
   --prompt-ids 1,2,3        send these token ids instead of a text prompt
+  --image FILE              a JPEG or PNG placed before the prompt in the user message
+                            (repeatable; the template's image placeholder becomes the image's
+                            soft tokens). Needs --vision-encoder and a model that takes media
+  --vision-encoder FILE     the vision encoder program (tools/export_encoder.py)
+  --audio FILE              a 16 kHz mono WAV clip placed after the images (repeatable; the
+                            template's audio placeholder becomes the clip's soft tokens). Needs
+                            --audio-encoder
+  --audio-encoder FILE      the audio encoder program (tools/export_encoder.py --encoder audio)
   --interactive             chat on stdin after the first answer; each turn re-renders the whole
                             conversation and the KV cache keeps the prefix it shares
   --sha256 HEX              verify the model file against this sha256 (the registry's) before
@@ -96,6 +107,8 @@ void on_sigint(int) {
 
 struct Options {
   std::string model, tokenizer, tokenizer_config, system, prompt, prompt_ids, sha256;
+  std::string vision_encoder, audio_encoder;
+  std::vector<std::string> images, audios;
   bool raw = false, interactive = false, json = false, list_backends = false;
   GenerationConfig generation;
 };
@@ -148,6 +161,14 @@ Options parse_args(int argc, char** argv) {
       o.tokenizer_config = value();
     } else if (arg == "--system") {
       o.system = value();
+    } else if (arg == "--vision-encoder") {
+      o.vision_encoder = value();
+    } else if (arg == "--image") {
+      o.images.push_back(value());
+    } else if (arg == "--audio-encoder") {
+      o.audio_encoder = value();
+    } else if (arg == "--audio") {
+      o.audios.push_back(value());
     } else if (arg == "--prompt-ids") {
       o.prompt_ids = value();
     } else if (arg == "--raw") {
@@ -227,6 +248,24 @@ Options parse_args(int argc, char** argv) {
   for (const auto& stop : o.generation.stop_strings) require_utf8(stop, "--stop");
   if (o.model.empty() || o.tokenizer.empty()) fail("--model and --tokenizer are required (see --help)");
   if (o.prompt.empty() && o.prompt_ids.empty()) fail("no prompt given (see --help)");
+#ifdef RNE_WITH_MEDIA
+  if (!o.images.empty() && o.vision_encoder.empty()) {
+    fail("--image needs --vision-encoder FILE.pte (the model's vision encoder program)");
+  }
+  if (!o.audios.empty() && o.audio_encoder.empty()) {
+    fail("--audio needs --audio-encoder FILE.pte (the model's audio encoder program)");
+  }
+  if ((!o.images.empty() || !o.audios.empty()) && (o.raw || !o.prompt_ids.empty() || o.interactive)) {
+    fail("--image and --audio work with a chat-template prompt only (not --raw, --prompt-ids "
+         "or --interactive)");
+  }
+#else
+  if (!o.images.empty() || !o.audios.empty() || !o.vision_encoder.empty() ||
+      !o.audio_encoder.empty()) {
+    fail("this rne_llm was built without image and audio input (cpp/media needs stb_image: run "
+         "scripts/setup.sh and rebuild)");
+  }
+#endif
   return o;
 }
 
@@ -363,6 +402,93 @@ int run(int argc, char** argv) {
   };
 
   std::vector<int64_t> prompt_ids;
+  std::vector<rne::runner::MediaSpan> spans;
+#ifdef RNE_WITH_MEDIA
+  if (!o.images.empty() || !o.audios.empty()) {
+    std::unique_ptr<rne::runner::VisionEncoder> vision;
+    std::unique_ptr<rne::runner::AudioEncoder> audio;
+    if (!o.vision_encoder.empty()) {
+      auto loaded_encoder = rne::runner::VisionEncoder::load(o.vision_encoder);
+      if (!loaded_encoder.ok()) fail(loaded_encoder.error().message);
+      vision = std::move(loaded_encoder).value();
+    }
+    if (!o.audio_encoder.empty()) {
+      auto loaded_encoder = rne::runner::AudioEncoder::load(o.audio_encoder);
+      if (!loaded_encoder.ok()) fail(loaded_encoder.error().message);
+      audio = std::move(loaded_encoder).value();
+    }
+    rne::media::MediaEmbedder embedder(std::move(vision), std::move(audio));
+    // The user message: the images, the clips, then the text. The template writes a
+    // placeholder per media item; each becomes that item's tokens, in order.
+    struct Item {
+      const char* type;
+      std::string path;
+    };
+    std::vector<Item> items;
+    for (const auto& path : o.images) items.push_back({"image", path});
+    for (const auto& path : o.audios) items.push_back({"audio", path});
+    rne::json::Array content;
+    for (const Item& item : items) {
+      content.push_back(rne::json::Value(
+          rne::json::Object{{"type", rne::json::Value(std::string(item.type))}}));
+    }
+    content.push_back(rne::json::Value(
+        rne::json::Object{{"type", rne::json::Value(std::string("text"))},
+                          {"text", rne::json::Value(o.prompt)}}));
+    if (!o.system.empty()) conversation.push_back(message("system", o.system));
+    conversation.push_back(rne::json::Value(rne::json::Object{
+        {"role", rne::json::Value(std::string("user"))}, {"content", rne::json::Value(content)}}));
+    rne::chat::RenderOptions options;
+    options.add_generation_prompt = true;
+    auto rendered = chat->render_prompt(rne::json::Value(conversation), options);
+    if (!rendered.ok()) fail("the chat template failed: " + rendered.error().to_string());
+    size_t next = 0;
+    auto append = [&](const std::string& text, bool plain) {
+      const auto ids = runner.tokenizer().encode_parts(
+          {{text, plain ? rne::tokenizer::SpecialTokens::kAsText
+                        : rne::tokenizer::SpecialTokens::kParse}},
+          /*add_special_tokens=*/false);
+      prompt_ids.insert(prompt_ids.end(), ids.begin(), ids.end());
+    };
+    auto next_placeholder = [](const std::string& text, size_t from, std::string* found) {
+      size_t best = std::string::npos;
+      for (const char* placeholder : {"<|image|>", "<|audio|>"}) {
+        const size_t at = text.find(placeholder, from);
+        if (at < best) {
+          best = at;
+          *found = placeholder;
+        }
+      }
+      return best;
+    };
+    for (const auto& part : rendered->parts) {
+      size_t from = 0;
+      std::string placeholder;
+      for (size_t at; !part.plain &&
+                      (at = next_placeholder(part.text, from, &placeholder)) != std::string::npos;
+           from = at + placeholder.size()) {
+        if (at > from) append(part.text.substr(from, at - from), false);
+        const std::string kind = placeholder == "<|image|>" ? "image" : "audio";
+        if (next == items.size() || kind != items[next].type) {
+          fail("the chat template wrote a " + kind + " placeholder where the message has " +
+               (next == items.size() ? std::string("no more media") : items[next].type));
+        }
+        auto media = kind == "image" ? embedder.image(items[next].path)
+                                     : embedder.audio_file(items[next].path);
+        if (!media.ok()) fail(media.error().message);
+        ++next;
+        media->span.offset += static_cast<int64_t>(prompt_ids.size());
+        prompt_ids.insert(prompt_ids.end(), media->tokens.begin(), media->tokens.end());
+        spans.push_back(media->span);
+      }
+      if (from < part.text.size()) append(part.text.substr(from), part.plain);
+    }
+    if (next != items.size()) {
+      fail("the chat template wrote " + std::to_string(next) + " media placeholders for " +
+           std::to_string(items.size()) + " --image/--audio files: it does not take them");
+    }
+  } else
+#endif
   if (!o.prompt_ids.empty()) {
     prompt_ids = parse_ids(o.prompt_ids);
   } else if (o.raw) {
@@ -383,7 +509,8 @@ int run(int argc, char** argv) {
       std::cout.flush();
     }
   };
-  auto stats = runner.generate(prompt_ids, o.generation, on_text);
+  auto stats = spans.empty() ? runner.generate(prompt_ids, o.generation, on_text)
+                             : runner.generate_prompt(prompt_ids, o.generation, on_text, spans);
   if (!stats.ok()) fail(stats.error().message);
 
   if (o.json) {

@@ -2,7 +2,11 @@
 // write the last-position logits of every forward call, for parity tests against eager.
 //
 //   rne_logits --model FILE.pte --tokens 1,2,3,4,5 --chunks 3,1,1 --out logits.f32
+//              [--embeds ROWS.f32 --embeds-at POSITION]...
 //
+// Each --embeds gives a program that takes media the rows of consecutive positions from the
+// --embeds-at after it on (float32, embeds_width per row, e.g. an image's rows from rne_vision);
+// other positions get zeros.
 // --chunks must sum to the number of tokens; each forward starts where the previous ended.
 // The output is rows of vocab_size float32 values, one row per chunk, in order. Exit status 0
 // on success; otherwise one line on stderr saying what failed.
@@ -41,13 +45,18 @@ std::vector<int64_t> parse_ids(const std::string& text, const char* what) {
 
 int main(int argc, char** argv) {
   std::string model, tokens_arg, chunks_arg, out_path;
+  std::vector<std::string> embeds_paths;
+  std::vector<int64_t> embeds_at;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string arg = argv[i], value = argv[i + 1];
     if (arg == "--model") model = value;
     else if (arg == "--tokens") tokens_arg = value;
     else if (arg == "--chunks") chunks_arg = value;
     else if (arg == "--out") out_path = value;
-    else fail("unknown option " + arg + " (options: --model --tokens --chunks --out)");
+    else if (arg == "--embeds") embeds_paths.push_back(value);
+    else if (arg == "--embeds-at") embeds_at.push_back(parse_ids(value, "--embeds-at").at(0));
+    else fail("unknown option " + arg +
+              " (options: --model --tokens --chunks --out --embeds --embeds-at)");
   }
   if (model.empty() || tokens_arg.empty() || chunks_arg.empty() || out_path.empty()) {
     fail("--model, --tokens, --chunks and --out are all required");
@@ -63,11 +72,33 @@ int main(int argc, char** argv) {
 
   auto session = rne::runner::ModelSession::load(model);
   if (!session.ok()) fail(session.error().message);
+  // Per position: its embeds row (zeros where --embeds gives none).
+  const auto width = static_cast<size_t>((*session)->contract().embeds_width);
+  std::vector<float> embeds;
+  if (embeds_paths.size() != embeds_at.size()) fail("give one --embeds-at per --embeds");
+  for (size_t i = 0; i < embeds_paths.size(); ++i) {
+    const std::string& path = embeds_paths[i];
+    if (width == 0) fail(model + " takes no embeddings");
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    if (!in) fail("cannot read " + path);
+    const auto bytes = static_cast<size_t>(in.tellg());
+    const size_t rows = bytes / (width * sizeof(float));
+    if (rows * width * sizeof(float) != bytes || embeds_at[i] < 0 ||
+        embeds_at[i] + static_cast<int64_t>(rows) > static_cast<int64_t>(tokens.size())) {
+      fail(path + " is not whole rows of " + std::to_string(width) +
+           " floats within the tokens from its --embeds-at");
+    }
+    embeds.resize(tokens.size() * width, 0.0f);
+    in.seekg(0);
+    in.read(reinterpret_cast<char*>(embeds.data() + embeds_at[i] * width),
+            static_cast<std::streamsize>(bytes));
+  }
   std::ofstream out(out_path, std::ios::binary);
   if (!out) fail("cannot write " + out_path);
   int64_t pos = 0;
   for (int64_t count : chunks) {
-    auto logits = (*session)->forward(tokens.data() + pos, count, pos);
+    const float* rows = embeds.empty() ? nullptr : embeds.data() + pos * width;
+    auto logits = (*session)->forward(tokens.data() + pos, count, pos, rows);
     if (!logits.ok()) fail("forward at position " + std::to_string(pos) + ": " + logits.error().message);
     out.write(reinterpret_cast<const char*>(logits->data),
               static_cast<std::streamsize>(logits->size * sizeof(float)));

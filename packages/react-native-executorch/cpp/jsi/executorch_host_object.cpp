@@ -100,12 +100,39 @@ class JsiObjectReader : public seam::ObjectReader {
   j::Object object_;
 };
 
-// A prompt argument: a string (all template text) or an array of {text, plain?} parts.
+// The values of a Float32Array (its buffer, offset and length), or nullopt for anything else.
+std::optional<std::vector<float>> float32s(j::Runtime& rt, const j::Value& value) {
+  if (!value.isObject()) return std::nullopt;
+  j::Object array = value.asObject(rt);
+  j::Value bytes_per = array.getProperty(rt, "BYTES_PER_ELEMENT");
+  j::Value buffer = array.getProperty(rt, "buffer");
+  j::Value offset = array.getProperty(rt, "byteOffset");
+  j::Value length = array.getProperty(rt, "length");
+  if (!bytes_per.isNumber() || bytes_per.getNumber() != 4 || !buffer.isObject() ||
+      !buffer.asObject(rt).isArrayBuffer(rt) || !offset.isNumber() || !length.isNumber()) {
+    return std::nullopt;
+  }
+  // Float32Array's constructor name tells it from an Int32Array/Uint32Array of the same width.
+  j::Value constructor = array.getProperty(rt, "constructor");
+  if (!constructor.isObject() ||
+      constructor.asObject(rt).getProperty(rt, "name").toString(rt).utf8(rt) != "Float32Array") {
+    return std::nullopt;
+  }
+  j::ArrayBuffer data = buffer.asObject(rt).getArrayBuffer(rt);
+  const size_t start = static_cast<size_t>(offset.getNumber());
+  const size_t count = static_cast<size_t>(length.getNumber());
+  if (start + count * sizeof(float) > data.size(rt)) return std::nullopt;
+  const auto* values = reinterpret_cast<const float*>(data.data(rt) + start);
+  return std::vector<float>(values, values + count);
+}
+
+// A prompt argument: a string (all template text) or an array of {text, plain?} and
+// {media, path | samples} parts.
 std::optional<seam::Prompt> promptArg(j::Runtime& rt, const j::Value* args, size_t count,
                                       size_t index) {
   if (count <= index) return std::nullopt;
   const j::Value& value = args[index];
-  if (value.isString()) return seam::Prompt{{value.asString(rt).utf8(rt), false}};
+  if (value.isString()) return seam::Prompt{{value.asString(rt).utf8(rt), false, "", "", {}}};
   if (!value.isObject() || !value.asObject(rt).isArray(rt)) return std::nullopt;
   j::Array array = value.asObject(rt).asArray(rt);
   seam::Prompt prompt;
@@ -113,10 +140,25 @@ std::optional<seam::Prompt> promptArg(j::Runtime& rt, const j::Value* args, size
     j::Value item = array.getValueAtIndex(rt, i);
     if (!item.isObject()) return std::nullopt;
     j::Object part = item.asObject(rt);
+    j::Value media = part.getProperty(rt, "media");
+    if (!media.isUndefined()) {
+      j::Value path = part.getProperty(rt, "path");
+      if (!media.isString()) return std::nullopt;
+      seam::PromptPart item{"", false, media.asString(rt).utf8(rt), "", {}};
+      if (path.isString()) {
+        item.path = path.asString(rt).utf8(rt);
+      } else if (auto clip = float32s(rt, part.getProperty(rt, "samples"))) {
+        item.samples = std::move(*clip);
+      } else {
+        return std::nullopt;
+      }
+      prompt.push_back(std::move(item));
+      continue;
+    }
     j::Value text = part.getProperty(rt, "text");
     j::Value plain = part.getProperty(rt, "plain");
     if (!text.isString() || !(plain.isUndefined() || plain.isBool())) return std::nullopt;
-    prompt.push_back({text.asString(rt).utf8(rt), plain.isBool() && plain.getBool()});
+    prompt.push_back({text.asString(rt).utf8(rt), plain.isBool() && plain.getBool(), "", "", {}});
   }
   return prompt;
 }

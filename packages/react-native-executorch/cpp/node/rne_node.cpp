@@ -134,9 +134,24 @@ std::optional<std::string> stringOf(napi_env env, napi_value value) {
   return text;
 }
 
-// A prompt argument: a string (all template text) or an array of {text, plain?} parts.
+// The values of a Float32Array, or nullopt for anything else.
+std::optional<std::vector<float>> float32sOf(napi_env env, napi_value value) {
+  bool typed = false;
+  napi_is_typedarray(env, value, &typed);
+  if (!typed) return std::nullopt;
+  napi_typedarray_type type;
+  size_t length = 0;
+  void* data = nullptr;
+  napi_get_typedarray_info(env, value, &type, &length, &data, nullptr, nullptr);
+  if (type != napi_float32_array) return std::nullopt;
+  const auto* values = static_cast<const float*>(data);
+  return std::vector<float>(values, values + length);
+}
+
+// A prompt argument: a string (all template text) or an array of {text, plain?} and
+// {media, path | samples} parts.
 std::optional<seam::Prompt> promptOf(napi_env env, napi_value value) {
-  if (auto text = stringOf(env, value)) return seam::Prompt{{std::move(*text), false}};
+  if (auto text = stringOf(env, value)) return seam::Prompt{{std::move(*text), false, "", "", {}}};
   bool is_array = false;
   napi_is_array(env, value, &is_array);
   if (!is_array) return std::nullopt;
@@ -144,9 +159,27 @@ std::optional<seam::Prompt> promptOf(napi_env env, napi_value value) {
   napi_get_array_length(env, value, &length);
   seam::Prompt prompt;
   for (uint32_t i = 0; i < length; ++i) {
-    napi_value item, text, plain;
+    napi_value item, text, plain, media, path;
     napi_get_element(env, value, i, &item);
     if (typeOf(env, item) != napi_object) return std::nullopt;
+    napi_get_named_property(env, item, "media", &media);
+    if (typeOf(env, media) != napi_undefined) {
+      napi_value samples;
+      napi_get_named_property(env, item, "path", &path);
+      napi_get_named_property(env, item, "samples", &samples);
+      auto kind = stringOf(env, media);
+      if (!kind) return std::nullopt;
+      seam::PromptPart part{"", false, std::move(*kind), "", {}};
+      if (auto file = stringOf(env, path)) {
+        part.path = std::move(*file);
+      } else if (auto clip = float32sOf(env, samples)) {
+        part.samples = std::move(*clip);
+      } else {
+        return std::nullopt;
+      }
+      prompt.push_back(std::move(part));
+      continue;
+    }
     napi_get_named_property(env, item, "text", &text);
     napi_get_named_property(env, item, "plain", &plain);
     auto part_text = stringOf(env, text);
@@ -155,7 +188,7 @@ std::optional<seam::Prompt> promptOf(napi_env env, napi_value value) {
     if (typeOf(env, plain) != napi_undefined && napi_get_value_bool(env, plain, &part_plain) != napi_ok) {
       return std::nullopt;
     }
-    prompt.push_back({std::move(*part_text), part_plain});
+    prompt.push_back({std::move(*part_text), part_plain, "", "", {}});
   }
   return prompt;
 }

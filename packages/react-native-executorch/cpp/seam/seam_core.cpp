@@ -9,6 +9,9 @@
 #include "backend_catalog.generated.h"
 #include "rne/runner/backends.h"
 #include "rne/tokenizer/tokenizer.h"
+#ifdef RNE_WITH_MEDIA
+#include "rne/media/media_embedder.h"
+#endif
 
 namespace rne::seam {
 namespace {
@@ -118,6 +121,47 @@ auto guarded(const char* what, Body&& body) -> decltype(body()) {
   }
 }
 
+#ifdef RNE_WITH_MEDIA
+// The encoders `options` name, checked against the model's embedding width; null when none.
+Result<std::unique_ptr<media::MediaEmbedder>> loadEncoders(const LoadOptions& options,
+                                                           int64_t embeds_width) {
+  if (options.vision_encoder_path.empty() && options.audio_encoder_path.empty()) {
+    return std::unique_ptr<media::MediaEmbedder>();
+  }
+  if (embeds_width == 0) {
+    return invalidArgument(options.model_path + " takes text only: load it without encoders, "
+                           "or use a variant exported with them");
+  }
+  auto check_width = [&](const std::string& path, int64_t width) -> Result<void> {
+    if (width == embeds_width) return {};
+    return invalidArgument(path + " gives rows of " + std::to_string(width) +
+                           " values but the model takes " + std::to_string(embeds_width) +
+                           ": it is another model's encoder");
+  };
+  std::unique_ptr<runner::VisionEncoder> vision;
+  std::unique_ptr<runner::AudioEncoder> audio;
+  if (!options.vision_encoder_path.empty()) {
+    auto loaded = runner::VisionEncoder::load(options.vision_encoder_path);
+    if (!loaded.ok()) return loaded.error();
+    if (auto ok = check_width(options.vision_encoder_path, (*loaded)->contract().text_hidden);
+        !ok.ok()) {
+      return ok.error();
+    }
+    vision = std::move(loaded).value();
+  }
+  if (!options.audio_encoder_path.empty()) {
+    auto loaded = runner::AudioEncoder::load(options.audio_encoder_path);
+    if (!loaded.ok()) return loaded.error();
+    if (auto ok = check_width(options.audio_encoder_path, (*loaded)->contract().text_hidden);
+        !ok.ok()) {
+      return ok.error();
+    }
+    audio = std::move(loaded).value();
+  }
+  return std::make_unique<media::MediaEmbedder>(std::move(vision), std::move(audio));
+}
+#endif
+
 }  // namespace
 
 std::vector<int64_t> encodePrompt(const tokenizer::Tokenizer& tokenizer, const Prompt& prompt) {
@@ -140,6 +184,13 @@ Result<LoadOptions> parseLoadOptions(const ObjectReader& options) {
   for (auto [name, field] : {std::pair{"modelPath", &parsed.model_path},
                              std::pair{"tokenizerPath", &parsed.tokenizer_path},
                              std::pair{"backend", &parsed.backend}}) {
+    auto value = options.string(name);
+    if (!value) return invalidArgument(std::string(name) + " must be a string");
+    *field = std::move(*value);
+  }
+  for (auto [name, field] : {std::pair{"visionEncoderPath", &parsed.vision_encoder_path},
+                             std::pair{"audioEncoderPath", &parsed.audio_encoder_path}}) {
+    if (!options.has(name)) continue;
     auto value = options.string(name);
     if (!value) return invalidArgument(std::string(name) + " must be a string");
     *field = std::move(*value);
@@ -178,6 +229,11 @@ struct SeamCore::Model {
   std::unique_ptr<runner::LlmRunner> runner;
   std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
   int64_t max_context = 0;
+#ifdef RNE_WITH_MEDIA
+  // Images and audio in prompts, when loaded with their encoders. Encoding on the worker only;
+  // counting from any thread.
+  std::unique_ptr<media::MediaEmbedder> media;
+#endif
   std::atomic<bool> running{false};
   // Set by interrupt(), cleared by generate() on the JS thread: an interrupt that arrives
   // before the queued generation starts (when the runner would clear its own flag) still stops it.
@@ -225,12 +281,25 @@ Result<void> SeamCore::loadLLM(LoadOptions options, LoadDone done) {
     return invalidArgument("This app's native binary was built without the " + options.backend +
                            " backend (" + known->runtime + ")");
   }
+#ifndef RNE_WITH_MEDIA
+  if (!options.vision_encoder_path.empty() || !options.audio_encoder_path.empty()) {
+    return invalidArgument("This native binary was built without image and audio input "
+                           "(cpp/media); load the model without its encoders");
+  }
+#endif
   worker_->post([this, options = std::move(options), done = std::move(done)] {
     auto loaded = guarded("loading the model", [&] {
       return runner::LlmRunner::load(options.model_path, options.tokenizer_path);
     });
     if (!loaded.ok()) return done(loaded.error());
     auto model = std::make_shared<Model>();
+#ifdef RNE_WITH_MEDIA
+    auto media = guarded("loading the encoders", [&] {
+      return loadEncoders(options, (*loaded)->contract().embeds_width);
+    });
+    if (!media.ok()) return done(media.error());
+    model->media = std::move(media).value();
+#endif
     model->runner = std::move(loaded).value();
     model->tokenizer = std::make_shared<const tokenizer::Tokenizer>(model->runner->tokenizer());
     model->max_context = model->runner->contract().max_context;
@@ -277,11 +346,13 @@ void SeamCore::runGeneration(Model& model, const Prompt& prompt,
                              const runner::GenerationConfig& config, const OnPiece& on_piece,
                              const GenerateDone& done) {
   auto result = guarded("generating", [&]() -> Result<runner::Stats> {
-    const std::vector<int64_t> tokens = encodePrompt(*model.tokenizer, prompt);
-    return model.runner->generate_prompt(tokens, config, [&](std::string_view text) {
+    std::vector<runner::MediaSpan> media;
+    auto tokens = encode(model, prompt, &media);
+    if (!tokens.ok()) return tokens.error();
+    return model.runner->generate_prompt(*tokens, config, [&](std::string_view text) {
       if (model.stop_requested.load()) model.runner->interrupt();
       on_piece(std::string(text), static_cast<int64_t>(model.runner->last_tokens().size()));
-    });
+    }, media);
   });
   if (result.ok()) {
     std::lock_guard<std::mutex> lock(model.stats_mutex);
@@ -325,8 +396,62 @@ Result<int64_t> SeamCore::countTokens(Handle handle, const Prompt& prompt) {
   auto model = find(handle);
   if (!model.ok()) return model.error();
   return guarded("counting tokens", [&]() -> Result<int64_t> {
-    return static_cast<int64_t>(encodePrompt(*(*model)->tokenizer, prompt).size());
+    auto tokens = encode(**model, prompt, nullptr);
+    if (!tokens.ok()) return tokens.error();
+    return static_cast<int64_t>(tokens->size());
   });
+}
+
+Result<std::vector<int64_t>> SeamCore::encode(Model& model, const Prompt& prompt,
+                                               std::vector<runner::MediaSpan>* spans) {
+  std::vector<int64_t> ids;
+  Prompt text;  // the text parts since the last media part, encoded as one text
+  auto flush = [&] {
+    const auto encoded = encodePrompt(*model.tokenizer, text);
+    ids.insert(ids.end(), encoded.begin(), encoded.end());
+    text.clear();
+  };
+  for (const PromptPart& part : prompt) {
+    if (part.media.empty()) {
+      text.push_back(part);
+      continue;
+    }
+    flush();
+#ifdef RNE_WITH_MEDIA
+    if (model.media == nullptr) {
+      return invalidArgument("This model was loaded without its encoders, so it cannot take "
+                             "images or audio: load it with visionEncoderPath/audioEncoderPath "
+                             "(a model with the vision/audio capability)");
+    }
+    media::MediaEmbedder& embedder = *model.media;
+    const bool image = part.media == "image";
+    if (!image && part.media != "audio") {
+      return invalidArgument("Unknown prompt media \"" + part.media + "\" (image or audio)");
+    }
+    const bool samples = !image && part.path.empty();
+    if (spans == nullptr) {
+      auto count = image     ? embedder.count_image(part.path)
+                   : samples ? embedder.count_audio(part.samples.size())
+                             : embedder.count_audio_file(part.path);
+      if (!count.ok()) return count.error();
+      ids.insert(ids.end(), static_cast<size_t>(*count), 0);  // only the length counts
+      continue;
+    }
+    auto item = image     ? embedder.image(part.path)
+                : samples ? embedder.audio(part.samples.data(), part.samples.size())
+                          : embedder.audio_file(part.path);
+    if (!item.ok()) return item.error();
+    item->span.offset += static_cast<int64_t>(ids.size());
+    ids.insert(ids.end(), item->tokens.begin(), item->tokens.end());
+    spans->push_back(std::move(item->span));
+#else
+    (void)spans;
+    return invalidArgument("This native binary was built without image and audio input "
+                           "(cpp/media)");
+#endif
+  }
+  flush();
+  return ids;
 }
 
 Result<int64_t> SeamCore::maxContextLength(Handle handle) {

@@ -52,6 +52,8 @@ struct LoadOptions {
   std::string model_path;
   std::string tokenizer_path;
   std::string backend;  // a TypeScript backend name ("xnnpack")
+  std::string vision_encoder_path;  // optional: the model's vision encoder program
+  std::string audio_encoder_path;   // optional: the model's audio encoder program
 };
 
 // loadLLM's options object; invalid_argument names the bad field.
@@ -71,16 +73,23 @@ StatsFields statsFields(const runner::Stats& stats);
 // text is those tokens, or plain text (what a user, a tool or the app wrote), whose special-token
 // text is ordinary text, so it cannot end a turn or open one. A host turns a prompt given as one
 // string into one template part.
+// A media part (`media` set: "image" or "audio") stands for a file at `path` (a JPEG/PNG, a
+// 16 kHz mono WAV) or, for audio, 16 kHz mono float `samples`; it becomes the model's begin
+// marker, the item's soft tokens and its end marker.
 struct PromptPart {
   std::string text;
   bool plain = false;
+  std::string media;
+  std::string path;
+  std::vector<float> samples;
 };
 using Prompt = std::vector<PromptPart>;
 // What hosts say when a prompt argument has another shape.
 inline constexpr const char* kPromptShape =
-    "a string or an array of {text: string, plain?: boolean}";
-// The ids a prompt prefills: its parts encoded as one text (tokenizer::Tokenizer::encode_parts),
-// nothing added.
+    "a string or an array of {text: string, plain?: boolean}, {media: 'image' | 'audio', path: "
+    "string} and {media: 'audio', samples: Float32Array}";
+// The ids of a text-only prompt: its parts encoded as one text
+// (tokenizer::Tokenizer::encode_parts), nothing added.
 std::vector<int64_t> encodePrompt(const tokenizer::Tokenizer& tokenizer, const Prompt& prompt);
 
 // An invalid_argument error (bad arguments a host found while converting them).
@@ -123,6 +132,10 @@ class SeamCore : public std::enable_shared_from_this<SeamCore> {
  private:
   struct Model;
   Result<std::shared_ptr<Model>> find(Handle handle);
+  // The prompt's ids, its text runs encoded as one text each and its media parts as their
+  // tokens; with `spans`, the media parts are also encoded into them (on the worker only).
+  static Result<std::vector<int64_t>> encode(Model& model, const Prompt& prompt,
+                                             std::vector<runner::MediaSpan>* spans);
   void runGeneration(Model& model, const Prompt& prompt,
                      const runner::GenerationConfig& config, const OnPiece& on_piece,
                      const GenerateDone& done);

@@ -17,6 +17,7 @@ import type {
   NativeExecutorch,
   NativeGenerationConfig,
   NativeModelHandle,
+  NativePrompt,
   PromptPart,
 } from '../native/seam';
 import { resolveResourceFetcher } from '../resources/defaultFetcher';
@@ -529,11 +530,23 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
    * system prompt, unless the messages start with one, and the assistant header included).
    */
   countTokens(input: string | readonly MessageInput[]): number {
-    const { native, handle } = this.loaded();
-    if (typeof input === 'string') return native.countTokens(handle, input);
+    if (typeof input === 'string') return this.nativeCount(input);
     const messages = input.map(normalizeMessage);
     this.checkMedia(messages);
-    return native.countTokens(handle, this.renderPrompt(this.withSystemPrompt(messages)));
+    return this.nativeCount(this.renderPrompt(this.withSystemPrompt(messages)));
+  }
+
+  /**
+   * The native token count of `prompt`, its errors as {@link ExecutorchError}s: a media part the
+   * runner cannot read (a damaged picture, a clip too long) fails here, before generating.
+   */
+  private nativeCount(prompt: NativePrompt): number {
+    const { native, handle } = this.loaded();
+    try {
+      return native.countTokens(handle, prompt);
+    } catch (error) {
+      throw fromNativeError(error);
+    }
   }
 
   /** The model's context length in tokens (the prompt and the answer must fit in it). */
@@ -678,7 +691,7 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
     const settings: ContextSettings = resolveContextSettings(this.config.chat, maxNewTokens);
     return fitContext(this.withSystemPrompt(messages), settings, {
       maxContextLength: native.maxContextLength(handle),
-      countTokens: (list) => native.countTokens(handle, [...this.renderPrompt(list), ...suffix]),
+      countTokens: (list) => this.nativeCount([...this.renderPrompt(list), ...suffix]),
     });
   }
 
@@ -758,7 +771,7 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
     const prompt = [...this.renderPrompt(this.fittedMessages(messages, config.maxNewTokens, suffix)), ...suffix];
     const native = this.native as NativeExecutorch;
     const handle = this.handle as NativeModelHandle;
-    this.promptTokenCount = native.countTokens(handle, prompt);
+    this.promptTokenCount = this.nativeCount(prompt);
     this.generatedTokenCount = 0;
     this.generating = true;
     const splitter = new ThoughtSplitter(thoughtMarkers);

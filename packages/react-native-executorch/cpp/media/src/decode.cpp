@@ -76,7 +76,7 @@ uint8_t over_white(uint32_t colour, uint32_t alpha) {
 
 }  // namespace
 
-Result<RgbImage> decode_image(const uint8_t* data, size_t size, const DecodeLimits& limits) {
+Result<Size2D> image_size(const uint8_t* data, size_t size, const DecodeLimits& limits) {
   if (size == 0) return invalid("the image is empty (0 bytes): pass a JPEG or PNG file");
   if (size > limits.max_file_bytes || size > static_cast<size_t>(INT32_MAX)) {
     return invalid("the image file is " + std::to_string(size) + " bytes, over the limit of " +
@@ -102,6 +102,13 @@ Result<RgbImage> decode_image(const uint8_t* data, size_t size, const DecodeLimi
                    std::to_string(height) + " pixels, over the limit of " +
                    std::to_string(limits.max_pixels) + ": downscale it first");
   }
+  return Size2D{static_cast<int>(height), static_cast<int>(width)};
+}
+
+Result<RgbImage> decode_image(const uint8_t* data, size_t size, const DecodeLimits& limits) {
+  if (auto checked = image_size(data, size, limits); !checked.ok()) return checked.error();
+  const bool png = is_png(data, size);
+  const char* format = png ? "PNG" : "JPEG";
   // PNG: 4 channels out, because stb adds a tRNS chunk's alpha only when it expands channels
   // (and grey comes back replicated). JPEG has no alpha: 3, a quarter less memory.
   const int channels = png ? 4 : 3;
@@ -135,7 +142,7 @@ Result<RgbImage> decode_image(const uint8_t* data, size_t size, const DecodeLimi
   return out;
 }
 
-Result<RgbImage> decode_image_file(const std::string& path, const DecodeLimits& limits) {
+Result<std::vector<uint8_t>> read_image_file(const std::string& path, const DecodeLimits& limits) {
   std::ifstream file(path, std::ios::binary | std::ios::ate);
   if (!file) return Error{ErrorCode::kNotFound, "cannot open the image file '" + path + "'"};
   const std::streamoff size = file.tellg();
@@ -150,7 +157,13 @@ Result<RgbImage> decode_image_file(const std::string& path, const DecodeLimits& 
   if (size > 0 && !file.read(reinterpret_cast<char*>(bytes.data()), size)) {
     return Error{ErrorCode::kNotFound, "cannot read the image file '" + path + "'"};
   }
-  auto image = decode_image(bytes.data(), bytes.size(), limits);
+  return bytes;
+}
+
+Result<RgbImage> decode_image_file(const std::string& path, const DecodeLimits& limits) {
+  auto bytes = read_image_file(path, limits);
+  if (!bytes.ok()) return bytes.error();
+  auto image = decode_image(bytes->data(), bytes->size(), limits);
   if (!image.ok()) return Error{image.error().code, path + ": " + image.error().message};
   return image;
 }

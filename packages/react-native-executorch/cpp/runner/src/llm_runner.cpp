@@ -176,11 +176,14 @@ Result<Stats> LlmRunner::generate(const std::vector<int64_t>& tokens,
 
 Result<Stats> LlmRunner::generate_prompt(const std::vector<int64_t>& prompt,
                                          const GenerationConfig& config,
-                                         const TextCallback& on_text) {
+                                         const TextCallback& on_text,
+                                         const std::vector<MediaSpan>& media) {
   auto constrained = with_json_constraint(config);
   if (!constrained.ok()) return constrained.error();
   return generate_text(
-      [&](const TokenSink& sink) { return generator_->generate_prompt(prompt, *constrained, sink); },
+      [&](const TokenSink& sink) {
+        return generator_->generate_prompt(prompt, *constrained, sink, media);
+      },
       config, on_text);
 }
 

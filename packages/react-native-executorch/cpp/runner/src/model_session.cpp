@@ -200,8 +200,9 @@ Result<std::unique_ptr<ModelSession>> ModelSession::load_unguarded(
   }
 
   auto meta = module.method_meta("forward");
-  if (!meta.ok() || meta->num_inputs() != 2) {
-    return contract_error(path, "'forward' must take (tokens[1, T], input_pos[1])");
+  if (!meta.ok() || (meta->num_inputs() != 2 && meta->num_inputs() != 3)) {
+    return contract_error(path, "'forward' must take (tokens[1, T], input_pos[1]) or, with media, "
+                                "(tokens[1, T], input_pos[1], embeds[1, T, D])");
   }
   auto tokens_meta = meta->input_tensor_meta(0);
   if (!tokens_meta.ok() || tokens_meta->sizes().size() != 2 ||
@@ -240,12 +241,26 @@ Result<std::unique_ptr<ModelSession>> ModelSession::load_unguarded(
     if (!ring.ok()) return ring.error();
     c.kv_ring_size = *ring;
   }
+  if (meta->num_inputs() == 3) {
+    auto embeds_meta = meta->input_tensor_meta(2);
+    if (!embeds_meta.ok() || embeds_meta->sizes().size() != 3 ||
+        embeds_meta->scalar_type() != et::aten::ScalarType::Float || embeds_meta->sizes()[2] < 1 ||
+        names->count("get_media_token_ids") == 0) {
+      return contract_error(path, "'forward' input 2 must be float32 embeds[1, T, D], declared by "
+                                  "get_media_token_ids");
+    }
+    c.embeds_width = embeds_meta->sizes()[2];
+    auto media = read_int_list(module, path, "get_media_token_ids");
+    if (!media.ok()) return media.error();
+    c.media_token_ids = std::move(*media);
+  }
   if (c.max_chunk < 1 || c.max_context < 1 || c.vocab_size < 1 || c.max_chunk > c.max_context) {
     return contract_error(path, "inconsistent metadata: max_chunk=" + std::to_string(c.max_chunk) +
                                     " max_context=" + std::to_string(c.max_context) +
                                     " vocab_size=" + std::to_string(c.vocab_size));
   }
   session->tokens_buffer_.resize(static_cast<size_t>(c.max_chunk));
+  session->embeds_buffer_.resize(static_cast<size_t>(c.max_chunk * c.embeds_width));
   session->find_ring_buffers();
   return session;
 }
@@ -289,7 +304,12 @@ void ModelSession::restore_ring_state(const std::vector<uint8_t>& state) {
   }
 }
 
-Result<LogitsView> ModelSession::forward(const int64_t* tokens, int64_t count, int64_t start_pos) {
+Result<LogitsView> ModelSession::forward(const int64_t* tokens, int64_t count, int64_t start_pos,
+                                         const float* embeds) {
+  if (embeds != nullptr && contract_.embeds_width == 0) {
+    return Error{ErrorCode::kInvalidArgument,
+                 path_ + " takes token ids only: it has no input for image or audio embeddings"};
+  }
   if (count < 1 || count > contract_.max_chunk) {
     return Error{ErrorCode::kInvalidArgument,
                  "forward: " + std::to_string(count) + " tokens; must be 1.." +
@@ -308,7 +328,23 @@ Result<LogitsView> ModelSession::forward(const int64_t* tokens, int64_t count, i
       tokens_buffer_.data(), {1, static_cast<et::aten::SizesType>(count)},
       et::aten::ScalarType::Long);
   auto pos_tensor = et::extension::from_blob(&position_, {1}, et::aten::ScalarType::Long);
-  auto out = module_->execute("forward", {tokens_tensor, pos_tensor});
+  std::vector<et::runtime::EValue> inputs{tokens_tensor, pos_tensor};
+  et::extension::TensorPtr embeds_tensor;
+  if (contract_.embeds_width > 0) {
+    const size_t values = static_cast<size_t>(count * contract_.embeds_width);
+    if (embeds != nullptr) {
+      std::copy(embeds, embeds + values, embeds_buffer_.begin());
+    } else {
+      std::fill(embeds_buffer_.begin(), embeds_buffer_.begin() + values, 0.0f);
+    }
+    embeds_tensor = et::extension::from_blob(
+        embeds_buffer_.data(),
+        {1, static_cast<et::aten::SizesType>(count),
+         static_cast<et::aten::SizesType>(contract_.embeds_width)},
+        et::aten::ScalarType::Float);
+    inputs.emplace_back(embeds_tensor);
+  }
+  auto out = module_->execute("forward", inputs);
   if (!out.ok()) {
     return Error{ErrorCode::kExecutionFailed,
                  "forward failed at position " + std::to_string(start_pos) + " with " +

@@ -56,6 +56,7 @@ TextGenerator::TextGenerator(std::unique_ptr<ModelSession> session)
 
 void TextGenerator::reset() {
   cached_.clear();
+  cached_keys_.clear();
   pending_.clear();
   checkpoints_.clear();
   high_water_ = 0;
@@ -94,14 +95,74 @@ bool TextGenerator::rewind(int64_t position) {
     high_water_ = checkpoint.high_water;
   }
   cached_.resize(static_cast<size_t>(position));
+  cached_keys_.resize(cached_.size());
   pending_.clear();
   logits_ = {};
   return true;
 }
 
+Result<void> TextGenerator::place_media(const std::vector<MediaSpan>& media,
+                                        const std::vector<int64_t>& new_tokens, size_t shift,
+                                        std::vector<uint64_t>& keys,
+                                        std::vector<const float*>& rows) const {
+  const ModelContract& c = contract();
+  auto is_media = [&](int64_t id) {
+    return std::find(c.media_token_ids.begin(), c.media_token_ids.end(), id) !=
+           c.media_token_ids.end();
+  };
+  const auto width = static_cast<size_t>(c.embeds_width);
+  for (const MediaSpan& span : media) {
+    if (c.embeds_width == 0) {
+      return Error{ErrorCode::kInvalidArgument,
+                   "this model takes text only: its program has no input for image or audio "
+                   "embeddings; use a variant exported with its encoders"};
+    }
+    if (span.offset < 0 || span.count < 1 ||
+        span.offset + span.count > static_cast<int64_t>(new_tokens.size()) || span.key == 0 ||
+        span.rows == nullptr || span.rows->size() != static_cast<size_t>(span.count) * width) {
+      return Error{ErrorCode::kInvalidArgument,
+                   "a media span must cover 1 or more prompt positions with a nonzero key and " +
+                       std::to_string(c.embeds_width) + " floats per position"};
+    }
+    for (int64_t i = 0; i < span.count; ++i) {
+      const size_t at = shift + static_cast<size_t>(span.offset + i);
+      if (!is_media(new_tokens[static_cast<size_t>(span.offset + i)]) || keys[at] != 0) {
+        return Error{ErrorCode::kInvalidArgument,
+                     "media spans must cover media soft tokens only, each once"};
+      }
+      keys[at] = span.key;
+      rows[at] = span.rows->data() + static_cast<size_t>(i) * width;
+    }
+  }
+  for (size_t i = 0; i < new_tokens.size(); ++i) {
+    if (is_media(new_tokens[i]) && keys[shift + i] == 0) {
+      return Error{ErrorCode::kInvalidArgument,
+                   "prompt position " + std::to_string(i) + " holds a media soft token (" +
+                       std::to_string(new_tokens[i]) + ") without an image or clip for it"};
+    }
+  }
+  return {};
+}
+
+const float* TextGenerator::chunk_embeds(const std::vector<const float*>& rows, size_t offset,
+                                         size_t count) {
+  const auto width = static_cast<size_t>(contract().embeds_width);
+  bool any = false;
+  for (size_t i = offset; i < offset + count; ++i) any = any || rows[i] != nullptr;
+  if (!any) return nullptr;
+  chunk_embeds_.assign(count * width, 0.0f);
+  for (size_t i = 0; i < count; ++i) {
+    if (const float* row = rows[offset + i]; row != nullptr) {
+      std::copy(row, row + width, chunk_embeds_.begin() + static_cast<std::ptrdiff_t>(i * width));
+    }
+  }
+  return chunk_embeds_.data();
+}
+
 Result<Stats> TextGenerator::generate_prompt(const std::vector<int64_t>& prompt,
                                              const GenerationConfig& config,
-                                             const TokenSink& sink) {
+                                             const TokenSink& sink,
+                                             const std::vector<MediaSpan>& media) {
   if (running_.load()) {
     return Error{ErrorCode::kBusy, "generate() is already running on this runner; wait for it "
                                    "or call interrupt()"};
@@ -110,11 +171,21 @@ Result<Stats> TextGenerator::generate_prompt(const std::vector<int64_t>& prompt,
     return Error{ErrorCode::kInvalidArgument, "nothing to generate from: the prompt is empty"};
   }
   // The conversation as the model has seen it: the cache, then the not yet fed last token.
+  std::vector<uint64_t> keys(prompt.size(), 0);
+  for (const MediaSpan& span : media) {
+    if (span.offset < 0 || span.count < 0 ||
+        span.offset + span.count > static_cast<int64_t>(prompt.size())) {
+      return Error{ErrorCode::kInvalidArgument, "a media span lies outside the prompt"};
+    }
+    std::fill_n(keys.begin() + span.offset, span.count, span.key);
+  }
   size_t common = 0;
   const size_t known = cached_.size() + pending_.size();
   while (common < known && common < prompt.size()) {
-    const int64_t token = common < cached_.size() ? cached_[common] : pending_[common - cached_.size()];
-    if (token != prompt[common]) break;
+    const bool in_cache = common < cached_.size();
+    const int64_t token = in_cache ? cached_[common] : pending_[common - cached_.size()];
+    const uint64_t key = in_cache ? cached_keys_[common] : 0;
+    if (token != prompt[common] || key != keys[common]) break;
     ++common;
   }
   // Keep at least one prompt token to feed: its logits give the first answer token.
@@ -124,9 +195,25 @@ Result<Stats> TextGenerator::generate_prompt(const std::vector<int64_t>& prompt,
   }
   pending_.clear();  // a matching pending token is fed again below, as part of the prompt
   const size_t reused = cached_.size();
+  // The spans (or their tails) that fall in what is fed, relative to it.
+  std::vector<MediaSpan> fed_media;
+  for (const MediaSpan& span : media) {
+    const int64_t end = span.offset + span.count;
+    if (end <= static_cast<int64_t>(reused)) continue;
+    MediaSpan fed = span;
+    const int64_t skip = std::max<int64_t>(0, static_cast<int64_t>(reused) - span.offset);
+    fed.offset = span.offset + skip - static_cast<int64_t>(reused);
+    fed.count = span.count - skip;
+    if (skip > 0) {
+      const auto width = static_cast<size_t>(contract().embeds_width);
+      fed.rows = std::make_shared<const std::vector<float>>(
+          span.rows->begin() + static_cast<std::ptrdiff_t>(skip * width), span.rows->end());
+    }
+    fed_media.push_back(std::move(fed));
+  }
   auto stats = generate(std::vector<int64_t>(prompt.begin() + static_cast<std::ptrdiff_t>(reused),
                                              prompt.end()),
-                        config, sink);
+                        config, sink, fed_media);
   if (stats.ok()) stats->reused_tokens = static_cast<int64_t>(reused);
   return stats;
 }
@@ -138,7 +225,8 @@ Result<Stats> TextGenerator::prefill(const std::vector<int64_t>& new_tokens) {
 }
 
 Result<Stats> TextGenerator::generate(const std::vector<int64_t>& new_tokens,
-                                      const GenerationConfig& config, const TokenSink& sink) {
+                                      const GenerationConfig& config, const TokenSink& sink,
+                                      const std::vector<MediaSpan>& media) {
   if (running_.exchange(true)) {
     return Error{ErrorCode::kBusy, "generate() is already running on this runner; wait for it "
                                    "or call interrupt()"};
@@ -166,6 +254,13 @@ Result<Stats> TextGenerator::generate(const std::vector<int64_t>& new_tokens,
   // What the cache does not hold yet: last turn's final token, then this turn's input.
   std::vector<int64_t> to_feed = pending_;
   to_feed.insert(to_feed.end(), new_tokens.begin(), new_tokens.end());
+  // Per position of to_feed: its media span's key (0 for text) and where its row is.
+  std::vector<uint64_t> feed_keys(to_feed.size(), 0);
+  std::vector<const float*> feed_rows(to_feed.size(), nullptr);
+  if (auto placed = place_media(media, new_tokens, pending_.size(), feed_keys, feed_rows);
+      !placed.ok()) {
+    return placed.error();
+  }
   if (to_feed.empty()) {
     return Error{ErrorCode::kInvalidArgument, "nothing to generate from: the prompt is empty"};
   }
@@ -219,10 +314,13 @@ Result<Stats> TextGenerator::generate(const std::vector<int64_t>& new_tokens,
     if (rings && offset < checkpoint_at) {
       count = std::min<int64_t>(count, static_cast<int64_t>(checkpoint_at - offset));
     }
-    auto out = session_->forward(to_feed.data() + offset, count, position());
+    const float* embeds = chunk_embeds(feed_rows, offset, static_cast<size_t>(count));
+    auto out = session_->forward(to_feed.data() + offset, count, position(), embeds);
     if (!out.ok()) return out.error();
     logits = *out;
     cached_.insert(cached_.end(), to_feed.begin() + offset, to_feed.begin() + offset + count);
+    cached_keys_.insert(cached_keys_.end(), feed_keys.begin() + offset,
+                        feed_keys.begin() + offset + count);
     high_water_ = std::max(high_water_, position());
     offset += count;
   }
@@ -289,6 +387,7 @@ Result<Stats> TextGenerator::generate(const std::vector<int64_t>& new_tokens,
     if (!out.ok()) return out.error();
     logits = *out;
     cached_.push_back(token);
+    cached_keys_.push_back(0);
     high_water_ = std::max(high_water_, position());
     pending_.clear();
   }

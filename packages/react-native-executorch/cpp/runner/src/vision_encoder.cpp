@@ -1,47 +1,25 @@
 #include "rne/runner/vision_encoder.h"
 
-#include "rne/runner/program_check.h"
-#include "held_bytes_loader.h"
+#include "encoder_program.h"
 
 #include <executorch/extension/module/module.h>
 #include <executorch/extension/tensor/tensor.h>
-#include <executorch/runtime/core/data_loader.h>
 
 #include <cmath>
-#include <cstring>
-#include <exception>
 #include <string>
 
 namespace rne::runner {
 
 namespace et = ::executorch;
 using et::extension::module::Module;
-using RuntimeError = et::runtime::Error;
 
 namespace {
 
+constexpr detail::EncoderKind kVision{"a vision encoder",
+                                      "export one with tools/export_encoder.py"};
+
 Error contract_error(const std::string& path, const std::string& what) {
-  return {ErrorCode::kInvalidModel,
-          path + ": " + what +
-              " (not a vision encoder program: export one with tools/export_encoder.py; if it "
-              "was copied or downloaded, it may be a corrupt file: verify its sha256)"};
-}
-
-Error runtime_failure(const std::string& path, const char* stage, RuntimeError error) {
-  return {ErrorCode::kInvalidModel,
-          path + ": " + stage + " failed (runtime error " +
-              std::to_string(static_cast<unsigned>(error)) +
-              "): the file is damaged or was exported for a backend or operators this build "
-              "lacks; verify its sha256, or export it again with tools/export_encoder.py"};
-}
-
-Result<int64_t> read_int(Module& module, const std::string& path, const char* method) {
-  auto out = module.execute(method);
-  if (!out.ok() || out->empty() || !out->at(0).isInt()) {
-    return contract_error(path, std::string("constant method '") + method +
-                                    "' is missing or does not return an integer");
-  }
-  return out->at(0).toInt();
+  return detail::encoder_contract_error(kVision, path, what);
 }
 
 }  // namespace
@@ -56,45 +34,19 @@ Result<std::unique_ptr<VisionEncoder>> VisionEncoder::load(const std::string& pa
 
 Result<std::unique_ptr<VisionEncoder>> VisionEncoder::load(std::shared_ptr<const ModelFile> file) {
   const std::string path = file->path();
-  // As ModelSession::load: a damaged count makes the runtime throw; nothing may escape.
-  try {
-    return load_unguarded(std::move(file));
-  } catch (const std::exception& e) {
-    return Error{ErrorCode::kInvalidModel,
-                 path + ": loading failed (" + e.what() +
-                     "): the file is damaged or truncated, or needs more memory than there is; "
-                     "verify its sha256 and download or export it again"};
-  }
+  return detail::guarded_load(path, [&] { return load_unguarded(std::move(file)); });
 }
 
 Result<std::unique_ptr<VisionEncoder>> VisionEncoder::load_unguarded(
     std::shared_ptr<const ModelFile> file) {
   const std::string path = file->path();
-  if (file->size() < 8 || file->data()[4] != 'E' || file->data()[5] != 'T') {
-    return contract_error(path, "not an ExecuTorch program (.pte)");
-  }
-  if (auto whole = file->check_still_whole(); !whole.ok()) return whole.error();
-
   std::unique_ptr<VisionEncoder> encoder(new VisionEncoder());
   encoder->path_ = path;
   encoder->file_ = file;
-  encoder->module_ = std::make_unique<Module>(std::make_unique<HeldBytesLoader>(std::move(file)));
+  auto opened = detail::open_encoder(kVision, std::move(file), {kMethod});
+  if (!opened.ok()) return opened.error();
+  encoder->module_ = std::move(opened->module);
   Module& module = *encoder->module_;
-  if (auto err = module.load(et::runtime::Program::Verification::InternalConsistency);
-      err != RuntimeError::Ok) {
-    return runtime_failure(path, "parsing the program", err);
-  }
-  if (auto sound = check_program(encoder->file_->data(), encoder->file_->size(), path);
-      !sound.ok()) {
-    return sound.error();
-  }
-  auto names = module.method_names();
-  if (!names.ok() || names->count(kMethod) == 0) {
-    return contract_error(path, std::string("method '") + kMethod + "' is missing");
-  }
-  if (auto err = module.load_method(kMethod); err != RuntimeError::Ok) {
-    return runtime_failure(path, "loading method 'vision_encoder'", err);
-  }
 
   auto meta = module.method_meta(kMethod);
   if (!meta.ok() || meta->num_inputs() != 2 || meta->num_outputs() != 1) {
@@ -125,12 +77,12 @@ Result<std::unique_ptr<VisionEncoder>> VisionEncoder::load_unguarded(
                                std::pair{&c.patch_size, "vision_patch_size"},
                                std::pair{&c.pooling_kernel_size, "vision_pooling_kernel_size"},
                                std::pair{&c.text_hidden, "vision_text_hidden"}}) {
-    auto value = read_int(module, path, method);
+    auto value = detail::read_int_constant(kVision, module, path, method);
     if (!value.ok()) return value.error();
     *field = *value;
   }
-  if (names->count("get_backend")) {
-    auto backend = read_int(module, path, "get_backend");
+  if (opened->has_backend_code) {
+    auto backend = detail::read_int_constant(kVision, module, path, "get_backend");
     if (!backend.ok()) return backend.error();
     c.backend_code = *backend;
   }
@@ -184,12 +136,7 @@ Result<ImageEmbeddings> VisionEncoder::encode(const std::vector<float>& pixel_va
       const_cast<int64_t*>(position_ids.data()),
       {1, static_cast<et::aten::SizesType>(c.max_patches), 2}, et::aten::ScalarType::Long);
   auto out = module_->execute(kMethod, {pixels, positions});
-  if (!out.ok()) {
-    return Error{ErrorCode::kExecutionFailed,
-                 path_ + ": vision_encoder failed (runtime error " +
-                     std::to_string(static_cast<unsigned>(out.error())) +
-                     "); if it fails again, the file may be corrupt: verify its sha256"};
-  }
+  if (!out.ok()) return detail::encoder_execution_failure(path_, kMethod, out.error());
   const auto& tensor = out->at(0).toTensor();
   if (tensor.numel() != c.max_soft_tokens * c.text_hidden) {
     return contract_error(path_, "vision_encoder returned " + std::to_string(tensor.numel()) +

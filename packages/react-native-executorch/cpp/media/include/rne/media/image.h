@@ -39,6 +39,9 @@ struct DecodeLimits {
 // docs/multimodal.md). No EXIF orientation is applied (neither does the processor).
 Result<RgbImage> decode_image(const uint8_t* data, size_t size, const DecodeLimits& limits = {});
 Result<RgbImage> decode_image_file(const std::string& path, const DecodeLimits& limits = {});
+// The file's bytes (kNotFound when unreadable; over max_file_bytes is kInvalidArgument).
+Result<std::vector<uint8_t>> read_image_file(const std::string& path,
+                                             const DecodeLimits& limits = {});
 
 // Pillow's `Image.resize(..., resample=BICUBIC)` on an RGB image, bit for bit: separable
 // convolution with Keys' cubic (a = -0.5) whose support widens with the downscale factor
@@ -59,6 +62,9 @@ struct Size2D {
   int height = 0;
   int width = 0;
 };
+
+// The picture's size from its header alone, with decode_image's checks of format and limits.
+Result<Size2D> image_size(const uint8_t* data, size_t size, const DecodeLimits& limits = {});
 
 // The size the processor resizes an image of `height` x `width` to: the largest with both sides
 // multiples of patch_size * pooling_kernel_size and at most max_soft_tokens * pooling^2 patches,

@@ -60,8 +60,10 @@ class LlmRunner {
                          const TextCallback& on_text);
   // Generates from the whole conversation `prompt`, prefilling only what the KV cache does not
   // share with it (TextGenerator::generate_prompt: longest common prefix, rewind).
+  // `media` places image or audio embeddings at the prompt's soft tokens (TextGenerator).
   Result<Stats> generate_prompt(const std::vector<int64_t>& prompt, const GenerationConfig& config,
-                                const TextCallback& on_text);
+                                const TextCallback& on_text,
+                                const std::vector<MediaSpan>& media = {});
 
   // Tokenizes with the model's tokenizer; add_special_tokens applies its post-processor.
   // Invalid UTF-8 is replaced, not reported: check_utf8() text from users first.

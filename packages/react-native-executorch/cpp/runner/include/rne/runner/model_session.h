@@ -28,6 +28,11 @@ struct ModelContract {
   // position p at p % size), 0 when every cache is flat, -1 when the file does not say. Decides
   // whether the cache can be rewound (TextGenerator::rewind).
   int64_t kv_ring_size = -1;
+  // A decoder that takes media (Gemma 4 with an image or audio encoder): forward's third input
+  // is embeds[1, T, embeds_width] float32, whose rows replace the token embedding at positions
+  // holding one of media_token_ids (get_media_token_ids). 0 / empty: token ids only.
+  int64_t embeds_width = 0;
+  std::vector<int64_t> media_token_ids;
 };
 
 // Logits of the last position of the latest forward call. Points into the runtime's output
@@ -55,8 +60,10 @@ class ModelSession {
   // Runs forward(tokens[1, count], input_pos=[start_pos]); 1 <= count <= max_chunk and
   // start_pos + count <= max_context (checked: the caller gets an Error, not a crash). A mapped
   // file truncated since it was loaded, and logits that are not finite (what damaged weights
-  // produce), are errors too.
-  Result<LogitsView> forward(const int64_t* tokens, int64_t count, int64_t start_pos);
+  // produce), are errors too. `embeds` (count x embeds_width floats, or null for zeros) is the
+  // third input of a program that takes media; passing it to one that does not is an error.
+  Result<LogitsView> forward(const int64_t* tokens, int64_t count, int64_t start_pos,
+                             const float* embeds = nullptr);
 
   // The cache state a rewind cannot recover by itself: every mutable buffer the program names
   // (the exporter names them) that is not a flat, position-addressed cache (no dimension of
@@ -86,6 +93,7 @@ class ModelSession {
   std::vector<Buffer> ring_buffers_;
   size_t ring_state_bytes_ = 0;
   std::vector<int64_t> tokens_buffer_;  // input storage the runtime reads from (max_chunk long)
+  std::vector<float> embeds_buffer_;    // max_chunk x embeds_width, for programs that take media
   int64_t position_ = 0;                // storage for input_pos
 };
 

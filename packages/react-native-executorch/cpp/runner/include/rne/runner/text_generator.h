@@ -75,6 +75,18 @@ struct Stats {
   double decode_tokens_per_s() const;
 };
 
+// Positions of a prompt that hold an encoder's output (an image's or a clip's soft tokens): the
+// model takes `rows` (count x ModelContract::embeds_width floats) there instead of the token
+// embeddings. `key` identifies the content (e.g. a hash of the file): the KV cache is reused
+// across calls only where both the token and the key match, since every image's soft tokens
+// have the same id.
+struct MediaSpan {
+  int64_t offset = 0;  // first position, relative to the token vector it comes with
+  int64_t count = 0;
+  uint64_t key = 0;    // nonzero
+  std::shared_ptr<const std::vector<float>> rows;
+};
+
 // Called once per generated token, in order; return false to stop (reported as kStopString).
 using TokenSink = std::function<bool(int64_t token)>;
 
@@ -88,8 +100,10 @@ class TextGenerator {
   // not hold yet (the previous call's last generated token, then `new_tokens`) in chunks of
   // max_chunk, and generates. Errors: empty input with nothing pending, a token outside the
   // vocabulary, a prompt that does not fit in the remaining context, a runtime failure.
+  // `media` places encoder rows in `new_tokens` (offsets relative to it); every media token id
+  // of the contract must lie in one span, and spans only on media tokens.
   Result<Stats> generate(const std::vector<int64_t>& new_tokens, const GenerationConfig& config,
-                         const TokenSink& sink);
+                         const TokenSink& sink, const std::vector<MediaSpan>& media = {});
 
   // Generates from the whole `prompt` (the conversation so far), reusing the cache: keeps the
   // longest common prefix of the cached conversation (cache + the pending last token) and
@@ -97,7 +111,7 @@ class TextGenerator {
   // prefills only the rest. At least one prompt token is always prefilled (its logits give the
   // first answer token). Stats::reused_tokens counts the tokens kept.
   Result<Stats> generate_prompt(const std::vector<int64_t>& prompt, const GenerationConfig& config,
-                                const TokenSink& sink);
+                                const TokenSink& sink, const std::vector<MediaSpan>& media = {});
 
   // Prefills without generating (e.g. a system prompt), so the next generate() starts from it.
   Result<Stats> prefill(const std::vector<int64_t>& new_tokens);
@@ -144,6 +158,7 @@ class TextGenerator {
  private:
   std::unique_ptr<ModelSession> session_;
   std::vector<int64_t> cached_;   // tokens in the KV cache
+  std::vector<uint64_t> cached_keys_;  // per cached position: its MediaSpan key, 0 for text
   std::vector<int64_t> pending_;  // generated but not yet fed (the last token of a turn)
   int64_t high_water_ = 0;        // most positions written since the last reset()
   struct Checkpoint {
@@ -154,6 +169,14 @@ class TextGenerator {
   std::vector<Checkpoint> checkpoints_;  // oldest first
   bool checkpoints_enabled_ = true;
   void save_checkpoint();
+  // Checks `media` against `new_tokens` and fills, per position of the fed tokens (new_tokens
+  // shifted by `shift` pending tokens), its span key and row.
+  Result<void> place_media(const std::vector<MediaSpan>& media,
+                           const std::vector<int64_t>& new_tokens, size_t shift,
+                           std::vector<uint64_t>& keys, std::vector<const float*>& rows) const;
+  // The embeds input of the chunk [offset, offset + count): null when it has no media.
+  const float* chunk_embeds(const std::vector<const float*>& rows, size_t offset, size_t count);
+  std::vector<float> chunk_embeds_;
   LogitsView logits_;
   std::atomic<bool> interrupted_{false};
   std::atomic<bool> running_{false};

@@ -1,0 +1,78 @@
+#include "encoder_program.h"
+
+#include "rne/runner/program_check.h"
+#include "held_bytes_loader.h"
+
+#include <exception>
+#include <string>
+
+namespace rne::runner::detail {
+
+namespace et = ::executorch;
+using et::extension::module::Module;
+
+Error encoder_contract_error(const EncoderKind& kind, const std::string& path,
+                             const std::string& what) {
+  return {ErrorCode::kInvalidModel,
+          path + ": " + what + " (not " + kind.kind + " program: " + kind.export_hint +
+              "; if it was copied or downloaded, it may be a corrupt file: verify its sha256)"};
+}
+
+Error encoder_runtime_failure(const std::string& path, const std::string& stage,
+                              et::runtime::Error error) {
+  return {ErrorCode::kInvalidModel,
+          path + ": " + stage + " failed (runtime error " +
+              std::to_string(static_cast<unsigned>(error)) +
+              "): the file is damaged or was exported for a backend or operators this build "
+              "lacks; verify its sha256, or export it again with tools/export_encoder.py"};
+}
+
+Error encoder_execution_failure(const std::string& path, const std::string& method,
+                                et::runtime::Error error) {
+  return {ErrorCode::kExecutionFailed,
+          path + ": " + method + " failed (runtime error " +
+              std::to_string(static_cast<unsigned>(error)) +
+              "); if it fails again, the file may be corrupt: verify its sha256"};
+}
+
+Result<OpenedEncoder> open_encoder(const EncoderKind& kind, std::shared_ptr<const ModelFile> file,
+                                   std::initializer_list<const char*> methods) {
+  const std::string path = file->path();
+  if (file->size() < 8 || file->data()[4] != 'E' || file->data()[5] != 'T') {
+    return encoder_contract_error(kind, path, "not an ExecuTorch program (.pte)");
+  }
+  if (auto whole = file->check_still_whole(); !whole.ok()) return whole.error();
+  const uint8_t* data = file->data();
+  const size_t size = file->size();
+  OpenedEncoder opened;
+  opened.module = std::make_unique<Module>(std::make_unique<HeldBytesLoader>(std::move(file)));
+  Module& module = *opened.module;
+  if (auto err = module.load(et::runtime::Program::Verification::InternalConsistency);
+      err != et::runtime::Error::Ok) {
+    return encoder_runtime_failure(path, "parsing the program", err);
+  }
+  if (auto sound = check_program(data, size, path); !sound.ok()) return sound.error();
+  auto names = module.method_names();
+  for (const char* method : methods) {
+    if (!names.ok() || names->count(method) == 0) {
+      return encoder_contract_error(kind, path, std::string("method '") + method + "' is missing");
+    }
+    if (auto err = module.load_method(method); err != et::runtime::Error::Ok) {
+      return encoder_runtime_failure(path, std::string("loading method '") + method + "'", err);
+    }
+  }
+  opened.has_backend_code = names.ok() && names->count("get_backend") > 0;
+  return opened;
+}
+
+Result<int64_t> read_int_constant(const EncoderKind& kind, Module& module, const std::string& path,
+                                  const char* method) {
+  auto out = module.execute(method);
+  if (!out.ok() || out->empty() || !out->at(0).isInt()) {
+    return encoder_contract_error(kind, path, std::string("constant method '") + method +
+                                                  "' is missing or does not return an integer");
+  }
+  return out->at(0).toInt();
+}
+
+}  // namespace rne::runner::detail

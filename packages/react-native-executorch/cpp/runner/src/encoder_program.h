@@ -1,0 +1,66 @@
+// What the encoder programs (VisionEncoder, AudioEncoder) share: opening a .pte written by
+// tools/export_encoder.py with the checks ModelSession makes, the errors that name the file and
+// what to do, and reading the integer constant methods that carry the program's contract.
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <initializer_list>
+#include <memory>
+#include <string>
+
+#include "rne/runner/model_file.h"
+#include "rne/runner/result.h"
+
+#include <executorch/extension/module/module.h>
+
+namespace rne::runner::detail {
+
+// `kind` names the program in errors ("vision encoder"); `export_hint` is how to get a good one.
+struct EncoderKind {
+  const char* kind;
+  const char* export_hint;
+};
+
+// A program that is not the encoder it should be: kInvalidModel naming the file.
+Error encoder_contract_error(const EncoderKind& kind, const std::string& path,
+                             const std::string& what);
+
+// A runtime failure while parsing or loading: kInvalidModel naming the file and the stage.
+Error encoder_runtime_failure(const std::string& path, const std::string& stage,
+                              ::executorch::runtime::Error error);
+
+// A method that failed while running: kExecutionFailed.
+Error encoder_execution_failure(const std::string& path, const std::string& method,
+                                ::executorch::runtime::Error error);
+
+struct OpenedEncoder {
+  std::unique_ptr<::executorch::extension::module::Module> module;
+  bool has_backend_code = false;
+};
+
+// Checks `file` is a whole, sound .pte with every method in `methods`, and loads those methods.
+// Throws what the runtime throws on a damaged count (callers guard with guarded_load).
+Result<OpenedEncoder> open_encoder(const EncoderKind& kind, std::shared_ptr<const ModelFile> file,
+                                   std::initializer_list<const char*> methods);
+
+// An integer constant method (the program's contract).
+Result<int64_t> read_int_constant(const EncoderKind& kind,
+                                  ::executorch::extension::module::Module& module,
+                                  const std::string& path, const char* method);
+
+// `load()` with nothing escaping: a damaged count makes the runtime throw, as in
+// ModelSession::load.
+template <typename Load>
+auto guarded_load(const std::string& path, Load&& load) -> decltype(load()) {
+  try {
+    return load();
+  } catch (const std::exception& e) {
+    return Error{ErrorCode::kInvalidModel,
+                 path + ": loading failed (" + e.what() +
+                     "): the file is damaged or truncated, or needs more memory than there is; "
+                     "verify its sha256 and download or export it again"};
+  }
+}
+
+}  // namespace rne::runner::detail
