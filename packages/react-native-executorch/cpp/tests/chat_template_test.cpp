@@ -100,7 +100,7 @@ TEST(ChatTemplateTest, Gemma4FixturesRenderAsTransformersDoes) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 36);
+  EXPECT_EQ(checked, 38);
 }
 
 TEST(ChatTemplateTest, SmolLM2AddsItsDefaultSystemTurnUnlessOneIsGiven) {
