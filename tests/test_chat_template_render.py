@@ -151,7 +151,7 @@ def test_gemma4_fixtures_render_byte_identical(rne_chat_render, tmp_path):
             else:
                 assert got.get("prompt") == case["prompt"], case["name"]
             checked += 1
-    assert checked == 36
+    assert checked == 38
 
 
 # ---- generated conversations on real templates ----
@@ -402,7 +402,7 @@ def test_gemma4_fixture_ids_through_the_cpp_tokenizer(rne_chat_render, tmp_path)
                           timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     got_ids = [json.loads(line)["ids"] for line in done.stdout.splitlines()]
-    assert len(got_ids) == len(want) == 32
+    assert len(got_ids) == len(want) == 34
     for index, (got, ids) in enumerate(zip(got_ids, want, strict=True)):
         assert got == ids, f"case {index}"
 
