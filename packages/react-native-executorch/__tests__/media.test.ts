@@ -89,7 +89,9 @@ beforeEach(async () => {
 
 afterEach(async () => {
   await server.stop();
-  await rm(docs, { recursive: true, force: true });
+  // A load that failed on one file leaves its other downloads finishing into the cache (they
+  // may serve another fetch); retry while their last writes land.
+  await rm(docs, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 });
 });
 
 function fetcher() {
