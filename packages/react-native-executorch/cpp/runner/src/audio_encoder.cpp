@@ -176,25 +176,13 @@ Result<AudioEmbeddings> AudioEncoder::encode(const float* samples, size_t count)
   // speech_transform's outputs (its planned buffers) are audio_encoder's inputs as they are.
   auto out = module_->execute(kMethod, {features->at(0), features->at(1)});
   if (!out.ok()) return detail::encoder_execution_failure(path_, kMethod, out.error());
-  const auto& tensor = out->at(0).toTensor();
-  if (tensor.numel() != c.max_tokens * c.text_hidden) {
-    return contract_error(path_, "audio_encoder returned " + std::to_string(tensor.numel()) +
-                                     " values, expected " +
-                                     std::to_string(c.max_tokens * c.text_hidden));
-  }
+  auto values = detail::leading_rows(kAudio, path_, kMethod, out->at(0).toTensor(), c.max_tokens,
+                                     tokens, c.text_hidden);
+  if (!values.ok()) return values.error();
   AudioEmbeddings result;
   result.num_tokens = tokens;
   result.hidden = c.text_hidden;
-  const float* data = tensor.const_data_ptr<float>();
-  result.values.assign(data, data + tokens * c.text_hidden);
-  // Damaged weights that still load show up as NaN or inf, which the decoder cannot use.
-  for (float v : result.values) {
-    if (!std::isfinite(v)) {
-      return Error{ErrorCode::kExecutionFailed,
-                   path_ + ": audio_encoder produced a non-finite value: the weights are damaged "
-                           "(corrupt file); verify its sha256 and download or export it again"};
-    }
-  }
+  result.values = std::move(values).value();
   return result;
 }
 

@@ -3,6 +3,7 @@
 #include "rne/runner/program_check.h"
 #include "held_bytes_loader.h"
 
+#include <cmath>
 #include <exception>
 #include <string>
 
@@ -33,6 +34,28 @@ Error encoder_execution_failure(const std::string& path, const std::string& meth
           path + ": " + method + " failed (runtime error " +
               std::to_string(static_cast<unsigned>(error)) +
               "); if it fails again, the file may be corrupt: verify its sha256"};
+}
+
+Result<std::vector<float>> leading_rows(const EncoderKind& kind, const std::string& path,
+                                        const char* method, const et::aten::Tensor& output,
+                                        int64_t total_rows, int64_t rows, int64_t width) {
+  if (output.numel() != total_rows * width) {
+    return encoder_contract_error(kind, path,
+                                  std::string(method) + " returned " +
+                                      std::to_string(output.numel()) + " values, expected " +
+                                      std::to_string(total_rows * width));
+  }
+  const float* data = output.const_data_ptr<float>();
+  std::vector<float> values(data, data + rows * width);
+  // Damaged weights that still load show up as NaN or inf, which the decoder cannot use.
+  for (float v : values) {
+    if (!std::isfinite(v)) {
+      return Error{ErrorCode::kExecutionFailed,
+                   path + ": " + method + " produced a non-finite value: the weights are "
+                   "damaged (corrupt file); verify its sha256 and download or export it again"};
+    }
+  }
+  return values;
 }
 
 Result<OpenedEncoder> open_encoder(const EncoderKind& kind, std::shared_ptr<const ModelFile> file,

@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "rne/runner/model_file.h"
 #include "rne/runner/result.h"
@@ -48,6 +49,13 @@ Result<OpenedEncoder> open_encoder(const EncoderKind& kind, std::shared_ptr<cons
 Result<int64_t> read_int_constant(const EncoderKind& kind,
                                   ::executorch::extension::module::Module& module,
                                   const std::string& path, const char* method);
+
+// The first `rows` rows of a method's float32 output of `total_rows` x `width` values. Errors: an
+// output of another size (kInvalidModel), a non-finite value (damaged weights, kExecutionFailed).
+Result<std::vector<float>> leading_rows(const EncoderKind& kind, const std::string& path,
+                                        const char* method,
+                                        const ::executorch::aten::Tensor& output,
+                                        int64_t total_rows, int64_t rows, int64_t width);
 
 // `load()` with nothing escaping: a damaged count makes the runtime throw, as in
 // ModelSession::load.

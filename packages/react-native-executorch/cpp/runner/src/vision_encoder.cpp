@@ -5,7 +5,6 @@
 #include <executorch/extension/module/module.h>
 #include <executorch/extension/tensor/tensor.h>
 
-#include <cmath>
 #include <string>
 
 namespace rne::runner {
@@ -137,25 +136,13 @@ Result<ImageEmbeddings> VisionEncoder::encode(const std::vector<float>& pixel_va
       {1, static_cast<et::aten::SizesType>(c.max_patches), 2}, et::aten::ScalarType::Long);
   auto out = module_->execute(kMethod, {pixels, positions});
   if (!out.ok()) return detail::encoder_execution_failure(path_, kMethod, out.error());
-  const auto& tensor = out->at(0).toTensor();
-  if (tensor.numel() != c.max_soft_tokens * c.text_hidden) {
-    return contract_error(path_, "vision_encoder returned " + std::to_string(tensor.numel()) +
-                                     " values, expected " +
-                                     std::to_string(c.max_soft_tokens * c.text_hidden));
-  }
+  auto values = detail::leading_rows(kVision, path_, kMethod, out->at(0).toTensor(), c.max_soft_tokens,
+                                     num_soft_tokens, c.text_hidden);
+  if (!values.ok()) return values.error();
   ImageEmbeddings result;
   result.num_tokens = num_soft_tokens;
   result.hidden = c.text_hidden;
-  const float* data = tensor.const_data_ptr<float>();
-  result.values.assign(data, data + num_soft_tokens * c.text_hidden);
-  // Damaged weights that still load show up as NaN or inf, which the decoder cannot use.
-  for (float v : result.values) {
-    if (!std::isfinite(v)) {
-      return Error{ErrorCode::kExecutionFailed,
-                   path_ + ": vision_encoder produced a non-finite value: the weights are damaged "
-                           "(corrupt file); verify its sha256 and download or export it again"};
-    }
-  }
+  result.values = std::move(values).value();
   return result;
 }
 
