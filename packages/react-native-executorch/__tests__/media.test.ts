@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import {
+  AUDIO_SAMPLE_RATE,
   ExecutorchError,
   LLMModule,
   models,
@@ -196,8 +197,14 @@ describe('LLMModule with images and audio', () => {
 
     // The next turn re-renders the image at the same place: the first turn is reused up to the
     // model's header (Gemma 4 drops the empty thought channel from the history).
+    // The encoder's time is in the stats; the fake "encodes" for 5 ms per new media item.
+    expect(llm.stats!.mediaEncodeMs).toBe(5);
+    expect(llm.stats!.timeToFirstTokenMs).toBeGreaterThanOrEqual(5);
+
     await llm.sendMessage('And its colour?');
     const stats = llm.stats!;
+    // The picture was encoded lately: its rows are the native side's cached ones.
+    expect(stats.mediaEncodeMs).toBe(0);
     expect(stats.reusedTokens).toBeGreaterThanOrEqual(Math.floor(text.indexOf('<turn|>\n<|turn>model') / 4));
     expect(text.indexOf('<turn|>\n<|turn>model')).toBeGreaterThan(text.indexOf('[image:'));
     expect(native.promptParts[1]!.filter((p) => p.media)).toEqual([image]);
@@ -292,6 +299,7 @@ describe('media the model cannot take: typed errors, conversation unchanged', ()
     ['an empty Float32Array', new Float32Array(0), /Float32Array of 0 samples/],
     ['a plain array', [0.1, 0.2], /got an array/],
     ['an empty path', '', /got an empty string/],
+    ['44.1 kHz samples', { samples: new Float32Array(441), sampleRate: 44_100 }, /44100 Hz.*resample the clip to 16000 Hz/],
   ])('audio as %s', async (_, audio, message) => {
     const { llm, native } = await loaded(publishGemma());
     const error = await expectRefused(
@@ -301,6 +309,19 @@ describe('media the model cannot take: typed errors, conversation unchanged', ()
     );
     expect(error.input).toBe('audio');
     expect(error.message).toMatch(message);
+  });
+
+  it('audio with its rate: 16 kHz goes to the model as samples; another rate in a message is refused', async () => {
+    const { llm, native } = await loaded(publishGemma());
+    const samples = new Float32Array(1600).fill(0.1);
+    await llm.sendMessage('Hear this.', { audio: { samples, sampleRate: AUDIO_SAMPLE_RATE } });
+    expect(native.promptParts[0]!.filter((p) => p.media)).toEqual([{ media: 'audio', samples }]);
+    const error = await expectRefused(
+      () => llm.generate([{ role: 'user', content: [{ type: 'audio', samples, sampleRate: 8000 }] }]),
+      llm,
+      native,
+    );
+    expect(error.message).toMatch(/8000 Hz/);
   });
 
   it('an encoder the registry has not published: the model loads without it and says so', async () => {

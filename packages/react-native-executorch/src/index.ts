@@ -40,6 +40,8 @@ export { MEDIA_PLACEHOLDERS, mediaOf, spliceMedia, type MediaKind } from './chat
 export { DEFAULT_MAX_TOOL_ROUNDS, fallbackToolInstruction, parseToolCalls, type ParsedAnswer } from './tools';
 export {
   LLMModule,
+  AUDIO_SAMPLE_RATE,
+  type AudioSamples,
   type GenerateOptions,
   type JsonSchema,
   type LoadOptions,

@@ -85,9 +85,14 @@ describe('images in a Gemma 4 conversation on the real runner (tiny random multi
     expect(first.reusedTokens + first.promptTokens).toBe(counted);
     expect(counted).toBeGreaterThan(60);
     expect(llm.messageHistory[0]?.parts?.some((p) => p.type === 'image')).toBe(true);
+    // The encoder ran for this picture, before the first token.
+    expect(first.mediaEncodeMs).toBeGreaterThan(0);
+    expect(first.timeToFirstTokenMs).toBeGreaterThanOrEqual(first.mediaEncodeMs);
 
     await llm.sendMessage('Describe it in one word.');
     const second = llm.stats!;
+    // The same picture in the history: its rows come from the native side's cache.
+    expect(second.mediaEncodeMs).toBe(0);
     // The first turn, image included, stays in the cache. The template drops the empty thought
     // channel of the generation prompt before the answer, where the sliding layers' rings have
     // long wrapped (window 6), so the runner goes back to its ring checkpoint 16 tokens before

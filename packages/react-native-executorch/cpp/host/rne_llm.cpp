@@ -303,6 +303,7 @@ void print_stats(const Stats& s, bool with_load) {
 std::string stats_json(const Stats& s) {
   std::ostringstream o;
   o << "{\"load_ms\":" << s.load_ms << ",\"encode_ms\":" << s.encode_ms
+    << ",\"media_encode_ms\":" << s.media_encode_ms
     << ",\"prefill_ms\":" << s.prefill_ms << ",\"ttft_ms\":" << s.ttft_ms
     << ",\"decode_ms\":" << s.decode_ms << ",\"sampling_ms\":" << s.sampling_ms
     << ",\"prompt_tokens\":" << s.prompt_tokens << ",\"generated_tokens\":" << s.generated_tokens
@@ -403,6 +404,7 @@ int run(int argc, char** argv) {
 
   std::vector<int64_t> prompt_ids;
   std::vector<rne::runner::MediaSpan> spans;
+  double media_encode_ms = 0;  // images and audio through their encoders
 #ifdef RNE_WITH_MEDIA
   if (!o.images.empty() || !o.audios.empty()) {
     std::unique_ptr<rne::runner::VisionEncoder> vision;
@@ -476,6 +478,7 @@ int run(int argc, char** argv) {
         auto media = kind == "image" ? embedder.image(items[next].path)
                                      : embedder.audio_file(items[next].path);
         if (!media.ok()) fail(media.error().message);
+        media_encode_ms += media->encode_ms;
         ++next;
         media->span.offset += static_cast<int64_t>(prompt_ids.size());
         prompt_ids.insert(prompt_ids.end(), media->tokens.begin(), media->tokens.end());
@@ -512,6 +515,8 @@ int run(int argc, char** argv) {
   auto stats = spans.empty() ? runner.generate(prompt_ids, o.generation, on_text)
                              : runner.generate_prompt(prompt_ids, o.generation, on_text, spans);
   if (!stats.ok()) fail(stats.error().message);
+  stats->media_encode_ms = media_encode_ms;
+  stats->ttft_ms += media_encode_ms;
 
   if (o.json) {
     std::string text_json;

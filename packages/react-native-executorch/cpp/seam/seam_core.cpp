@@ -216,6 +216,7 @@ StatsFields statsFields(const runner::Stats& stats) {
        {"generatedTokens", static_cast<double>(stats.generated_tokens)},
        {"cacheTokens", static_cast<double>(stats.cache_tokens)},
        {"timeToFirstTokenMs", stats.ttft_ms},
+       {"mediaEncodeMs", stats.media_encode_ms},
        {"prefillMs", stats.prefill_ms},
        {"decodeMs", stats.decode_ms},
        {"prefillTokensPerSecond", stats.prefill_tokens_per_s()},
@@ -347,12 +348,18 @@ void SeamCore::runGeneration(Model& model, const Prompt& prompt,
                              const GenerateDone& done) {
   auto result = guarded("generating", [&]() -> Result<runner::Stats> {
     std::vector<runner::MediaSpan> media;
-    auto tokens = encode(model, prompt, &media);
+    double media_ms = 0;
+    auto tokens = encode(model, prompt, &media, &media_ms);
     if (!tokens.ok()) return tokens.error();
-    return model.runner->generate_prompt(*tokens, config, [&](std::string_view text) {
+    auto stats = model.runner->generate_prompt(*tokens, config, [&](std::string_view text) {
       if (model.stop_requested.load()) model.runner->interrupt();
       on_piece(std::string(text), static_cast<int64_t>(model.runner->last_tokens().size()));
     }, media);
+    if (stats.ok()) {
+      stats->media_encode_ms = media_ms;
+      stats->ttft_ms += media_ms;
+    }
+    return stats;
   });
   if (result.ok()) {
     std::lock_guard<std::mutex> lock(model.stats_mutex);
@@ -403,7 +410,8 @@ Result<int64_t> SeamCore::countTokens(Handle handle, const Prompt& prompt) {
 }
 
 Result<std::vector<int64_t>> SeamCore::encode(Model& model, const Prompt& prompt,
-                                               std::vector<runner::MediaSpan>* spans) {
+                                               std::vector<runner::MediaSpan>* spans,
+                                               double* media_ms) {
   std::vector<int64_t> ids;
   Prompt text;  // the text parts since the last media part, encoded as one text
   auto flush = [&] {
@@ -441,11 +449,13 @@ Result<std::vector<int64_t>> SeamCore::encode(Model& model, const Prompt& prompt
                 : samples ? embedder.audio(part.samples.data(), part.samples.size())
                           : embedder.audio_file(part.path);
     if (!item.ok()) return item.error();
+    if (media_ms != nullptr) *media_ms += item->encode_ms;
     item->span.offset += static_cast<int64_t>(ids.size());
     ids.insert(ids.end(), item->tokens.begin(), item->tokens.end());
     spans->push_back(std::move(item->span));
 #else
     (void)spans;
+    (void)media_ms;
     return invalidArgument("This native binary was built without image and audio input "
                            "(cpp/media)");
 #endif

@@ -133,9 +133,11 @@ class SeamCore : public std::enable_shared_from_this<SeamCore> {
   struct Model;
   Result<std::shared_ptr<Model>> find(Handle handle);
   // The prompt's ids, its text runs encoded as one text each and its media parts as their
-  // tokens; with `spans`, the media parts are also encoded into them (on the worker only).
+  // tokens; with `spans`, the media parts are also encoded into them (on the worker only) and
+  // `media_ms` gains the encoders' time.
   static Result<std::vector<int64_t>> encode(Model& model, const Prompt& prompt,
-                                             std::vector<runner::MediaSpan>* spans);
+                                             std::vector<runner::MediaSpan>* spans,
+                                             double* media_ms = nullptr);
   void runGeneration(Model& model, const Prompt& prompt,
                      const runner::GenerationConfig& config, const OnPiece& on_piece,
                      const GenerateDone& done);

@@ -22,11 +22,12 @@ export interface ImageContent {
 
 /**
  * Audio in a message: a WAV file at a local path, or `samples`, 16 kHz mono float PCM in
- * [-1, 1].
+ * [-1, 1]. `sampleRate`, when given, must be 16000: audio at another rate is refused with
+ * `UnsupportedInputError` (resample it first).
  */
 export type AudioContent =
-  | { readonly type: 'audio'; readonly path: string; readonly samples?: undefined }
-  | { readonly type: 'audio'; readonly samples: Float32Array; readonly path?: undefined };
+  | { readonly type: 'audio'; readonly path: string; readonly samples?: undefined; readonly sampleRate?: undefined }
+  | { readonly type: 'audio'; readonly samples: Float32Array; readonly sampleRate?: number; readonly path?: undefined };
 
 /** An image or audio part of a message. */
 export type MediaContent = ImageContent | AudioContent;

@@ -73,10 +73,19 @@ export type MediaOptions<M extends AnyLLMDescriptor = AnyLLMDescriptor> = (HasCa
   : { readonly image?: never }) &
   (HasCapability<M, 'audio'> extends true
     ? {
-        /** A WAV file at a local path, or 16 kHz mono float PCM samples in [-1, 1]. */
-        readonly audio?: string | Float32Array;
+        /**
+         * A WAV file at a local path, or 16 kHz mono float PCM samples in [-1, 1] (alone, or
+         * with their `sampleRate`, which must then be 16000).
+         */
+        readonly audio?: string | Float32Array | AudioSamples;
       }
     : { readonly audio?: never });
+
+/** Recorded audio with its rate, as recorders deliver it (the rate must be 16000). */
+export interface AudioSamples {
+  readonly samples: Float32Array;
+  readonly sampleRate: number;
+}
 
 /** Options of {@link LLMModule.sendMessage}: a generation's, and the media to attach. */
 export type SendMessageOptions<M extends AnyLLMDescriptor = AnyLLMDescriptor> = GenerateOptions & MediaOptions<M>;
@@ -88,16 +97,18 @@ export type SendMessageOptions<M extends AnyLLMDescriptor = AnyLLMDescriptor> = 
 export function userMessage(content: string, media: { readonly image?: unknown; readonly audio?: unknown } = {}): Message {
   const parts: ContentPart[] = [];
   if (media.image !== undefined) parts.push({ type: 'image', path: media.image as string });
-  if (media.audio !== undefined) {
-    parts.push(
-      media.audio instanceof Float32Array
-        ? { type: 'audio', samples: media.audio }
-        : { type: 'audio', path: media.audio as string },
-    );
-  }
+  const audio = media.audio;
+  if (audio instanceof Float32Array) parts.push({ type: 'audio', samples: audio });
+  else if (typeof audio === 'object' && audio !== null && 'samples' in audio) {
+    const { samples, sampleRate } = audio as AudioSamples;
+    parts.push({ type: 'audio', samples, sampleRate });
+  } else if (audio !== undefined) parts.push({ type: 'audio', path: audio as string });
   if (parts.length === 0) return { role: 'user', content };
   return { role: 'user', content, parts: [...parts, { type: 'text', text: content }] };
 }
+
+/** The rate of the audio samples the encoders take (Gemma 4's feature extractor's). */
+export const AUDIO_SAMPLE_RATE = 16_000;
 
 /** The capability each kind of input needs, and how messages name it. */
 const CAPABILITY: Readonly<Record<InputKind, MediaCapability>> = { image: 'vision', audio: 'audio' };
@@ -123,6 +134,14 @@ function checkMediaForm(part: ContentPart): void {
       'image',
       `An image must be the path of a JPEG or PNG file on the device (got ${describe(path)}). ` +
         'Save a picture to a file first (image pickers return one).',
+    );
+  }
+  const { sampleRate } = part as { sampleRate?: unknown };
+  if (samples instanceof Float32Array && sampleRate !== undefined && sampleRate !== AUDIO_SAMPLE_RATE) {
+    throw new UnsupportedInputError(
+      'audio',
+      `Audio at ${String(sampleRate)} Hz: the model takes ${AUDIO_SAMPLE_RATE} Hz mono samples. Record at ` +
+        `${AUDIO_SAMPLE_RATE} Hz or resample the clip to ${AUDIO_SAMPLE_RATE} Hz first.`,
     );
   }
   if (samples === undefined && typeof path === 'string' && path !== '') return;

@@ -84,8 +84,13 @@ export interface GenerationStats {
   readonly generatedTokens: number;
   /** Positions in use in the KV cache after the call (the last generated token enters it with the next call). */
   readonly cacheTokens: number;
-  /** Time from the call to the first generated token. */
+  /** Time from the call to the first generated token (the media encoders' time included). */
   readonly timeToFirstTokenMs: number;
+  /**
+   * Time the prompt's images and audio spent in their encoders during this call; 0 without
+   * media, and for media the native side had already encoded (it keeps the last few).
+   */
+  readonly mediaEncodeMs: number;
   readonly prefillMs: number;
   readonly decodeMs: number;
   readonly prefillTokensPerSecond: number;

@@ -61,6 +61,12 @@ export interface FakeNativeOptions {
    * the machine. Default true (wall-clock timings).
    */
   measureTime?: boolean;
+  /**
+   * The "encoder time" of each image or audio part the model had not encoded lately (as the
+   * runner, the fake keeps the last {@link MEDIA_CACHE_ITEMS} encoded): reported as the stats'
+   * `mediaEncodeMs` and counted in `timeToFirstTokenMs`. Default 5; 0 when `measureTime` is false.
+   */
+  mediaEncodeMs?: number;
 }
 
 interface Session {
@@ -72,6 +78,8 @@ interface Session {
   generation: FakeGeneration | null;
   released: boolean;
   stats: GenerationStats | null;
+  /** The media parts encoded last (their fake texts), oldest first. */
+  encoded: string[];
 }
 
 export function nativeError(code: string, message: string): Error {
@@ -143,6 +151,24 @@ function checkMedia(options: NativeLoadOptions, prompt: NativePrompt): void {
   }
 }
 
+/** Media items whose encoding the native side keeps (cpp/media's MediaEmbedder cache). */
+export const MEDIA_CACHE_ITEMS = 4;
+
+/** How many media parts of `prompt` `session` has not encoded lately; remembers them. */
+function encodeMedia(session: Session, prompt: NativePrompt): number {
+  let fresh = 0;
+  for (const part of partsOf(prompt)) {
+    if (part.media === undefined) continue;
+    const text = fakeMediaText(part);
+    const at = session.encoded.indexOf(text);
+    if (at >= 0) session.encoded.splice(at, 1);
+    else fresh += 1;
+    session.encoded.push(text);
+    if (session.encoded.length > MEDIA_CACHE_ITEMS) session.encoded.shift();
+  }
+  return fresh;
+}
+
 /** Whole fake tokens `a` and `b` share at their start. */
 function commonTokens(a: string, b: string): number {
   let n = 0;
@@ -155,6 +181,7 @@ const DEFAULT_ANSWER = ['Hello', ',', ' world', '!'];
 /** The stats' timing fields, zeroed (see {@link FakeNativeOptions.measureTime}). */
 const NO_TIMINGS = {
   timeToFirstTokenMs: 0,
+  mediaEncodeMs: 0,
   prefillMs: 0,
   decodeMs: 0,
   prefillTokensPerSecond: 0,
@@ -166,6 +193,8 @@ interface PromptPlan {
   readonly prompt: string;
   readonly reusedTokens: number;
   readonly promptTokens: number;
+  /** The fake encoders' time for the prompt's media (counted before the prefill). */
+  readonly mediaEncodeMs: number;
 }
 
 /**
@@ -269,7 +298,8 @@ export class FakeGeneration {
       reusedTokens: plan.reusedTokens,
       generatedTokens: generated,
       cacheTokens: session.cacheTokens,
-      timeToFirstTokenMs: generated ? this.firstTokenAt - this.startedAt : end - this.startedAt,
+      timeToFirstTokenMs: plan.mediaEncodeMs + (generated ? this.firstTokenAt - this.startedAt : end - this.startedAt),
+      mediaEncodeMs: plan.mediaEncodeMs,
       prefillMs,
       decodeMs,
       prefillTokensPerSecond: prefillMs > 0 ? (plan.promptTokens * 1000) / prefillMs : plan.promptTokens * 1000,
@@ -356,6 +386,7 @@ export class FakeNative implements NativeExecutorch {
       generation: null,
       released: false,
       stats: null,
+      encoded: [],
     });
     return handle;
   }
@@ -397,13 +428,15 @@ export class FakeNative implements NativeExecutorch {
       );
     }
     const pieces = (this.options.answer ?? (() => DEFAULT_ANSWER))(prompt);
+    const measured = this.options.measureTime ?? true;
+    const mediaEncodeMs = encodeMedia(session, nativePrompt) * (measured ? (this.options.mediaEncodeMs ?? 5) : 0);
     const generation = new FakeGeneration(
       session,
-      { prompt, reusedTokens, promptTokens: total - reusedTokens },
+      { prompt, reusedTokens, promptTokens: total - reusedTokens, mediaEncodeMs },
       config,
       onToken,
       pieces === null,
-      this.options.measureTime ?? true,
+      measured,
     );
     session.generation = generation;
     this.latest = generation;

@@ -59,6 +59,10 @@ struct GenerationConfig {
 struct Stats {
   double load_ms = 0;          // ModelSession::load (+ tokenizer, in LlmRunner)
   double encode_ms = 0;        // prompt tokenization (LlmRunner only)
+  // Images and audio through their encoders before the call (set by the caller that embeds
+  // them: the seam, rne_llm); 0 for media whose rows came from the embedder's cache. Part of
+  // ttft_ms.
+  double media_encode_ms = 0;
   double prefill_ms = 0;       // all prefill forward calls of this generate()
   double ttft_ms = 0;          // generate() start to the first generated token
   double decode_ms = 0;        // first generated token to the end of generate()
