@@ -16,6 +16,22 @@ if third_party.nil?
 end
 third_party_rel = Pathname.new(third_party).relative_path_from(Pathname.new(__dir__)).to_s
 
+# stb_image.h, the image decoder of cpp/media, is not in this repository: the pinned upstream file
+# (third-party/stb_image.lock.json) is downloaded, checked against its sha256 and patched by the
+# CMake module the Android build includes, run here at `pod install` (CocoaPods runs no
+# prepare_command for a :path pod, which is how React Native links this one). The header lands
+# in ios/generated/stb/include. RNE_STB_IMAGE_URL in the environment replaces the URL (a mirror,
+# or a file:// copy); the checksum still applies.
+stb_work_dir = File.join(__dir__, "ios", "generated", "stb")
+stb_ok = system("cmake", "-DRNE_STB_WORK_DIR=" + stb_work_dir, "-P",
+                File.join(__dir__, "cpp", "cmake", "stb_image.cmake"))
+if stb_ok.nil?
+  raise "cmake is not on PATH: react-native-executorch needs CMake 3.21 or newer at `pod install` " \
+        "to fetch stb_image.h (`brew install cmake`)."
+elsif !stb_ok
+  raise "stb_image.h could not be prepared for react-native-executorch: see the CMake error above."
+end
+
 Pod::Spec.new do |s|
   s.name         = "react-native-executorch"
   s.version      = package["version"]
@@ -31,16 +47,23 @@ Pod::Spec.new do |s|
     "cpp/jsi/**/*.{h,cpp}",
     "cpp/json/include/**/*.h",
     "cpp/json/src/**/*.cpp",
+    "cpp/media/include/**/*.h",
+    "cpp/media/src/**/*.cpp",
     "cpp/runner/include/**/*.h",
     "cpp/runner/src/**/*.{h,cpp}",
     "cpp/seam/**/*.{h,cpp}",
     "cpp/tokenizer/include/**/*.h",
     "cpp/tokenizer/src/**/*.{h,cpp,inc}",
   ]
-  # GoogleTest suites and the host-only tools (CLIs, benchmarks) must not be compiled into the app.
+  # GoogleTest suites and the host-only tools (CLIs, benchmarks) must not be compiled into the app;
+  # stb_image.h is reached through HEADER_SEARCH_PATHS only (as a pod header, the unpatched
+  # download could shadow the patched copy).
   s.exclude_files = [
+    "ios/generated/**/*",
     "cpp/jsi/tests/**/*",
     "cpp/json/tests/**/*",
+    "cpp/media/tests/**/*",
+    "cpp/media/tools/**/*",
     "cpp/runner/tools/**/*",
     "cpp/tokenizer/tests/**/*",
     "cpp/tokenizer/tools/**/*",
@@ -54,11 +77,14 @@ Pod::Spec.new do |s|
     "CLANG_CXX_LANGUAGE_STANDARD" => "c++20",
     # ExecuTorch's headers include <c10/...> from its portable_type copy and need this define
     # to use the macros generated for that copy instead of a PyTorch checkout's.
-    "GCC_PREPROCESSOR_DEFINITIONS" => "$(inherited) C10_USING_CUSTOM_GENERATED_MACROS",
+    # RNE_WITH_MEDIA: the seam takes image and audio prompt parts (cpp/media is compiled in).
+    "GCC_PREPROCESSOR_DEFINITIONS" => "$(inherited) C10_USING_CUSTOM_GENERATED_MACROS RNE_WITH_MEDIA=1",
     "HEADER_SEARCH_PATHS" => [
       "\"$(PODS_XCFRAMEWORKS_BUILD_DIR)/react-native-executorch/Headers/executorch/runtime/core/portable_type/c10\"",
       "\"$(PODS_TARGET_SRCROOT)/cpp/runner/include\"",
       "\"$(PODS_TARGET_SRCROOT)/cpp/json/include\"",
+      "\"$(PODS_TARGET_SRCROOT)/cpp/media/include\"",
+      "\"$(PODS_TARGET_SRCROOT)/ios/generated/stb/include\"",
       "\"$(PODS_TARGET_SRCROOT)/cpp/tokenizer/include\"",
       "\"$(PODS_TARGET_SRCROOT)/cpp/seam\"",
       "\"$(PODS_TARGET_SRCROOT)/cpp/jsi\"",
