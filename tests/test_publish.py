@@ -9,6 +9,7 @@ registry is never touched.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -33,6 +34,7 @@ from rne_tools.publish import (
     plan_publish,
     publish,
 )
+from rne_tools.publish.exports import read_encoder, read_export, text_width
 
 MODEL = "smollm2_135m"
 REPO = "software-mansion/react-native-executorch-smollm2"
@@ -524,3 +526,378 @@ def test_an_unreachable_endpoint_is_a_clear_error(
     with pytest.raises(PublishError, match=r"cannot reach http://127\.0\.0\.1:9"):
         publish(plan, endpoint="http://127.0.0.1:9", registry_dir=reg_dir, ts_output=ts_out)
     assert snapshot(reg_dir) == before
+
+
+# --- Encoders ------------------------------------------------------------------------------------
+# SmolLM2's registry copy made multimodal: both variants list a vision encoder at one shared path
+# (uploaded once), and each its own audio encoder. The encoder programs are small stand-in bytes
+# with reports shaped as tools/export_encoder.py writes them: the publisher never loads a program,
+# it checks the reports, the checksums and the widths. The text programs are the tiny export (mlx:
+# its bytes with a marker, under a report for that variant).
+VISION = "xnnpack/smollm2_135m_vision_xnnpack_fp32.pte"
+AUDIO = {
+    "xnnpack": "xnnpack/smollm2_135m_audio_xnnpack_fp32.pte",
+    "mlx": "mlx/smollm2_135m_audio_mlx_fp16.pte",
+}
+MLX_PTE = "mlx/smollm2_135m_mlx_int4.pte"
+TINY_WIDTH = 64  # hidden_size of the llama architecture's "tiny" random config
+
+
+def write_encoder(
+    exports: Path,
+    path: str,
+    kind: str,
+    *,
+    suffix: str,
+    width: int = TINY_WIDTH,
+    payload: bytes = b"",
+    verification: dict | None = None,
+) -> Path:
+    """A stand-in encoder export for registry ``path``, named as the exporter names it."""
+    name = f"{Path(path).stem}{suffix}.pte"
+    data = f"{kind} encoder program {path}".encode() * 64 + payload
+    (exports / name).write_bytes(data)
+    methods = {
+        "vision": {"method": "vision_encoder"},
+        "audio": {"methods": ["speech_transform", "audio_encoder"]},
+    }[kind]
+    report = {
+        "model": "gemma4:tiny",
+        **methods,
+        "random_config": {"text": {"hidden_size": width}},
+        "text_hidden": width,
+        "backend": "xnnpack",
+        "quantization": "fp32",
+        "file": name,
+        "size": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "verification": verification
+        or {
+            "status": "match",
+            "passed": True,
+            "max_abs_diff": 2.5e-5,
+            "relative": 2.4e-5,
+            **({"feature_max_abs_diff": 7.1e-4} if kind == "audio" else {}),
+        },
+    }
+    (exports / f"{Path(name).stem}.report.json").write_text(json.dumps(report))
+    return exports / name
+
+
+@pytest.fixture
+def media(reg_dir: Path, exports_dir: Path, tiny_export: ExportResult) -> Path:
+    """Make the registry copy's SmolLM2 take images and audio, with an mlx variant beside the
+    xnnpack one, and put every encoder's export in the exports directory. Returns the latter."""
+    path = reg_dir / "smollm2.yaml"
+    text = path.read_text()
+    shape = (
+        f"export: {{max_context: {tiny_export.report['max_context']}, max_chunk: "
+        f"{tiny_export.report['max_chunk']}}}"
+    )
+    xnnpack_files = "        files:\n          - path: xnnpack/smollm2_135m_xnnpack_8w.pte\n"
+    assert text.count(xnnpack_files) == 1
+
+    def encoders(backend: str) -> str:
+        return (
+            "        encoders:\n"
+            f"          vision: {{status: unpublished, path: {VISION}}}\n"
+            f"          audio: {{status: unpublished, path: {AUDIO[backend]}}}\n"
+        )
+
+    text = text.replace(
+        "capabilities: [text-generation, chat]",
+        "capabilities: [text-generation, chat, vision, audio]",
+    ).replace(xnnpack_files, xnnpack_files + encoders("xnnpack"))
+    text = text.replace(
+        "    variants:\n",
+        "    variants:\n"
+        "      - backend: mlx\n"
+        "        quantization: int4\n"
+        "        status: unpublished\n"
+        f"        {shape}\n"
+        '        min_platform: {ios: "17.0"}\n'
+        f"        files:\n          - path: {MLX_PTE}\n" + encoders("mlx"),
+    )
+    path.write_text(text)
+    spec = registry.load_registry(reg_dir).model(MODEL)
+    assert (
+        set(spec.variant("mlx").encoders)
+        == set(spec.variant("xnnpack").encoders)
+        == {"vision", "audio"}
+    )
+
+    mlx = tiny_export.pte_path.read_bytes() + b"mlx"
+    (exports_dir / "smollm2_135m_mlx_int4.pte").write_bytes(mlx)
+    mlx_report = {
+        **tiny_export.report,
+        "backend": "mlx",
+        "quantization": "int4",
+        "file": "smollm2_135m_mlx_int4.pte",
+        "size": len(mlx),
+        "sha256": hashlib.sha256(mlx).hexdigest(),
+    }
+    (exports_dir / "smollm2_135m_mlx_int4.report.json").write_text(json.dumps(mlx_report))
+    write_encoder(exports_dir, VISION, "vision", suffix="_280")
+    write_encoder(exports_dir, AUDIO["xnnpack"], "audio", suffix="_30s")
+    write_encoder(exports_dir, AUDIO["mlx"], "audio", suffix="")
+    return exports_dir
+
+
+def publish_media(
+    hub: RunningHub,
+    exports: Path,
+    tok: Path,
+    reg: Path,
+    ts: Path,
+    backends: tuple[str, ...] = ("xnnpack", "mlx"),
+    revision: str = "v0.1.0",
+):
+    plan = plan_publish(
+        MODEL, revision, exports, tok, backends, registry_dir=reg, allow_random_weights=True
+    )
+    return publish(plan, endpoint=hub.url, registry_dir=reg, ts_output=ts)
+
+
+def encoder_bytes(exports: Path, path: str) -> bytes:
+    [pte] = exports.glob(f"{Path(path).stem}*.pte")
+    return pte.read_bytes()
+
+
+def test_variants_are_published_with_their_encoders(
+    hub: RunningHub,
+    tmp_path: Path,
+    media: Path,
+    tokenizer_dir: Path,
+    reg_dir: Path,
+    ts_out: Path,
+) -> None:
+    dry = cli(tmp_path, *cli_args(hub, media, tokenizer_dir, reg_dir, ts_out), "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    vision = encoder_bytes(media, VISION)
+    assert (
+        f"vision   smollm2_135m_vision_xnnpack_fp32_280.pte -> {VISION}  {len(vision)} bytes  "
+        f"sha256 {hashlib.sha256(vision).hexdigest()}"
+    ) in dry.stdout
+    assert hub.state.requests == []
+
+    result = publish_media(hub, media, tokenizer_dir, reg_dir, ts_out)
+    assert result.new_commit and result.new_tag and result.registry_changed
+
+    # One commit holds both variants, the shared vision encoder once and each audio encoder.
+    repo = hub.state.repos[REPO]
+    head = repo.commits[repo.branches["main"]]
+    assert repo.tags == {"v0.1.0": head.oid} and len(repo.commits) == 2
+    for path in (VISION, *AUDIO.values()):
+        data = encoder_bytes(media, path)
+        stored = head.files[path]
+        assert stored.lfs and stored.sha256 == hashlib.sha256(data).hexdigest()
+        assert hub.state.lfs_objects[stored.sha256] == data
+        # Uploaded once, though two variants list the vision encoder.
+        assert uploads(hub).count(f"/lfs-upload/{stored.sha256}") == 1
+    assert len(uploads(hub)) == 5  # two text programs, three encoders
+
+    # The registry records every encoder entry with the bytes at its path, in both variants.
+    spec = registry.load_registry(reg_dir).model(MODEL)
+    for backend in ("xnnpack", "mlx"):
+        variant = spec.variant(backend)
+        assert variant.published
+        for kind, path in (("vision", VISION), ("audio", AUDIO[backend])):
+            enc = variant.encoders[kind]
+            data = encoder_bytes(media, path)
+            assert enc.published and enc.file.path == path
+            assert (enc.file.sha256, enc.file.size) == (hashlib.sha256(data).hexdigest(), len(data))
+    ts = ts_out.read_text()
+    assert ts == registry.generate_typescript(registry.load_registry(reg_dir))
+    assert f"sha256: '{spec.variant('mlx').encoders['audio'].file.sha256}'" in ts
+
+    # The model card lists the encoders, what uses each, their parity and checksums.
+    card = head.files["README.md"].content.decode()
+    assert "## Encoders" in card
+    kb = f"{len(vision) / 1e3:.1f} kB"
+    assert f"| images | `{VISION}` | {kb} | mlx, xnnpack | passed: max \\|diff\\| " in card
+    kb = f"{len(encoder_bytes(media, AUDIO['mlx'])) / 1e3:.1f} kB"
+    assert (
+        f"| audio (16 kHz mono) | `{AUDIO['mlx']}` | {kb} | mlx | passed: max \\|diff\\| 2.5e-05 "
+        "against eager transformers (2.4e-05 x the embeddings' std), features max \\|diff\\| "
+        "0.00071 |"
+    ) in card
+    assert "{ image: '/path/to/photo.jpg' }" in card and "{ audio: '/path/to/clip.wav' }" in card
+    assert f"| `{VISION}` | {len(vision)} | `{hashlib.sha256(vision).hexdigest()}` |" in card
+
+    # A download of a variant fetches its published encoders too, verified.
+    got = download_variant(MODEL, "mlx", tmp_path / "dl", registry_dir=reg_dir, endpoint=hub.url)
+    assert got.encoders["vision"].read_bytes() == vision
+    assert got.encoders["audio"].read_bytes() == encoder_bytes(media, AUDIO["mlx"])
+
+    # Publishing one variant again keeps the other's own encoder (same bytes at the new
+    # revision, listed in the card) and sends no program again (only the card changed).
+    plan = plan_publish(
+        MODEL,
+        "v0.2.0",
+        media,
+        tokenizer_dir,
+        ["xnnpack"],
+        registry_dir=reg_dir,
+        allow_random_weights=True,
+    )
+    assert {VISION, AUDIO["xnnpack"]} == {c.path for c in plan.encoders}
+    assert {MLX_PTE, AUDIO["mlx"]} == {f.path for f in plan.kept}
+    puts = len(uploads(hub))
+    again = publish_media(hub, media, tokenizer_dir, reg_dir, ts_out, ("xnnpack",), "v0.2.0")
+    assert again.new_tag
+    assert len(uploads(hub)) == puts
+    card = repo.resolve("v0.2.0").files["README.md"].content.decode()
+    assert f"| `{AUDIO['mlx']}` |" in card and "passed (verified when first published)" in card
+    assert registry.load_registry(reg_dir).model(MODEL).variant("mlx").encoders["audio"].published
+
+
+def test_an_encoder_shared_with_a_published_variant_must_not_change(
+    hub: RunningHub, media: Path, tokenizer_dir: Path, reg_dir: Path, ts_out: Path
+) -> None:
+    publish_media(hub, media, tokenizer_dir, reg_dir, ts_out)
+    recorded = snapshot(reg_dir)
+    for old in media.glob(f"{Path(VISION).stem}*"):
+        old.unlink()
+    write_encoder(media, VISION, "vision", suffix="_280", payload=b"retrained")
+    with pytest.raises(PublishError, match=r"also the vision encoder of the published mlx") as e:
+        publish_media(hub, media, tokenizer_dir, reg_dir, ts_out, ("xnnpack",), "v0.2.0")
+    assert "add --variant mlx" in str(e.value)
+    assert snapshot(reg_dir) == recorded
+
+    # Together with the mlx variant the new encoder is published for both.
+    publish_media(hub, media, tokenizer_dir, reg_dir, ts_out, revision="v0.2.0")
+    spec = registry.load_registry(reg_dir).model(MODEL)
+    sha = hashlib.sha256(encoder_bytes(media, VISION)).hexdigest()
+    assert {spec.variant(b).encoders["vision"].file.sha256 for b in ("mlx", "xnnpack")} == {sha}
+
+
+def break_missing(exports: Path) -> None:
+    (exports / "smollm2_135m_audio_xnnpack_fp32_30s.pte").unlink()
+
+
+def break_parity(exports: Path) -> None:
+    write_encoder(
+        exports,
+        VISION,
+        "vision",
+        suffix="_280",
+        verification={
+            "status": "mismatch",
+            "passed": False,
+            "error": "max |diff| 0.4 over the bound",
+        },
+    )
+
+
+def break_width(exports: Path) -> None:
+    write_encoder(exports, AUDIO["xnnpack"], "audio", suffix="_30s", width=32)
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (
+            break_missing,
+            "the audio encoder of smollm2_135m (xnnpack/smollm2_135m_audio_xnnpack_fp32.pte) is "
+            "not in",
+        ),
+        (
+            break_parity,
+            "refusing to publish smollm2_135m_vision_xnnpack_fp32_280.pte: its export report",
+        ),
+        (
+            break_width,
+            "smollm2_135m_audio_xnnpack_fp32_30s.pte, the audio encoder of smollm2_135m/xnnpack, "
+            "gives 32-wide embeddings, but the xnnpack text variant smollm2_135m_xnnpack_8w.pte "
+            "takes 64-wide ones",
+        ),
+    ],
+    ids=["missing", "parity failed", "width"],
+)
+def test_an_encoder_that_cannot_be_published_is_refused_before_any_upload(
+    hub: RunningHub,
+    tmp_path: Path,
+    media: Path,
+    tokenizer_dir: Path,
+    reg_dir: Path,
+    ts_out: Path,
+    damage,
+    message: str,
+) -> None:
+    damage(media)
+    before = snapshot(reg_dir)
+    result = cli(tmp_path, *cli_args(hub, media, tokenizer_dir, reg_dir, ts_out))
+    assert result.returncode == 1
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert hub.state.requests == []  # refused before any network access
+    assert snapshot(reg_dir) == before
+    assert not ts_out.exists()
+
+
+def test_encoder_exports_that_cannot_be_trusted_are_refused(
+    media: Path, tokenizer_dir: Path, reg_dir: Path
+) -> None:
+    def plan(**kwargs: object) -> None:
+        plan_publish(MODEL, "v0.1.0", media, tokenizer_dir, registry_dir=reg_dir, **kwargs)
+
+    plan(allow_random_weights=True)  # the untouched exports are fine
+    # Without the flag the text variant is refused first; an encoder is refused on its own too.
+    spec = registry.load_registry(reg_dir).model(MODEL)
+    with pytest.raises(PublishError, match="280.pte: it was exported from the random-weight"):
+        read_encoder(spec, "vision", VISION, media)
+    assert read_encoder(spec, "vision", VISION, media, allow_random_weights=True).text_hidden == 64
+
+    audio = media / "smollm2_135m_audio_mlx_fp16.pte"
+    with audio.open("ab") as f:
+        f.write(b"\0")
+    with pytest.raises(PublishError, match="changed after it was exported and verified"):
+        plan(allow_random_weights=True)
+    write_encoder(media, AUDIO["mlx"], "audio", suffix="")
+
+    # A vision program where the audio encoder belongs.
+    for old in media.glob("smollm2_135m_audio_mlx_fp16*"):
+        old.unlink()
+    write_encoder(media, AUDIO["mlx"], "vision", suffix="")
+    with pytest.raises(PublishError, match=r"needs speech_transform, audio_encoder; is "):
+        plan(allow_random_weights=True)
+    write_encoder(media, AUDIO["mlx"], "audio", suffix="")
+
+    # Two budgets of one encoder: which one to publish is not guessed.
+    write_encoder(media, VISION, "vision", suffix="_560")
+    with pytest.raises(
+        PublishError, match=r"ambiguous: .* holds smollm2_135m_vision_xnnpack_fp32_"
+    ):
+        plan(allow_random_weights=True)
+    (media / "smollm2_135m_vision_xnnpack_fp32_560.pte").unlink()
+
+    # Two registry paths with one file name would be published from one export.
+    family = reg_dir / "smollm2.yaml"
+    yaml_text = family.read_text()
+    family.write_text(yaml_text.replace(AUDIO["mlx"], "mlx/smollm2_135m_audio_xnnpack_fp32.pte"))
+    with pytest.raises(PublishError, match=r"would both be published from smollm2_135m_audio_xnn"):
+        plan(allow_random_weights=True)
+    family.write_text(yaml_text)
+
+    (media / "smollm2_135m_vision_xnnpack_fp32_280.report.json").unlink()
+    with pytest.raises(PublishError, match="needs the report its export wrote beside it"):
+        plan(allow_random_weights=True)
+
+
+def test_the_text_width_comes_from_where_the_export_says_its_weights_came_from(
+    tmp_path: Path, exports_dir: Path, tokenizer_dir: Path, reg_dir: Path
+) -> None:
+    spec = registry.load_registry(reg_dir).model(MODEL)
+    tiny = read_export(spec, spec.variant("xnnpack"), exports_dir, allow_random_weights=True)
+    assert text_width(spec, tiny, tmp_path) == TINY_WIDTH  # the architecture's "tiny" config
+    # A checkpoint export: its config.json (SmolLM2-135M is 576 wide), from the report's
+    # checkpoint, or else from the checkpoint directory given to the publisher.
+    real = dataclasses.replace(tiny, random_config=None, checkpoint=str(tokenizer_dir))
+    assert text_width(spec, real, tmp_path) == 576
+    moved = dataclasses.replace(real, checkpoint=str(tmp_path / "elsewhere"))
+    assert text_width(spec, moved, tokenizer_dir) == 576
+    with pytest.raises(PublishError, match="pass --tokenizer-dir, the checkpoint directory"):
+        text_width(spec, moved, tmp_path)
+    custom = dataclasses.replace(tiny, random_config="custom")
+    with pytest.raises(PublishError, match="random_config 'custom' is not a named llama config"):
+        text_width(spec, custom, tokenizer_dir)

@@ -15,7 +15,11 @@ from rne_tools.paths import REGISTRY_DIR
 from rne_tools.publish.model_card import CardVariant, render_model_card
 from rne_tools.publish.registry_update import PublishedFile, update_registry
 
-SHA_A, SHA_B, SHA_C = "a" * 64, "b" * 64, "c" * 64
+SHA_A, SHA_B, SHA_C, SHA_D, SHA_E = "a" * 64, "b" * 64, "c" * 64, "d" * 64, "e" * 64
+VISION = "xnnpack/gemma4_e2b_vision_xnnpack_fp32.pte"
+AUDIO = "xnnpack/gemma4_e2b_audio_xnnpack_fp32.pte"
+# Gemma 4's encoders: every variant lists the same two XNNPACK programs.
+ENCODERS = [PublishedFile(VISION, SHA_D, 500_000_000), PublishedFile(AUDIO, SHA_E, 300_000_000)]
 
 
 @pytest.fixture
@@ -55,9 +59,17 @@ def test_update_touches_only_the_published_fields(reg_dir: Path, tmp_path: Path)
         variants={"xnnpack": [pte]},
         registry_dir=reg_dir,
         ts_output=ts,
+        encoders=ENCODERS,
     )
 
     after = (reg_dir / "gemma4.yaml").read_text()
+    encoder_lines = [
+        f"-          vision: {{status: unpublished, path: {VISION}}}",
+        f"-          audio: {{status: unpublished, path: {AUDIO}}}",
+        f"+          vision: {{status: published, path: {VISION}, sha256: {SHA_D}, size: 500000000}}",
+        f"+          audio: {{status: published, path: {AUDIO}, sha256: {SHA_E}, size: 300000000}}",
+    ]
+    # The encoders are one file per path: the variants that share them (all three) record them.
     assert changed_lines(before, after) == [
         "-      revision: v0.1.0",
         "+      revision: v0.2.0",
@@ -69,10 +81,13 @@ def test_update_touches_only_the_published_fields(reg_dir: Path, tmp_path: Path)
         "+          size: 4000",
         f"+          sha256: {SHA_C}",
         "+          size: 16000",
+        *encoder_lines,  # mlx
         "-        status: unpublished",
         "+        status: published",
         f"+            sha256: {SHA_C}",
         "+            size: 2500000000",
+        *encoder_lines,  # xnnpack
+        *encoder_lines,  # vulkan
     ]
     assert (reg_dir / "smollm2.yaml").read_text() == smol_before
     # Comments, flow mappings and quoting survive the round trip.
@@ -84,6 +99,12 @@ def test_update_touches_only_the_published_fields(reg_dir: Path, tmp_path: Path)
     assert spec.variants["xnnpack"].published
     assert spec.variants["xnnpack"].pte.sha256 == SHA_C
     assert not spec.variants["mlx"].published
+    for variant in spec.variants.values():
+        assert variant.encoders["vision"].published
+        assert (variant.encoders["audio"].file.sha256, variant.encoders["audio"].file.size) == (
+            SHA_E,
+            300_000_000,
+        )
     assert spec.tokenizer.published
     assert ts.read_text() == registry.generate_typescript(registry.load_registry(reg_dir))
     assert f"sha256: '{SHA_C}'" in ts.read_text()
@@ -96,6 +117,7 @@ def test_update_touches_only_the_published_fields(reg_dir: Path, tmp_path: Path)
         variants={"xnnpack": [pte]},
         registry_dir=reg_dir,
         ts_output=ts,
+        encoders=ENCODERS,
     )
     assert (reg_dir / "gemma4.yaml").read_text() == after
 
@@ -117,6 +139,39 @@ def test_files_that_do_not_match_the_registry_are_rejected_untouched(
     assert (reg_dir / "gemma4.yaml").read_text() == before
     assert not ts.exists()
     assert not list(reg_dir.glob(".*.tmp"))
+
+
+@pytest.mark.parametrize(
+    ("encoders", "message"),
+    [
+        (
+            ENCODERS[:1],
+            r"variants\.xnnpack\.encoders\.audio: .* was not published with its variant",
+        ),
+        (
+            [*ENCODERS, PublishedFile("xnnpack/other_vision.pte", SHA_D, 10)],
+            r"no variant declares the encoders \['xnnpack/other_vision\.pte'\]",
+        ),
+    ],
+    ids=["an encoder left out", "an encoder no variant lists"],
+)
+def test_encoders_that_do_not_match_the_registry_are_rejected_untouched(
+    reg_dir: Path, tmp_path: Path, encoders: list[PublishedFile], message: str
+) -> None:
+    before = (reg_dir / "gemma4.yaml").read_text()
+    ts = tmp_path / "registry.generated.ts"
+    with pytest.raises(RegistryError, match=message):
+        update_registry(
+            "gemma4_e2b",
+            "v0.2.0",
+            tokenizer=tokenizer_files(),
+            variants={"xnnpack": [PublishedFile("xnnpack/gemma4_e2b_xnnpack_8da4w.pte", SHA_C, 9)]},
+            registry_dir=reg_dir,
+            ts_output=ts,
+            encoders=encoders,
+        )
+    assert (reg_dir / "gemma4.yaml").read_text() == before
+    assert not ts.exists()
 
 
 def test_an_update_that_would_not_validate_is_not_written(reg_dir: Path, tmp_path: Path) -> None:

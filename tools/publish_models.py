@@ -5,6 +5,9 @@ python tools/publish_models.py --model smollm2_135m --revision v0.1.0 --exports-
 python tools/publish_models.py --model gemma4_e2b --variant xnnpack --revision v0.2.0 \\
     --exports-dir exports/ --tokenizer-dir CHECKPOINT_DIR
 
+A variant that lists encoders (`encoders: {vision: ..., audio: ...}`) is published with them: each
+encoder's export (tools/export_encoder.py) must be in --exports-dir, named after its registry path.
+
 The token comes from the standard Hugging Face sources (HF_TOKEN, then `hf auth login`) and is
 never printed. Against a Hub-compatible server without Xet storage, set HF_HUB_DISABLE_XET=1 so
 the client uploads through git LFS.
@@ -40,7 +43,10 @@ def _describe(plan: PublishPlan) -> None:
     for e in plan.exports:
         click.echo(f"  {e.backend:8} {e.pte.name}  {e.size} bytes  sha256 {e.sha256}")
         click.echo(f"           verification: {e.verification}")
-    for f in plan.files()[len(plan.exports) :]:
+    for c in plan.encoders:
+        click.echo(f"  {c.kind:8} {c.pte.name} -> {c.path}  {c.size} bytes  sha256 {c.sha256}")
+        click.echo(f"           verification: {c.verification}")
+    for f in plan.files()[len(plan.exports) + len(plan.encoders) :]:
         click.echo(f"  {f.path}  {f.size} bytes  sha256 {f.sha256}")
 
 
@@ -63,7 +69,8 @@ def _describe(plan: PublishPlan) -> None:
     type=click.Path(file_okay=False, path_type=Path),
     required=True,
     help="Directory of <model>_<backend>_<quant>.pte and .report.json (export_model.py "
-    "--output-dir).",
+    "--output-dir), and of the encoders the variants list, named after their registry paths "
+    "(<stem>.pte or <stem>_<budget>.pte with .report.json, export_encoder.py --output-dir).",
 )
 @click.option(
     "--tokenizer-dir",

@@ -7,7 +7,7 @@ different bytes the download fails naming the file, the expected and the receive
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from huggingface_hub import hf_hub_download
@@ -23,7 +23,7 @@ from rne_tools.registry import FileSpec
 
 @dataclass(frozen=True)
 class DownloadedVariant:
-    """Local paths of a verified variant: its program and its tokenizer files."""
+    """Local paths of a verified variant: its program, tokenizer files and published encoders."""
 
     model_id: str
     backend: str
@@ -32,6 +32,8 @@ class DownloadedVariant:
     pte: Path
     tokenizer_files: dict[str, Path]  # repository path -> local path
     chat_template: Path  # the tokenizer file that holds the chat template
+    # The variant's published encoders: media capability ("vision", "audio") -> local path.
+    encoders: dict[str, Path] = field(default_factory=dict)
 
 
 def _mismatch(path: Path, expected: FileSpec) -> str | None:
@@ -53,7 +55,9 @@ def download_variant(
     endpoint: str | None = None,
     token: str | bool | None = None,
 ) -> DownloadedVariant:
-    """Download the ``backend`` variant of ``model_id`` and its tokenizer into ``dest``.
+    """Download the ``backend`` variant of ``model_id``, its tokenizer and its published encoders
+    into ``dest`` (an unpublished encoder is left out, as the SDK's downloader does: the model
+    then runs without that input).
 
     Files land under ``dest`` at their repository paths, fetched at the revision the registry
     pins. ``endpoint``/``token`` default to the standard Hugging Face settings (``HF_ENDPOINT``,
@@ -69,7 +73,8 @@ def download_variant(
             "checksums to verify a download against; publish it with tools/publish_models.py"
         )
     dest = Path(dest)
-    files = list(variant.files) + list(spec.tokenizer.files)
+    encoders = {kind: e.file for kind, e in variant.encoders.items() if e.published}
+    files = list(variant.files) + list(spec.tokenizer.files) + list(encoders.values())
     local: dict[str, Path] = {}
     for f in tqdm(files, desc=f"{model_id}/{backend}", unit="file"):
         local[f.path] = _fetch_verified(spec.hf_repo, spec.revision, f, dest, endpoint, token)
@@ -81,6 +86,7 @@ def download_variant(
         pte=local[variant.pte.path],
         tokenizer_files={f.path: local[f.path] for f in spec.tokenizer.files},
         chat_template=local[spec.chat_template],
+        encoders={kind: local[f.path] for kind, f in encoders.items()},
     )
 
 

@@ -6,7 +6,7 @@ card, so an idempotent publish makes no commit.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import yaml
@@ -29,6 +29,21 @@ class CardVariant:
     max_chunk: int
     min_platform: dict[str, str | int]
     verification: str  # one line: how the program was checked against the eager model
+
+
+@dataclass(frozen=True)
+class CardEncoder:
+    """One row of the encoders table: an encoder program and the variants that use it."""
+
+    kind: str  # media capability: "vision" or "audio"
+    path: str
+    size: int
+    sha256: str
+    backends: tuple[str, ...]  # the variants (of the card) that list it
+    verification: str  # one line: how the program was checked against the eager model
+
+
+_INPUTS = {"vision": "images", "audio": "audio (16 kHz mono)"}
 
 
 def _size(n: int) -> str:
@@ -78,11 +93,44 @@ def _source(spec: ModelSpec) -> str:
     )
 
 
-def render_model_card(spec: ModelSpec, variants: Sequence[CardVariant]) -> str:
-    """README.md for the repository of ``spec``: variants table, checksums, ``useLLM`` usage."""
+def _encoder_section(encoders: Sequence[CardEncoder]) -> list[str]:
+    if not encoders:
+        return []
+    rows = [
+        "## Encoders",
+        "",
+        "Images and audio reach the text decoder through these programs (downloaded with the "
+        "variants that list them).",
+        "",
+        "| Input | File | Size | Used by | Verification |",
+        "|---|---|---|---|---|",
+    ]
+    for e in encoders:
+        rows.append(
+            f"| {_INPUTS.get(e.kind, e.kind)} | `{e.path}` | {_size(e.size)} "
+            f"| {', '.join(e.backends) or '-'} | {_cell(e.verification)} |"
+        )
+    return [*rows, ""]
+
+
+def _media_usage(kinds: set[str]) -> list[str]:
+    examples = {
+        "vision": "await llm.sendMessage('What is in this picture?', { image: '/path/to/photo.jpg' });",
+        "audio": "await llm.sendMessage('What is said here?', { audio: '/path/to/clip.wav' });",
+    }
+    lines = [examples[k] for k in ("vision", "audio") if k in kinds]
+    return ["", "// Images and audio go through the encoders:", *lines] if lines else []
+
+
+def render_model_card(
+    spec: ModelSpec, variants: Sequence[CardVariant], encoders: Iterable[CardEncoder] = ()
+) -> str:
+    """README.md for the repository of ``spec``: variants and encoders tables, checksums,
+    ``useLLM`` usage."""
     if not variants:
         raise ValueError("a model card needs at least one published variant")
     variants = sorted(variants, key=lambda v: v.backend)
+    encoders = sorted(encoders, key=lambda e: (e.kind, e.path))
     rows = [
         "| Backend | Quantization | File | Size | Context | Prefill chunk | Minimum OS | Verification |",
         "|---|---|---|---|---|---|---|---|",
@@ -92,7 +140,7 @@ def render_model_card(spec: ModelSpec, variants: Sequence[CardVariant]) -> str:
             f"| {v.backend} | {v.quantization} | `{v.path}` | {_size(v.size)} | {v.max_context} "
             f"| {v.max_chunk} | {_platforms(v.min_platform)} | {_cell(v.verification)} |"
         )
-    checksums = [f"| `{v.path}` | {v.size} | `{v.sha256}` |" for v in variants]
+    checksums = [f"| `{f.path}` | {f.size} | `{f.sha256}` |" for f in [*variants, *encoders]]
     backend = variants[0].backend
     platform_names = {"ios": "iOS", "android": "Android"}
     defaults = ", ".join(
@@ -110,6 +158,7 @@ def render_model_card(spec: ModelSpec, variants: Sequence[CardVariant]) -> str:
         "",
         *rows,
         "",
+        *_encoder_section(encoders),
         "| File | Bytes | SHA-256 |",
         "|---|---|---|",
         *checksums,
@@ -126,6 +175,7 @@ def render_model_card(spec: ModelSpec, variants: Sequence[CardVariant]) -> str:
         "",
         "// Or choose the backend explicitly:",
         f"const onBackend = useLLM({{ model: models.llm.{spec.id}, backend: '{backend}' }});",
+        *_media_usage({e.kind for e in encoders}),
         "```",
         "",
         f"Default backend per platform: {defaults}. The SDK downloads the variant for the "

@@ -2,9 +2,10 @@
 
 Two phases, so that nothing half-done is ever recorded:
 
-1. ``plan_publish`` (local, no network): read each variant's export and refuse anything whose
-   report does not show a passed verification or whose ``.pte`` changed since; collect the
-   tokenizer files; render the model card.
+1. ``plan_publish`` (local, no network): read each variant's export and the encoders it lists,
+   and refuse anything whose report does not show a passed verification, whose ``.pte`` changed
+   since, or an encoder not as wide as its text variant; collect the tokenizer files; render the
+   model card. An encoder several variants list (one path) is one file of the commit.
 2. ``publish``: check the token, create the repository if needed, upload every file in ONE
    commit (the Hub only creates the commit once every LFS upload has landed, so a failure
    mid-upload leaves the repository unchanged), tag it, confirm the tag serves exactly the
@@ -30,10 +31,16 @@ from huggingface_hub.utils import sha
 from rne_tools import registry
 from rne_tools.paths import contained_path
 from rne_tools.publish.errors import PublishError
-from rne_tools.publish.exports import ExportArtifact, read_export
-from rne_tools.publish.model_card import CardVariant, render_model_card
+from rne_tools.publish.exports import (
+    EncoderArtifact,
+    ExportArtifact,
+    read_encoder,
+    read_export,
+    text_width,
+)
+from rne_tools.publish.model_card import CardEncoder, CardVariant, render_model_card
 from rne_tools.publish.registry_update import PublishedFile, update_registry
-from rne_tools.registry import ModelSpec
+from rne_tools.registry import FileSpec, ModelSpec
 
 README = "README.md"
 _COMMIT_OID = re.compile(r"^[0-9a-f]{7,40}$")
@@ -60,6 +67,8 @@ class PublishPlan:
     model: ModelSpec
     revision: str
     exports: tuple[ExportArtifact, ...]
+    # The encoders the chosen variants list, one per path.
+    encoders: tuple[EncoderArtifact, ...]
     tokenizer: tuple[PlannedFile, ...]
     card: str
     # Files the registry already records as published (earlier variants) and that must still be
@@ -75,11 +84,13 @@ class PublishPlan:
         return [e.backend for e in self.exports]
 
     def files(self) -> list[PlannedFile]:
-        """The commit: programs at their registry paths, tokenizer files, model card."""
+        """The commit: programs and encoders at their registry paths, tokenizer files, model
+        card."""
         out = []
         for e in self.exports:
             path = self.model.variant(e.backend).pte.path
             out.append(PlannedFile(path, e.pte, e.sha256, e.size))
+        out += [PlannedFile(c.path, c.pte, c.sha256, c.size) for c in self.encoders]
         card = self.card.encode()
         out += [
             *self.tokenizer,
@@ -140,6 +151,7 @@ def plan_publish(
     exports = tuple(
         read_export(spec, spec.variant(b), exports_dir, allow_random_weights) for b in chosen
     )
+    encoders = _read_encoders(spec, exports, exports_dir, tokenizer_dir, allow_random_weights)
 
     tokenizer = []
     for f in spec.tokenizer.files:
@@ -186,14 +198,110 @@ def plan_publish(
                 verification="passed (verified when first published)",
             )
         )
+    # Encoders published earlier and not uploaded now stay, as the variants' files do.
+    uploading = {c.path for c in encoders}
+    kept_encoders: dict[str, tuple[str, FileSpec]] = {}
+    for v in spec.variants.values():
+        for kind, enc in v.encoders.items():
+            if enc.published and enc.file.path not in uploading:
+                kept_encoders.setdefault(enc.file.path, (kind, enc.file))
+    kept += [PublishedFile(f.path, f.sha256 or "", f.size or 0) for _, f in kept_encoders.values()]
+
+    in_card = [r.backend for r in rows]
+
+    def users(path: str) -> tuple[str, ...]:
+        return tuple(
+            sorted(
+                b
+                for b in in_card
+                if any(e.file.path == path for e in spec.variant(b).encoders.values())
+            )
+        )
+
+    card_encoders = [
+        CardEncoder(c.kind, c.path, c.size, c.sha256, users(c.path), c.verification)
+        for c in encoders
+    ] + [
+        CardEncoder(
+            kind,
+            f.path,
+            f.size or 0,
+            f.sha256 or "",
+            users(f.path),
+            "passed (verified when first published)",
+        )
+        for kind, f in kept_encoders.values()
+    ]
     return PublishPlan(
         model=spec,
         revision=revision,
         exports=exports,
+        encoders=encoders,
         tokenizer=tuple(tokenizer),
-        card=render_model_card(spec, rows),
+        card=render_model_card(spec, rows, card_encoders),
         kept=tuple(kept),
     )
+
+
+def _read_encoders(
+    spec: ModelSpec,
+    exports: Sequence[ExportArtifact],
+    exports_dir: Path,
+    checkpoint_dir: Path,
+    allow_random_weights: bool,
+) -> tuple[EncoderArtifact, ...]:
+    """The encoders the exported variants list, each read once (one per path) and checked
+    against every variant that lists it: as wide as that variant's text decoder; and, where a
+    published variant that is not published now lists it too, the same bytes it recorded (the
+    new revision holds one file at that path, for both)."""
+    found: dict[str, EncoderArtifact] = {}
+    for export in exports:
+        declared = spec.variant(export.backend).encoders
+        if not declared:
+            continue
+        width = text_width(spec, export, checkpoint_dir)
+        for kind, enc in declared.items():
+            path = enc.file.path
+            if path not in found:
+                found[path] = read_encoder(spec, kind, path, exports_dir, allow_random_weights)
+                twin = next((c for c in found.values() if c.pte == found[path].pte), None)
+                if twin is not None and twin.path != path:
+                    # Two registry paths with one file name: one export cannot tell them apart.
+                    raise PublishError(
+                        f"{path} and {twin.path} would both be published from "
+                        f"{twin.pte.name}; give the encoders different file names in the registry"
+                    )
+            got = found[path]
+            if got.kind != kind:
+                raise PublishError(
+                    f"{path} is the {got.kind} encoder of one variant of {spec.id} and the {kind} "
+                    f"encoder of its {export.backend} variant; one program cannot be both"
+                )
+            if got.text_hidden != width:
+                raise PublishError(
+                    f"{got.pte.name}, the {kind} encoder of {spec.id}/{export.backend}, gives "
+                    f"{got.text_hidden}-wide embeddings, but the {export.backend} text variant "
+                    f"{export.pte.name} takes {width}-wide ones (its report: "
+                    f"{export.report_path.name}): export the encoder from the same model as the "
+                    "text variant"
+                )
+    chosen = {e.backend for e in exports}
+    for backend, v in spec.variants.items():
+        if backend in chosen or not v.published:
+            continue
+        for kind, enc in v.encoders.items():
+            new = found.get(enc.file.path)
+            if new is None or not enc.published:
+                continue
+            if (enc.file.sha256, enc.file.size) != (new.sha256, new.size):
+                raise PublishError(
+                    f"{enc.file.path} is also the {kind} encoder of the published {backend} "
+                    f"variant of {spec.id}, recorded as sha256 {enc.file.sha256} "
+                    f"({enc.file.size} bytes), but {new.pte.name} is sha256 {new.sha256} "
+                    f"({new.size} bytes): publish the {backend} variant together with this one "
+                    f"(add --variant {backend}), or publish the encoder it already has"
+                )
+    return tuple(found.values())
 
 
 def _mismatches(
@@ -221,6 +329,15 @@ def _mismatches(
         elif not isinstance(f, PlannedFile) or info.blob_id != sha.git_hash(f.content()):
             problems.append(f"{path}: content differs")
     return problems
+
+
+def _description(plan: PublishPlan) -> str:
+    encoders = ", ".join(c.path for c in plan.encoders)
+    return (
+        f"Variants: {', '.join(plan.backends)}. "
+        + (f"Encoders: {encoders}. " if encoders else "")
+        + "Model card regenerated."
+    )
 
 
 def _api(endpoint: str | None, token: str | None) -> HfApi:
@@ -296,7 +413,7 @@ def publish(
                 repo,
                 operations,
                 commit_message=f"Publish {plan.model.id} {tag} ({', '.join(plan.backends)})",
-                commit_description=f"Variants: {', '.join(plan.backends)}. Model card regenerated.",
+                commit_description=_description(plan),
                 parent_commit=head,
             )
             commit, new_commit = info.oid, info.oid != head
@@ -328,5 +445,6 @@ def publish(
         },
         registry_dir=registry_dir,
         ts_output=ts_output,
+        encoders=[published[c.path] for c in plan.encoders],
     )
     return PublishResult(repo, tag, commit, new_commit, new_tag, changed)

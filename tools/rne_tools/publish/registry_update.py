@@ -12,7 +12,7 @@ import io
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,6 +57,34 @@ def _record_files(file_set: Any, published: list[PublishedFile], where: str) -> 
         entry["size"] = f.size
 
 
+def _record_encoders(
+    model: Any, variants: Mapping[str, Any], published: Sequence[PublishedFile], where: str
+) -> None:
+    by_path = {f.path: f for f in published}
+    recorded = set()
+    for variant in model["variants"]:
+        backend = variant["backend"]
+        for kind, entry in (variant.get("encoders") or {}).items():
+            f = by_path.get(entry["path"])
+            if f is None:
+                if backend in variants:
+                    raise RegistryError(
+                        f"{where}.variants.{backend}.encoders.{kind}: {entry['path']} was not "
+                        "published with its variant; publish a variant with all its encoders"
+                    )
+                continue
+            entry["status"] = "published"
+            entry["sha256"] = f.sha256
+            entry["size"] = f.size
+            recorded.add(f.path)
+    extra = sorted(set(by_path) - recorded)
+    if extra:
+        raise RegistryError(
+            f"{where}: no variant declares the encoders {extra} that were published; publish "
+            "exactly the encoders the registry declares"
+        )
+
+
 def update_registry(
     model_id: str,
     revision: str,
@@ -64,12 +92,17 @@ def update_registry(
     variants: Mapping[str, list[PublishedFile]],
     registry_dir: Path = registry.REGISTRY_DIR,
     ts_output: Path = registry.GENERATED_TS,
+    encoders: Sequence[PublishedFile] = (),
 ) -> bool:
-    """Mark ``variants`` (backend -> files) and the tokenizer of ``model_id`` published.
+    """Mark ``variants`` (backend -> files), their ``encoders`` and the tokenizer of
+    ``model_id`` published.
 
-    Sets the model's ``hf.revision`` to ``revision``. Returns whether the YAML changed. The
-    TypeScript is regenerated either way, so a stale generated file is repaired too.
-    Raises ``RegistryError`` (and leaves every file untouched) if the result would not validate.
+    Every encoder entry of the model whose path is among ``encoders`` records it, in whichever
+    variant it sits: variants share an encoder by path, and the revision holds one file there.
+    Each variant in ``variants`` must get all of its encoders. Sets the model's ``hf.revision``
+    to ``revision``. Returns whether the YAML changed. The TypeScript is regenerated either
+    way, so a stale generated file is repaired too. Raises ``RegistryError`` (and leaves every
+    file untouched) if the result would not validate.
     """
     reg = registry.load_registry(registry_dir)
     spec = reg.model(model_id)
@@ -86,6 +119,7 @@ def update_registry(
         if backend not in by_backend:
             raise RegistryError(f"{name}: model '{model_id}' has no '{backend}' variant")
         _record_files(by_backend[backend], files, f"{name}: {model_id}.variants.{backend}")
+    _record_encoders(model, variants, encoders, f"{name}: {model_id}")
     out = io.StringIO()
     y.dump(doc, out)
     text = out.getvalue()
