@@ -1,10 +1,19 @@
-import { useRef, useState } from 'react';
+import { useEffect, useRef, useState } from 'react';
 import { KeyboardAvoidingView, Platform, ScrollView, StyleSheet, Text, TextInput, View } from 'react-native';
-import { useLLM, type ExecutorchError, type Message, type ResourceFetcher } from 'react-native-executorch';
+import { ExecutorchError, useLLM, type Message, type ResourceFetcher } from 'react-native-executorch';
 
-import { backendLabel, describeError, formatPercent, formatStats } from './format';
+import { MessageMedia, PendingAttachments } from './attachments';
+import { backendLabel, describeError, formatPercent, formatSeconds, formatStats } from './format';
+import { MAX_AUDIO_SECONDS, pickImage, VoiceRecorder, type PickedImage } from './media';
 import type { Selection } from './ModelPicker';
 import { Button, colors, ProgressBar } from './ui';
+
+/** What one Send sends: the text and the attachments it carries. */
+interface Outgoing {
+  readonly text: string;
+  readonly image: PickedImage | null;
+  readonly audio: Float32Array | null;
+}
 
 interface ChatScreenProps {
   readonly selection: Selection;
@@ -27,16 +36,85 @@ export function ChatScreen({ selection, resources, onBack, onRetry }: ChatScreen
   // Off by default, as the chat templates default; a template without thinking ignores it.
   const [thinking, setThinking] = useState(false);
   // The message of a failed generation, so that Retry can send it again.
-  const [failedMessage, setFailedMessage] = useState<string | null>(null);
+  const [failedMessage, setFailedMessage] = useState<Outgoing | null>(null);
+  // The last send's failure: a generation's (also in llm.error), or one refused before
+  // generating (media the model cannot take), which the hook does not keep.
+  const [sendError, setSendError] = useState<ExecutorchError | null>(null);
   // A generation error stays in llm.error until the next generation; clearing the conversation
   // dismisses it.
   const [dismissed, setDismissed] = useState<ExecutorchError | null>(null);
   const scroll = useRef<ScrollView>(null);
 
-  const send = (text: string) => {
+  // Attachments of the next message (one photo, one recording), offered only to models whose
+  // registry capabilities say they take them.
+  const takesImages = model.capabilities.includes('vision');
+  const takesAudio = model.capabilities.includes('audio');
+  const [image, setImage] = useState<PickedImage | null>(null);
+  const [audio, setAudio] = useState<Float32Array | null>(null);
+  // Seconds recorded while recording, else null.
+  const [recording, setRecording] = useState<number | null>(null);
+  // What the attachments want the user to know (a denied permission, the length limit).
+  const [notice, setNotice] = useState<string | null>(null);
+  const recorder = useRef<VoiceRecorder | null>(null);
+  // Leaving the screen stops a recording.
+  useEffect(() => () => void recorder.current?.stop(), []);
+
+  const send = (message: Outgoing) => {
     setFailedMessage(null);
-    // The hook shows the failure in llm.error; keep the text so that the user can send it again.
-    llm.sendMessage(text).catch(() => setFailedMessage(text));
+    setSendError(null);
+    setNotice(null);
+    const media = {
+      ...(message.image ? { image: message.image.path } : {}),
+      ...(message.audio ? { audio: message.audio } : {}),
+    };
+    // The hook shows a generation's failure in llm.error; keep the message so that the user
+    // can send it again.
+    llm.sendMessage(message.text, media).catch((error: unknown) => {
+      setFailedMessage(message);
+      setSendError(error instanceof ExecutorchError ? error : new ExecutorchError('execution_failed', String(error)));
+    });
+  };
+
+  const attachPhoto = async (source: 'library' | 'camera') => {
+    setNotice(null);
+    const result = await pickImage(source);
+    if (result.status === 'picked') setImage(result.image);
+    else if (result.status === 'failed') setNotice(result.message);
+  };
+
+  const startRecording = async () => {
+    setNotice(null);
+    const voice = new VoiceRecorder({
+      onProgress: (seconds) => setRecording(seconds),
+      onLimit: (clip) => {
+        recorder.current = null;
+        setRecording(null);
+        setAudio(clip);
+        setNotice(`Recording stopped at ${MAX_AUDIO_SECONDS} s, the longest clip the model takes.`);
+      },
+      onError: (message) => {
+        recorder.current = null;
+        setRecording(null);
+        setNotice(message);
+      },
+    });
+    recorder.current = voice;
+    setRecording(0);
+    const problem = await voice.start();
+    if (problem !== null) {
+      recorder.current = null;
+      setRecording(null);
+      setNotice(problem);
+    }
+  };
+
+  const stopRecording = async () => {
+    const voice = recorder.current;
+    recorder.current = null;
+    setRecording(null);
+    const clip = (await voice?.stop()) ?? null;
+    if (clip) setAudio(clip);
+    else setNotice('Nothing was recorded: record a little longer before stopping.');
   };
 
   const header = (
@@ -80,6 +158,9 @@ export function ChatScreen({ selection, resources, onBack, onRetry }: ChatScreen
     setThinking(!thinking);
   };
 
+  const shownError = sendError ?? (llm.error !== dismissed ? llm.error : null);
+  const canSend = recording === null && (draft.trim() !== '' || image !== null || audio !== null);
+
   const messages: readonly Message[] = llm.isGenerating
     ? [...llm.messageHistory, { role: 'assistant', content: llm.response, ...(llm.thought ? { thought: llm.thought } : {}) }]
     : llm.messageHistory;
@@ -101,16 +182,17 @@ export function ChatScreen({ selection, resources, onBack, onRetry }: ChatScreen
             style={[styles.bubble, m.role === 'user' ? styles.userBubble : styles.assistantBubble]}
             accessibilityLabel={m.role === 'user' ? 'Your message' : 'Answer'}
           >
-            <Text style={styles.text}>{m.content}</Text>
+            {m.parts && <MessageMedia parts={m.parts} />}
+            {(m.content !== '' || !m.parts) && <Text style={styles.text}>{m.content}</Text>}
             {m.role === 'assistant' && m.thought ? (
               <Thought text={m.thought} streaming={llm.isGenerating && i === messages.length - 1} />
             ) : null}
           </View>
         ))}
       </ScrollView>
-      {llm.error && llm.error !== dismissed && (
+      {shownError && (
         <ErrorPanel
-          error={llm.error}
+          error={shownError}
           retryLabel="Send again"
           onRetry={failedMessage === null ? undefined : () => send(failedMessage)}
         />
@@ -118,6 +200,39 @@ export function ChatScreen({ selection, resources, onBack, onRetry }: ChatScreen
       <Text style={styles.stats} accessibilityLabel="Stats">
         {llm.stats ? formatStats(llm.stats) : llm.isGenerating ? 'Generating…' : 'No answer yet'}
       </Text>
+      {notice && (
+        <Text style={styles.notice} accessibilityLabel="Attachment notice">
+          {notice}
+        </Text>
+      )}
+      <PendingAttachments
+        imagePath={image?.path ?? null}
+        audio={audio}
+        onRemoveImage={() => setImage(null)}
+        onRemoveAudio={() => setAudio(null)}
+      />
+      {(takesImages || takesAudio) && (
+        <View style={styles.attachRow}>
+          {takesImages && (
+            <>
+              <Button small title="Photo" label="Attach a photo" onPress={() => void attachPhoto('library')} />
+              <Button small title="Camera" label="Take a photo" onPress={() => void attachPhoto('camera')} />
+            </>
+          )}
+          {takesAudio &&
+            (recording === null ? (
+              <Button small title="Record" label="Record audio" onPress={() => void startRecording()} />
+            ) : (
+              <Button
+                small
+                selected
+                title={`Stop ${formatSeconds(recording)} / ${MAX_AUDIO_SECONDS} s`}
+                label="Stop recording"
+                onPress={() => void stopRecording()}
+              />
+            ))}
+        </View>
+      )}
       <View style={styles.inputRow}>
         <TextInput
           style={styles.input}
@@ -132,10 +247,12 @@ export function ChatScreen({ selection, resources, onBack, onRetry }: ChatScreen
         ) : (
           <Button
             title="Send"
-            disabled={draft.trim() === ''}
+            disabled={!canSend}
             onPress={() => {
-              send(draft.trim());
+              send({ text: draft.trim(), image, audio });
               setDraft('');
+              setImage(null);
+              setAudio(null);
             }}
           />
         )}
@@ -154,6 +271,7 @@ export function ChatScreen({ selection, resources, onBack, onRetry }: ChatScreen
         disabled={llm.isGenerating || llm.messageHistory.length === 0}
         onPress={() => {
           setFailedMessage(null);
+          setSendError(null);
           setDismissed(llm.error);
           llm.clearHistory();
         }}
@@ -230,6 +348,8 @@ const styles = StyleSheet.create({
   muted: { color: colors.muted },
   stats: { color: colors.muted, fontVariant: ['tabular-nums'] },
   inputRow: { flexDirection: 'row', gap: 8, alignItems: 'flex-end' },
+  attachRow: { flexDirection: 'row', gap: 8 },
+  notice: { color: colors.error },
   input: {
     flex: 1,
     minHeight: 44,

@@ -24,12 +24,16 @@ export function runnableBackends(model: AnyLLMDescriptor, device: DeviceCapabili
   return device ? candidateBackends(model, device) : [];
 }
 
-/** Bytes to download for `backend` (variant + tokenizer), or null while unpublished. */
+/**
+ * Bytes to download for `backend` (variant + tokenizer + the published image/audio encoders),
+ * or null while unpublished.
+ */
 export function downloadSize(model: AnyLLMDescriptor, backend: Backend): number | null {
   const variant = (model.variants as Partial<Record<Backend, AnyLLMDescriptor['variants'][Backend]>>)[backend];
   if (!variant || variant.status !== 'published' || model.tokenizer.status !== 'published') return null;
   const sum = (files: readonly { size: number }[]) => files.reduce((n, f) => n + f.size, 0);
-  return sum(variant.files) + sum(model.tokenizer.files);
+  const encoders = Object.values(variant.encoders ?? {}).flatMap((e) => (e?.status === 'published' ? [e] : []));
+  return sum(variant.files) + sum(model.tokenizer.files) + sum(encoders);
 }
 
 /** Where a developer puts a model's files by hand (README: "Sideloading"). */
@@ -39,7 +43,9 @@ export function sideloadDirectory(fs: FileSystemAdapter, model: AnyLLMDescriptor
 
 /**
  * The sideloaded files of `model` for `backend`: `<backend>.pte`, `tokenizer.json` and the chat
- * template file, all present in {@link sideloadDirectory}; null when any is missing.
+ * template file, all present in {@link sideloadDirectory}; null when any is missing. The
+ * encoders, `vision_encoder.pte` and `audio_encoder.pte`, are optional: without one the model
+ * loads without that input.
  */
 export async function findSideloaded(
   fs: FileSystemAdapter,
@@ -47,11 +53,23 @@ export async function findSideloaded(
   backend: Backend,
 ): Promise<ModelFiles | null> {
   const dir = sideloadDirectory(fs, model);
+  const isFile = async (path: string) => {
+    const info = await fs.stat(path);
+    return info !== null && !info.isDirectory;
+  };
   const files: ModelFiles = {
     modelPath: `${dir}/${backend}.pte`,
     tokenizerPath: `${dir}/tokenizer.json`,
     chatTemplatePath: `${dir}/${model.tokenizer.chatTemplate}`,
   };
-  const found = await Promise.all(Object.values(files).map((path) => fs.stat(path)));
-  return found.every((info) => info !== null && !info.isDirectory) ? files : null;
+  const found = await Promise.all(Object.values(files).map(isFile));
+  if (!found.every(Boolean)) return null;
+  const vision = `${dir}/vision_encoder.pte`;
+  const audio = `${dir}/audio_encoder.pte`;
+  const [hasVision, hasAudio] = await Promise.all([isFile(vision), isFile(audio)]);
+  return {
+    ...files,
+    ...(hasVision && model.capabilities.includes('vision') ? { visionEncoderPath: vision } : {}),
+    ...(hasAudio && model.capabilities.includes('audio') ? { audioEncoderPath: audio } : {}),
+  };
 }

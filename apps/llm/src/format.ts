@@ -29,14 +29,23 @@ const STOP_REASONS: Record<StopReason, string> = {
   interrupted: 'stopped',
 };
 
-/** The stats line under the chat: time to first token, prefill and decode rates, why it ended. */
+/**
+ * The stats line under the chat: time to first token, the image/audio encoders' time (only for
+ * a prompt with media), prefill and decode rates, why it ended.
+ */
 export function formatStats(stats: GenerationStats): string {
   return (
     `first token ${Math.round(stats.timeToFirstTokenMs)} ms · ` +
+    (stats.mediaEncodeMs > 0 ? `encode ${Math.round(stats.mediaEncodeMs)} ms · ` : '') +
     `prefill ${stats.prefillTokensPerSecond.toFixed(1)} tok/s · ` +
     `decode ${stats.tokensPerSecond.toFixed(1)} tok/s · ` +
     `${stats.generatedTokens} tokens, ${STOP_REASONS[stats.stopReason]}`
   );
+}
+
+/** "2.5 s": a recording's length, to a tenth of a second. */
+export function formatSeconds(seconds: number): string {
+  return `${(Math.floor(seconds * 10) / 10).toFixed(1)} s`;
 }
 
 /** A short title and what the user can do about it, for each kind of failure. */
@@ -62,6 +71,8 @@ export function describeError(error: ExecutorchError): { title: string; hint: st
       return { title: 'Downloads are not set up', hint: 'react-native-blob-util is missing from this build.' };
     case 'context_full':
       return { title: 'The conversation is too long for the model', hint: 'Clear the conversation and ask again.' };
+    case 'unsupported_input':
+      return { title: 'The model cannot take this attachment', hint: 'Remove it and send text only, or pick another photo or recording.' };
     case 'busy':
       return { title: 'The model is still answering', hint: 'Wait for the answer or stop it.' };
     case 'not_found':

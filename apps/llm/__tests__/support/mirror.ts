@@ -5,11 +5,19 @@
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 
-import { models, type Backend, type LLMDescriptor, type PublishedFile } from 'react-native-executorch';
+import {
+  models,
+  type Backend,
+  type LLMDescriptor,
+  type MediaCapability,
+  type PublishedFile,
+} from 'react-native-executorch';
 import smolConfig from 'react-native-executorch/__tests__/fixtures/smollm2_tokenizer_config.json';
 import { bytes, HfServer, sha256, type ServedFile } from 'react-native-executorch/__tests__/support/hfServer';
 
 export const MODEL_BYTES = bytes(200_000, 7);
+/** The encoders a `media` mirror publishes beside each `.pte` (random bytes, as the `.pte`). */
+export const ENCODER_BYTES = { vision: bytes(30_000, 11), audio: bytes(20_000, 13) } as const;
 
 export interface Mirror {
   readonly server: HfServer;
@@ -18,6 +26,8 @@ export interface Mirror {
   serveModel(backend?: Backend, file?: Partial<ServedFile>): void;
   stop(): Promise<void>;
 }
+
+const MEDIA: readonly MediaCapability[] = ['vision', 'audio'];
 
 let repos = 0;
 
@@ -31,17 +41,21 @@ function gemma4TemplateFiles(): { jinja: Buffer; config: Buffer } {
  * Starts a server publishing a chat template (SmolLM2's, or Gemma 4's with `template: 'gemma4'`),
  * a tokenizer and a random `.pte` per backend at `<backend>/mirror.pte` (`serveModelFiles:
  * false` leaves them out: 404s). `chunkDelayMs` slows the `.pte` down so that progress is visible.
+ * `media: true` makes it a multimodal model: capabilities `vision` and `audio`, and each variant
+ * publishes its vision and audio encoders (`<backend>/vision_encoder.pte`, `audio_encoder.pte`).
  */
 export async function startMirror({
   backends = ['xnnpack'],
   chunkDelayMs = 0,
   serveModelFiles = true,
   template = 'smollm2',
+  media = false,
 }: {
   backends?: Backend[];
   chunkDelayMs?: number;
   serveModelFiles?: boolean;
   template?: 'smollm2' | 'gemma4';
+  media?: boolean;
 } = {}): Promise<Mirror> {
   const server = new HfServer();
   await server.start();
@@ -58,19 +72,36 @@ export async function startMirror({
   const serveModel = (backend: Backend = backends[0]!, file: Partial<ServedFile> = {}) =>
     server.add(repo, revision, modelPath(backend), { body: MODEL_BYTES, chunkSize: 8192, chunkDelayMs, ...file });
   if (serveModelFiles) backends.forEach((b) => serveModel(b));
+  const encoderPath = (backend: Backend, kind: MediaCapability) => `${backend}/${kind}_encoder.pte`;
+  if (media) {
+    for (const b of backends) {
+      for (const kind of MEDIA) server.add(repo, revision, encoderPath(b, kind), { body: ENCODER_BYTES[kind] });
+    }
+  }
 
   const pub = (path: string, body: Buffer): PublishedFile => ({ path, sha256: sha256(body), size: body.length });
+  const encoders = (b: Backend) =>
+    Object.fromEntries(
+      MEDIA.map((kind) => [kind, { status: 'published', ...pub(encoderPath(b, kind), ENCODER_BYTES[kind]) }]),
+    );
   const smol = models.llm.smollm2_135m;
   const variants = Object.fromEntries(
     backends.map((b) => [
       b,
-      { ...smol.variants.xnnpack, backend: b, status: 'published', files: [pub(modelPath(b), MODEL_BYTES)] },
+      {
+        ...smol.variants.xnnpack,
+        backend: b,
+        status: 'published',
+        files: [pub(modelPath(b), MODEL_BYTES)],
+        ...(media ? { encoders: encoders(b) } : {}),
+      },
     ]),
   ) as unknown as LLMDescriptor<Backend>['variants'];
   const model: LLMDescriptor<Backend> = {
     ...smol,
-    id: 'mirror_smol',
-    name: 'Mirror Smol',
+    id: media ? 'mirror_media' : 'mirror_smol',
+    name: media ? 'Mirror Media' : 'Mirror Smol',
+    capabilities: media ? [...smol.capabilities, 'vision', 'audio'] : smol.capabilities,
     hf: { repo, revision },
     tokenizer: {
       status: 'published',
