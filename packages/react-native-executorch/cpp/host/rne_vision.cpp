@@ -9,23 +9,14 @@
 // text_hidden] float32, native byte order). Prints one JSON line: the counts, the resized size
 // and the encoder's time. An error prints "error: <code>: <message>" on stderr and exits with 2
 // (64 for bad usage).
-#include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <string>
+
+#include "encoder_cli.h"
 
 #include "rne/media/image.h"
 #include "rne/runner/vision_encoder.h"
 
-namespace {
-
-int fail(const rne::runner::Error& error) {
-  std::fprintf(stderr, "error: %s: %s\n", rne::runner::error_code_name(error.code),
-               error.message.c_str());
-  return 2;
-}
-
-}  // namespace
+using rne::host::fail;
 
 int main(int argc, char** argv) {
   if (argc != 4) {
@@ -45,20 +36,13 @@ int main(int argc, char** argv) {
   auto input = rne::media::gemma4_preprocess(*image, config);
   if (!input.ok()) return fail(input.error());
 
-  const auto start = std::chrono::steady_clock::now();
-  auto embeddings =
-      (*encoder)->encode(input->pixel_values, input->position_ids, input->num_soft_tokens);
-  const double encode_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  auto [embeddings, encode_ms] = rne::host::timed([&] {
+    return (*encoder)->encode(input->pixel_values, input->position_ids, input->num_soft_tokens);
+  });
   if (!embeddings.ok()) return fail(embeddings.error());
 
-  std::ofstream out(argv[3], std::ios::binary);
-  out.write(reinterpret_cast<const char*>(embeddings->values.data()),
-            static_cast<std::streamsize>(embeddings->values.size() * sizeof(float)));
-  if (!out) {
-    return fail({rne::runner::ErrorCode::kNotFound,
-                 std::string("cannot write ") + argv[3] + ": check the directory exists and is "
-                                                          "writable"});
+  if (auto written = rne::host::write_rows(*embeddings, argv[3]); !written.ok()) {
+    return fail(written.error());
   }
   std::printf(
       "{\"num_soft_tokens\": %lld, \"hidden\": %lld, \"max_soft_tokens\": %lld, "

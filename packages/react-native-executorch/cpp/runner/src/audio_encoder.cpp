@@ -131,7 +131,7 @@ int64_t AudioEncoder::num_tokens(int64_t num_samples) const {
   return ((frames + 1) / 2 + 1) / 2;
 }
 
-Result<AudioEmbeddings> AudioEncoder::encode(const float* samples, size_t count) {
+Result<Embeddings> AudioEncoder::encode(const float* samples, size_t count) {
   const AudioEncoderContract& c = contract_;
   const int64_t rate = c.sample_rate;
   if (count == 0) {
@@ -179,7 +179,7 @@ Result<AudioEmbeddings> AudioEncoder::encode(const float* samples, size_t count)
   auto values = detail::leading_rows(kAudio, path_, kMethod, out->at(0).toTensor(), c.max_tokens,
                                      tokens, c.text_hidden);
   if (!values.ok()) return values.error();
-  AudioEmbeddings result;
+  Embeddings result;
   result.num_tokens = tokens;
   result.hidden = c.text_hidden;
   result.values = std::move(values).value();

@@ -101,7 +101,7 @@ Result<std::unique_ptr<VisionEncoder>> VisionEncoder::load_unguarded(
   return encoder;
 }
 
-Result<ImageEmbeddings> VisionEncoder::encode(const std::vector<float>& pixel_values,
+Result<Embeddings> VisionEncoder::encode(const std::vector<float>& pixel_values,
                                               const std::vector<int64_t>& position_ids,
                                               int64_t num_soft_tokens) {
   const VisionEncoderContract& c = contract_;
@@ -139,7 +139,7 @@ Result<ImageEmbeddings> VisionEncoder::encode(const std::vector<float>& pixel_va
   auto values = detail::leading_rows(kVision, path_, kMethod, out->at(0).toTensor(), c.max_soft_tokens,
                                      num_soft_tokens, c.text_hidden);
   if (!values.ok()) return values.error();
-  ImageEmbeddings result;
+  Embeddings result;
   result.num_tokens = num_soft_tokens;
   result.hidden = c.text_hidden;
   result.values = std::move(values).value();

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "rne/runner/embeddings.h"
 #include "rne/runner/model_file.h"
 #include "rne/runner/result.h"
 
@@ -32,13 +33,6 @@ struct AudioEncoderContract {
   int64_t hop_length = 0;    // audio_hop_length: samples between frames
   int64_t text_hidden = 0;   // audio_text_hidden: the decoder's embedding width
   int64_t backend_code = -1;  // get_backend, when the exporter wrote it
-};
-
-// The embeddings of one clip: row i replaces the clip's i-th audio soft token.
-struct AudioEmbeddings {
-  int64_t num_tokens = 0;
-  int64_t hidden = 0;
-  std::vector<float> values;  // [num_tokens, hidden] float32, row-major
 };
 
 class AudioEncoder {
@@ -67,7 +61,7 @@ class AudioEncoder {
   // float, nominally in [-1, 1]). Errors: kInvalidArgument for an empty clip, one too short for
   // a token, one longer than max_samples (split it) or a non-finite sample; kExecutionFailed
   // when the runtime fails or produces non-finite values.
-  Result<AudioEmbeddings> encode(const float* samples, size_t count);
+  Result<Embeddings> encode(const float* samples, size_t count);
 
  private:
   AudioEncoder() = default;

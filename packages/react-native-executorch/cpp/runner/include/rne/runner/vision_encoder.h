@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "rne/runner/embeddings.h"
 #include "rne/runner/model_file.h"
 #include "rne/runner/result.h"
 
@@ -29,13 +30,6 @@ struct VisionEncoderContract {
   int64_t patch_dim = 0;            // input columns: 3 * patch_size^2
   int64_t text_hidden = 0;          // vision_text_hidden: the decoder's embedding width
   int64_t backend_code = -1;        // get_backend, when the exporter wrote it
-};
-
-// The embeddings of one image: row i replaces the image's i-th soft token.
-struct ImageEmbeddings {
-  int64_t num_tokens = 0;
-  int64_t hidden = 0;
-  std::vector<float> values;  // [num_tokens, hidden] float32, row-major
 };
 
 class VisionEncoder {
@@ -60,7 +54,7 @@ class VisionEncoder {
   // `num_soft_tokens` rows (the program's rows past them are zero). Errors: kInvalidArgument for
   // tensors of the wrong size or a count out of range (preprocess with this encoder's
   // contract), kExecutionFailed when the runtime fails or produces non-finite values.
-  Result<ImageEmbeddings> encode(const std::vector<float>& pixel_values,
+  Result<Embeddings> encode(const std::vector<float>& pixel_values,
                                  const std::vector<int64_t>& position_ids,
                                  int64_t num_soft_tokens);
 
