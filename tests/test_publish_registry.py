@@ -16,7 +16,7 @@ from rne_tools.publish.model_card import CardVariant, render_model_card
 from rne_tools.publish.registry_update import PublishedFile, update_registry
 
 SHA_A, SHA_B, SHA_C, SHA_D, SHA_E = "a" * 64, "b" * 64, "c" * 64, "d" * 64, "e" * 64
-VISION = "xnnpack/gemma4_e2b_vision_xnnpack_fp32.pte"
+VISION = "xnnpack/gemma4_e2b_vision_xnnpack_8w.pte"
 AUDIO = "xnnpack/gemma4_e2b_audio_xnnpack_fp32.pte"
 # Gemma 4's encoders: every variant lists the same two XNNPACK programs.
 ENCODERS = [PublishedFile(VISION, SHA_D, 500_000_000), PublishedFile(AUDIO, SHA_E, 300_000_000)]

@@ -4,14 +4,17 @@ Examples:
     .venv/bin/python tools/export_encoder.py --random-config tiny --max-soft-tokens 280 \\
         --output-dir exports/
     .venv/bin/python tools/export_encoder.py --encoder audio --max-audio-seconds 30 --cached
+    .venv/bin/python tools/export_encoder.py --random-config e2b --quantization 8w --out exports/
 
-Vision writes <output-dir>/gemma4_<config>_vision_xnnpack_fp32_<max_soft_tokens>.pte and
-.report.json: a `vision_encoder` method (XNNPACK, fp32) verified against transformers' own image
+Vision writes <output-dir>/gemma4_<config>_vision_xnnpack_<quantization>_<max_soft_tokens>.pte
+and .report.json: a `vision_encoder` method (XNNPACK) verified against transformers' own image
 features (see rne_tools.encoders.export). Audio writes
-gemma4_<config>_audio_xnnpack_fp32_<seconds>s.pte: `speech_transform` (waveform to log-mel
-features) and `audio_encoder` methods verified against transformers' feature extractor and audio
-features (rne_tools.encoders.audio_export). Exit status 1 on bad input or a failed verification
-(nothing is written then). Random configs only for now (docs/multimodal.md).
+gemma4_<config>_audio_xnnpack_<quantization>_<seconds>s.pte: `speech_transform` (waveform to
+log-mel features) and `audio_encoder` methods verified against transformers' feature extractor
+and audio features (rne_tools.encoders.audio_export). --quantization quantizes the encoder's
+linears (fp32 keeps them float); a quantized program is verified against the fp32 eager model
+with its quantization's bound. Exit status 1 on bad input or a failed verification (nothing is
+written then). Random configs only for now (docs/multimodal.md).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from rne_tools.encoders.audio_export import (  # noqa: E402
     export_audio_encoder,
 )
 from rne_tools.encoders.export import (  # noqa: E402
+    QUANTIZATIONS,
     EncoderExportResult,
     cached_vision_encoder,
     export_vision_encoder,
@@ -59,6 +63,11 @@ from rne_tools.errors import RneError  # noqa: E402
     "--max-audio-seconds", type=click.IntRange(1, MAX_SECONDS), default=MAX_SECONDS,
     show_default=True, help="Audio: the longest clip the program takes (fixed input length).",
 )
+@click.option(
+    "--quantization", type=click.Choice(QUANTIZATIONS), default="fp32", show_default=True,
+    help="The encoder's linears: fp32, 8w (int8 weights, float activations), 8da8w / 8da4w "
+    "(int8 dynamic activations, int8 / int4 grouped weights).",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the weights.")
 @click.option(
     "--output-dir", "--out", "output_dir", type=click.Path(path_type=Path), default=None,
@@ -70,8 +79,9 @@ from rne_tools.errors import RneError  # noqa: E402
     "absent); prints the .pte path. With --output-dir the files are also copied.",
 )
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def main(encoder: str, config: str, max_soft_tokens: str, max_audio_seconds: int, seed: int,
-         output_dir: Path | None, cached: bool, quiet: bool) -> None:
+def main(encoder: str, config: str, max_soft_tokens: str, max_audio_seconds: int,
+         quantization: str, seed: int, output_dir: Path | None, cached: bool,
+         quiet: bool) -> None:
     """Export, lower and verify one encoder."""
     if not cached and output_dir is None:
         raise click.UsageError("--output-dir is required (or use --cached).")
@@ -80,17 +90,21 @@ def main(encoder: str, config: str, max_soft_tokens: str, max_audio_seconds: int
         try:
             result: EncoderExportResult
             if encoder == "audio" and cached:
-                result = cached_audio_encoder(config, max_seconds=max_audio_seconds, seed=seed,
+                result = cached_audio_encoder(config, max_seconds=max_audio_seconds,
+                                              quantization=quantization, seed=seed,
                                               progress=not quiet)
             elif encoder == "audio":
                 result = export_audio_encoder(config, output_dir, max_seconds=max_audio_seconds,
-                                              seed=seed, progress=not quiet)
+                                              quantization=quantization, seed=seed,
+                                              progress=not quiet)
             elif cached:
-                result = cached_vision_encoder(config, max_soft_tokens=budget, seed=seed,
+                result = cached_vision_encoder(config, max_soft_tokens=budget,
+                                               quantization=quantization, seed=seed,
                                                progress=not quiet)
             else:
                 result = export_vision_encoder(config, output_dir, max_soft_tokens=budget,
-                                               seed=seed, progress=not quiet)
+                                               quantization=quantization, seed=seed,
+                                               progress=not quiet)
             if cached and output_dir is not None:
                 output_dir.mkdir(parents=True, exist_ok=True)
                 for path in (result.pte_path, result.report_path):
@@ -104,6 +118,9 @@ def main(encoder: str, config: str, max_soft_tokens: str, max_audio_seconds: int
         f"{report['delegation']['delegated_share']:.0%} of nodes delegated, exported in "
         f"{report['export_seconds']:.0f} s, verification {v['status']} (max |diff| "
         f"{v['max_abs_diff']:.3g}, {v['relative']:.2g} x the embeddings' std"
+        + ("" if quantization == "fp32" else
+           f"; against fp32 eager {v['fp32_agreement']['relative']:.2g} x the std, worst row "
+           f"cosine {v['fp32_agreement']['min_cosine']:.6f}")
         + (f"; features max |diff| {v['feature_max_abs_diff']:.3g}" if encoder == "audio"
            else "") + ")",
         err=True,

@@ -1,7 +1,8 @@
 """Export Gemma 4's audio path to a verified ``.pte`` with ``speech_transform`` and
 ``audio_encoder`` methods (the machinery is ``rne_tools.encoders.export``'s).
 
-The program (XNNPACK, fp32), for clips of at most ``S = max_seconds * 16000`` samples:
+The program (XNNPACK; fp32, or the encoder's linears quantized as ``rne_tools.encoders.export``
+says; the feature transform stays float), for clips of at most ``S = max_seconds * 16000`` samples:
 
 - ``speech_transform(waveform[1, S] f32, num_samples[1] i64) -> (features[1, F, 128] f32,
   mask[1, F] bool)``: transformers' feature extractor on the clip's first ``num_samples``
@@ -19,7 +20,8 @@ sine, noise, silence, a short chirp with most of the buffer padding, a clip of t
 length) and compares with transformers' own feature extractor and ``get_audio_features``: the
 features within ``FEATURE_BOUND``, the embeddings of the program's encoder on transformers'
 features and on the program's own features within ``PARITY_BOUND`` times the std of the
-reference embeddings, the masks equal and the padding zero; otherwise nothing is written.
+reference embeddings (the quantization's bound for a quantized program), the masks equal and
+the padding zero; otherwise nothing is written.
 """
 
 from __future__ import annotations
@@ -35,9 +37,14 @@ from rne_tools.encoders.export import (
     SHARED_CODE,
     EncoderExportResult,
     Methods,
+    agreement,
     cached_export,
+    check_quantization,
     encoder_cache_key,
     export_program,
+    load_runtime,
+    quantize_encoder,
+    row_cosines,
     summarize,
 )
 from rne_tools.encoders.gemma4_audio import (
@@ -108,11 +115,16 @@ def _pad_frames(x: torch.Tensor, frames: int) -> torch.Tensor:
 
 def compare_clip(features: torch.Tensor, mask: torch.Tensor, on_reference: torch.Tensor,
                  end_to_end: torch.Tensor, ref_features: torch.Tensor, ref_mask: torch.Tensor,
-                 reference: torch.Tensor) -> dict[str, Any]:
+                 reference: torch.Tensor, bound: float = PARITY_BOUND,
+                 expected: torch.Tensor | None = None) -> dict[str, Any]:
     """Parity of one clip: the program's features and mask against transformers' (padded to
     the program's frames), and its embeddings, from transformers' features and from its own,
-    against transformers' embeddings."""
+    against ``expected`` (max |diff| within ``bound`` x its std; default transformers'
+    embeddings ``reference``; a quantized program's eager encoder's rows), with the end-to-end
+    rows' agreement with ``reference`` beside."""
     count = reference.shape[0]
+    agreed = agreement(end_to_end[:count], reference)
+    reference = reference if expected is None else expected
     frames = int(ref_mask.sum())
     ref_features, ref_mask = (_pad_frames(t, features.shape[1]) for t in (ref_features, ref_mask))
     feature_diff = float((features[0, :frames] - ref_features[0, :frames]).abs().max())
@@ -132,9 +144,12 @@ def compare_clip(features: torch.Tensor, mask: torch.Tensor, on_reference: torch
         "max_abs_diff": diff,
         "reference_std": scale,
         "relative": diff / scale,
+        # End to end: what the decoder receives.
+        **row_cosines(end_to_end[:count], reference),
         "max_abs_padding": padding,
         "passed": (feature_diff <= FEATURE_BOUND and bool(torch.equal(mask, ref_mask))
-                   and diff <= PARITY_BOUND * scale and padding == 0.0),
+                   and diff <= bound * scale and padding == 0.0),
+        **({} if expected is None else {"fp32_agreement": agreed}),
     }
 
 
@@ -148,10 +163,12 @@ def run_clip(program: Any, clip: np.ndarray, max_samples: int
     return features, mask, embeddings
 
 
-def _verify(pte: Path, model: torch.nn.Module, max_samples: int) -> dict[str, Any]:
-    from executorch.runtime import Runtime
-
-    program = Runtime.get().load_program(pte)
+def _verify(pte: Path, model: torch.nn.Module, max_samples: int, quantization: str,
+            quantized: torch.nn.Module | None) -> dict[str, Any]:
+    """``quantized``: the eager encoder with the program's quantized weights (None for fp32,
+    whose reference is transformers' own)."""
+    bound = check_quantization(quantization)
+    program = load_runtime(pte)
     encoder = program.load_method(ENCODER)
     frames = num_frames(max_samples)
     probes = []
@@ -162,35 +179,49 @@ def _verify(pte: Path, model: torch.nn.Module, max_samples: int) -> dict[str, An
         on_reference = encoder.execute((_pad_frames(ref_features, frames),
                                         _pad_frames(ref_mask, frames)))[0]
         reference = reference_audio_embeddings(model, ref_features, ref_mask)
+        expected = None
+        if quantized is not None:
+            with torch.no_grad():
+                expected = quantized(_pad_frames(ref_features, frames),
+                                     _pad_frames(ref_mask, frames))[: reference.shape[0]]
         probes.append({"clip": kind, "num_samples": len(clip),
                        **compare_clip(features, mask, on_reference, end_to_end, ref_features,
-                                      ref_mask, reference)})
+                                      ref_mask, reference, bound, expected)})
+    against = "transformers' eager" if quantized is None else "the quantized eager encoder"
     verification = summarize(
         probes,
         f"features max |diff| <= {FEATURE_BOUND}, masks equal; embeddings (on transformers' "
-        f"features and on the program's) max |diff| <= {PARITY_BOUND} x std(reference "
-        "embeddings); padding == 0")
+        f"features and on the program's) {quantization}: max |diff| against {against} <= "
+        f"{bound} x std(its embeddings); padding == 0")
     verification["feature_max_abs_diff"] = max(p["feature_max_abs_diff"] for p in probes)
     return verification
 
 
 def export_audio_encoder(config: str, output_dir: Path, *, max_seconds: int = MAX_SECONDS,
-                         seed: int = 0, progress: bool = True) -> EncoderExportResult:
+                         quantization: str = "fp32", seed: int = 0,
+                         progress: bool = True) -> EncoderExportResult:
     """Export, lower and verify the audio path of the random multimodal ``config`` into
     ``output_dir`` (``<stem>.pte`` and ``<stem>.report.json``). Raises ``ExportError`` on bad
     options and ``VerificationError`` when the program disagrees with transformers (nothing is
     written then)."""
     max_samples = max_samples_for(max_seconds)
+    check_quantization(quantization)
     mm = random_config(config)
     model = reference_model(config, seed)
     extractor = feature_extractor()
     frames = num_frames(max_samples)
     tokens = num_audio_tokens(max_samples)
     text_hidden = model.config.text_config.hidden_size
+    skipped: list[str] = []
+    # The quantized eager encoder, the reference of a quantized program.
+    quantized: list[torch.nn.Module] = []
 
     def load() -> tuple[Methods, dict[str, Any]]:
         transform = SpeechTransform(extractor, max_samples).eval()
         encoder = for_xnnpack(AudioEncoder(model).eval())
+        skipped.extend(quantize_encoder(encoder, quantization))
+        if quantization != "fp32":
+            quantized.append(encoder)
         waveform, num_samples = clip_inputs(probe_clip("sine", max_samples // 2, 0), max_samples)
         with torch.no_grad():
             features, mask = transform(waveform, num_samples)
@@ -208,9 +239,11 @@ def export_audio_encoder(config: str, output_dir: Path, *, max_seconds: int = MA
                 ENCODER: (encoder, (features, mask))}, constants
 
     return export_program(
-        output_dir, f"gemma4_{config}_audio_xnnpack_fp32_{max_seconds}s",
+        output_dir, f"gemma4_{config}_audio_xnnpack_{quantization}_{max_seconds}s",
         load=load,
-        verify=lambda pte: _verify(pte, model, max_samples),
+        verify=lambda pte: {**_verify(pte, model, max_samples, quantization,
+                                      quantized[0] if quantized else None),
+                            "float_linears": skipped},
         describe={
             "model": f"gemma4:{config}",
             "methods": [TRANSFORM, ENCODER],
@@ -224,19 +257,24 @@ def export_audio_encoder(config: str, output_dir: Path, *, max_seconds: int = MA
             "text_hidden": text_hidden,
         },
         what="transformers' audio features and embeddings",
+        quantization=quantization,
         progress=progress,
     )
 
 
-def cached_audio_encoder(config: str, *, max_seconds: int = MAX_SECONDS, seed: int = 0,
+def cached_audio_encoder(config: str, *, max_seconds: int = MAX_SECONDS,
+                         quantization: str = "fp32", seed: int = 0,
                          cache_dir: Path | None = None,
                          progress: bool = True) -> EncoderExportResult:
     """``export_audio_encoder`` into ``<cache>/encoders/<key>/``, or the verified export
     already there."""
     max_samples_for(max_seconds)
+    check_quantization(quantization)
     return cached_export(
-        encoder_cache_key(config, "audio", {"max_seconds": max_seconds}, seed, AUDIO_CODE),
-        lambda out: export_audio_encoder(config, out, max_seconds=max_seconds, seed=seed,
+        encoder_cache_key(config, "audio", {"max_seconds": max_seconds,
+                                            "quantization": quantization}, seed, AUDIO_CODE),
+        lambda out: export_audio_encoder(config, out, max_seconds=max_seconds,
+                                         quantization=quantization, seed=seed,
                                          progress=progress),
         cache_dir=cache_dir,
     )

@@ -2,7 +2,7 @@
 delegation report, verification gate, cache) and the vision encoder (the audio encoder's own
 part is ``rne_tools.encoders.audio_export``).
 
-The vision program (XNNPACK, fp32):
+The vision program (XNNPACK; fp32, or quantized with ``--quantization``, below):
 
 - ``vision_encoder(pixel_values[1, P, 3 * patch^2] f32, position_ids[1, P, 2] i64)
   -> embeddings[P / pooling^2, text_hidden] f32``, ``P = max_soft_tokens * pooling^2``: exactly
@@ -19,6 +19,16 @@ image features (``reference_image_embeddings``): the export fails, writing nothi
 largest absolute difference over every real row is within ``PARITY_BOUND`` times the standard
 deviation of the reference embeddings, and the padding rows are zero. The report JSON beside the
 program carries both numbers per picture.
+
+**Quantization.** ``quantize_encoder`` runs the text exporter's torchao path
+(``rne_tools.export.quantize``: ``8w`` int8 per-channel weights with float activations and each
+row centred first, ``8da8w`` / ``8da4w`` int8 dynamic activations with int8 per-channel / int4
+grouped weights) over an encoder's linears; position tables, convolutions and norms stay float.
+A quantized program is verified as the text exporter verifies one: against the eager encoder
+with the same quantized weights (torchao's eager arithmetic), within its quantization's bound
+(``PARITY_BOUNDS``); its agreement with transformers' fp32 eager model (max |diff| over the
+std, the cosine of every soft token's row: worst and mean) is reported beside it
+(``fp32_agreement``), which is what choosing a quantization reads.
 
 ``cached_vision_encoder`` (and ``cached_audio_encoder``, through ``cached_export``) keeps
 verified exports under ``cache_root() / "encoders"``, keyed on the config, the encoder's settings,
@@ -60,6 +70,16 @@ METHOD = "vision_encoder"
 # fp32 XNNPACK against fp32 eager: the text variants' bound (1e-3 x logit std), here relative to
 # the standard deviation of the embeddings the decoder receives.
 PARITY_BOUND = 1e-3
+QUANTIZATIONS = ("fp32", "8w", "8da8w", "8da4w")
+# max |diff| of the program against its eager reference (transformers' for fp32, the eager
+# encoder with the same quantized weights otherwise) over std(reference embeddings). 8w computes
+# what eager computes (int8 weights times their scales, float activations): fp32's bound.
+# 8da8w/8da4w round the activations to int8 per token at run time, and XNNPACK's rounding is
+# not torchao's eager one bit for bit: a value one level off moves by 1/255 of its row's range,
+# and the layers after carry it on (tiny model, 8da4w: 8.1% of the std); their bound is about
+# twice that. At E2B's widths (2 layers, random weights) the audio 8da4w program is within it
+# (7.8%) and the vision one is not (23.5%: it fails, docs/multimodal.md "Numbers").
+PARITY_BOUNDS = {"fp32": PARITY_BOUND, "8w": PARITY_BOUND, "8da8w": 0.15, "8da4w": 0.15}
 # Probe pictures (height, width): 4:3, square, a strip that fills the budget, a small picture
 # scaled up and a 2-pixel line (one row of soft tokens, about half the rows padding). Each goes
 # through the processor, so each has its own soft-token count and padding.
@@ -75,6 +95,7 @@ SHARED_CODE = (
     "export/backends/__init__.py",
     "export/backends/xnnpack.py",
     "export/backends/xnnpack_ops.py",
+    "export/quantize.py",
 )
 VISION_CODE = (*SHARED_CODE, "encoders/gemma4_vision.py")
 
@@ -112,8 +133,25 @@ def preprocess(picture: np.ndarray, max_soft_tokens: int) -> tuple[torch.Tensor,
             int(out["num_soft_tokens_per_image"][0]))
 
 
-def compare(program_out: torch.Tensor, reference: torch.Tensor) -> dict[str, Any]:
-    """Parity of one picture: the real rows against transformers, and the padding rows' size."""
+def row_cosines(rows: torch.Tensor, reference: torch.Tensor) -> dict[str, float]:
+    """Cosine of each soft token's row with the reference's: the worst and the mean."""
+    cos = torch.nn.functional.cosine_similarity(rows.double(), reference.double(), dim=-1)
+    return {"min_cosine": float(cos.min()), "mean_cosine": float(cos.mean())}
+
+
+def agreement(rows: torch.Tensor, reference: torch.Tensor) -> dict[str, float]:
+    """How far ``rows`` are from transformers' fp32 ``reference``: max |diff|, over the
+    reference's std, and the row cosines."""
+    scale = float(reference.std())
+    diff = float((rows - reference).abs().max())
+    return {"max_abs_diff": diff, "relative": diff / scale, **row_cosines(rows, reference)}
+
+
+def compare(program_out: torch.Tensor, reference: torch.Tensor,
+            bound: float = PARITY_BOUND) -> dict[str, Any]:
+    """Parity of one picture: the real rows against ``reference`` (transformers' rows, or a
+    quantized program's eager encoder's; max |diff| within ``bound`` x their std), and the
+    padding rows' size."""
     count = reference.shape[0]
     scale = float(reference.std())
     diff = float((program_out[:count] - reference).abs().max())
@@ -123,9 +161,73 @@ def compare(program_out: torch.Tensor, reference: torch.Tensor) -> dict[str, Any
         "max_abs_diff": diff,
         "reference_std": scale,
         "relative": diff / scale,
+        **row_cosines(program_out[:count], reference),
         "max_abs_padding": padding,
-        "passed": diff <= PARITY_BOUND * scale and padding == 0.0,
+        "passed": diff <= bound * scale and padding == 0.0,
     }
+
+
+def check_quantization(quantization: str) -> float:
+    """The verification bound of ``quantization``; ``ExportError`` for one encoders do not take."""
+    if quantization not in PARITY_BOUNDS:
+        raise ExportError(
+            f"quantization {quantization!r} is not one the encoders take; use one of "
+            f"{', '.join(QUANTIZATIONS)}."
+        )
+    return PARITY_BOUNDS[quantization]
+
+
+class BiasAfterLinear(torch.nn.Module):
+    """``linear(x) + bias`` with the bias added after a bias-free linear: XNNPACK lowers a
+    linear with int8 weights and float activations (8w) only without a bias (with one it wants
+    a quantized input). The same function."""
+
+    def __init__(self, linear: torch.nn.Linear) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(linear.in_features, linear.out_features, bias=False,
+                                      device="meta")
+        self.linear.weight = linear.weight
+        self.bias = torch.nn.Parameter(linear.bias.detach(), requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x) + self.bias
+
+
+def _split_biases(module: torch.nn.Module) -> None:
+    """Every biased ``nn.Linear`` of ``module`` as a ``BiasAfterLinear``, in place."""
+    targets = [(name, m) for name, m in module.named_modules()
+               if isinstance(m, torch.nn.Linear) and m.bias is not None]
+    for name, linear in targets:
+        parent, _, attr = name.rpartition(".")
+        setattr(module.get_submodule(parent), attr, BiasAfterLinear(linear))
+
+
+def quantize_encoder(module: torch.nn.Module, quantization: str,
+                     keep_float: tuple[str, ...] = ()) -> list[str]:
+    """Quantize ``module``'s linears in place with the text exporter's torchao functions
+    (``rne_tools.export.quantize``), except those inside the submodules named in
+    ``keep_float``. Returns the linears left in float (a grouped 4-bit weight needs the group
+    size to divide its input width)."""
+    from rne_tools.export.quantize import quantize_8da4w, quantize_8da8w, quantize_8w
+
+    check_quantization(quantization)
+    if quantization == "fp32":
+        return []
+    kept = {name: module.get_submodule(name) for name in keep_float}
+    for name in kept:
+        parent, _, attr = name.rpartition(".")
+        setattr(module.get_submodule(parent), attr, torch.nn.Identity())
+    try:
+        _split_biases(module)
+        # No embedding tables in the quantized parts: the position tables are parameters.
+        quantizer = {"8w": quantize_8w, "8da8w": quantize_8da8w, "8da4w": quantize_8da4w}
+        skipped = quantizer[quantization](module, embedding_quantization="none")
+    finally:
+        for name, child in kept.items():
+            parent, _, attr = name.rpartition(".")
+            setattr(module.get_submodule(parent), attr, child)
+    module.requires_grad_(False)
+    return skipped
 
 
 def _check_budget(max_soft_tokens: int) -> None:
@@ -176,7 +278,8 @@ def _lower(methods: Methods, constants: dict[str, Any]) -> Any:
 
 
 def summarize(probes: list[dict[str, Any]], bound: str) -> dict[str, Any]:
-    """A verification from per-probe comparisons (``compare``'s dicts): the worst one's numbers."""
+    """A verification from per-probe comparisons (``compare``'s dicts): the worst one's numbers
+    and the worst row cosine."""
     worst = max(probes, key=lambda p: p["relative"])
     passed = all(p["passed"] for p in probes)
     return {
@@ -186,22 +289,50 @@ def summarize(probes: list[dict[str, Any]], bound: str) -> dict[str, Any]:
         "max_abs_diff": worst["max_abs_diff"],
         "reference_std": worst["reference_std"],
         "relative": worst["relative"],
+        "min_cosine": min(p["min_cosine"] for p in probes),
+        # A quantized program's probes carry their agreement with fp32; an fp32 one's is the
+        # comparison itself.
+        "fp32_agreement": {
+            "relative": max(p.get("fp32_agreement", p)["relative"] for p in probes),
+            "min_cosine": min(p.get("fp32_agreement", p)["min_cosine"] for p in probes),
+            "mean_cosine": float(np.mean([p.get("fp32_agreement", p)["mean_cosine"]
+                                          for p in probes])),
+        },
         "probes": probes,
     }
 
 
-def _verify(pte: Path, model: torch.nn.Module, max_soft_tokens: int) -> dict[str, Any]:
+def load_runtime(pte: Path) -> Any:
+    """The program on the ExecuTorch Python runtime, with the quantized kernels registered (for
+    what of a quantized program stays outside XNNPACK)."""
+    import executorch.kernels.quantized  # noqa: F401
     from executorch.runtime import Runtime
 
-    method = Runtime.get().load_program(pte).load_method(METHOD)
+    return Runtime.get().load_program(pte)
+
+
+def _verify(pte: Path, model: torch.nn.Module, max_soft_tokens: int, quantization: str,
+            quantized: torch.nn.Module | None) -> dict[str, Any]:
+    """``quantized``: the eager encoder with the program's quantized weights (None for fp32,
+    whose reference is transformers' own)."""
+    bound = check_quantization(quantization)
+    method = load_runtime(pte).load_method(METHOD)
     probes = []
     for i, (height, width) in enumerate(PROBE_SIZES):
         pixels, positions, _ = preprocess(probe_picture(height, width, seed=i), max_soft_tokens)
         ours = method.execute((pixels, positions))[0]
-        probes.append({"size": [height, width],
-                       **compare(ours, reference_image_embeddings(model, pixels, positions))})
+        reference = reference_image_embeddings(model, pixels, positions)
+        if quantized is None:
+            probes.append({"size": [height, width], **compare(ours, reference, bound)})
+            continue
+        with torch.no_grad():
+            eager = quantized(pixels, positions)[: reference.shape[0]]
+        probes.append({"size": [height, width], **compare(ours, eager, bound),
+                       "fp32_agreement": agreement(ours[: reference.shape[0]], reference)})
+    against = "transformers' eager" if quantized is None else "the quantized eager encoder"
     return summarize(
-        probes, f"max |diff| <= {PARITY_BOUND} x std(reference embeddings); padding rows == 0")
+        probes, f"{quantization}: max |diff| against {against} <= {bound} x std(its "
+        "embeddings); padding rows == 0")
 
 
 def versions() -> dict[str, str]:
@@ -218,6 +349,7 @@ def export_program(
     verify: Callable[[Path], dict[str, Any]],
     describe: dict[str, Any],
     what: str,
+    quantization: str = "fp32",
     progress: bool = True,
 ) -> EncoderExportResult:
     """The steps every encoder export takes: ``load`` (the methods and the constant methods),
@@ -248,7 +380,7 @@ def export_program(
         report = {
             **describe,
             "backend": "xnnpack",
-            "quantization": "fp32",
+            "quantization": quantization,
             "file": pte_path.name,
             "size": tmp_pte.stat().st_size,
             "sha256": sha256_file(tmp_pte),
@@ -273,12 +405,14 @@ def export_program(
 
 
 def export_vision_encoder(config: str, output_dir: Path, *, max_soft_tokens: int = 280,
-                          seed: int = 0, progress: bool = True) -> EncoderExportResult:
+                          quantization: str = "fp32", seed: int = 0,
+                          progress: bool = True) -> EncoderExportResult:
     """Export, lower and verify the vision encoder of the random multimodal ``config`` into
     ``output_dir`` (``<stem>.pte`` and ``<stem>.report.json``). Raises ``ExportError`` on bad
     options and ``VerificationError`` when the program disagrees with transformers (nothing is
     written then)."""
     _check_budget(max_soft_tokens)
+    check_quantization(quantization)
     mm = random_config(config)
     # The processor caps a picture's long side at max_soft_tokens * pooling patches; a
     # coordinate past the position table would be an out-of-range lookup on the device.
@@ -292,9 +426,17 @@ def export_vision_encoder(config: str, output_dir: Path, *, max_soft_tokens: int
     kernel = mm.vision["pooling_kernel_size"]
     patch = mm.vision["patch_size"]
     model = reference_model(config, seed)
+    skipped: list[str] = []
+    # The quantized eager encoder, the reference of a quantized program.
+    quantized: list[torch.nn.Module] = []
 
     def load() -> tuple[Methods, dict[str, Any]]:
         encoder = for_xnnpack(VisionEncoder(model).eval())
+        # transformers reads the patch embedding's weight dtype: that linear stays float.
+        skipped.extend(quantize_encoder(encoder, quantization,
+                                        keep_float=("tower.patch_embedder",)))
+        if quantization != "fp32":
+            quantized.append(encoder)
         example = preprocess(probe_picture(300, 400, seed=0), max_soft_tokens)[:2]
         constants = {
             "vision_max_soft_tokens": max_soft_tokens,
@@ -305,9 +447,11 @@ def export_vision_encoder(config: str, output_dir: Path, *, max_soft_tokens: int
         return {METHOD: (encoder, example)}, constants
 
     return export_program(
-        output_dir, f"gemma4_{config}_vision_xnnpack_fp32_{max_soft_tokens}",
+        output_dir, f"gemma4_{config}_vision_xnnpack_{quantization}_{max_soft_tokens}",
         load=load,
-        verify=lambda pte: _verify(pte, model, max_soft_tokens),
+        verify=lambda pte: {**_verify(pte, model, max_soft_tokens, quantization,
+                                      quantized[0] if quantized else None),
+                            "float_linears": skipped},
         describe={
             "model": f"gemma4:{config}",
             "method": METHOD,
@@ -319,6 +463,7 @@ def export_vision_encoder(config: str, output_dir: Path, *, max_soft_tokens: int
             "text_hidden": model.config.text_config.hidden_size,
         },
         what="transformers' image features",
+        quantization=quantization,
         progress=progress,
     )
 
@@ -398,9 +543,9 @@ def encoder_cache_key(config: str, encoder: str, settings: dict[str, Any], seed:
     return f"gemma4_{config}_{encoder}-" + hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def cache_key(config: str, max_soft_tokens: int, seed: int) -> str:
-    return encoder_cache_key(config, "vision", {"max_soft_tokens": max_soft_tokens}, seed,
-                             VISION_CODE)
+def cache_key(config: str, max_soft_tokens: int, seed: int, quantization: str = "fp32") -> str:
+    return encoder_cache_key(config, "vision", {"max_soft_tokens": max_soft_tokens,
+                                                "quantization": quantization}, seed, VISION_CODE)
 
 
 def cached_export(key: str, export: Callable[[Path], EncoderExportResult], *,
@@ -421,15 +566,18 @@ def cached_export(key: str, export: Callable[[Path], EncoderExportResult], *,
         return export(out)
 
 
-def cached_vision_encoder(config: str, *, max_soft_tokens: int = 280, seed: int = 0,
+def cached_vision_encoder(config: str, *, max_soft_tokens: int = 280,
+                          quantization: str = "fp32", seed: int = 0,
                           cache_dir: Path | None = None,
                           progress: bool = True) -> EncoderExportResult:
     """``export_vision_encoder`` into ``<cache>/encoders/<key>/``, or the verified export
     already there."""
     _check_budget(max_soft_tokens)
+    check_quantization(quantization)
     return cached_export(
-        cache_key(config, max_soft_tokens, seed),
+        cache_key(config, max_soft_tokens, seed, quantization),
         lambda out: export_vision_encoder(config, out, max_soft_tokens=max_soft_tokens,
-                                          seed=seed, progress=progress),
+                                          quantization=quantization, seed=seed,
+                                          progress=progress),
         cache_dir=cache_dir,
     )

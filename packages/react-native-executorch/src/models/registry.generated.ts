@@ -152,7 +152,7 @@ const llm = {
         encoders: {
           vision: {
             status: 'unpublished',
-            path: 'xnnpack/gemma4_e2b_vision_xnnpack_fp32.pte',
+            path: 'xnnpack/gemma4_e2b_vision_xnnpack_8w.pte',
           },
           audio: {
             status: 'unpublished',
@@ -177,7 +177,7 @@ const llm = {
         encoders: {
           vision: {
             status: 'unpublished',
-            path: 'xnnpack/gemma4_e2b_vision_xnnpack_fp32.pte',
+            path: 'xnnpack/gemma4_e2b_vision_xnnpack_8w.pte',
           },
           audio: {
             status: 'unpublished',
@@ -201,7 +201,7 @@ const llm = {
         encoders: {
           vision: {
             status: 'unpublished',
-            path: 'xnnpack/gemma4_e2b_vision_xnnpack_fp32.pte',
+            path: 'xnnpack/gemma4_e2b_vision_xnnpack_8w.pte',
           },
           audio: {
             status: 'unpublished',
