@@ -16,7 +16,7 @@ from rne_tools.errors import RegistryError
 from rne_tools.paths import REGISTRY_DIR
 
 GOOD_SHA = "cd" * 32
-VISION = "xnnpack/gemma4_e2b_vision_xnnpack_fp32.pte"
+VISION = "xnnpack/gemma4_e2b_vision_xnnpack_8w.pte"
 AUDIO = "xnnpack/gemma4_e2b_audio_xnnpack_fp32.pte"
 
 
