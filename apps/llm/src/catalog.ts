@@ -1,6 +1,8 @@
 import {
   candidateBackends,
+  isExecutorchError,
   models,
+  ResourceFetcher,
   type AnyLLMDescriptor,
   type Backend,
   type DeviceCapabilities,
@@ -25,15 +27,16 @@ export function runnableBackends(model: AnyLLMDescriptor, device: DeviceCapabili
 }
 
 /**
- * Bytes to download for `backend` (variant + tokenizer + the published image/audio encoders),
- * or null while unpublished.
+ * Bytes to download for `backend` (the files the SDK fetches: variant, tokenizer and the
+ * published image/audio encoders), or null while unpublished.
  */
 export function downloadSize(model: AnyLLMDescriptor, backend: Backend): number | null {
-  const variant = (model.variants as Partial<Record<Backend, AnyLLMDescriptor['variants'][Backend]>>)[backend];
-  if (!variant || variant.status !== 'published' || model.tokenizer.status !== 'published') return null;
-  const sum = (files: readonly { size: number }[]) => files.reduce((n, f) => n + f.size, 0);
-  const encoders = Object.values(variant.encoders ?? {}).flatMap((e) => (e?.status === 'published' ? [e] : []));
-  return sum(variant.files) + sum(model.tokenizer.files) + sum(encoders);
+  try {
+    return ResourceFetcher.filesOf(model, backend).reduce((n, f) => n + f.size, 0);
+  } catch (error) {
+    if (isExecutorchError(error, 'model_unpublished') || isExecutorchError(error, 'backend_unavailable')) return null;
+    throw error;
+  }
 }
 
 /** Where a developer puts a model's files by hand (README: "Sideloading"). */
