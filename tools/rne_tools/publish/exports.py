@@ -269,7 +269,7 @@ def read_encoder(
     verification = _field(report, "verification", report_path)
     _require_passed(verification, pte, report_path, command)
     text_hidden = _field(report, "text_hidden", report_path)
-    if not isinstance(text_hidden, int) or isinstance(text_hidden, bool) or text_hidden <= 0:
+    if not _is_width(text_hidden):
         raise PublishError(f"{report_path}: text_hidden is {text_hidden!r}, not a width")
     sha256, size = _unchanged(pte, report)
     return EncoderArtifact(
@@ -284,10 +284,15 @@ def read_encoder(
     )
 
 
+def _is_width(value: Any) -> bool:
+    """A positive integer (JSON's true is not one)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
 def _hidden_size(config: Any, where: str) -> int:
     text = config.get("text_config") if isinstance(config, dict) else None
     hidden = (text if isinstance(text, dict) else config or {}).get("hidden_size")
-    if not isinstance(hidden, int) or isinstance(hidden, bool) or hidden <= 0:
+    if not _is_width(hidden):
         raise PublishError(
             f"{where}: no hidden_size (text_config.hidden_size) to check encoders with"
         )
