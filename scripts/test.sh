@@ -35,17 +35,20 @@ fi
 # backend), where the source cache exists (~/.cache/rne, or RNE_CACHE_DIR): the execution-parity
 # tests run on it. Without the source, pytest does not collect those tests and prints one NOT RUN
 # line saying how to get it.
+FROM_SOURCE=()
 if PYTHONPATH=tools .venv/bin/python -c 'import sys; from rne_tools.binaries.lock import load_lock; from rne_tools.binaries.source_cache import SourceLayout; from rne_tools.paths import cache_root; sys.exit(not SourceLayout(cache_root(), load_lock()).is_complete())' 2>/dev/null; then
   step "C++: ExecuTorch from source (build or reuse) and our core against it"
   .venv/bin/python tools/build_binaries.py --platform linux --jobs 2
+  FROM_SOURCE=(--from-source)
 fi
 
-# Our C++ core cross-compiled for arm64 (against the ExecuTorch release's aarch64 SDK), where the
-# cross toolchain is installed (scripts/setup.sh): tests/test_arm64_emulated.py runs it under
-# qemu-user. Without the toolchain that module prints one NOT RUN line (docs/arm64.md).
+# Our C++ core cross-compiled for arm64, where the cross toolchain is installed (scripts/setup.sh):
+# against ExecuTorch cross-built from the same locked source where that exists, else against the
+# release's aarch64 SDK. tests/test_arm64_emulated.py runs it under qemu-user; without the
+# toolchain that module prints one NOT RUN line (docs/arm64.md).
 if command -v aarch64-linux-gnu-g++ >/dev/null && command -v qemu-aarch64 >/dev/null; then
   step "C++: arm64 cross build (build/linux-arm64, tested under qemu by pytest)"
-  .venv/bin/python tools/build_binaries.py --platform linux-arm64 --jobs 2
+  .venv/bin/python tools/build_binaries.py --platform linux-arm64 --jobs 2 "${FROM_SOURCE[@]}"
 fi
 
 step "pytest"

@@ -82,7 +82,16 @@ HEAVY_UNDER_QEMU = (
 )
 
 
+def executorch_origin() -> str:
+    """What ExecuTorch the arm64 build links, from its manifest (docs/arm64.md)."""
+    manifest = BUILD / "manifest.json"
+    flags = json.loads(manifest.read_text())["builds"]["linux-arm64"]["cmake_flags"]
+    return ("ExecuTorch cross-built from the locked source (one libexecutorch.so)"
+            if "executorch" in flags else "the ExecuTorch release's aarch64 SDK")
+
+
 def test_ctest_under_qemu():
+    print(f"\narm64 build against {executorch_origin()}")
     everything = os.environ.get("RNE_ARM64_CTEST_ALL") == "1"
     exclude = [] if everything else ["-E", "|".join(HEAVY_UNDER_QEMU).replace(".", "[.]")]
     started = time.monotonic()

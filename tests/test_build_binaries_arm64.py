@@ -15,12 +15,22 @@ from pathlib import Path
 
 import pytest
 
-from rne_tools.binaries import BuildError, build_plan, load_lock, preflight, wheel_sdk
-from rne_tools.binaries.plan import Run, WriteManifest
+from rne_tools.binaries import (
+    BuildError,
+    build_plan,
+    load_lock,
+    platform_series,
+    preflight,
+    shared_library,
+    wheel_sdk,
+)
+from rne_tools.binaries.plan import ApplyPatches, Run, WriteManifest
+from rne_tools.binaries.platforms import ARM64_TOOLCHAIN
 from rne_tools.binaries.sizes import loaded_bytes
 from rne_tools.paths import REPO_ROOT
 
 EXPECTED = REPO_ROOT / "tests" / "fixtures" / "build_plans" / "linux-arm64.json"
+EXPECTED_SOURCE = REPO_ROOT / "tests" / "fixtures" / "build_plans" / "linux-arm64-source.json"
 # The package exports the function under the module's name: the module itself, to patch it.
 preflight_mod = importlib.import_module("rne_tools.binaries.preflight")
 CLI = [sys.executable, str(REPO_ROOT / "tools" / "build_binaries.py")]
@@ -37,6 +47,57 @@ def test_plan_matches_reviewed_expected_plan():
     assert out == EXPECTED.read_text()
 
 
+def _source_plan():
+    return build_plan("linux-arm64", lock=load_lock(), jobs=4, from_source=True,
+                      patches=[p.name for p in platform_series("linux")])
+
+
+def test_source_plan_matches_reviewed_expected_plan():
+    assert _source_plan().to_json() == json.loads(EXPECTED_SOURCE.read_text())
+    out = subprocess.run([*CLI, "--platform", "linux-arm64", "--from-source", "--dry-run",
+                          "--json", "--jobs", "4"], capture_output=True, text=True,
+                         check=True).stdout
+    assert out == EXPECTED_SOURCE.read_text()
+
+
+def test_source_plan_is_the_android_recipe_cross_built_from_the_locked_source():
+    steps = _source_plan().steps
+    assert isinstance(steps[0], ApplyPatches)  # the tree the linux build patches, same series
+    assert [Path(p).name for p in steps[0].patches] == [Path(p.name).name
+                                                        for p in platform_series("linux")]
+    runs = [s for s in steps if isinstance(s, Run)]
+    et = next(s for s in runs if s.description.startswith("configure ExecuTorch for aarch64"))
+    assert et.argv[:5] == ("cmake", "-S", "$SOURCE", "-B",
+                           "$CACHE/build/executorch-cff6f4dd32e6-aarch64")
+    assert f"-DCMAKE_TOOLCHAIN_FILE={ARM64_TOOLCHAIN}" in et.argv
+    kleidiai = next(s for s in load_lock().extra_sources if s.name == "kleidiai")
+    assert f"-DKLEIDIAI_SOURCE_DIR=$CACHE/sources/kleidiai-{kleidiai.commit[:12]}" in et.argv
+    for flag in ("EXECUTORCH_BUILD_XNNPACK=ON", "EXECUTORCH_BUILD_KERNELS_LLM=ON",
+                 "EXECUTORCH_BUILD_VULKAN=OFF", "EXECUTORCH_BUILD_MLX=OFF"):
+        assert f"-D{flag}" in et.argv
+    so = next(s for s in runs if s.description.startswith("configure the aarch64 libexecutorch"))
+    whole, linked = shared_library.archives("$CACHE/build/executorch-cff6f4dd32e6-aarch64",
+                                            ("runtime", "kernels", "xnnpack"),
+                                            shared_library.ARM64_ARCHIVES)
+    assert f"-DRNE_WHOLE_ARCHIVES={';'.join(whole)}" in so.argv
+    assert f"-DRNE_ARCHIVES={';'.join(linked)}" in so.argv
+    core = next(s for s in runs if s.description.startswith("configure the C++ core"))
+    library = "$REPO/build/linux-arm64-shared/so/libexecutorch.so"
+    assert f"-DRNE_EXECUTORCH_SHARED_LIBRARY={library}" in core.argv
+    assert not any(a.startswith("-Dexecutorch_DIR") for a in core.argv)
+    assert isinstance(steps[-1], WriteManifest) and steps[-1].sizes == library
+    assert not any(a.startswith("/") and a != "/usr/src/googletest" for s in runs for a in s.argv)
+
+
+def test_from_source_is_refused_where_it_does_not_apply():
+    done = subprocess.run([*CLI, "--platform", "host", "--from-source", "--dry-run"],
+                          capture_output=True, text=True)
+    assert done.returncode == 1 and "--from-source only applies to --platform linux-arm64" in done.stderr
+    done = subprocess.run([*CLI, "--platform", "linux-arm64", "--components", "xnnpack",
+                           "--dry-run"], capture_output=True, text=True)
+    assert done.returncode == 1 and "--components only applies" in done.stderr
+
+
 def test_plan_cross_compiles_against_the_pinned_sdk_and_records_sizes():
     steps = _plan().steps
     runs = [s for s in steps if isinstance(s, Run)]
@@ -47,7 +108,8 @@ def test_plan_cross_compiles_against_the_pinned_sdk_and_records_sizes():
     assert not any("march" in a for s in runs for a in s.argv)
     # Only placeholders and Debian's googletest package path: nothing of this machine.
     assert not any(a.startswith("/") and a != "/usr/src/googletest" for s in runs for a in s.argv)
-    assert isinstance(steps[-1], WriteManifest) and steps[-1].sizes and steps[-1].build == "linux-arm64"
+    assert isinstance(steps[-1], WriteManifest) and steps[-1].sizes == "wheel"
+    assert steps[-1].build == "linux-arm64"
 
 
 def test_cli_refuses_source_options():

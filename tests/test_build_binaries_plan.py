@@ -119,6 +119,23 @@ def test_android_links_its_libexecutorch_so_with_the_shared_library_recipe():
     assert not any("executorch_jni" in " ".join(getattr(s, "argv", ())) for s in plan.steps)
 
 
+def test_android_without_vulkan_drops_the_delegate_and_its_shader_compiler():
+    """The opt-out of an app that ships no Vulkan model: nothing of Vulkan is built or linked."""
+    plan = _plan("android", components=("kernels", "xnnpack"))
+    for step in plan.steps:
+        argv = " ".join(getattr(step, "argv", ()))
+        assert "vulkan_backend" not in argv and "GLSLC_PATH" not in argv
+        if getattr(step, "argv", ())[:3] == ("cmake", "-S", "$SOURCE"):
+            assert "-DEXECUTORCH_BUILD_VULKAN=OFF" in step.argv
+            assert "-DEXECUTORCH_BUILD_XNNPACK=ON" in step.argv
+    with pytest.raises(BuildError, match="unknown Android component mlx"):
+        _plan("android", components=("kernels", "mlx"))
+    out = subprocess.run([*CLI, "--platform", "android", "--abi", "arm64-v8a", "--components",
+                          "kernels,xnnpack", "--dry-run"], capture_output=True, text=True,
+                         check=True).stdout
+    assert "-DEXECUTORCH_BUILD_VULKAN=OFF" in out and "libvulkan_backend.a" not in out
+
+
 def test_ios_archives_include_the_llm_cache_the_mlx_delegate_needs():
     merge = next(s for s in _plan("ios").steps
                  if isinstance(s, Run) and "libtool" in s.argv and "$BUILD/ios-device/lib/Release/libmlxdelegate.a" in s.argv)

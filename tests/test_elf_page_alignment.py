@@ -2,8 +2,8 @@
 for apps targeting Android 15+, whose devices may use 16 KB pages).
 
 The host build's Node addon is always there when pytest runs (``make test`` builds it first); the
-recipes' ``libexecutorch.so`` (linux, and android where an NDK host staged it) are checked where
-they exist, and the source tests check the linux one again (test_native_packaging_so.py).
+recipes' ``libexecutorch.so`` (linux with and without the GPU delegates, linux-arm64 from source,
+and android where an NDK host staged it) are checked where they exist, and the source tests check the linux one again (test_native_packaging_so.py).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ def _recipe_outputs() -> list[Path]:
     found = [HOST_ADDON]
     found += sorted((REPO_ROOT / "build" / "linux-shared").glob("**/libexecutorch.so"))
     found += sorted((REPO_ROOT / "build" / "linux-arm64" / "node").glob("*.node"))  # docs/arm64.md
+    found += sorted((REPO_ROOT / "build" / "linux-arm64-shared").glob("**/libexecutorch.so"))
     found += sorted((REPO_ROOT / "third-party" / "android").glob("*/libexecutorch.so"))
     return found
 

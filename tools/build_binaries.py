@@ -34,7 +34,12 @@ from rne_tools.binaries import (
 )
 from rne_tools.binaries.executor import build_env, stable_interpreter
 from rne_tools.binaries.plan import expand
-from rne_tools.binaries.platforms import LINUX_BUILD, LINUX_COMPONENTS, manifest_path
+from rne_tools.binaries.platforms import (
+    ANDROID_BUILD_COMPONENTS,
+    LINUX_BUILD,
+    LINUX_COMPONENTS,
+    manifest_path,
+)
 from rne_tools.binaries.source_cache import SourceLayout, populate
 from rne_tools.binaries.wheel_sdk import load_pin
 from rne_tools.paths import CACHE_DIR, REPO_ROOT, cache_root
@@ -72,8 +77,14 @@ def _note_unlocked_source(source: Path, locked: str) -> None:
               type=click.Path(path_type=Path, exists=True, file_okay=False),
               help="linux: a git mirror, or a directory of mirrors named owner+name[/repo], to "
                    "write the locked sources from into the cache (repeatable; once is enough).")
-@click.option("--components", default=",".join(LINUX_COMPONENTS), show_default=True,
-              help="linux: what the ExecuTorch build holds, comma-separated.")
+@click.option("--components",
+              help="linux, android: what the ExecuTorch build holds, comma-separated (default: "
+                   f"all; linux: {','.join(LINUX_COMPONENTS)}; android: "
+                   f"{','.join(ANDROID_BUILD_COMPONENTS)}). An app that ships no Vulkan model "
+                   "builds Android without vulkan.")
+@click.option("--from-source", is_flag=True,
+              help="linux-arm64: cross-build ExecuTorch from the locked source in the cache "
+                   "(as --platform linux has it) instead of linking the release's aarch64 SDK.")
 @click.option("--jobs", "-j", type=int, default=os.cpu_count() or 1, show_default=True,
               help="Parallel build jobs.")
 @click.option("--dry-run", is_flag=True, help="Print the exact ordered commands and exit.")
@@ -82,27 +93,34 @@ def _note_unlocked_source(source: Path, locked: str) -> None:
               help="Check the staged artifacts against the platform's manifest and exit.")
 @click.option("--verbose", "-v", is_flag=True, help="Stream every command's output.")
 def main(platform: str, abis: tuple[str, ...], source: Path | None, ref: str | None,
-         mirrors: tuple[Path, ...], components: str, jobs: int, dry_run: bool, as_json: bool,
-         verify: bool, verbose: bool) -> None:
+         mirrors: tuple[Path, ...], components: str | None, from_source: bool, jobs: int,
+         dry_run: bool, as_json: bool, verify: bool, verbose: bool) -> None:
     """Build ExecuTorch for --platform and stage it under third-party/ with a manifest."""
+    chosen = None if components is None else tuple(c for c in components.split(",") if c)
     try:
+        if from_source and platform != "linux-arm64":
+            raise BuildError("--from-source only applies to --platform linux-arm64 "
+                             "(--platform linux always builds from source)")
+        if chosen is not None and platform not in ("linux", "android"):
+            raise BuildError("--components only applies to --platform linux and android")
         if platform == "linux":
-            _main_linux(mirrors, tuple(c for c in components.split(",") if c), jobs, dry_run,
-                        as_json, source, ref, verbose)
+            _main_linux(mirrors, chosen, jobs, dry_run, as_json, source, ref, verbose)
             return
         if mirrors:
             raise BuildError("--source-mirror only applies to --platform linux")
         if platform == "linux-arm64":
-            _main_linux_arm64(jobs, dry_run, as_json, verify, source, ref, abis, verbose)
+            _main_linux_arm64(jobs, dry_run, as_json, verify, source, ref, abis, from_source,
+                              verbose)
             return
-        _main(platform, abis, source, ref, jobs, dry_run, as_json, verify, verbose)
+        _main(platform, abis, source, ref, jobs, dry_run, as_json, verify, verbose, chosen)
     except BuildError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(1)
 
 
 def _main(platform: str, abis: tuple[str, ...], source: Path | None, ref: str | None, jobs: int,
-          dry_run: bool, as_json: bool, verify: bool, verbose: bool) -> None:
+          dry_run: bool, as_json: bool, verify: bool, verbose: bool,
+          components: tuple[str, ...] | None) -> None:
     if abis and platform != "android":
         raise BuildError("--abi only applies to --platform android")
     if platform == "host" and (source or ref):
@@ -128,7 +146,7 @@ def _main(platform: str, abis: tuple[str, ...], source: Path | None, ref: str | 
     series = platform_series(platform)
     plan = build_plan(
         platform, lock=lock, patches=[p.name for p in series], abis=abis or ANDROID_ABIS,
-        jobs=jobs, ref=ref, use_existing_source=source is not None,
+        jobs=jobs, ref=ref, use_existing_source=source is not None, components=components,
     )
     if dry_run:
         click.echo(plan.dumps() if as_json else plan.render(), nl=False)
@@ -163,7 +181,7 @@ def _main(platform: str, abis: tuple[str, ...], source: Path | None, ref: str | 
     click.echo(f"done: {result.checked} artifact(s) recorded in {path.relative_to(REPO_ROOT)}")
 
 
-def _main_linux(mirrors: tuple[Path, ...], components: tuple[str, ...], jobs: int, dry_run: bool,
+def _main_linux(mirrors: tuple[Path, ...], components: tuple[str, ...] | None, jobs: int, dry_run: bool,
                 as_json: bool, source: Path | None, ref: str | None, verbose: bool) -> None:
     """ExecuTorch from the locked source in the cache, then our C++ core against it."""
     if source or ref:
@@ -202,12 +220,14 @@ def _main_linux(mirrors: tuple[Path, ...], components: tuple[str, ...], jobs: in
 
 
 def _main_linux_arm64(jobs: int, dry_run: bool, as_json: bool, verify: bool, source: Path | None,
-                      ref: str | None, abis: tuple[str, ...], verbose: bool) -> None:
-    """Our C++ core cross-compiled for aarch64 against the pinned aarch64 wheel's SDK."""
+                      ref: str | None, abis: tuple[str, ...], from_source: bool,
+                      verbose: bool) -> None:
+    """Our C++ core cross-compiled for aarch64, against the pinned aarch64 wheel's SDK or
+    (``from_source``) against ExecuTorch cross-built from the locked source in the cache."""
     if source or ref or abis:
         raise BuildError("--platform linux-arm64 links the ExecuTorch release's aarch64 SDK "
-                         "(third-party/executorch-sdk-aarch64.lock.json); --source, --ref and "
-                         "--abi do not apply")
+                         "(third-party/executorch-sdk-aarch64.lock.json) or, with --from-source, "
+                         "the locked source in the cache; --source, --ref and --abi do not apply")
     if as_json and not dry_run:
         raise BuildError("--json only applies to --dry-run")
     path = Path(expand(manifest_path("linux-arm64"), {"$REPO": REPO_ROOT}))
@@ -220,19 +240,32 @@ def _main_linux_arm64(jobs: int, dry_run: bool, as_json: bool, verify: bool, sou
         click.echo(f"ok: {result.checked} artifact(s) match {path.relative_to(REPO_ROOT)}")
         return
     lock = load_lock()
-    plan = build_plan("linux-arm64", lock=lock, patches=[], jobs=jobs)
+    # The arm64 source build shares the linux build's patched tree, so it has the same series.
+    series = platform_series("linux") if from_source else []
+    plan = build_plan("linux-arm64", lock=lock, patches=[p.name for p in series], jobs=jobs,
+                      from_source=from_source)
     if dry_run:
         click.echo(plan.dumps() if as_json else plan.render(), nl=False)
         return
+    layout = SourceLayout(cache_root(), lock)
+    if from_source and not layout.is_complete():
+        raise BuildError(layout.missing_message())
     python = stable_interpreter()
     report = preflight("linux-arm64", python=python, env=build_env(python, os.environ))
     report.raise_if_failed()
-    pin = load_pin()
-    report.versions["executorch (wheel)"] = f"{pin.file} sha256:{pin.sha256}"
+    if not from_source:
+        pin = load_pin()
+        report.versions["executorch (wheel)"] = f"{pin.file} sha256:{pin.sha256}"
     ctx = BuildContext(repo=REPO_ROOT, build=REPO_ROOT / "build" / "linux-arm64", python=python,
                        lock=lock, ref=lock.commit, cache=cache_root(),
+                       source=layout.executorch if from_source else None, patches=series,
                        tool_versions=report.versions)
-    execute(plan, ctx, verbose=verbose)
+    if from_source:  # the patched source tree is shared with the linux build: one at a time
+        with open(layout.root / "linux-build.lock", "w") as lock_file:
+            fcntl.flock(lock_file, fcntl.LOCK_EX)
+            execute(plan, ctx, verbose=verbose)
+    else:
+        execute(plan, ctx, verbose=verbose)
     result = verify_manifest(path)
     if not result.ok:
         raise BuildError("the fresh manifest does not verify:\n" + "\n".join(result.problems))

@@ -22,6 +22,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from rne_tools.binaries import manifest as manifest_mod
+from rne_tools.binaries import shared_library
 from rne_tools.binaries import sizes as sizes_mod
 from rne_tools.binaries.errors import BuildError
 from rne_tools.binaries.lock import SourceLock
@@ -215,8 +216,18 @@ def _write_manifest(step: WriteManifest, ctx: BuildContext, platform: str) -> No
         "staged": staged,
         "artifacts": manifest_mod.artifact_records(root, staged),
     }
-    if step.sizes:
+    if step.sizes == "wheel":
         entry["sizes"] = sizes_mod.wheel_build_sizes(root)
+    elif step.sizes:
+        so = expand(step.sizes, values)
+        core = root / sizes_mod.CORE_MODULE
+        # The core is only our own code where it links this library (not its archives).
+        linked = f"RNE_EXECUTORCH_SHARED_LIBRARY:FILEPATH={so}\n"
+        cache = root / "CMakeCache.txt"
+        ours = core.is_file() and cache.is_file() and linked in cache.read_text()
+        entry["sizes"] = sizes_mod.shared_library_sizes(
+            Path(so), Path(shared_library.link_map(so)), shared_library.component_of_archive(),
+            core if ours else None)
     manifest_mod.write_manifest(Path(expand(step.path, values)), platform, step.build, entry)
 
 

@@ -107,7 +107,8 @@ class WriteManifest:
 
     ``artifacts`` lists staged files/directories relative to ``root``; an empty tuple means
     "every executable and library of the CMake build in ``root``" (the host build). ``sizes``
-    adds the per-component size table of a build against a wheel's SDK (``sizes.py``).
+    adds the per-component size table (``sizes.py``): ``"wheel"`` for a build against a wheel's
+    SDK, or the path of a ``libexecutorch.so`` linked from archives (its link map beside it).
     """
 
     description: str
@@ -116,7 +117,7 @@ class WriteManifest:
     build: str
     artifacts: tuple[str, ...]
     cmake_flags: tuple[tuple[str, tuple[str, ...]], ...]
-    sizes: bool = False
+    sizes: str = ""
 
     kind = "manifest"
 
@@ -131,7 +132,7 @@ class WriteManifest:
             "cmake_flags": {name: list(flags) for name, flags in self.cmake_flags},
         }
         if self.sizes:
-            out["sizes"] = True
+            out["sizes"] = self.sizes
         return out
 
     def render(self) -> str:

@@ -214,7 +214,13 @@ def _ios_steps(jobs: int) -> tuple[list[Step], dict[str, tuple[str, ...]]]:
 # Android
 
 
-def _android_configure_flags(abi: str) -> tuple[str, ...]:
+# What an Android libexecutorch.so can hold; an app that ships no Vulkan model builds without it
+# (--components), which removes the delegate and its SPIR-V from the library (docs/building-binaries.md).
+ANDROID_BUILD_COMPONENTS = tuple(c for c in shared_library.ANDROID_COMPONENTS if c != "runtime")
+
+
+def _android_configure_flags(abi: str, components: tuple[str, ...]) -> tuple[str, ...]:
+    vulkan = "vulkan" in components
     return (
         "-G",
         "Ninja",
@@ -240,10 +246,10 @@ def _android_configure_flags(abi: str) -> tuple[str, ...]:
         "-DEXECUTORCH_BUILD_EXTENSION_TRAINING=OFF",
         "-DEXECUTORCH_BUILD_QNN=OFF",
         "-DEXECUTORCH_BUILD_NEURON=OFF",
-        _backend_flag("vulkan", True),
+        _backend_flag("vulkan", vulkan),
         # ExecuTorch looks for glslc on PATH and in $VULKAN_SDK/bin only, and the NDK's glslc
         # cannot compile its shaders (no GL_EXT_integer_dot_product): the LunarG SDK's, named.
-        "-DGLSLC_PATH=$VULKAN_SDK/bin/glslc",
+        *(("-DGLSLC_PATH=$VULKAN_SDK/bin/glslc",) if vulkan else ()),
         _backend_flag("xnnpack", True),
         "-DEXECUTORCH_XNNPACK_SHARED_WORKSPACE=ON",
         "-DEXECUTORCH_BUILD_EXTENSION_DATA_LOADER=ON",
@@ -272,13 +278,14 @@ def _android_shared_library_flags(abi: str) -> tuple[str, ...]:
     )
 
 
-def _android_steps(abis: tuple[str, ...], jobs: int) -> tuple[list[Step], dict[str, tuple[str, ...]]]:
+def _android_steps(abis: tuple[str, ...], jobs: int,
+                   components: tuple[str, ...]) -> tuple[list[Step], dict[str, tuple[str, ...]]]:
     steps: list[Step] = []
     flags: dict[str, tuple[str, ...]] = {}
     env = (("ANDROID_NDK", "$NDK"),)
     for abi in abis:
         bdir = f"$BUILD/android-{abi}"
-        cfg = _android_configure_flags(abi)
+        cfg = _android_configure_flags(abi, components)
         steps.append(Run(f"configure ExecuTorch for Android {abi}",
                          ("cmake", "-S", "$SOURCE", "-B", bdir, *cfg), env=env))
         steps.append(Run(f"build ExecuTorch's static libraries for Android {abi}",
@@ -286,7 +293,7 @@ def _android_steps(abis: tuple[str, ...], jobs: int) -> tuple[list[Step], dict[s
         steps.append(Run(f"install ExecuTorch's headers for Android {abi}",
                          ("cmake", "--install", bdir), env=env))
         whole, linked = shared_library.archives(
-            bdir, shared_library.ANDROID_COMPONENTS,
+            bdir, ("runtime", *components),
             shared_library.ARM64_ARCHIVES if abi == "arm64-v8a" else ())
         so_dir = f"{bdir}/shared"
         so_cfg = shared_library.configure_argv(
@@ -343,6 +350,9 @@ LINUX_BUILD = "build/linux"
 # Our libexecutorch.so linked from the linux build's archives by the Android recipe
 # (shared_library), which is how this machine proves that recipe.
 LINUX_SHARED_LIBRARY_BUILD = "build/linux-shared/so"
+# The same recipe without the GPU delegates: what opting out of Vulkan (and MLX) saves an app.
+LINUX_CPU_SHARED_LIBRARY_BUILD = "build/linux-shared/cpu"
+CPU_COMPONENTS = ("kernels", "xnnpack")
 _ET_BUILD = "$CACHE/build/executorch-{short}"
 _GLSLC_BUILD = "$CACHE/build/glslc-{short}"
 
@@ -450,6 +460,16 @@ def _linux_steps(lock: SourceLock, jobs: int,
             so_cfg, inputs=(*whole, *linked)),
         Run("link libexecutorch.so", shared_library.build_argv(LINUX_SHARED_LIBRARY_BUILD)),
     ]
+    cpu = tuple(c for c in components if c in CPU_COMPONENTS)
+    if cpu != components and cpu:
+        whole, linked = shared_library.archives(paths["et_build"], ("runtime", *cpu))
+        steps += [
+            Run("configure libexecutorch.so without the GPU delegates (the backend opt-out)",
+                shared_library.configure_argv(LINUX_CPU_SHARED_LIBRARY_BUILD, whole, linked),
+                inputs=(*whole, *linked)),
+            Run("link libexecutorch.so without the GPU delegates",
+                shared_library.build_argv(LINUX_CPU_SHARED_LIBRARY_BUILD)),
+        ]
     query = f"{LINUX_BUILD}/.cmake/api/v1/query"
     core_cfg = ("-G", "Ninja", f"-DCMAKE_BUILD_TYPE={BUILD_TYPE}",
                 f"-DRNE_EXECUTORCH_PREFIX={paths['et_install']}")
@@ -483,31 +503,89 @@ def _cross_flags() -> tuple[str, ...]:
             "-DCMAKE_C_COMPILER_LAUNCHER=ccache", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache")
 
 
-def _linux_arm64_steps(jobs: int) -> tuple[list[Step], dict[str, tuple[str, ...]]]:
-    pin = wheel_sdk.load_pin()
+# --from-source: ExecuTorch itself cross-built from the locked source (the CPU components a phone
+# runs: kernels with our LLM custom ops, XNNPACK), linked into one libexecutorch.so by the Android
+# recipe, and our core built against that library as the app's is.
+LINUX_ARM64_SHARED_LIBRARY_BUILD = "build/linux-arm64-shared/so"
+_ET_ARM64_BUILD = "$CACHE/build/executorch-{short}-aarch64"
+
+
+def linux_arm64_paths(lock: SourceLock) -> dict[str, str]:
+    """The cache directories of the arm64 source build (placeholder form)."""
+    et_build = _ET_ARM64_BUILD.format(short=lock.short)
+    kleidiai = next(s for s in lock.extra_sources if s.name == "kleidiai")
+    return {"et_build": et_build, "et_install": f"{et_build}/install",
+            "kleidiai_source": f"$CACHE/sources/kleidiai-{kleidiai.commit[:12]}"}
+
+
+def _linux_arm64_executorch_steps(lock: SourceLock, jobs: int) -> tuple[list[Step], dict, str, str]:
+    """Steps that build ExecuTorch for aarch64 and link its libexecutorch.so; with the flags,
+    the install prefix and the library's path."""
+    paths = linux_arm64_paths(lock)
+    et_cfg = (f"-DCMAKE_TOOLCHAIN_FILE={ARM64_TOOLCHAIN}",
+              *_linux_configure_flags(paths, CPU_COMPONENTS),
+              # XNNPACK would download KleidiAI at configure time; the locked copy instead.
+              f"-DKLEIDIAI_SOURCE_DIR={paths['kleidiai_source']}",
+              # GCC 12's loop vectoriser crashes on one KleidiAI kernel (the file says which).
+              f"-DCMAKE_PROJECT_KleidiAI_INCLUDE=$REPO/{HOST_PROJECT}/cmake/kleidiai_gcc12.cmake")
+    whole, linked = shared_library.archives(paths["et_build"], ("runtime", *CPU_COMPONENTS),
+                                            shared_library.ARM64_ARCHIVES)
+    so_cfg = shared_library.configure_argv(
+        LINUX_ARM64_SHARED_LIBRARY_BUILD, whole, linked,
+        toolchain_flags=(f"-DCMAKE_TOOLCHAIN_FILE={ARM64_TOOLCHAIN}",))
+    steps: list[Step] = [
+        Run("configure ExecuTorch for aarch64 (kernels, XNNPACK)",
+            ("cmake", "-S", "$SOURCE", "-B", paths["et_build"], *et_cfg)),
+        Run("build ExecuTorch for aarch64", ("cmake", "--build", paths["et_build"], "-j", str(jobs))),
+        Run("install ExecuTorch for aarch64 into the cache", ("cmake", "--install", paths["et_build"])),
+        Run("configure the aarch64 libexecutorch.so (the Android recipe, cpp/shared_library)",
+            so_cfg, inputs=(*whole, *linked)),
+        Run("link the aarch64 libexecutorch.so",
+            shared_library.build_argv(LINUX_ARM64_SHARED_LIBRARY_BUILD)),
+    ]
+    so = f"$REPO/{LINUX_ARM64_SHARED_LIBRARY_BUILD}/libexecutorch.so"
+    return steps, {"executorch": et_cfg, "shared_library": so_cfg[4:]}, paths["et_install"], so
+
+
+def _linux_arm64_steps(jobs: int, lock: SourceLock | None) -> tuple[list[Step], dict[str, tuple[str, ...]]]:
+    """``lock`` given: ExecuTorch from that source; otherwise the pinned aarch64 wheel's SDK."""
     gtest_install = f"$REPO/{_ARM64_GTEST_BUILD}/install"
     gtest_cfg = (*_cross_flags(), f"-DCMAKE_INSTALL_PREFIX={gtest_install}")
-    core_cfg = (*_cross_flags(), f"-Dexecutorch_DIR={pin.cmake_dir(_ARM64_SDK_ROOT)}",
-                f"-DGTest_DIR={gtest_install}/lib/cmake/GTest",
+    steps: list[Step] = []
+    flags: dict[str, tuple[str, ...]] = {}
+    if lock is None:
+        pin = wheel_sdk.load_pin()
+        steps.append(Run(
+            f"fetch the ExecuTorch C++ SDK of {pin.file} (sha256-pinned) into the cache",
+            ("$PYTHON", "-m", "rne_tools.binaries.wheel_sdk", _ARM64_SDK_PIN, _ARM64_SDK_ROOT),
+            env=(("PYTHONPATH", "$REPO/tools"),)))
+        # Empty prefix and library: a build directory that was configured from source before
+        # goes back to the wheel.
+        executorch = (f"-Dexecutorch_DIR={pin.cmake_dir(_ARM64_SDK_ROOT)}",
+                      "-DRNE_EXECUTORCH_PREFIX=", "-DRNE_EXECUTORCH_SHARED_LIBRARY=")
+        against = "the aarch64 wheel's SDK"
+    else:
+        et_steps, flags, prefix, so = _linux_arm64_executorch_steps(lock, jobs)
+        steps += et_steps
+        executorch = (f"-DRNE_EXECUTORCH_PREFIX={prefix}", f"-DRNE_EXECUTORCH_SHARED_LIBRARY={so}")
+        against = "the aarch64 libexecutorch.so"
+    core_cfg = (*_cross_flags(), *executorch, f"-DGTest_DIR={gtest_install}/lib/cmake/GTest",
                 # Off by default when cross-compiling; the parity tests run it under qemu.
                 "-DRNE_TOKENIZER_BUILD_TOOLS=ON")
     query = f"{LINUX_ARM64_BUILD}/.cmake/api/v1/query"
-    steps: list[Step] = [
-        Run(f"fetch the ExecuTorch C++ SDK of {pin.file} (sha256-pinned) into the cache",
-            ("$PYTHON", "-m", "rne_tools.binaries.wheel_sdk", _ARM64_SDK_PIN, _ARM64_SDK_ROOT),
-            env=(("PYTHONPATH", "$REPO/tools"),)),
+    steps += [
         Run("configure GoogleTest for aarch64 (Debian's googletest source)",
             ("cmake", "-S", GTEST_SOURCE, "-B", _ARM64_GTEST_BUILD, *gtest_cfg)),
         Run("build GoogleTest for aarch64", ("cmake", "--build", _ARM64_GTEST_BUILD, "-j", str(jobs))),
         Run("install GoogleTest into the build tree", ("cmake", "--install", _ARM64_GTEST_BUILD)),
         Run("ask CMake to report the build's artifacts", ("cmake", "-E", "make_directory", query)),
         Run("create the file-API codemodel query", ("cmake", "-E", "touch", f"{query}/codemodel-v2")),
-        Run("configure the C++ core for aarch64 against the aarch64 wheel's SDK",
+        Run(f"configure the C++ core for aarch64 against {against}",
             ("cmake", "-S", HOST_PROJECT, "-B", LINUX_ARM64_BUILD, *core_cfg)),
         Run("build the C++ core, its CLI and its tests for aarch64",
             ("cmake", "--build", LINUX_ARM64_BUILD, "-j", str(jobs))),
     ]
-    return steps, {"googletest": gtest_cfg, "core": core_cfg}
+    return steps, {**flags, "googletest": gtest_cfg, "core": core_cfg}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -547,14 +625,17 @@ def build_plan(
     jobs: int,
     ref: str | None = None,
     use_existing_source: bool = False,
-    components: tuple[str, ...] = LINUX_COMPONENTS,
+    components: tuple[str, ...] | None = None,
+    from_source: bool = False,
 ) -> Plan:
     """The full plan for ``platform``.
 
     ``patches`` are the series' file names (``third-party/patches/``); ``ref`` overrides the
     locked commit; ``use_existing_source`` (``--source PATH``) skips fetching and uses the tree
     as it is (the patches are still applied, idempotently). ``components`` (linux only) picks
-    what of ``LINUX_COMPONENTS`` the ExecuTorch build holds (``vulkan`` adds the glslc build).
+    what of ``LINUX_COMPONENTS`` the ExecuTorch build holds (``vulkan`` adds the glslc build),
+    android what of ``ANDROID_BUILD_COMPONENTS`` (all by default). ``from_source`` (linux-arm64)
+    builds ExecuTorch from the locked source in the cache instead of using the release's SDK.
     """
     if platform not in PLATFORMS:
         raise BuildError(f"unknown platform {platform!r}; choose one of {', '.join(PLATFORMS)}")
@@ -564,19 +645,30 @@ def build_plan(
         steps, flags = _host_steps(jobs)
         manifest = WriteManifest(
             "record the host build", manifest_path("host"), "$REPO/build/host",
-            "host", (), tuple(flags.items()), sizes=True,
+            "host", (), tuple(flags.items()), sizes="wheel",
         )
         return Plan("host", (*steps, manifest))
-    if platform == "linux-arm64":  # no ExecuTorch source: the aarch64 wheel's SDK
-        steps, flags = _linux_arm64_steps(jobs)
-        manifest = WriteManifest(
-            "record the arm64 build and its size table", manifest_path("linux-arm64"),
-            f"$REPO/{LINUX_ARM64_BUILD}", "linux-arm64", (), tuple(flags.items()), sizes=True,
-        )
-        return Plan("linux-arm64", (*steps, manifest))
+    if platform == "linux-arm64":
+        if not from_source:  # the aarch64 wheel's SDK
+            steps, flags = _linux_arm64_steps(jobs, None)
+            return Plan("linux-arm64", (*steps, WriteManifest(
+                "record the arm64 build and its size table", manifest_path("linux-arm64"),
+                f"$REPO/{LINUX_ARM64_BUILD}", "linux-arm64", (), tuple(flags.items()),
+                sizes="wheel")))
+        steps, flags = _linux_arm64_steps(jobs, lock)
+        return Plan("linux-arm64", (
+            ApplyPatches("apply the project's patch series (checked first; all or nothing)",
+                         "$SOURCE", tuple(f"$REPO/third-party/patches/{p}" for p in patches)),
+            *steps,
+            WriteManifest("record the arm64 build and its size table", manifest_path("linux-arm64"),
+                          f"$REPO/{LINUX_ARM64_BUILD}", "linux-arm64", (), tuple(flags.items()),
+                          sizes=f"$REPO/{LINUX_ARM64_SHARED_LIBRARY_BUILD}/libexecutorch.so")))
+    if from_source:
+        raise BuildError("from_source only applies to linux-arm64 (linux always builds from source)")
 
     steps: list[Step] = []
     if platform == "linux":  # the source comes from the cache (source_cache), never fetched here
+        components = LINUX_COMPONENTS if components is None else components
         steps.append(ApplyPatches(
             "apply the project's patch series (checked first; all or nothing)", "$SOURCE",
             tuple(f"$REPO/third-party/patches/{p}" for p in patches),
@@ -590,6 +682,7 @@ def build_plan(
         steps.append(WriteManifest(
             "record sources, flags, tools and artifact hashes", manifest_path("linux"),
             f"$REPO/{LINUX_BUILD}", "linux", (), tuple(flags.items()),
+            sizes=f"$REPO/{LINUX_SHARED_LIBRARY_BUILD}/libexecutorch.so",
         ))
         return Plan("linux", tuple(steps))
     if not use_existing_source:
@@ -613,7 +706,12 @@ def build_plan(
         raise BuildError(
             f"unknown Android ABI {', '.join(unknown) or '(none)'}; choose from {', '.join(ANDROID_ABIS)}"
         )
-    build_steps, flags = _android_steps(abis, jobs)
+    components = ANDROID_BUILD_COMPONENTS if components is None else components
+    unknown = [c for c in components if c not in ANDROID_BUILD_COMPONENTS]
+    if unknown or not components:
+        raise BuildError(f"unknown Android component {', '.join(unknown) or '(none)'}; "
+                         f"choose from {', '.join(ANDROID_BUILD_COMPONENTS)}")
+    build_steps, flags = _android_steps(abis, jobs, components)
     steps += build_steps
     for abi in abis:
         steps.append(WriteManifest(

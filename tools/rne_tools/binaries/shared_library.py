@@ -12,6 +12,7 @@ same layout on Android and Linux).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from rne_tools.backend_catalog import load_catalog
 
@@ -90,6 +91,18 @@ ANDROID_COMPONENTS = (
 )
 # XNNPACK's Arm KleidiAI kernels exist only in arm64 builds.
 ARM64_ARCHIVES = ("backends/xnnpack/third-party/XNNPACK/kleidiai/libkleidiai.a",)
+
+
+def component_of_archive() -> dict[str, str]:
+    """Archive file name -> its component: how a link map's bytes are attributed (sizes.py)."""
+    names = {Path(a).name: c for c, comp in COMPONENTS.items() for a in comp.whole + comp.linked}
+    names.update({Path(a).name: "xnnpack" for a in ARM64_ARCHIVES})
+    return names
+
+
+def link_map(so: str) -> str:
+    """The linker map the shared-library project writes next to ``so``."""
+    return so[: -len(".so")] + ".map"
 
 
 def archives(build_dir: str, components: tuple[str, ...],
