@@ -89,8 +89,9 @@ ANDROID_COMPONENTS = (
     "kernels",
     *(b.name for b in load_catalog().backends if "android" in b.platforms),
 )
-# XNNPACK's Arm KleidiAI kernels exist only in arm64 builds.
-ARM64_ARCHIVES = ("backends/xnnpack/third-party/XNNPACK/kleidiai/libkleidiai.a",)
+# XNNPACK's Arm KleidiAI kernels exist only in arm64 builds (XNNPACK adds them to the top-level
+# build directory: ${CMAKE_BINARY_DIR}/kleidiai).
+ARM64_ARCHIVES = ("kleidiai/libkleidiai.a",)
 
 
 def component_of_archive() -> dict[str, str]:
