@@ -616,6 +616,12 @@ def _source_steps(lock: SourceLock, ref: str, jobs: int) -> list[Step]:
     ]
 
 
+def _apply_patches(patches: list[str]) -> ApplyPatches:
+    """The step that applies the series ``patches`` (file names under third-party/patches/)."""
+    return ApplyPatches("apply the project's patch series (checked first; all or nothing)",
+                        "$SOURCE", tuple(f"$REPO/third-party/patches/{p}" for p in patches))
+
+
 def build_plan(
     platform: str,
     *,
@@ -657,8 +663,7 @@ def build_plan(
                 sizes="wheel")))
         steps, flags = _linux_arm64_steps(jobs, lock)
         return Plan("linux-arm64", (
-            ApplyPatches("apply the project's patch series (checked first; all or nothing)",
-                         "$SOURCE", tuple(f"$REPO/third-party/patches/{p}" for p in patches)),
+            _apply_patches(patches),
             *steps,
             WriteManifest("record the arm64 build and its size table", manifest_path("linux-arm64"),
                           f"$REPO/{LINUX_ARM64_BUILD}", "linux-arm64", (), tuple(flags.items()),
@@ -669,10 +674,7 @@ def build_plan(
     steps: list[Step] = []
     if platform == "linux":  # the source comes from the cache (source_cache), never fetched here
         components = LINUX_COMPONENTS if components is None else components
-        steps.append(ApplyPatches(
-            "apply the project's patch series (checked first; all or nothing)", "$SOURCE",
-            tuple(f"$REPO/third-party/patches/{p}" for p in patches),
-        ))
+        steps.append(_apply_patches(patches))
         unknown = [c for c in components if c not in LINUX_COMPONENTS]
         if unknown or not components:
             raise BuildError(f"unknown linux component {', '.join(unknown) or '(none)'}; "
@@ -687,10 +689,7 @@ def build_plan(
         return Plan("linux", tuple(steps))
     if not use_existing_source:
         steps += _source_steps(lock, ref or lock.commit, jobs)
-    steps.append(ApplyPatches(
-        "apply the project's patch series (checked first; all or nothing)", "$SOURCE",
-        tuple(f"$REPO/third-party/patches/{p}" for p in patches),
-    ))
+    steps.append(_apply_patches(patches))
     if platform == "ios":
         build_steps, flags = _ios_steps(jobs)
         steps += build_steps
