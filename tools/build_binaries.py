@@ -33,7 +33,7 @@ from rne_tools.binaries import (
     verify_manifest,
 )
 from rne_tools.binaries.executor import build_env, stable_interpreter
-from rne_tools.binaries.plan import expand
+from rne_tools.binaries.plan import Plan, expand
 from rne_tools.binaries.platforms import (
     ANDROID_BUILD_COMPONENTS,
     LINUX_BUILD,
@@ -181,6 +181,15 @@ def _main(platform: str, abis: tuple[str, ...], source: Path | None, ref: str | 
     click.echo(f"done: {result.checked} artifact(s) recorded in {path.relative_to(REPO_ROOT)}")
 
 
+def _execute_on_the_source_tree(layout: SourceLayout, plan: Plan, ctx: BuildContext,
+                                verbose: bool) -> None:
+    """Run ``plan``, which patches and builds in the cache's source and build trees: those are
+    shared by every clone and by the linux and linux-arm64 builds, so one build at a time."""
+    with open(layout.root / "linux-build.lock", "w") as lock_file:
+        fcntl.flock(lock_file, fcntl.LOCK_EX)
+        execute(plan, ctx, verbose=verbose)
+
+
 def _main_linux(mirrors: tuple[Path, ...], components: tuple[str, ...] | None, jobs: int, dry_run: bool,
                 as_json: bool, source: Path | None, ref: str | None, verbose: bool) -> None:
     """ExecuTorch from the locked source in the cache, then our C++ core against it."""
@@ -208,10 +217,7 @@ def _main_linux(mirrors: tuple[Path, ...], components: tuple[str, ...] | None, j
         ref=lock.commit, source=layout.executorch, cache=layout.root, patches=series,
         tool_versions=report.versions,
     )
-    # The ExecuTorch build tree in the cache is shared by every clone: one build at a time.
-    with open(layout.root / "linux-build.lock", "w") as lock_file:
-        fcntl.flock(lock_file, fcntl.LOCK_EX)
-        execute(plan, ctx, verbose=verbose)
+    _execute_on_the_source_tree(layout, plan, ctx, verbose)
     path = Path(expand(manifest_path("linux"), {"$REPO": REPO_ROOT}))
     result = verify_manifest(path)
     if not result.ok:
@@ -260,10 +266,8 @@ def _main_linux_arm64(jobs: int, dry_run: bool, as_json: bool, verify: bool, sou
                        lock=lock, ref=lock.commit, cache=cache_root(),
                        source=layout.executorch if from_source else None, patches=series,
                        tool_versions=report.versions)
-    if from_source:  # the patched source tree is shared with the linux build: one at a time
-        with open(layout.root / "linux-build.lock", "w") as lock_file:
-            fcntl.flock(lock_file, fcntl.LOCK_EX)
-            execute(plan, ctx, verbose=verbose)
+    if from_source:
+        _execute_on_the_source_tree(layout, plan, ctx, verbose)
     else:
         execute(plan, ctx, verbose=verbose)
     result = verify_manifest(path)
