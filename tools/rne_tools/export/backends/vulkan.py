@@ -56,6 +56,20 @@ def _fit_textures_conservatively() -> None:
     utils.extents_are_valid = extents_are_valid
 
 
+def _embedding_output_width_packed() -> None:
+    """ExecuTorch registers ``aten.embedding`` for any tensor layout, but its runtime kernels
+    (``embedding_texture3d``, ``embedding_buffer``) write each output texel as four consecutive
+    columns of one table row: width-packed only. Given a height-packed output (the layout pass
+    picks one after SmolLM2's embedding), every row past the first of a multi-token chunk is
+    read from the chunk's first token at a column offset, so chunked prefill was garbage while
+    one-token decode was right. Its output is restricted to the layouts the kernels write."""
+    from executorch.backends.vulkan import op_registry, utils
+    from executorch.exir.dialects._ops import ops as exir_ops
+
+    features = op_registry.vulkan_supported_ops[exir_ops.edge.aten.embedding.default]
+    features.outputs_storage = utils.TensorRepSetList(utils.CONTIGUOUS_ANY)
+
+
 class VulkanBackend(Backend):
     name = "vulkan"
     runtime_name = load_catalog().backend("vulkan").runtime
@@ -96,6 +110,7 @@ class VulkanBackend(Backend):
         from rne_tools.export.backends.vulkan_ops import HOST_MODULES
 
         _fit_textures_conservatively()
+        _embedding_output_width_packed()
         return [VulkanPartitioner({"force_fp16": True}, nn_module_blocklist=HOST_MODULES)]
 
     def compile_config(self) -> Any:
