@@ -62,11 +62,14 @@ def _embedding_output_width_packed() -> None:
     columns of one table row: width-packed only. Given a height-packed output (the layout pass
     picks one after SmolLM2's embedding), every row past the first of a multi-token chunk is
     read from the chunk's first token at a column offset, so chunked prefill was garbage while
-    one-token decode was right. Its output is restricted to the layouts the kernels write."""
+    one-token decode was right. Indices and output are restricted to the width-packed layouts,
+    in one storage type: the kernel is picked by the output's storage and reads the indices
+    in the same one (a buffer output with texture indices crashes the driver)."""
     from executorch.backends.vulkan import op_registry, utils
     from executorch.exir.dialects._ops import ops as exir_ops
 
     features = op_registry.vulkan_supported_ops[exir_ops.edge.aten.embedding.default]
+    features.inputs_storage = utils.TensorRepSetList(utils.CONTIGUOUS_ANY)
     features.outputs_storage = utils.TensorRepSetList(utils.CONTIGUOUS_ANY)
 
 
