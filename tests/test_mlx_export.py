@@ -6,6 +6,7 @@ custom ops' reference implementations, and by comparing those implementations wi
 CPU kernels (``mlx[cpu]``).
 """
 
+import copy
 import hashlib
 import subprocess
 import sys
@@ -20,8 +21,13 @@ from rne_tools.checks import cpp_runtime
 from rne_tools.checks.transform import check_transform
 from rne_tools.errors import ExportError, VerificationError
 from rne_tools.export import cached_export, export_llm
-from rne_tools.export.backends import mlx_schema
-from rne_tools.export.backends.mlx import mlx_instructions
+from rne_tools.export.backends import mlx_ops, mlx_schema
+from rne_tools.export.backends.mlx import (
+    INPUT_POS,
+    instruction_histogram,
+    items_not_of_input,
+    mlx_graphs,
+)
 from rne_tools.export.backends.mlx_ops import apply_mlx_transforms, load_mlx_ops, rope_reference
 from rne_tools.models import gemma4, layers
 from rne_tools.paths import REPO_ROOT
@@ -145,23 +151,20 @@ def test_a_transform_that_changes_the_logits_is_refused(monkeypatch, tmp_path):
         export_llm("gemma4_e2b", "mlx", tmp_path, "int4", progress=False, **MLX_TINY)
     assert list(tmp_path.iterdir()) == []
 
-def data_dependent_ops(graph):
-    """Nodes reading a scalar out of a tensor, or producing data-dependent (unbacked) sizes."""
-    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
-
-    found = []
+def scalar_reads(graph):
+    """What each ``.item()`` node of an exported graph reads: ``input_pos`` (the graph input,
+    possibly through a select) or the name of the computed node."""
+    reads = []
     for node in graph.nodes:
         target = str(node.target)
-        if "item" in target or "_local_scalar_dense" in target or "nonzero" in target:
-            found.append(target)
-        val = node.meta.get("val")
-        vals = val if isinstance(val, list | tuple) else [val]
-        for v in vals:
-            if isinstance(v, torch.Tensor) and free_unbacked_symbols(v.shape):
-                found.append(f"{target} (unbacked size)")
-            elif isinstance(v, torch.SymInt) and free_unbacked_symbols(v):
-                found.append(f"{target} (unbacked int)")
-    return found
+        if "item" not in target and "_local_scalar_dense" not in target:
+            continue
+        source = node.args[0]
+        while source.op == "call_function" and "select" in str(source.target):
+            source = source.args[0]
+        reads.append("input_pos" if source.op == "placeholder" and "input_pos" in source.name
+                     else source.name)
+    return reads
 
 
 def _export(model, max_chunk):
@@ -170,28 +173,46 @@ def _export(model, max_chunk):
     return torch.export.export(model, example, dynamic_shapes=({1: dim}, None), strict=False)
 
 
-def test_decode_graph_has_no_data_dependent_scalar(mlx_export):
+def test_full_layers_read_their_span_from_input_pos_only(mlx_export):
+    """Full-attention layers attend over the written slots only, so the graph reads the chunk's
+    start out of ``input_pos``, once per written flat cache, and no other scalar."""
     model, _, _ = random_model("gemma4", "tiny", max_context=64, max_chunk=5)
     apply_mlx_transforms(model)
-    assert data_dependent_ops(_export(model, 5).graph) == []
-    # The lowered program: no MLX instruction reads a scalar out of a tensor.
-    ops = mlx_instructions(mlx_export.pte_path.read_bytes())
-    assert ops["RopeNode"] > 0 and "ItemIntNode" not in ops
+    flat = [c for c in model.caches.values() if not c.ring]
+    assert flat and all(isinstance(c, mlx_ops.MLXFlatCache) for c in flat)
+    assert scalar_reads(_export(model, 5).graph) == ["input_pos"] * len(flat)
+    # The lowered program: every ItemIntNode reads input_pos, and the span is sliced by it.
+    graphs = mlx_graphs(mlx_export.pte_path.read_bytes())
+    ops = instruction_histogram(graphs)
+    assert ops["ItemIntNode"] == len(flat) and ops["RopeNode"] > 0
+    assert [items_not_of_input(g, INPUT_POS) for g in graphs] == [[]]
 
 
-def test_data_dependent_scalar_detector_catches_item():
-    """The check above can fail: the wheel's own rope op needs input_pos.item()."""
+def test_scalar_read_check_catches_another_tensor(mlx_export):
+    """The export's check fails when an ItemIntNode reads anything but input_pos: the real
+    program, with the select feeding one read pointed at the token ids instead."""
+    graph = copy.deepcopy(mlx_graphs(mlx_export.pte_path.read_bytes())[0])
+    tokens = graph["input_map"][0]["idx"]
+    instructions = graph["instruction_chains"][graph["main_chain_idx"]]["instructions"]
+    at = next(i for i, ins in enumerate(instructions) if ins["op_name"] == "ItemIntNode")
+    source = next(ins for ins in reversed(instructions[:at])
+                  if ins.get("out", {}).get("tid") == instructions[at]["x"]["tid"])
+    assert source["op_name"] == "TakeNode"
+    source["x"]["tid"] = tokens
+    assert items_not_of_input(graph, INPUT_POS) == [instructions[at]]
+
+
+def test_a_scalar_of_a_computed_tensor_is_caught():
+    """``scalar_reads`` can fail: a rope offset read out of a computed position tensor."""
     load_mlx_ops()
 
     class ItemRope(torch.nn.Module):
         def forward(self, tokens, input_pos):
             x = tokens.float()[:, None, :, None].expand(1, 1, tokens.shape[1], 8).contiguous()
-            return torch.ops.mlx.rope(x, 8, input_pos[0].item(), False, 1e4, 1.0, None)
+            pos = input_pos + 1
+            return torch.ops.mlx.rope(x, 8, pos[0].item(), False, 1e4, 1.0, None)
 
-    assert any(
-        "item" in op or "_local_scalar_dense" in op
-        for op in data_dependent_ops(_export(ItemRope(), 5).graph)
-    )
+    assert scalar_reads(_export(ItemRope(), 5).graph) == ["add"]
 
 
 def test_export_is_fully_delegated_and_fused(mlx_export):

@@ -5,8 +5,11 @@ Prints numbers; asserts nothing. For each variant, the tiny random Gemma 4 (ever
 sliding + full layers, KV sharing, GQA) is exported at ``--max-context`` (cached), and our
 runner on ExecuTorch built from source (``build/linux``, tools/build_binaries.py --platform
 linux) decodes ``--new-tokens`` after prompts of each ``--fills`` length. Vulkan runs on
-lavapipe (a CPU-emulated device) and MLX on its CPU backend here, so compare growth (the last
-column: decode ms/token relative to the smallest fill), not absolute speed across backends.
+lavapipe (a CPU-emulated device) and MLX on its CPU backend here, so compare growth (in
+brackets: decode ms/token relative to the smallest fill), not absolute speed across backends.
+The last column decodes after the smallest fill with a ``--short-context`` export instead: what
+a large ``max_context`` costs a short chat (in brackets: its speed over the large export's).
+Writes a PNG of decode tok/s against fill (``--plot``).
 
     .venv/bin/python tools/benchmarks/backend_context_benchmark.py \
         [--variants xnnpack:fp32,vulkan:fp16,vulkan:8da4w] [--fills 128,1000,4000]
@@ -22,6 +25,7 @@ import click
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from decode_context_benchmark import plot  # noqa: E402
 from runner_benchmark import run_json  # noqa: E402
 
 from rne_tools.runtime.quiet import configure_python_noise, filtered_native_stderr  # noqa: E402
@@ -46,36 +50,54 @@ def _export(backend: str, quantization: str, max_context: int, max_chunk: int) -
                          **extra).pte_path
 
 
+def _decode_tok_s(pte: Path, fill: int, new_tokens: int, repeat: int) -> float:
+    stats = run_json(SOURCE_RNE_BENCH, "--model", pte, "--prompt-tokens", fill,
+                     "--new-tokens", new_tokens, "--repeat", repeat, "--bare", 0)
+    return stats["runner"]["decode_tok_s"]
+
+
 @click.command()
 @click.option("--variants", default="xnnpack:fp32,vulkan:fp16,vulkan:8da4w,mlx:int4",
               show_default=True, help="backend:quantization pairs; absent backends are skipped.")
 @click.option("--fills", default="128,1000,4000", show_default=True)
 @click.option("--max-context", default=4224, show_default=True)
+@click.option("--short-context", default=512, show_default=True,
+              help="max_context of the export decoded after the smallest fill (0: skip).")
 @click.option("--max-chunk", default=128, show_default=True)
 @click.option("--new-tokens", default=32, show_default=True)
 @click.option("--repeat", default=2, show_default=True, help="Best of this many runs.")
-def main(variants: str, fills: str, max_context: int, max_chunk: int, new_tokens: int,
-         repeat: int) -> None:
+@click.option("--plot", "plot_path", type=click.Path(path_type=Path),
+              default=REPO_ROOT / "build" / "benchmarks" / "backend_decode_vs_context.png",
+              show_default=True)
+def main(variants: str, fills: str, max_context: int, short_context: int, max_chunk: int,
+         new_tokens: int, repeat: int, plot_path: Path) -> None:
     if not SOURCE_RNE_BENCH.is_file():
         raise click.ClickException(f"{SOURCE_RNE_BENCH} is missing: build it with "
                                    "tools/build_binaries.py --platform linux")
     fill_list = [int(f) for f in fills.split(",")]
     print(f"decode tok/s after each fill (export max_context {max_context}); "
           "in brackets: ms/token relative to the first fill")
-    print(f"{'variant':16}" + "".join(f"{f:>18}" for f in fill_list))
+    short = f"{short_context}-slot@{fill_list[0]}" if short_context else ""
+    print(f"{'variant':16}" + "".join(f"{f:>18}" for f in fill_list) + f"{short:>22}")
+    best: dict[str, dict[int, dict[str, float]]] = {}
     for variant in variants.split(","):
         backend, quantization = variant.split(":")
         if not cpp_runtime.has_backend(backend):
             print(f"{variant:16}  not run: the source-built runtime has no {backend} delegate")
             continue
         pte = _export(backend, quantization, max_context, max_chunk)
-        rates = []
-        for fill in fill_list:
-            stats = run_json(SOURCE_RNE_BENCH, "--model", pte, "--prompt-tokens", fill,
-                             "--new-tokens", new_tokens, "--repeat", repeat, "--bare", 0)
-            rates.append(stats["runner"]["decode_tok_s"])
+        rates = [_decode_tok_s(pte, fill, new_tokens, repeat) for fill in fill_list]
+        best[variant] = {fill: {"decode_tok_s": r} for fill, r in zip(fill_list, rates, strict=True)}
         cells = [f"{r:8.1f} ({rates[0] / r:4.2f}x)" for r in rates]
+        if short_context:
+            small = _export(backend, quantization, short_context, min(max_chunk, short_context))
+            rate = _decode_tok_s(small, fill_list[0], new_tokens, repeat)
+            cells.append(f"    {rate:8.1f} ({rate / rates[0]:4.2f}x)")
         print(f"{variant:16}" + "".join(f"{c:>18}" for c in cells), flush=True)
+    if best:
+        plot_path.parent.mkdir(parents=True, exist_ok=True)
+        plot(best, fill_list, plot_path, f"tiny Gemma 4, {max_context}-slot exports", log_y=True)
+        print(f"plot: {plot_path}")
 
 
 if __name__ == "__main__":

@@ -138,7 +138,9 @@ def interleaved_best(engines: Engines, lengths: list[int], rounds: int) -> dict:
     return best
 
 
-def plot(best: dict, contexts: list[int], path: Path, title: str) -> None:
+def plot(best: dict, contexts: list[int], path: Path, title: str, log_y: bool = False) -> None:
+    """Decode tok/s against context, one line per engine (``best[engine][context]``); ``log_y``
+    for engines whose speeds differ by orders of magnitude."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no display
@@ -149,7 +151,10 @@ def plot(best: dict, contexts: list[int], path: Path, title: str) -> None:
         ax.plot(contexts, [rows[n]["decode_tok_s"] for n in contexts], marker="o", label=engine)
     ax.set_xlabel("context (tokens before decoding)")
     ax.set_ylabel("decode tok/s")
-    ax.set_ylim(bottom=0)
+    if log_y:
+        ax.set_yscale("log")
+    else:
+        ax.set_ylim(bottom=0)
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend()

@@ -1,9 +1,11 @@
 """MLX backend (Apple GPU, iOS): int4 grouped weights, bf16 activations, compile-friendly graph.
 
-The decode graph carries no data-dependent scalar: RoPE takes its offset as a tensor, caches are
-written by tensor-indexed ``index_copy``, attention slices nothing by position (see
-``backends.mlx_ops``), so MLX can trace and replay it. Prefill chunks are capped by the sliding
-window (and 512) because a one-shot prefill spikes GPU memory.
+The graph reads one scalar out of a tensor, the chunk's start from the ``input_pos`` input, for
+the full-attention layers to attend over the written slots only (an ``ItemIntNode`` evaluates
+that input, which depends on nothing, so it costs no flush of queued work); RoPE takes its
+offset as a tensor and caches are written by tensor-indexed ``index_copy`` (see
+``backends.mlx_ops``). Prefill chunks are capped by the sliding window (and 512) because a
+one-shot prefill spikes GPU memory.
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ from rne_tools.export.backends import (
 
 GROUP_SIZES = (32, 64, 128)  # the group sizes MLX's fused quantized matmul kernels exist for
 MAX_CHUNK = 512
-# MLX instructions that read a runtime scalar out of a tensor: none may appear.
-DATA_DEPENDENT_NODES = ("ItemIntNode",)
+# The MLX instruction that reads a runtime scalar out of a tensor: only of ``input_pos``.
+ITEM_NODE = "ItemIntNode"
 
 
 class MLXBackend(Backend):
@@ -121,11 +123,12 @@ class MLXBackend(Backend):
         return EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=True)
 
     def inspect(self, model: nn.Module, program: Any, options: ExportOptions) -> dict[str, Any]:
-        """MLX instruction histogram of the delegate(s); raises
-        VerificationError if anything runs outside MLX or reads a data-dependent scalar."""
-        ops = mlx_instructions(program.buffer)
+        """MLX instruction histogram of the delegate(s); raises VerificationError if anything
+        runs outside MLX or reads a scalar out of any tensor but ``input_pos``."""
+        graphs = mlx_graphs(program.buffer)
+        ops = instruction_histogram(graphs)
         outside = {op: c["cpu"] for op, c in delegation_by_op(program).items() if c["cpu"]}
-        bad = {k: v for k, v in ops.items() if k in DATA_DEPENDENT_NODES}
+        bad = sum(len(items_not_of_input(g, INPUT_POS)) for g in graphs)
         report = {
             "mlx_instructions": dict(sorted(ops.items())),
             "ops_outside_mlx": outside,
@@ -133,26 +136,63 @@ class MLXBackend(Backend):
         }
         if outside or bad:
             raise VerificationError(
-                f"MLX export is not fully delegated/compile-friendly: outside MLX {outside}, "
-                f"data-dependent scalars {bad}."
+                f"MLX export is not fully delegated or reads data-dependent scalars: outside MLX "
+                f"{outside}, {bad} {ITEM_NODE}(s) reading a tensor other than input_pos."
             )
         return report
 
 
-def mlx_instructions(pte: bytes) -> collections.Counter[str]:
-    """Histogram of MLX instruction types over every MLX delegate in a serialized program."""
+# forward(tokens, input_pos): the graph input the chunk's start is read from.
+INPUT_POS = 1
+
+
+def mlx_graphs(pte: bytes) -> list[dict[str, Any]]:
+    """Every MLX delegate's graph in a serialized program, parsed by the wheel's inspector."""
     from rne_tools.export.backends import mlx_schema
 
     mlx_schema.install()
     from executorch.backends.mlx import pte_inspector
 
+    return [
+        pte_inspector.parse_mlx_flatbuffer(pte_inspector._load_mlx_payload(pte, index).fb_data)
+        for index, _ in enumerate(pte_inspector._find_mlx_delegates(pte))
+    ]
+
+
+def instruction_histogram(graphs: list[dict[str, Any]]) -> collections.Counter[str]:
     counts: collections.Counter[str] = collections.Counter()
-    for index, _ in enumerate(pte_inspector._find_mlx_delegates(pte)):
-        payload = pte_inspector._load_mlx_payload(pte, index)
-        graph = pte_inspector.parse_mlx_flatbuffer(payload.fb_data)
+    for graph in graphs:
         for chain in graph["instruction_chains"]:
             counts.update(i.get("op_name", "?") for i in chain["instructions"])
     return counts
+
+
+# Instructions that only select or re-view elements of their ``x``: a scalar read through them
+# still reads the tensor they were applied to.
+_SELECTIONS = ("TakeNode", "SliceNode", "ReshapeNode", "SqueezeNode", "ExpandDimsNode",
+               "AsTypeNode", "IdCopyNode")
+
+
+def items_not_of_input(graph: dict[str, Any], input_index: int) -> list[dict[str, Any]]:
+    """The graph's scalar reads (``ItemIntNode``) of anything but elements of input
+    ``input_index``, followed back through selections (``input_pos[0]`` is a ``TakeNode``)."""
+    allowed = graph["input_map"][input_index]["idx"]
+    bad = []
+    for chain in graph["instruction_chains"]:
+        instructions = chain["instructions"]
+        for at, instruction in enumerate(instructions):
+            if instruction.get("op_name") != ITEM_NODE:
+                continue
+            tid = instruction["x"]["tid"]
+            # Temporaries are reused: the value read is the last one written before the read.
+            for earlier in reversed(instructions[:at]):
+                if tid == allowed or earlier.get("out", {}).get("tid") == tid:
+                    if tid == allowed or earlier.get("op_name") not in _SELECTIONS:
+                        break
+                    tid = earlier["x"]["tid"]
+            if tid != allowed:
+                bad.append(instruction)
+    return bad
 
 
 BACKEND = MLXBackend()

@@ -4,10 +4,14 @@
   from the ``input_pos`` *tensor*. The wheel's ``mlx::rope`` only takes an int offset, which
   forces ``input_pos.item()`` into the graph; the MLX schema's ``RopeNode.offset`` also accepts
   a tensor, so we register our op and a builder handler that emits exactly that.
-- Attention -> ``mlx::custom_sdpa`` over the whole cache with an additive mask (sliding window
-  and ring buffer included); ``start_pos = cache_len - T`` is a shape expression, not data.
+- Attention -> ``mlx::custom_sdpa``. Full-attention layers attend over the written slots of their
+  flat cache only, ``[0, start + T)`` (``MLXFlatCache``), with MLX's causal mask, so decode cost
+  follows the tokens in the cache, not ``max_context``. Sliding layers attend over their whole
+  ring (window-sized, so already bounded) with an additive mask that carries the positions.
 - RMSNorm (weighted q/k norms and the weightless v_norm) -> ``aten.rms_norm`` (MLX RMSNormNode).
-- KV caches keep their tensor-indexed ``index_copy_`` (MLX's INDEX_COPY pattern).
+- KV caches keep their tensor-indexed ``index_copy_`` (MLX's INDEX_COPY pattern). A flat cache's
+  span end is a SymInt read from the graph input ``input_pos`` (one ``ItemIntNode`` per written
+  flat cache; KV-shared layers reuse the writer's, ``LastWrite``).
 
 Full-attention layers rotate only ``rope_dims`` of ``head_dim``, pairing dims ``(i, i+D/2)``;
 ``mx.fast.rope`` rotates the first ``dims`` dims pairing ``(i, i+dims/2)``. The transform
@@ -21,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from rne_tools.export.custom_ops import LastWrite, chunk_start
 from rne_tools.export.transforms import apply_replacements
 from rne_tools.models import layers
 
@@ -117,19 +122,51 @@ class MLXRoPE(nn.Module):
         return torch.ops.rne_mlx.rope(x, self.dims, input_pos, False, self.base, self.scale)
 
 
+class MLXFlatCache(LastWrite, layers.KVCache):
+    """A full-attention layer's flat cache (slot = position) that returns only the slots written
+    so far, ``[0, start + T)``: attention then costs what the cache holds."""
+
+    def update(self, input_pos: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        seq_len = k.shape[2]
+        start = chunk_start(input_pos, seq_len, self.size)
+        super().update(input_pos, k, v)
+        self.remember_write(start, seq_len)
+        return self._written_slots(start + seq_len)
+
+    def read(self, input_pos: Tensor, seq_len: int) -> tuple[Tensor, Tensor]:
+        # KV-shared layers' input_pos is computed, and MLX reads scalars of graph inputs only.
+        return self._written_slots(self.start_of_last(seq_len) + seq_len)
+
+    def _written_slots(self, end: int) -> tuple[Tensor, Tensor]:
+        return self.k[:, :, :end], self.v[:, :, :end]
+
+
+def _flat_cache_bounded(cache: layers.KVCache) -> layers.KVCache:
+    if cache.ring:
+        return cache
+    n_kv_heads, head_dim = cache.k.shape[1], cache.k.shape[3]
+    return MLXFlatCache(n_kv_heads, cache.size, head_dim, None).to(cache.k.dtype)
+
+
 class MLXSDPA(layers.SDPA):
-    """``mlx::custom_sdpa`` over the whole cache with an additive mask (GQA handled by MLX)."""
+    """``mlx::custom_sdpa`` (GQA handled by MLX): full layers causally over the written slots
+    ``MLXFlatCache`` returns, sliding layers over their ring with an additive mask."""
 
     def __init__(self, sdpa: layers.SDPA) -> None:
         super().__init__(sdpa.spec)
 
     def forward(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor, input_pos: Tensor) -> Tensor:
-        # MLX cannot replay a data-dependent start position, so the mask carries the positions.
-        bias = torch.zeros(mask.shape, dtype=q.dtype).masked_fill(~mask, float("-inf"))
-        # custom_sdpa attends over key[:start_pos + T]; this start_pos spans the whole cache.
         b, h, t, d = q.shape
+        # custom_sdpa attends over key[:start_pos + T]: with this start_pos, all it is given.
         start_pos = k.shape[2] - t
-        out = torch.ops.mlx.custom_sdpa(q, k, v, start_pos, bias, 0.0, False, self.spec.scale)
+        if self.spec.window is None:
+            # The span ends at the chunk's last position; MLX's causal mask aligns the last
+            # query row with the last key.
+            out = torch.ops.mlx.custom_sdpa(q, k, v, start_pos, None, 0.0, True, self.spec.scale)
+        else:
+            # A ring's slots are not in position order: the mask carries the positions.
+            bias = torch.zeros(mask.shape, dtype=q.dtype).masked_fill(~mask, float("-inf"))
+            out = torch.ops.mlx.custom_sdpa(q, k, v, start_pos, bias, 0.0, False, self.spec.scale)
         return out.transpose(1, 2).reshape(b, t, h * d)
 
 
@@ -186,11 +223,17 @@ def permute_partial_rope(model: nn.Module) -> None:
 
 
 def apply_mlx_transforms(model: nn.Module) -> nn.Module:
-    """Apply MLX's table (RoPE, SDPA and RMSNorm on MLX ops) in place, after reordering the
+    """Apply MLX's table (caches, RoPE, SDPA and RMSNorm on MLX ops) in place, after reordering the
     partially rotated heads' dims for MLX's rope."""
     load_mlx_ops()
     permute_partial_rope(model)
     apply_replacements(
-        model, {layers.RoPE: MLXRoPE, layers.SDPA: MLXSDPA, layers.RMSNorm: MLXRMSNorm}
+        model,
+        {
+            layers.KVCache: _flat_cache_bounded,
+            layers.RoPE: MLXRoPE,
+            layers.SDPA: MLXSDPA,
+            layers.RMSNorm: MLXRMSNorm,
+        },
     )
     return model
