@@ -1,4 +1,4 @@
-"""MLX backend (Apple GPU, iOS): int4 grouped weights, bf16 activations, compile-friendly graph.
+"""MLX backend (Apple GPU, iOS): int4 grouped weights, bf16 activations.
 
 The graph reads one scalar out of a tensor, the chunk's start from the ``input_pos`` input, for
 the full-attention layers to attend over the written slots only (an ``ItemIntNode`` evaluates
