@@ -45,7 +45,7 @@ GEMMA_TINY = dict(random_config="tiny", max_context=64, max_chunk=5)
 # (a stable path, so its exports are cached like the others). With seeded "trained-scale" random
 # weights, unit-RMS q/k heads (q_norm, k_norm) and attention scale 1 give scores of std ~4:
 # attention is near-argmax and amplifies rounding until eager fp16 moves the logits by 0.15-0.31
-# of their std and bf16 by 1.7-2.0 (the "tiny" cases above). The q/k norm weights at a quarter
+# of their std and bf16 by 1.7-2.0 (the "tiny" cases below). The q/k norm weights at a quarter
 # soften it, and embeddings (the tied head) x3 spread the logits. Measured eager, seeds 0 and 1:
 # fp16 moves them 0.013-0.014 std (16-18 of 18 steps decisive), bf16 0.14-0.21 std.
 # The directory is reused as it is: change the name with the recipe.
