@@ -186,10 +186,13 @@ def items_not_of_input(graph: dict[str, Any], input_index: int) -> list[dict[str
             tid = instruction["x"]["tid"]
             # Temporaries are reused: the value read is the last one written before the read.
             for earlier in reversed(instructions[:at]):
-                if tid == allowed or earlier.get("out", {}).get("tid") == tid:
-                    if tid == allowed or earlier.get("op_name") not in _SELECTIONS:
-                        break
-                    tid = earlier["x"]["tid"]
+                if tid == allowed:
+                    break
+                if earlier.get("out", {}).get("tid") != tid:
+                    continue
+                if earlier.get("op_name") not in _SELECTIONS:
+                    break
+                tid = earlier["x"]["tid"]
             if tid != allowed:
                 bad.append(instruction)
     return bad
