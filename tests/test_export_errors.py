@@ -186,3 +186,23 @@ def test_cli_reports_errors_without_traceback(tmp_path):
     assert "error: max chunk (16) is above max context (8)" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_embedding_quantization_comes_from_the_registry_variant():
+    """A variant's tables are declared in its registry entry: Vulkan and MLX load only 4-bit
+    ones, so an export with the registry's defaults must get 4w, and an explicit value wins."""
+    from rne_tools.export import plan_export
+    from rne_tools.registry import load_registry
+
+    variants = load_registry().model("gemma4_e2b").variants
+    for backend in ("vulkan", "mlx", "xnnpack"):
+        plan = plan_export("gemma4_e2b", backend, random_config="tiny")
+        assert plan.options.embedding_quantization == variants[backend].embedding_quantization
+    assert {variants[b].embedding_quantization for b in ("vulkan", "mlx")} == {"4w"}
+    explicit = plan_export("gemma4_e2b", "xnnpack", random_config="tiny",
+                           embedding_quantization="none")
+    assert explicit.options.embedding_quantization == "none"
+    # A model whose variant declares none keeps the exporter's default.
+    smollm2 = plan_export("smollm2_135m", "xnnpack", "8da4w", random_config="tiny")
+    assert load_registry().model("smollm2_135m").variants["xnnpack"].embedding_quantization is None
+    assert smollm2.options.embedding_quantization == "8w"

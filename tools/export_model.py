@@ -49,9 +49,9 @@ QUANTIZATIONS = {name: get_backend(name).allowed_quantizations for name in backe
 @click.option(
     "--embedding-quantization",
     type=click.Choice(EMBEDDING_QUANTIZATIONS),
-    default="8w",
-    show_default=True,
-    help="Embedding tables of quantized variants: 8-bit per row, 4-bit grouped, none.",
+    default=None,
+    help="Embedding tables of quantized variants: 8-bit per row, 4-bit grouped, none "
+    "(default: the registry variant's, else 8w).",
 )
 @click.option(
     "--group-size",
@@ -94,7 +94,7 @@ def main(
     model_id: str,
     backend: str,
     quantization: str | None,
-    embedding_quantization: str,
+    embedding_quantization: str | None,
     group_size: int,
     checkpoint: Path | None,
     random_config: str | None,

@@ -98,13 +98,13 @@ def plan_export(
     random_config: str | dict[str, Any] | None = None,
     max_context: int | None = None,
     max_chunk: int | None = None,
-    embedding_quantization: str = "8w",
+    embedding_quantization: str | None = None,
     group_size: int = 32,
 ) -> ExportPlan:
     """Resolve and validate an export request before any weights load.
 
-    Unspecified ``quantization``/``max_context``/``max_chunk`` come from the model registry's
-    variant for ``backend``; without ``checkpoint`` or ``random_config`` the weights are the
+    Unspecified ``quantization``/``max_context``/``max_chunk``/``embedding_quantization`` come
+    from the model registry's variant for ``backend`` (embeddings: "8w" where it says none); without ``checkpoint`` or ``random_config`` the weights are the
     registry's source for the model (``gguf_import.default_checkpoint``). Raises
     ``ExportError``/``CheckpointError``/``RegistryError`` on bad input.
     """
@@ -127,6 +127,8 @@ def plan_export(
         if variant is None:
             raise ExportError(f"{model_id} has no {backend!r} variant; pass --max-chunk.")
         max_chunk = variant.max_chunk
+    if embedding_quantization is None:
+        embedding_quantization = (variant and variant.embedding_quantization) or "8w"
     if max_context < 1 or max_chunk < 1:
         raise ExportError(f"max context ({max_context}) and max chunk ({max_chunk}) must be >= 1.")
     if max_chunk > max_context:

@@ -5,6 +5,11 @@
 //     same file (chunked prefill + T=1 decode + argmax, nothing else), interleaved run by run so
 //     both see the same machine load; best run of each. --bare 0: the runner alone ("bare" is
 //     null), for callers that compare it with other engines.
+//   rne_bench --model FILE.pte --memory 1 [--prompt-tokens 512] [--new-tokens 32]
+//     one cold run (no warm-up, no bare loop): resident memory (Linux /proc/self/status) at its
+//     peak during the load, the prefill and the decode, each phase's peak counted from the end
+//     of the phase before, and what is resident after each, split into anonymous memory and
+//     pages of mapped files.
 //   rne_bench --sampler-vocab 262144 [--iterations 200]
 //     sampler ms/token per configuration, median (logits shaped like an LM's: a heavy head on
 //     noise).
@@ -16,6 +21,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -58,6 +65,41 @@ double median(std::vector<double> v) {
 // Rates are reported as the best of the runs: other load on the machine only ever slows a
 // run down, so the fastest run is the closest to what the code itself costs.
 double best(const std::vector<double>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
+
+// Resident set in MiB, from /proc/self/status (-1 where the system has none).
+struct Resident {
+  double peak = -1;  // VmHWM: the highest VmRSS since the last reset_peak()
+  double anon = -1;  // RssAnon: the process's own memory (heap, caches, packed weights)
+  double file = -1;  // RssFile: pages of mapped files (the model), reclaimable when clean
+};
+
+Resident resident_now() {
+  Resident r;
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return r;
+  char line[256];
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    long long kb = 0;
+    if (std::sscanf(line, "VmHWM: %lld kB", &kb) == 1) r.peak = kb / 1024.0;
+    else if (std::sscanf(line, "RssAnon: %lld kB", &kb) == 1) r.anon = kb / 1024.0;
+    else if (std::sscanf(line, "RssFile: %lld kB", &kb) == 1) r.file = kb / 1024.0;
+  }
+  std::fclose(f);
+  return r;
+}
+
+// Starts a new peak: VmHWM drops to the current VmRSS (Linux: "5" to clear_refs).
+void reset_peak() {
+  std::FILE* f = std::fopen("/proc/self/clear_refs", "w");
+  if (f == nullptr) return;
+  std::fputs("5", f);
+  std::fclose(f);
+}
+
+void print_resident(const char* name, const Resident& r, bool last) {
+  std::printf("\"%s\":{\"peak_mb\":%.1f,\"anon_mb\":%.1f,\"file_mb\":%.1f}%s", name, r.peak,
+              r.anon, r.file, last ? "" : ",");
+}
 
 struct Rates {
   double prefill = 0;  // tokens/s
@@ -114,8 +156,13 @@ void bench_model(const std::string& path, int prompt_tokens, int new_tokens, int
   const auto contract = (*session)->contract();
   if (prompt_tokens + new_tokens > contract.max_context) fail("prompt + new tokens exceed the context");
   TextGenerator generator(std::move(session).value());
-  et::extension::module::Module bare(path, et::extension::module::Module::LoadMode::MmapUseMlockIgnoreErrors);
-  if (bare.load_method("forward") != et::runtime::Error::Ok) fail("bare load failed");
+  // Loaded only when compared: a second copy of the program would double the process's memory.
+  std::unique_ptr<et::extension::module::Module> bare;
+  if (with_bare) {
+    bare = std::make_unique<et::extension::module::Module>(
+        path, et::extension::module::Module::LoadMode::MmapUseMlockIgnoreErrors);
+    if (bare->load_method("forward") != et::runtime::Error::Ok) fail("bare load failed");
+  }
 
   std::vector<int64_t> prompt;
   for (int i = 0; i < prompt_tokens; ++i) prompt.push_back((i * 7919 + 13) % contract.vocab_size);
@@ -123,7 +170,7 @@ void bench_model(const std::string& path, int prompt_tokens, int new_tokens, int
   // prompt's prefill would cost as much as a measured run.
   const int64_t warm_tokens = std::min<int64_t>(contract.max_chunk, prompt_tokens);
   const std::vector<int64_t> warm(prompt.begin(), prompt.begin() + warm_tokens);
-  if (with_bare) bare_loop(bare, warm, contract.max_chunk, 4);
+  if (with_bare) bare_loop(*bare, warm, contract.max_chunk, 4);
   runner_run(generator, warm, 4);
 
   std::vector<double> bp, bd, rp, rd;
@@ -133,11 +180,11 @@ void bench_model(const std::string& path, int prompt_tokens, int new_tokens, int
     if (!with_bare) {
       o = runner_run(generator, prompt, new_tokens);
     } else if (r % 2 == 0) {
-      b = bare_loop(bare, prompt, contract.max_chunk, new_tokens);
+      b = bare_loop(*bare, prompt, contract.max_chunk, new_tokens);
       o = runner_run(generator, prompt, new_tokens);
     } else {
       o = runner_run(generator, prompt, new_tokens);
-      b = bare_loop(bare, prompt, contract.max_chunk, new_tokens);
+      b = bare_loop(*bare, prompt, contract.max_chunk, new_tokens);
     }
     bp.push_back(b.prefill), bd.push_back(b.decode), rp.push_back(o.prefill), rd.push_back(o.decode);
   }
@@ -153,6 +200,43 @@ void bench_model(const std::string& path, int prompt_tokens, int new_tokens, int
       path.c_str(), static_cast<long long>(contract.max_chunk),
       static_cast<long long>(contract.vocab_size), prompt_tokens, new_tokens, repeat, bare_json,
       best(rp), best(rd));
+}
+
+void bench_memory(const std::string& path, int prompt_tokens, int new_tokens) {
+  const Resident before = resident_now();
+  reset_peak();
+  const auto t0 = Clock::now();
+  auto session = ModelSession::load(path);
+  if (!session.ok()) fail(session.error().message);
+  const auto contract = (*session)->contract();
+  if (prompt_tokens + new_tokens > contract.max_context) fail("prompt + new tokens exceed the context");
+  TextGenerator generator(std::move(session).value());
+  const double load_s = seconds_since(t0);
+  Resident load = resident_now(), prefill, decode;
+  reset_peak();
+
+  std::vector<int64_t> prompt;
+  for (int i = 0; i < prompt_tokens; ++i) prompt.push_back((i * 7919 + 13) % contract.vocab_size);
+  GenerationConfig config;
+  config.max_new_tokens = new_tokens;
+  config.stop_on_eos = false;
+  bool first = true;
+  // The first token comes from the prefill's logits: its callback ends the prefill phase.
+  auto stats = generator.generate(prompt, config, [&](int64_t) {
+    if (first) prefill = resident_now(), reset_peak(), first = false;
+    return true;
+  });
+  if (!stats.ok()) fail(stats.error().message);
+  decode = resident_now();
+  std::printf("{\"model\":\"%s\",\"max_context\":%lld,\"prompt_tokens\":%d,\"new_tokens\":%d,"
+              "\"load_s\":%.2f,\"prefill_tok_s\":%.2f,\"decode_tok_s\":%.2f,\"resident\":{",
+              path.c_str(), static_cast<long long>(contract.max_context), prompt_tokens,
+              new_tokens, load_s, stats->prefill_tokens_per_s(), stats->decode_tokens_per_s());
+  print_resident("start", before, false);
+  print_resident("load", load, false);
+  print_resident("prefill", prefill, false);
+  print_resident("decode", decode, true);
+  std::printf("}}\n");
 }
 
 void bench_sampler(int64_t vocab, int iterations) {
@@ -207,6 +291,7 @@ int main(int argc, char** argv) {
   et::runtime::register_pal(et::runtime::PalImpl::create(quiet_log, __FILE__));
   std::string model;
   int prompt_tokens = 128, new_tokens = 64, repeat = 5, iterations = 200, with_bare = 1;
+  int memory = 0;
   int64_t sampler_vocab = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -217,6 +302,7 @@ int main(int argc, char** argv) {
     else if (arg == "--new-tokens") new_tokens = std::stoi(value);
     else if (arg == "--repeat") repeat = std::stoi(value);
     else if (arg == "--bare") with_bare = std::stoi(value);
+    else if (arg == "--memory") memory = std::stoi(value);
     else if (arg == "--sampler-vocab") sampler_vocab = std::stoll(value);
     else if (arg == "--iterations") iterations = std::stoi(value);
     else fail("unknown option " + arg);
@@ -226,6 +312,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (model.empty()) fail("--model FILE.pte or --sampler-vocab N is required");
-  bench_model(model, prompt_tokens, new_tokens, repeat, with_bare != 0);
+  if (memory != 0) bench_memory(model, prompt_tokens, new_tokens);
+  else bench_model(model, prompt_tokens, new_tokens, repeat, with_bare != 0);
   return 0;
 }

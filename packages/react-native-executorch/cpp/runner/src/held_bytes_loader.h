@@ -24,14 +24,23 @@ class HeldBytesLoader final : public ::executorch::runtime::DataLoader {
   explicit HeldBytesLoader(std::shared_ptr<const ModelFile> file) : file_(std::move(file)) {}
 
   RuntimeResult<FreeableBuffer> load(size_t offset, size_t size,
-                                     const SegmentInfo&) const override {
+                                     const SegmentInfo& info) const override {
     if (offset > file_->size() || size > file_->size() - offset) {
       ET_LOG(Error, "read of %zu bytes at %zu past the end of a %zu-byte file", size, offset,
              file_->size());
       return RuntimeError::InvalidArgument;
     }
     const uint8_t* data = file_->data() + offset;
-    file_->lock(data, size);
+    // The constant segment holds the tables CPU ops index by token (embeddings, Gemma 4's
+    // per-layer table: most of an E2B file). Locked, every row of them would be resident;
+    // mapped, only the rows looked up are (read without read-ahead: a lookup's neighbours are
+    // other tokens' rows), and the system can take them back. The rest (the
+    // program, delegate blobs and the weights they pack) is locked until the runtime frees it.
+    if (info.segment_type == SegmentInfo::Type::Constant) {
+      file_->look_up_randomly(data, size);
+    } else {
+      file_->lock(data, size);
+    }
     return FreeableBuffer(data, size, &HeldBytesLoader::release,
                                        const_cast<ModelFile*>(file_.get()));
   }

@@ -150,4 +150,12 @@ void ModelFile::lock(const void* data, size_t size) const {
   if (inner_pages(data, size, begin, end)) ::mlock(reinterpret_cast<void*>(begin), end - begin);
 }
 
+void ModelFile::look_up_randomly(const void* data, size_t size) const {
+  if (hold_ != Hold::kMapped) return;
+  uintptr_t begin = 0, end = 0;
+  if (inner_pages(data, size, begin, end)) {
+    ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_RANDOM);
+  }
+}
+
 }  // namespace rne::runner

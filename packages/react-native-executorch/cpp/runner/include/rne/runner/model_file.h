@@ -68,6 +68,9 @@ class ModelFile {
   // kMapped: asks the system to keep [data, data + size) resident (best effort, as ExecuTorch's
   // MmapUseMlockIgnoreErrors did); release() lets go.
   void lock(const void* data, size_t size) const;
+  // kMapped: [data, data + size) is read at random places (tables indexed by token): the
+  // system reads only the pages touched, without read-ahead.
+  void look_up_randomly(const void* data, size_t size) const;
 
  private:
   ModelFile() = default;
