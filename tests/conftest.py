@@ -141,6 +141,11 @@ def rne_llm() -> Path:
 
 
 @pytest.fixture(scope="session")
+def rne_bench() -> Path:
+    return _host_binary("rne_bench")
+
+
+@pytest.fixture(scope="session")
 def rne_logits_host() -> Path:
     """The host build's rne_logits (the wheel's runtime and the host LLM custom ops)."""
     return _host_binary("rne_logits")

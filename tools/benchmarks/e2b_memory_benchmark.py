@@ -22,7 +22,6 @@ asks for more: E2B's prefill there takes hours. Asserts nothing.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -35,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.export_benchmark import gemma4_e2b_config  # noqa: E402
 from benchmarks.runner_benchmark import ensure_rne_bench  # noqa: E402
 from rne_tools.paths import REPO_ROOT  # noqa: E402
+from rne_tools.pte_parts import evict_from_page_cache, pte_parts  # noqa: E402
 from rne_tools.runtime.quiet import configure_python_noise  # noqa: E402
 
 configure_python_noise()
@@ -63,43 +63,6 @@ def export_variant(backend: str, layers: int, embedding_quantization: str | None
         # verification against eager says nothing there (export_benchmark.py's rows).
         run_export(plan, out, verify=False, progress=True)
     return pte
-
-
-def file_parts(pte: Path) -> dict[str, int]:
-    """Bytes of the program's parts: its constant segment, delegate blobs and named data (the
-    weights a backend loads by key), and the rest (the program itself, alignment)."""
-    from executorch.exir._serialize._flatbuffer_program import _flatbuffer_to_program
-    from executorch.exir._serialize._program import _get_extended_header
-
-    with pte.open("rb") as f:
-        header = _get_extended_header(f.read(64))
-        if header is None:
-            raise click.ClickException(f"{pte}: no extended header; not a segmented program")
-        f.seek(0)
-        program = _flatbuffer_to_program(f.read(header.program_size))
-    sizes = [s.size for s in program.segments]
-    constant = sizes[program.constant_segment.segment_index] if program.constant_segment else 0
-    delegate = sum(
-        sizes[d.processed.index]
-        for plan in program.execution_plan
-        for d in plan.delegates
-        if d.processed.location.name == "SEGMENT"
-    )
-    named = sum(sizes[n.segment_index] for n in program.named_data or [])
-    total = pte.stat().st_size
-    return {"constant": constant, "delegate": delegate + named,
-            "other": total - constant - delegate - named, "total": total}
-
-
-def evict_from_page_cache(path: Path) -> None:
-    """Drop the file's clean pages from the page cache, so each run starts cold. Pages already
-    cached (a file just written) come back in whole large folios: a token's lookup would map
-    megabytes of its neighbours, which a phone that had reclaimed them would not see."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
 
 
 def run_phases(bench: Path, pte: Path, phases: set[str], prefill: int, context: int,
@@ -152,13 +115,14 @@ def main(variants: str, layers: int, embedding: tuple[str, ...], phases: str | N
     rows = []
     for backend in variants.split(","):
         pte = export_variant(backend, layers, overrides.get(backend))
-        parts = file_parts(pte)
+        parts = pte_parts(pte)
         wanted = set((phases or ("load,prefill,decode" if backend == "xnnpack" else "load"))
                      .split(","))
         bench = ensure_rne_bench() if backend == "xnnpack" else SOURCE_RNE_BENCH
         if not bench.is_file():
-            print(f"{backend}: not run: {bench} is missing (tools/build_binaries.py --platform "
-                  "linux)")
+            print(f"{backend}: sizes only: {bench} is missing (tools/build_binaries.py "
+                  "--platform linux)")
+            rows.append((pte, parts, {}))
             continue
         rows.append((pte, parts,
                      run_phases(bench, pte, wanted, prefill, context, new_tokens)))
@@ -169,8 +133,8 @@ def main(variants: str, layers: int, embedding: tuple[str, ...], phases: str | N
           f"{'load':>22}{'prefill ' + str(prefill):>22}{'decode @' + str(context):>22}"
           f"{'prefill tok/s':>14}{'decode tok/s':>13}")
     for pte, parts, run in rows:
-        print(f"{pte.stem:<28}{parts['total'] / MB:>8.0f}{parts['constant'] / MB:>10.0f}"
-              f"{parts['delegate'] / MB:>10.0f}{parts['other'] / MB:>7.0f}"
+        print(f"{pte.stem:<28}{parts.total / MB:>8.0f}{parts.constant / MB:>10.0f}"
+              f"{parts.delegate / MB:>10.0f}{parts.other / MB:>7.0f}"
               f"{_resident(run, 'load'):>22}{_resident(run, 'prefill'):>22}"
               f"{_resident(run, 'decode'):>22}{_rate(run, 'prefill_tok_s'):>14}"
               f"{_rate(run, 'decode_tok_s'):>13}")
