@@ -19,6 +19,11 @@ the repo (llama.cpp is a comparison point, not a dependency), as for decode_cont
 
     python3.11 -m venv /tmp/llamacpp-venv
     /tmp/llamacpp-venv/bin/pip install numpy==2.4.6 llama-cpp-python==0.3.36   # builds llama.cpp
+    # A VM whose CPU reports AMX without enabling it: the native build dies with SIGILL at its
+    # first tile instruction. Rebuild without AMX (add -DGGML_AVX512=ON where the CPU has it):
+    CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" \
+        /tmp/llamacpp-venv/bin/pip install --force-reinstall --no-deps --no-cache-dir \
+        llama-cpp-python==0.3.36
     .venv/bin/python tools/benchmarks/llamacpp_gemma4.py parity --llamacpp-python /tmp/llamacpp-venv/bin/python
     .venv/bin/python tools/benchmarks/llamacpp_gemma4.py e2b --llamacpp-python /tmp/llamacpp-venv/bin/python
 
