@@ -242,7 +242,7 @@ def test_a_stop_string_ends_the_answer_right_before_it(rne_llm, tiny_llama_fp32,
 
 def test_tables_stay_mapped_and_only_looked_up_rows_become_resident(rne_bench, smollm2_8w):
     """The loader locks the program and the delegate data until XNNPACK has packed it, but
-    leaves the constant segment (here SmolLM2's 8-bit embedding table, 28 MB, looked up on the
+    leaves the constant segment (here SmolLM2's 8-bit embedding table, 30 MB, looked up on the
     CPU) mapped: after a 16-token prompt only the rows read are resident. Locking it, as the
     loader once did, makes the whole table resident for the program's life."""
     from rne_tools.pte_parts import evict_from_page_cache, pte_parts

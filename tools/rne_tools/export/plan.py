@@ -104,8 +104,9 @@ def plan_export(
     """Resolve and validate an export request before any weights load.
 
     Unspecified ``quantization``/``max_context``/``max_chunk``/``embedding_quantization`` come
-    from the model registry's variant for ``backend`` (embeddings: "8w" where it says none); without ``checkpoint`` or ``random_config`` the weights are the
-    registry's source for the model (``gguf_import.default_checkpoint``). Raises
+    from the model registry's variant for ``backend`` (embeddings: "8w" where it says none);
+    without ``checkpoint`` or ``random_config`` the weights are the registry's source for the
+    model (``gguf_import.default_checkpoint``). Raises
     ``ExportError``/``CheckpointError``/``RegistryError`` on bad input.
     """
     from rne_tools.registry import load_registry
