@@ -127,8 +127,8 @@ def main(variants: str, layers: int, embedding: tuple[str, ...], phases: str | N
         rows.append((pte, parts,
                      run_phases(bench, pte, wanted, prefill, context, new_tokens)))
 
-    print(f"\nGemma 4 E2B widths, {layers} layers, random weights; MB = 10^6 bytes; resident "
-          "memory: peak (own + mapped file)")
+    print(f"\nGemma 4 E2B widths, {layers} layers, random weights; files in MB (10^6 bytes), "
+          "resident memory in MiB: peak (own + mapped file)")
     print(f"{'variant':<28}{'file':>8}{'constant':>10}{'delegate':>10}{'other':>7}"
           f"{'load':>22}{'prefill ' + str(prefill):>22}{'decode @' + str(context):>22}"
           f"{'prefill tok/s':>14}{'decode tok/s':>13}")
