@@ -248,7 +248,8 @@ def test_tables_stay_mapped_and_only_looked_up_rows_become_resident(rne_bench, s
     from rne_tools.pte_parts import evict_from_page_cache, pte_parts
 
     pte = smollm2_8w.pte_path
-    table = pte_parts(pte).constant
+    parts = pte_parts(pte)
+    table = parts.constant
     assert table > 25e6, table  # the table is there to be measured
     evict_from_page_cache(pte)  # cached large folios would map megabytes per lookup
     done = subprocess.run([rne_bench, "--model", pte, "--memory", "1", "--prompt-tokens", "16",
@@ -261,4 +262,4 @@ def test_tables_stay_mapped_and_only_looked_up_rows_become_resident(rne_bench, s
         - resident["start"]["file_mb"]
     assert model_mib * 2**20 < table / 2, (model_mib, table)
     # The packed weights are the process's own memory: its anonymous pages hold the linears.
-    assert resident["decode"]["anon_mb"] * 2**20 > pte_parts(pte).delegate / 2, resident
+    assert resident["decode"]["anon_mb"] * 2**20 > parts.delegate / 2, resident

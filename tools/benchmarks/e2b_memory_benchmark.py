@@ -41,7 +41,6 @@ configure_python_noise()
 
 OUT_DIR = REPO_ROOT / "build" / "benchmarks" / "e2b"
 SOURCE_RNE_BENCH = REPO_ROOT / "build" / "linux" / "host" / "rne_bench"
-PHASES = ("load", "prefill", "decode")
 MB = 1e6
 
 

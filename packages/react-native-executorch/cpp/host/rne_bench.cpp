@@ -100,6 +100,14 @@ void print_resident(const char* name, const Resident& r, bool last) {
               r.anon, r.file, last ? "" : ",");
 }
 
+// The prompt every mode feeds (and decode_context_benchmark.py gives llama.cpp): ids spread over
+// the vocabulary, the same on every run.
+std::vector<int64_t> synthetic_prompt(int tokens, int64_t vocab_size) {
+  std::vector<int64_t> prompt;
+  for (int i = 0; i < tokens; ++i) prompt.push_back((i * 7919 + 13) % vocab_size);
+  return prompt;
+}
+
 struct Rates {
   double prefill = 0;  // tokens/s
   double decode = 0;   // tokens/s over the T=1 steps
@@ -163,8 +171,7 @@ void bench_model(const std::string& path, int prompt_tokens, int new_tokens, int
     if (bare->load_method("forward") != et::runtime::Error::Ok) fail("bare load failed");
   }
 
-  std::vector<int64_t> prompt;
-  for (int i = 0; i < prompt_tokens; ++i) prompt.push_back((i * 7919 + 13) % contract.vocab_size);
+  const std::vector<int64_t> prompt = synthetic_prompt(prompt_tokens, contract.vocab_size);
   // Warm-up (first-call delegate setup, weight page faults) for both, on one chunk: a long
   // prompt's prefill would cost as much as a measured run.
   const int64_t warm_tokens = std::min<int64_t>(contract.max_chunk, prompt_tokens);
@@ -214,8 +221,7 @@ void bench_memory(const std::string& path, int prompt_tokens, int new_tokens) {
   Resident load = resident_now(), prefill, decode;
   reset_peak();
 
-  std::vector<int64_t> prompt;
-  for (int i = 0; i < prompt_tokens; ++i) prompt.push_back((i * 7919 + 13) % contract.vocab_size);
+  const std::vector<int64_t> prompt = synthetic_prompt(prompt_tokens, contract.vocab_size);
   GenerationConfig config;
   config.max_new_tokens = new_tokens;
   config.stop_on_eos = false;
