@@ -131,8 +131,9 @@ CASES = {
     # text: max |dlogit| 0.40 (0.078 std), 5x eager fp16's 0.079, because the delegate's linear
     # kernels accumulate in fp16 where PyTorch's fp16 matmuls accumulate in fp32: the eager model
     # with its linears accumulating in fp16 drifts 0.27-0.56 per forward (Vulkan: 0.18-0.40),
-    # and the head alone 1.2 logits (Vulkan 1.2, eager fp16 0.07). Before the embedding layout
-    # fix (backends/vulkan.py) a chunk's rows past its first moved them by 18 logits.
+    # and the head alone 1.2 logits (Vulkan 1.2, eager fp16 0.07). Its table is looked up on the
+    # CPU; given to the delegate's embedding kernel in a height-packed layout, every chunk row
+    # past the first came out wrong (18 logits).
     "vulkan-fp16-smollm2": Case("smollm2_135m", "vulkan", "fp16",
                                 dict(max_context=128, max_chunk=8), 0.2),
     # fp32 XNNPACK kernels and ExecuTorch's own LLM custom ops (custom_sdpa, update_cache) vs
@@ -170,10 +171,10 @@ def test_runtime_matches_eager_at_every_step(name):
 
 
 def test_vulkan_weights_over_one_storage_buffer_run_sharded(monkeypatch, tmp_path):
-    """Gemma 4 E2B's 262,144-row head and tables exceed the 2^27-byte storage buffer Vulkan
-    guarantees (its fp16 program did not load on lavapipe). The tiny model under a 16 KiB budget
-    takes the same path: head and MLP linears split into row shards, both tables looked up on the
-    CPU. Exported uncached (the budget is not an export option) and run by our runner."""
+    """Gemma 4 E2B's 262,144-row head exceeds the 2^27-byte storage buffer Vulkan guarantees (its
+    fp16 program did not load on lavapipe). The tiny model under a 16 KiB budget takes the same
+    path: head and MLP linears split into row shards (both tables are looked up on the CPU, as
+    always). Exported uncached (the budget is not an export option) and run by our runner."""
     monkeypatch.setattr(vulkan_ops, "STORAGE_BUFFER_BYTES", 16 * 1024)
     case = Case("gemma4_e2b", "vulkan", "fp16", GEMMA_TINY, None)
     result = export_llm(case.model_id, case.backend, tmp_path, case.quantization,

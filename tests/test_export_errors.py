@@ -189,8 +189,9 @@ def test_cli_reports_errors_without_traceback(tmp_path):
 
 
 def test_embedding_quantization_comes_from_the_registry_variant():
-    """A variant's tables are declared in its registry entry: Vulkan and MLX load only 4-bit
-    ones, so an export with the registry's defaults must get 4w, and an explicit value wins."""
+    """A variant's tables are declared in its registry entry: MLX loads only 4-bit ones and
+    E2B's Vulkan and XNNPACK files are sized for them, so an export with the registry's defaults
+    must get 4w, and an explicit value wins."""
     from rne_tools.export import plan_export
     from rne_tools.registry import load_registry
 
@@ -198,7 +199,7 @@ def test_embedding_quantization_comes_from_the_registry_variant():
     for backend in ("vulkan", "mlx", "xnnpack"):
         plan = plan_export("gemma4_e2b", backend, random_config="tiny")
         assert plan.options.embedding_quantization == variants[backend].embedding_quantization
-    assert {variants[b].embedding_quantization for b in ("vulkan", "mlx")} == {"4w"}
+    assert {variants[b].embedding_quantization for b in ("vulkan", "mlx", "xnnpack")} == {"4w"}
     explicit = plan_export("gemma4_e2b", "xnnpack", random_config="tiny",
                            embedding_quantization="none")
     assert explicit.options.embedding_quantization == "none"

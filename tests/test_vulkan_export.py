@@ -22,7 +22,7 @@ from rne_tools.export.custom_ops import CustomOpCausalSDPA, InPlaceKVCache
 from rne_tools.models import gemma4, layers, llama
 
 
-def _variant(config, quantization):
+def _variant(config, quantization, embedding_quantization=None):
     return cached_export(
         "gemma4_e2b",
         "vulkan",
@@ -31,8 +31,7 @@ def _variant(config, quantization):
         max_context=64,
         max_chunk=5,
         progress=False,
-        # Vulkan executes 4-bit symmetric embedding tables only (fp16 leaves them float).
-        **(dict(embedding_quantization="4w") if quantization == "8da4w" else {}),
+        **(dict(embedding_quantization=embedding_quantization) if embedding_quantization else {}),
     )
 
 
@@ -58,9 +57,16 @@ def test_transformed_model_matches_original(name):
         assert isinstance(cache, VulkanKVCache) and cache.size == 40 + pad + 4 - 1
 
 
-@pytest.mark.parametrize("config, quantization", [("tiny", "8da4w"), ("tiny_mqa", "fp16")])
-def test_export_delegates_norms_attention_and_caches(config, quantization):
-    report = _variant(config, quantization).report
+# Every table is looked up on the CPU, by the kernel its quantization needs.
+TABLE_OPS = {None: "aten_embedding_default", "4w": "quantized_decomposed_embedding_4bit_default",
+             "8w": "quantized_decomposed_embedding_byte_default"}
+
+
+@pytest.mark.parametrize("config, quantization, tables", [("tiny", "8da4w", "4w"),
+                                                          ("tiny", "8da4w", "8w"),
+                                                          ("tiny_mqa", "fp16", None)])
+def test_export_delegates_norms_attention_and_caches(config, quantization, tables):
+    report = _variant(config, quantization, tables).report
     args = gemma4.ModelArgs.from_hf_config(gemma4.RANDOM_CONFIGS[config])
     own_kv = sum(1 for i in range(args.n_layers) if args.kv_source[i] == i)
     checks = report["backend_checks"]
@@ -71,6 +77,8 @@ def test_export_delegates_norms_attention_and_caches(config, quantization):
     assert fused["et_vk_sdpa_default"] == {"delegated": args.n_layers, "cpu": 0}
     assert fused["auto_functionalized_v2"] == {"delegated": 2 * own_kv, "cpu": 0}
     assert checks["transform_check"]["greedy_tokens_match"]
+    assert sorted(checks["host_tables"]) == ["ple_embeddings", "tok_embeddings"]
+    assert checks["ops_on_cpu"].get(TABLE_OPS[tables]) == 2
     # Executed where a source-built runtime with the backend existed at export time
     # (tools/build_binaries.py --platform linux); never a mismatch.
     verification = report["verification"]
@@ -81,18 +89,10 @@ def test_export_delegates_norms_attention_and_caches(config, quantization):
         assert verification["agreement"] >= verification["required_agreement"] >= 0.25
 
 
-@pytest.mark.parametrize(
-    "model_id, overrides, message",
-    [
-        ("gemma4_e2b", dict(quantization="int4"), r"allowed: fp16, 8da4w"),
-        ("gemma4_e2b", dict(quantization="8da4w", embedding_quantization="8w"),
-         r"--embedding-quantization 4w"),
-    ],
-)
-def test_refuses_options_it_cannot_honour(tmp_path, model_id, overrides, message):
-    options = dict(random_config="tiny", max_context=64, max_chunk=5) | overrides
-    with pytest.raises(ExportError, match=message):
-        export_llm(model_id, "vulkan", tmp_path, progress=False, **options)
+def test_refuses_a_quantization_it_cannot_honour(tmp_path):
+    options = dict(random_config="tiny", max_context=64, max_chunk=5, quantization="int4")
+    with pytest.raises(ExportError, match=r"allowed: fp16, 8da4w"):
+        export_llm("gemma4_e2b", "vulkan", tmp_path, progress=False, **options)
     assert list(tmp_path.iterdir()) == []
 
 

@@ -1,7 +1,7 @@
 """Weights larger than one Vulkan storage buffer (2^27 bytes, the limit every device guarantees):
-Gemma 4 E2B's 262,144-row head is split into row shards and its float tables are looked up on
-the CPU, and the result is the same model. (Their execution on the runtime is in
-tests/test_execution_parity.py.)"""
+Gemma 4 E2B's 262,144-row head is split into row shards, and the result is the same model.
+Every embedding table is looked up on the CPU, float or quantized, with the same rows. (Their
+execution on the runtime is in tests/test_execution_parity.py.)"""
 
 import pytest
 import torch
@@ -13,7 +13,7 @@ from rne_tools.export.backends.vulkan_ops import (
     STORAGE_BUFFER_BYTES,
     HostEmbedding,
     ShardedLinear,
-    host_large_tables,
+    host_tables,
     shard_wide_linears,
 )
 from rne_tools.export.quantize import quantize_8da4w
@@ -49,17 +49,15 @@ def test_sharded_linear_computes_the_same_linear():
     torch.testing.assert_close(sharded(x), linear(x), rtol=0, atol=1e-5)  # GEMM blocking order
 
 
-def test_small_weights_are_left_as_they_are():
-    model = nn.Sequential(nn.Linear(64, 64), nn.Embedding(256, 64))
-    assert shard_wide_linears(model) == [] and host_large_tables(model) == []
-    assert isinstance(model[0], nn.Linear) and isinstance(model[1], nn.Embedding)
+def test_small_linears_are_left_as_they_are():
+    model = nn.Sequential(nn.Linear(64, 64))
+    assert shard_wide_linears(model) == [] and isinstance(model[0], nn.Linear)
 
 
-def test_large_float_table_is_looked_up_on_the_host_in_fp16(monkeypatch):
-    monkeypatch.setattr(vulkan_ops, "STORAGE_BUFFER_BYTES", 4096)
-    table = nn.Embedding(100, 32)  # 6,400 bytes in fp16
-    model = nn.ModuleDict({"tok": table})
-    assert host_large_tables(model) == ["tok"]
+def test_float_table_is_looked_up_on_the_host_in_fp16():
+    table = nn.Embedding(100, 32)
+    model = nn.ModuleDict({"tok": table, "out": nn.Linear(32, 8)})
+    assert host_tables(model) == ["tok"]
     host = model["tok"]
     assert isinstance(host, HostEmbedding) and host.weight.dtype == torch.float16
     tokens = torch.tensor([[0, 5, 99]])
@@ -70,12 +68,26 @@ def test_large_float_table_is_looked_up_on_the_host_in_fp16(monkeypatch):
     assert model.to(torch.float16)["tok"](tokens).dtype == torch.float16
 
 
-def test_quantized_table_is_left_to_the_partitioner(monkeypatch):
-    # A 4-bit table's packed bytes are what the partitioner counts; only float tables move.
-    monkeypatch.setattr(vulkan_ops, "STORAGE_BUFFER_BYTES", 4096)
+def test_quantized_table_is_looked_up_on_the_host_as_it_was_quantized():
+    # A 4-bit table on the GPU would be device memory for the program's life; on the CPU only
+    # the rows looked up are read. It stays quantized: the same rows, the same bytes.
+    g = torch.Generator().manual_seed(0)
     model = nn.ModuleDict({"tok": nn.Embedding(100, 32), "out": nn.Linear(32, 8)})
+    with torch.no_grad():
+        model["tok"].weight.copy_(torch.randn(100, 32, generator=g))
+    tokens = torch.tensor([[0, 5, 99]])
+    float_rows = model["tok"](tokens)
     quantize_8da4w(model, 32, "4w")
-    assert host_large_tables(model) == []
+    quantized = model["tok"]
+    expected = quantized(tokens)
+    assert host_tables(model) == ["tok"]
+    host = model["tok"]
+    assert isinstance(host, HostEmbedding) and host.weight is quantized.weight
+    out = host(tokens)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+    # The host answers with the 4-bit rows, not float ones kept beside them.
+    assert float((out - float_rows).abs().max()) > 1e-3
 
 
 def test_a_row_wider_than_the_budget_is_refused(monkeypatch):

@@ -5,7 +5,8 @@ tensors and arithmetic are fp16 on the device (RMSNorm and softmax accumulate in
 
 Source transforms (``backends.vulkan_ops``) map every RMSNorm onto ``et_vk::rms_norm`` and
 attention with its KV cache onto ``et_vk::sdpa`` + ``llama::update_cache``, so those run on
-the GPU instead of falling back to CPU kernels.
+the GPU instead of falling back to CPU kernels. Embedding tables stay on the CPU, read from the
+mapped program (``HostEmbedding``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from torch import nn
 from rne_tools.backend_catalog import load_catalog
 from rne_tools.checks.delegation import delegation_by_op
 from rne_tools.checks.transform import check_transform
-from rne_tools.errors import ExportError, VerificationError
+from rne_tools.errors import VerificationError
 from rne_tools.export.backends import (
     Backend,
     ExportOptions,
@@ -56,23 +57,6 @@ def _fit_textures_conservatively() -> None:
     utils.extents_are_valid = extents_are_valid
 
 
-def _embedding_output_width_packed() -> None:
-    """ExecuTorch registers ``aten.embedding`` for any tensor layout, but its runtime kernels
-    (``embedding_texture3d``, ``embedding_buffer``) write each output texel as four consecutive
-    columns of one table row: width-packed only. Given a height-packed output (the layout pass
-    picks one after SmolLM2's embedding), every row past the first of a multi-token chunk is
-    read from the chunk's first token at a column offset, so chunked prefill was garbage while
-    one-token decode was right. Indices and output are restricted to the width-packed layouts,
-    in one storage type: the kernel is picked by the output's storage and reads the indices
-    in the same one (a buffer output with texture indices crashes the driver)."""
-    from executorch.backends.vulkan import op_registry, utils
-    from executorch.exir.dialects._ops import ops as exir_ops
-
-    features = op_registry.vulkan_supported_ops[exir_ops.edge.aten.embedding.default]
-    features.inputs_storage = utils.TensorRepSetList(utils.CONTIGUOUS_ANY)
-    features.outputs_storage = utils.TensorRepSetList(utils.CONTIGUOUS_ANY)
-
-
 class VulkanBackend(Backend):
     name = "vulkan"
     runtime_name = load_catalog().backend("vulkan").runtime
@@ -81,15 +65,6 @@ class VulkanBackend(Backend):
 
     def validate(self, options: ExportOptions) -> None:
         check_quantization(self, options)
-        # The partitioner claims 8-bit tables too, but the runtime has no kernel for the
-        # torchao.dequantize_affine they lower to (the program fails to load): Vulkan executes
-        # quantized embeddings only as 4-bit symmetric groups (et_vk.embedding_q4gsw).
-        if options.quantization == "8da4w" and options.embedding_quantization == "8w":
-            raise ExportError(
-                "Vulkan runs quantized embedding tables only as 4-bit symmetric groups; 8-bit "
-                "tables do not load on its runtime (missing torchao.dequantize_affine). Pass "
-                "--embedding-quantization 4w (or none for float tables)."
-            )
 
     def transform(self, model: nn.Module, options: ExportOptions) -> TransformResult:
         from rne_tools.export.backends.vulkan_ops import apply_vulkan_transforms
@@ -97,14 +72,14 @@ class VulkanBackend(Backend):
         return TransformResult(*check_transform(model, apply_vulkan_transforms))
 
     def quantize(self, model: nn.Module, options: ExportOptions) -> nn.Module:
-        from rne_tools.export.backends.vulkan_ops import host_large_tables
+        from rne_tools.export.backends.vulkan_ops import host_tables
 
         # The graph stays float32; the delegate stores and computes it in fp16 (force_fp16).
         if options.quantization == "8da4w":
             model.left_unquantized = quantize_8da4w(
                 model, options.group_size, options.embedding_quantization
             )
-        model.host_tables = host_large_tables(model)
+        model.host_tables = host_tables(model)
         return model
 
     def partitioners(self, options: ExportOptions) -> list[Any]:
@@ -113,7 +88,6 @@ class VulkanBackend(Backend):
         from rne_tools.export.backends.vulkan_ops import HOST_MODULES
 
         _fit_textures_conservatively()
-        _embedding_output_width_packed()
         return [VulkanPartitioner({"force_fp16": True}, nn_module_blocklist=HOST_MODULES)]
 
     def compile_config(self) -> Any:
@@ -137,8 +111,8 @@ class VulkanBackend(Backend):
             "ops_on_cpu": {k: c["cpu"] for k, c in by_op.items() if c["cpu"]},
             "fused_ops": fused,
             "left_unquantized": getattr(model, "left_unquantized", []),
-            # Weights over one storage buffer (2^27 bytes): linears split into row shards,
-            # float tables looked up on the CPU.
+            # Linears over one storage buffer (2^27 bytes) split into row shards; every table
+            # looked up on the CPU.
             "sharded_linears": getattr(model, "sharded_linears", []),
             "host_tables": getattr(model, "host_tables", []),
         }

@@ -21,9 +21,8 @@ sharing: Gemma 4):
   (``llama::custom_sdpa`` is not used: Vulkan's lowering fuses it with the layer's own cache
   update at a single graph-wide start, which KV-shared layers and offset sliding slots break.)
 
-Every RMSNorm -> ``et_vk::rms_norm``. Weights larger than one storage buffer (Gemma 4 E2B's 262,144-row head and tables) are
-fitted to it: linears split into row shards (``ShardedLinear``), float tables left to the CPU
-(``HostEmbedding``).
+Linears larger than one storage buffer (Gemma 4 E2B's 262,144-row head) are split into row shards
+(``ShardedLinear``). Every embedding table is looked up on the CPU (``HostEmbedding``).
 """
 
 from __future__ import annotations
@@ -180,16 +179,23 @@ class ShardedLinear(nn.Module):
 
 
 class HostEmbedding(nn.Module):
-    """A float table that exceeds one storage buffer, looked up on the CPU (the partitioner is
-    told to skip this module, ``HOST_MODULES``): a lookup copies T rows, which costs nothing
-    there, and the rows then enter the delegate. Kept in fp16, as the device would keep it, and
-    returned in the dtype of the rest of the model (``dtype_marker`` follows ``.to()``)."""
+    """An embedding table looked up on the CPU (the partitioner is told to skip this module,
+    ``HOST_MODULES``). A lookup reads T rows: on the CPU that is T rows of the memory-mapped
+    program, on the GPU the whole table would be device memory for the program's life (E2B's
+    4-bit tables: 1.7 GB). The rows then enter the delegate. A float table is kept in fp16, as
+    the device would keep it; a quantized one stays quantized, and ExecuTorch fuses its lookup
+    into the CPU's quantized embedding kernel. Rows are returned in the dtype of the rest of
+    the model (``dtype_marker`` follows ``.to()``)."""
 
     def __init__(self, embedding: nn.Embedding) -> None:
         super().__init__()
-        self.register_buffer("weight", embedding.weight.detach().to(torch.float16))
+        weight = embedding.weight
+        if is_traceable_wrapper_subclass(weight):
+            self.weight = weight
+        else:
+            self.register_buffer("weight", weight.detach().to(torch.float16))
         # The graph's float32, also for a table kept in its checkpoint's bf16 (Gemma 4's PLE).
-        graph_dtype = torch.promote_types(embedding.weight.dtype, torch.float32)
+        graph_dtype = torch.promote_types(weight.dtype, torch.float32)
         self.register_buffer("dtype_marker", torch.zeros((), dtype=graph_dtype))
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -226,19 +232,10 @@ def shard_wide_linears(model: nn.Module, budget: int | None = None) -> list[str]
     return apply_replacements(model, {nn.Linear: _shard_if_wide(budget)})
 
 
-def host_large_tables(model: nn.Module, budget: int | None = None) -> list[str]:
-    """Replace every float (not quantized) embedding table whose fp16 size exceeds ``budget``
-    bytes by a ``HostEmbedding``; returns the names replaced. Run after quantization: a 4-bit
-    table the quantizer made is placed by the partitioner itself, which counts its packed bytes."""
-    budget = STORAGE_BUFFER_BYTES if budget is None else budget
-
-    def host_if_large(table: nn.Module) -> nn.Module:
-        assert isinstance(table, nn.Embedding)
-        if is_traceable_wrapper_subclass(table.weight) or _fits(table.weight, budget):
-            return table
-        return HostEmbedding(table)
-
-    return apply_replacements(model, {nn.Embedding: host_if_large})
+def host_tables(model: nn.Module) -> list[str]:
+    """Replace every embedding table, float or quantized, by a ``HostEmbedding``; returns the
+    names replaced. Run after quantization, so a quantized table is hosted as what it became."""
+    return apply_replacements(model, {nn.Embedding: HostEmbedding})
 
 
 def apply_vulkan_transforms(model: nn.Module) -> nn.Module:
