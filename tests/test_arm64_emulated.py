@@ -161,7 +161,7 @@ def test_smollm2_answers_paris(quantization, tmp_path):
     done = subprocess.run(
         [emulated(BUILD / "host" / "rne_llm", tmp_path), "--json", "--model", str(pte),
          "--tokenizer", str(checkpoint / "tokenizer.json"), "--max-new-tokens", "12", question],
-        capture_output=True, text=True, timeout=900)
+        capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout)
     assert out["prompt_ids"] == ChatTokenizer(checkpoint).user_prompt_ids(question)

@@ -114,7 +114,7 @@ CASES = {
     # On the conditioned tiny Gemma 4 (every step but a few decisive). Vulkan fp16 measured
     # here: max |dlogit| 0.034 std, 2.6x eager fp16's 0.013: the delegate's linear kernels
     # accumulate in fp16 (as on SmolLM2 below), so the bound is set from that, at 2x the
-    # measurement. MLX int4: 0.114 std, 0.81x eager bf16's 0.141.
+    # measurement.
     "vulkan-fp16-gemma4-conditioned": Case("gemma4_e2b", "vulkan", "fp16", GEMMA_CONDITIONED,
                                            0.07, min_decisive=8),
     # 8da4w: the dynamic int8 activations, quantized from fp16 instead of fp32, flip buckets:
@@ -123,9 +123,14 @@ CASES = {
     "vulkan-8da4w-gemma4-conditioned": Case("gemma4_e2b", "vulkan", "8da4w",
                                             GEMMA_CONDITIONED | dict(embedding_quantization="4w"),
                                             None, min_decisive=2),
+    # MLX int4: max |dlogit| 0.114 std on every machine so far. Eager bf16, the usual reference,
+    # depends on the CPU: ATen's AVX2 kernels move these logits 0.141 std, its AVX-512 ones 0.223
+    # (ATEN_CPU_CAPABILITY=avx2 gives 0.141 on the same machine), which would loosen the bound
+    # to 1.0 logits, past the 0.90 a dropped causal mask causes. So the bound is fixed at 1.5x
+    # the AVX2 drift.
     "mlx-int4-gemma4-conditioned": Case("gemma4_e2b", "mlx", "int4",
                                         GEMMA_CONDITIONED | dict(embedding_quantization="4w"),
-                                        None, min_decisive=5),
+                                        0.21, min_decisive=5),
     # The real SmolLM2 on Vulkan: its custom_sdpa and cache updates fused into the delegate's
     # sdpa_with_kv_cache, in fp16 against the fp32 eager graph. Measured here on the counting
     # text: max |dlogit| 0.40 (0.078 std), 5x eager fp16's 0.079, because the delegate's linear
