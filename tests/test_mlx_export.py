@@ -24,13 +24,16 @@ from rne_tools.export import cached_export, export_llm
 from rne_tools.export.backends import mlx_ops, mlx_schema
 from rne_tools.export.backends.mlx import (
     INPUT_POS,
+    delegate_input_indices,
     instruction_histogram,
     items_not_of_input,
     mlx_graphs,
 )
 from rne_tools.export.backends.mlx_ops import apply_mlx_transforms, load_mlx_ops, rope_reference
+from rne_tools.export.host_tables import HostEmbedding, host_tables
 from rne_tools.models import gemma4, layers
 from rne_tools.paths import REPO_ROOT
+from rne_tools.pte_parts import pte_parts
 
 # Chunk 5 <= the tiny config's window of 6; the ring holds 6 + 5 - 1 = 10 slots.
 MLX_TINY = dict(random_config="tiny", max_context=64, max_chunk=5, embedding_quantization="4w")
@@ -182,24 +185,31 @@ def test_full_layers_read_their_span_from_input_pos_only(mlx_export):
     assert flat and all(isinstance(c, mlx_ops.MLXFlatCache) for c in flat)
     assert scalar_reads(_export(model, 5).graph) == ["input_pos"] * len(flat)
     # The lowered program: every ItemIntNode reads input_pos, and the span is sliced by it.
-    graphs = mlx_graphs(mlx_export.pte_path.read_bytes())
+    pte = mlx_export.pte_path.read_bytes()
+    graphs = mlx_graphs(pte)
     ops = instruction_histogram(graphs)
     assert ops["ItemIntNode"] == len(flat) and ops["RopeNode"] > 0
-    assert [items_not_of_input(g, INPUT_POS) for g in graphs] == [[]]
+    # The delegate's inputs are not the program's: the hosted table's rows are one of them.
+    (pos_input,) = delegate_input_indices(pte, INPUT_POS)
+    assert pos_input != INPUT_POS and len(graphs[0]["input_map"]) == 3
+    assert [items_not_of_input(g, pos_input) for g in graphs] == [[]]
 
 
 def test_scalar_read_check_catches_another_tensor(mlx_export):
     """The export's check fails when an ItemIntNode reads anything but input_pos: the real
     program, with the select feeding one read pointed at the token ids instead."""
-    graph = copy.deepcopy(mlx_graphs(mlx_export.pte_path.read_bytes())[0])
-    tokens = graph["input_map"][0]["idx"]
+    pte = mlx_export.pte_path.read_bytes()
+    graph = copy.deepcopy(mlx_graphs(pte)[0])
+    (pos_input,) = delegate_input_indices(pte, INPUT_POS)
+    (tokens_input,) = delegate_input_indices(pte, 0)
+    tokens = graph["input_map"][tokens_input]["idx"]
     instructions = graph["instruction_chains"][graph["main_chain_idx"]]["instructions"]
     at = next(i for i, ins in enumerate(instructions) if ins["op_name"] == "ItemIntNode")
     source = next(ins for ins in reversed(instructions[:at])
                   if ins.get("out", {}).get("tid") == instructions[at]["x"]["tid"])
     assert source["op_name"] == "TakeNode"
     source["x"]["tid"] = tokens
-    assert items_not_of_input(graph, INPUT_POS) == [instructions[at]]
+    assert items_not_of_input(graph, pos_input) == [instructions[at]]
 
 
 def test_a_scalar_of_a_computed_tensor_is_caught():
@@ -215,12 +225,35 @@ def test_a_scalar_of_a_computed_tensor_is_caught():
     assert scalar_reads(_export(ItemRope(), 5).graph) == ["add"]
 
 
-def test_export_is_fully_delegated_and_fused(mlx_export):
+def test_a_table_the_head_reads_stays_in_the_delegate():
+    """MLX hosts the tables no linear reads; the token table a tied head reads stays, or the file
+    would hold it twice."""
+    tok, ple = torch.nn.Embedding(100, 32), torch.nn.Embedding(100, 64)
+    model = torch.nn.ModuleDict({"tok": tok, "ple": ple, "out": torch.nn.Linear(32, 100)})
+    model["out"].weight = tok.weight
+    assert host_tables(model, torch.bfloat16, keep_tied=True) == ["ple"]
+    assert model["tok"] is tok and isinstance(model["ple"], HostEmbedding)
+    rows = model["ple"](torch.tensor([[1, 2]]))
+    assert rows.dtype == torch.bfloat16
+    torch.testing.assert_close(rows, ple.weight[[1, 2]].half().bfloat16()[None], rtol=0, atol=0)
+    # Without keep_tied (Vulkan) every table is hosted.
+    assert host_tables(model) == ["tok"]
+
+
+def test_export_is_delegated_but_the_per_layer_table_and_fused(mlx_export):
     report = mlx_export.report
     args = gemma4.ModelArgs.from_hf_config(gemma4.RANDOM_CONFIGS["tiny"])
     checks = report["backend_checks"]
-    assert report["delegation"]["delegated_share"] == 1.0
-    assert report["delegation"]["cpu_ops"] == {} and checks["ops_outside_mlx"] == {}
+    # The per-layer table is looked up on the CPU, from the mapped file, by the 4-bit kernel;
+    # the token table stays in the delegate, where the tied head reads it.
+    assert checks["host_tables"] == ["ple_embeddings"]
+    lookup = {"quantized_decomposed_embedding_4bit_dtype": 1}
+    assert report["delegation"]["cpu_ops"] == lookup and checks["ops_outside_mlx"] == lookup
+    parts = pte_parts(mlx_export.pte_path)
+    width = args.n_layers * args.ple_dim
+    # 4-bit values and a bf16 scale per group of 32 (symmetric: no zero points): the table, and
+    # no more, is the constant segment.
+    assert parts.constant == pytest.approx(args.ple_vocab_size * width * (0.5 + 2 / 32), rel=0.01)
     ops = checks["mlx_instructions"]
     own_kv = sum(1 for i in range(args.n_layers) if args.kv_source[i] == i)
     assert ops["RopeNode"] == args.n_layers + own_kv  # q everywhere, k where keys are computed

@@ -11,11 +11,10 @@ from rne_tools.export.backends import vulkan_ops
 from rne_tools.export.backends.vulkan_ops import (
     DEVICE_FLOAT_BYTES,
     STORAGE_BUFFER_BYTES,
-    HostEmbedding,
     ShardedLinear,
-    host_tables,
     shard_wide_linears,
 )
+from rne_tools.export.host_tables import HostEmbedding, host_tables
 from rne_tools.export.quantize import quantize_8da4w
 
 

@@ -6,11 +6,17 @@ that input, which depends on nothing, so it costs no flush of queued work); RoPE
 offset as a tensor and caches are written by tensor-indexed ``index_copy`` (see
 ``backends.mlx_ops``). Prefill chunks are capped by the sliding window (and 512) because a
 one-shot prefill spikes GPU memory.
+
+Tables the head does not read (Gemma 4's per-layer table, half of E2B's file) are looked up on
+the CPU from the mapped program (``export.host_tables``): MLX evaluates every constant of its
+delegate at load, so in the delegate the whole table would be the app's memory. The token table
+stays in the delegate, where the tied head reads it.
 """
 
 from __future__ import annotations
 
 import collections
+import json
 from typing import Any
 
 import torch
@@ -27,6 +33,7 @@ from rne_tools.export.backends import (
     check_quantization,
     require_architecture,
 )
+from rne_tools.export.host_tables import host_tables, traced_in_host_table
 
 GROUP_SIZES = (32, 64, 128)  # the group sizes MLX's fused quantized matmul kernels exist for
 MAX_CHUNK = 512
@@ -96,6 +103,7 @@ class MLXBackend(Backend):
         )
         if tied:  # the head reuses the quantized table: one copy of the weights in the file
             model.output.weight = model.tok_embeddings.weight
+        model.host_tables = host_tables(model, torch.bfloat16, keep_tied=True)
         model.left_unquantized = [
             name
             for name, m in model.named_modules()
@@ -108,9 +116,7 @@ class MLXBackend(Backend):
         from rne_tools.export.backends.mlx_ops import register_mlx_handlers
 
         register_mlx_handlers()
-        from executorch.backends.mlx import MLXPartitioner
-
-        return [MLXPartitioner()]
+        return [_partitioner_leaving_host_tables()]
 
     def transform_passes(self, options: ExportOptions) -> list[Any]:
         from executorch.backends.mlx.passes import get_default_passes
@@ -124,25 +130,59 @@ class MLXBackend(Backend):
 
     def inspect(self, model: nn.Module, program: Any, options: ExportOptions) -> dict[str, Any]:
         """MLX instruction histogram of the delegate(s); raises VerificationError if anything
-        runs outside MLX or reads a scalar out of any tensor but ``input_pos``."""
+        but one lookup per hosted table runs outside MLX, or if the graph reads a scalar out of
+        any tensor but ``input_pos``."""
         graphs = mlx_graphs(program.buffer)
         ops = instruction_histogram(graphs)
         outside = {op: c["cpu"] for op, c in delegation_by_op(program).items() if c["cpu"]}
-        bad = sum(len(items_not_of_input(g, INPUT_POS)) for g in graphs)
+        hosted = getattr(model, "host_tables", [])
+        lookups = sum(c for op, c in outside.items() if op in HOST_LOOKUPS)
+        unexpected = {op: c for op, c in outside.items() if op not in HOST_LOOKUPS}
+        positions = delegate_input_indices(program.buffer, INPUT_POS)
+        bad = sum(len(items_not_of_input(g, at)) for g, at in zip(graphs, positions, strict=True))
         report = {
             "mlx_instructions": dict(sorted(ops.items())),
             "ops_outside_mlx": outside,
+            "host_tables": hosted,
             "left_unquantized": getattr(model, "left_unquantized", []),
         }
-        if outside or bad:
+        if unexpected or lookups != len(hosted) or bad:
             raise VerificationError(
                 f"MLX export is not fully delegated or reads data-dependent scalars: outside MLX "
-                f"{outside}, {bad} {ITEM_NODE}(s) reading a tensor other than input_pos."
+                f"{outside} (expected one lookup for each of the tables {hosted}), {bad} "
+                f"{ITEM_NODE}(s) reading a tensor other than input_pos."
             )
         return report
 
 
-# forward(tokens, input_pos): the graph input the chunk's start is read from.
+# The CPU kernels a hosted table's lookup becomes (4-bit, 8-bit, float).
+HOST_LOOKUPS = (
+    "quantized_decomposed_embedding_4bit_dtype",
+    "quantized_decomposed_embedding_4bit_default",
+    "quantized_decomposed_embedding_byte_dtype",
+    "quantized_decomposed_embedding_byte_default",
+    "aten_embedding_default",
+)
+
+
+def _partitioner_leaving_host_tables() -> Any:
+    """MLX's partitioner, with the nodes traced inside a hosted table taken out of its
+    partitions (it has no module blocklist). Their ops stay undecomposed, so ``to_executorch``
+    fuses each lookup into a CPU kernel."""
+    from executorch.backends.mlx import MLXPartitioner
+
+    class HostTablesOnCpu(MLXPartitioner):  # type: ignore[misc]
+        def generate_partitions(self, edge_program: Any) -> list[Any]:
+            partitions = super().generate_partitions(edge_program)
+            for partition in partitions:
+                for node in [n for n in partition.nodes if traced_in_host_table(n)]:
+                    partition.remove_node(node)
+            return [p for p in partitions if p.nodes]
+
+    return HostTablesOnCpu()
+
+
+# forward(tokens, input_pos): the program input the chunk's start is read from.
 INPUT_POS = 1
 
 
@@ -157,6 +197,26 @@ def mlx_graphs(pte: bytes) -> list[dict[str, Any]]:
         pte_inspector.parse_mlx_flatbuffer(pte_inspector._load_mlx_payload(pte, index).fb_data)
         for index, _ in enumerate(pte_inspector._find_mlx_delegates(pte))
     ]
+
+
+def delegate_input_indices(pte: bytes, program_input: int) -> list[int]:
+    """For each MLX delegate in a serialized program, which of its inputs is the program's
+    input ``program_input`` (a hosted table's rows are delegate inputs too, so the order of the
+    delegate's inputs is not the program's); -1 where it does not take that input."""
+    from executorch.exir._serialize._flatbuffer import _program_flatbuffer_to_json
+
+    plan = json.loads(_program_flatbuffer_to_json(pte))["execution_plan"][0]
+    mlx_ids = {i for i, d in enumerate(plan["delegates"]) if "mlx" in d["id"].lower()}
+    value = plan["inputs"][program_input]
+    indices = []
+    for chain in plan["chains"]:
+        for instruction in chain["instructions"]:
+            call = instruction["instr_args"]
+            if instruction["instr_args_type"] != "DelegateCall" or call["delegate_index"] not in mlx_ids:
+                continue
+            # A delegate call's args are its inputs, then its outputs.
+            indices.append(call["args"].index(value) if value in call["args"] else -1)
+    return indices
 
 
 def instruction_histogram(graphs: list[dict[str, Any]]) -> collections.Counter[str]:
@@ -175,8 +235,9 @@ _SELECTIONS = ("TakeNode", "SliceNode", "ReshapeNode", "SqueezeNode", "ExpandDim
 
 def items_not_of_input(graph: dict[str, Any], input_index: int) -> list[dict[str, Any]]:
     """The graph's scalar reads (``ItemIntNode``) of anything but elements of input
-    ``input_index``, followed back through selections (``input_pos[0]`` is a ``TakeNode``)."""
-    allowed = graph["input_map"][input_index]["idx"]
+    ``input_index`` (-1: of no input), followed back through selections (``input_pos[0]`` is a
+    ``TakeNode``)."""
+    allowed = graph["input_map"][input_index]["idx"] if input_index >= 0 else -1
     bad = []
     for chain in graph["instruction_chains"]:
         instructions = chain["instructions"]

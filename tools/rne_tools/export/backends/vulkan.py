@@ -72,7 +72,7 @@ class VulkanBackend(Backend):
         return TransformResult(*check_transform(model, apply_vulkan_transforms))
 
     def quantize(self, model: nn.Module, options: ExportOptions) -> nn.Module:
-        from rne_tools.export.backends.vulkan_ops import host_tables
+        from rne_tools.export.host_tables import host_tables
 
         # The graph stays float32; the delegate stores and computes it in fp16 (force_fp16).
         if options.quantization == "8da4w":
@@ -85,7 +85,7 @@ class VulkanBackend(Backend):
     def partitioners(self, options: ExportOptions) -> list[Any]:
         from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
 
-        from rne_tools.export.backends.vulkan_ops import HOST_MODULES
+        from rne_tools.export.host_tables import HOST_MODULES
 
         _fit_textures_conservatively()
         return [VulkanPartitioner({"force_fp16": True}, nn_module_blocklist=HOST_MODULES)]

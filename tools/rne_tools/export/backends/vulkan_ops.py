@@ -22,7 +22,7 @@ sharing: Gemma 4):
   update at a single graph-wide start, which KV-shared layers and offset sliding slots break.)
 
 Linears larger than one storage buffer (Gemma 4 E2B's 262,144-row head) are split into row shards
-(``ShardedLinear``). Every embedding table is looked up on the CPU (``HostEmbedding``).
+(``ShardedLinear``). Every embedding table is looked up on the CPU (``export.host_tables``).
 """
 
 from __future__ import annotations
@@ -30,9 +30,7 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from rne_tools.export.custom_ops import LastWrite, chunk_start, custom_op_sdpa, in_place_caches
 from rne_tools.export.transforms import Factory, apply_replacements
@@ -178,34 +176,6 @@ class ShardedLinear(nn.Module):
         return torch.cat([shard(x) for shard in self.shards], dim=-1)
 
 
-class HostEmbedding(nn.Module):
-    """An embedding table looked up on the CPU (the partitioner is told to skip this module,
-    ``HOST_MODULES``). A lookup reads T rows: on the CPU that is T rows of the memory-mapped
-    program, on the GPU the whole table would be device memory for the program's life (E2B's
-    4-bit tables: 1.7 GB). The rows then enter the delegate. A float table is kept in fp16, as
-    the device would keep it; a quantized one stays quantized, and ExecuTorch fuses its lookup
-    into the CPU's quantized embedding kernel. Rows are returned in the dtype of the rest of
-    the model (``dtype_marker`` follows ``.to()``)."""
-
-    def __init__(self, embedding: nn.Embedding) -> None:
-        super().__init__()
-        weight = embedding.weight
-        if is_traceable_wrapper_subclass(weight):
-            self.weight = weight
-        else:
-            self.register_buffer("weight", weight.detach().to(torch.float16))
-        # The graph's float32, also for a table kept in its checkpoint's bf16 (Gemma 4's PLE).
-        graph_dtype = torch.promote_types(weight.dtype, torch.float32)
-        self.register_buffer("dtype_marker", torch.zeros((), dtype=graph_dtype))
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        return F.embedding(tokens, self.weight).to(self.dtype_marker.dtype)
-
-
-# Module types the Vulkan partitioner must leave on the CPU (matched by type name).
-HOST_MODULES = [HostEmbedding.__name__]
-
-
 def _fits(weight: torch.Tensor, budget: int) -> bool:
     return weight.numel() * DEVICE_FLOAT_BYTES <= budget
 
@@ -230,12 +200,6 @@ def shard_wide_linears(model: nn.Module, budget: int | None = None) -> list[str]
     ``STORAGE_BUFFER_BYTES``) by a ``ShardedLinear``; returns the names replaced."""
     budget = STORAGE_BUFFER_BYTES if budget is None else budget
     return apply_replacements(model, {nn.Linear: _shard_if_wide(budget)})
-
-
-def host_tables(model: nn.Module) -> list[str]:
-    """Replace every embedding table, float or quantized, by a ``HostEmbedding``; returns the
-    names replaced. Run after quantization, so a quantized table is hosted as what it became."""
-    return apply_replacements(model, {nn.Embedding: HostEmbedding})
 
 
 def apply_vulkan_transforms(model: nn.Module) -> nn.Module:

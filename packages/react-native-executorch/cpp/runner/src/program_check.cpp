@@ -97,6 +97,7 @@ constexpr OperatorKinds kOperatorKinds[] = {
     {"executorch_prim::sub.Scalar", "SSS"},
     {"llama::custom_sdpa.out", "TTTItDBdTT"},
     {"llama::update_cache.out", "TTITT"},
+    {"quantized_decomposed::embedding_4bit.dtype_out", "TTtIITiTT"},
     {"quantized_decomposed::embedding_4bit.out", "TTtIITTT"},
     {"quantized_decomposed::embedding_byte.out", "TTtIITTT"},
 };
