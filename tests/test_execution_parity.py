@@ -25,7 +25,8 @@ import torch
 from rne_tools.checks import cpp_runtime
 from rne_tools.checks.parity import Parity, compare, random_tokens
 from rne_tools.export import cached_export, export_llm
-from rne_tools.export.backends import vulkan_ops
+from rne_tools.export.backends import TransformResult, vulkan_ops, xnnpack
+from rne_tools.export.backends.xnnpack_ops import apply_xnnpack_transforms
 from rne_tools.models import gemma4
 from rne_tools.paths import cache_root
 
@@ -192,6 +193,28 @@ def test_vulkan_weights_over_one_storage_buffer_run_sharded(monkeypatch, tmp_pat
     assert set(checks["ops_on_cpu"]) <= {"aten_embedding_default", "aten__to_copy_default",
                                          "dim_order_ops__to_dim_order_copy_default"}
     _check_parity("vulkan-fp16-gemma4-tiny-sharded", case, result)
+
+
+def test_gemma4_fp16_full_caches_match_eager(monkeypatch, tmp_path):
+    """Quantized Gemma 4 XNNPACK exports (the registry's E2B) keep their full-attention caches in
+    fp16; their 8da4w rounding hides the caches' (the same program on two runtimes differs by 0.2
+    std there). So the caches are checked in the fp32 program, given those caches for the test:
+    every layer reads fp16 keys and values (KV-shared ones through their source's cache), q is
+    rounded to fp16 for the kernel and its output widened back. Against the same model eager,
+    which rounds at the same places: measured here 1.4e-3 std, 18 decisive steps. Keys written
+    1% too large in the program only (eager untouched) gave 1.4e-2 and failed, while the export's
+    own greedy check agreed 24/24."""
+    def transform(self, model, options):
+        apply_xnnpack_transforms(model, torch.float16)
+        return TransformResult(model)
+
+    monkeypatch.setattr(xnnpack.XnnpackBackend, "transform", transform)
+    case = Case("gemma4_e2b", "xnnpack", "fp32", GEMMA_CONDITIONED, 5e-3, min_decisive=12)
+    export = dict(case.export, checkpoint=conditioned_gemma4_checkpoint())
+    result = export_llm(case.model_id, case.backend, tmp_path, case.quantization,
+                        progress=False, **export)
+    assert result.report["kv_cache_dtype"] == "float16, float32"  # full caches, sliding rings
+    _check_parity("xnnpack-fp32-gemma4-fp16-caches", case, result)
 
 
 # Patch 0003's span kernel has an AVX2 path (x86-64 hosts) and a portable one (what arm64
