@@ -200,23 +200,24 @@ def mlx_graphs(pte: bytes) -> list[dict[str, Any]]:
 
 
 def delegate_input_indices(pte: bytes, program_input: int) -> list[int]:
-    """For each MLX delegate in a serialized program, which of its inputs is the program's
-    input ``program_input`` (a hosted table's rows are delegate inputs too, so the order of the
-    delegate's inputs is not the program's); -1 where it does not take that input."""
+    """For each MLX delegate in a serialized program, in the order ``mlx_graphs`` returns them,
+    which of its inputs is the program's input ``program_input`` (a hosted table's rows are
+    delegate inputs too, so the order of the delegate's inputs is not the program's); -1 where
+    it does not take that input."""
     from executorch.exir._serialize._flatbuffer import _program_flatbuffer_to_json
 
     plan = json.loads(_program_flatbuffer_to_json(pte))["execution_plan"][0]
-    mlx_ids = {i for i, d in enumerate(plan["delegates"]) if "mlx" in d["id"].lower()}
+    mlx_ids = [i for i, d in enumerate(plan["delegates"]) if "mlx" in d["id"].lower()]
     value = plan["inputs"][program_input]
-    indices = []
+    found = {i: -1 for i in mlx_ids}
     for chain in plan["chains"]:
         for instruction in chain["instructions"]:
             call = instruction["instr_args"]
-            if instruction["instr_args_type"] != "DelegateCall" or call["delegate_index"] not in mlx_ids:
-                continue
-            # A delegate call's args are its inputs, then its outputs.
-            indices.append(call["args"].index(value) if value in call["args"] else -1)
-    return indices
+            if instruction["instr_args_type"] == "DelegateCall" and call["delegate_index"] in found:
+                # A delegate call's args are its inputs, then its outputs.
+                args = call["args"]
+                found[call["delegate_index"]] = args.index(value) if value in args else -1
+    return [found[i] for i in mlx_ids]
 
 
 def instruction_histogram(graphs: list[dict[str, Any]]) -> collections.Counter[str]:
