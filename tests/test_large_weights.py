@@ -95,3 +95,60 @@ def test_eager_lookup_in_a_quantized_table_dequantizes_only_its_rows(monkeypatch
     graph = torch.export.export(rows_first, (tokens,), strict=False).graph
     ops = [str(n.target) for n in graph.nodes if n.op == "call_function"]
     assert ops[-2:] == ["torchao.dequantize_affine.default", "aten.embedding.default"]
+
+
+class _Lookup(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Embedding(300, 64)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.table(tokens) * 2.0
+
+
+def _program_rows(model: nn.Module, tokens: torch.Tensor, spell_out: bool) -> tuple[list, torch.Tensor]:
+    """Lower ``model`` as the pipeline does (quant fusion on) and run it on ExecuTorch's runtime:
+    the ops its plan calls and the rows it answers."""
+    import executorch.kernels.quantized  # noqa: F401  (the quantized embedding kernels)
+    from executorch.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
+    from executorch.runtime import Runtime
+
+    edge = to_edge_transform_and_lower(torch.export.export(model, (tokens,), strict=False))
+    if spell_out:
+        quantize.spell_out_lookup_dtypes(edge.exported_program().graph_module)
+    program = edge.to_executorch(ExecutorchBackendConfig(do_quant_fusion_and_const_prop=True))
+    plan = program.executorch_program.execution_plan[0]
+    ops = [f"{op.name}.{op.overload}" for op in plan.operators]
+    method = Runtime.get().load_program(program.buffer).load_method("forward")
+    return ops, method.execute([tokens])[0]
+
+
+def test_four_bit_table_with_fp16_scales_answers_float32_rows_in_the_program():
+    torch.manual_seed(0)
+    model = _Lookup()
+    quantize.quantize_8da4w(model, embedding_quantization="4w")
+    weight = model.table.weight
+    # 4.5 bits a value instead of 5; the rows are still float32.
+    assert (weight.scale.dtype, weight.dtype) == (torch.float16, torch.float32)
+    tokens = torch.tensor([[7, 299, 7, 0, 123]])
+    eager = model(tokens)
+    assert eager.dtype == torch.float32
+
+    ops, rows = _program_rows(model, tokens, spell_out=True)
+    assert "quantized_decomposed::embedding_4bit.dtype_out" in ops, ops
+    assert torch.equal(rows, eager)
+    # Without the dtype spelled out, the fusion picks the kernel that answers in the scales'
+    # dtype, and float32 rows are read from fp16 data.
+    ops, rows = _program_rows(model, tokens, spell_out=False)
+    assert "quantized_decomposed::embedding_4bit.out" in ops, ops
+    assert not torch.allclose(rows.float(), eager, atol=1e-2)
+
+
+def test_table_scales_fp16_cannot_hold_stay_float32():
+    torch.manual_seed(0)
+    tiny, fine = _Lookup(), _Lookup()
+    tiny.table.weight.data *= 1e-6  # group scales below fp16's normal range (6.1e-5)
+    for model in (tiny, fine):
+        quantize.quantize_8da4w(model, embedding_quantization="4w")
+    assert tiny.table.weight.scale.dtype == torch.float32
+    assert fine.table.weight.scale.dtype == torch.float16

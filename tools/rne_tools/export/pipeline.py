@@ -38,6 +38,7 @@ from rne_tools.checks.verify import verify_program
 from rne_tools.errors import VerificationError
 from rne_tools.export.backends import BACKEND_CODES
 from rne_tools.export.plan import ExportPlan, RequestOptions, plan_export
+from rne_tools.export.quantize import spell_out_lookup_dtypes
 from rne_tools.hashing import sha256_file
 
 
@@ -101,6 +102,7 @@ def lower(model: nn.Module, plan: ExportPlan, constants: dict[str, Any]) -> Any:
         compile_config=backend.compile_config(),
         constant_methods=constants,
     )
+    spell_out_lookup_dtypes(edge.exported_program().graph_module)
     return edge.to_executorch(
         ExecutorchBackendConfig(
             extract_delegate_segments=True,
