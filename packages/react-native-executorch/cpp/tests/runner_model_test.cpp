@@ -21,6 +21,7 @@
 
 #include "rne/runner/json_constraint.h"
 #include "rne/runner/llm_runner.h"
+#include "rne/runner/model_file.h"
 #include "rne/runner/model_session.h"
 #include "rne/runner/text_generator.h"
 
@@ -794,6 +795,91 @@ TEST(ModelSessionTest, TruncatedWhileLoadedIsAnErrorForAMappingAndNothingForACop
     }
     std::remove(path.c_str());
   }
+}
+
+// Resident bytes of this process's mappings in [data, data + size) (/proc/self/smaps, "Rss:").
+// madvise and mlock split a mapping into several, one per range given different advice.
+size_t resident_bytes(const void* data, size_t size) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto begin = reinterpret_cast<unsigned long long>(data);
+  const auto end = begin + size;
+  std::string line;
+  bool inside = false;
+  size_t total = 0;
+  while (std::getline(smaps, line)) {
+    unsigned long long lo = 0, hi = 0;
+    char perms[5] = {};
+    if (std::sscanf(line.c_str(), "%llx-%llx %4s", &lo, &hi, perms) == 3) {
+      inside = lo < end && begin < hi;
+      continue;
+    }
+    unsigned long long kb = 0;
+    if (inside && std::sscanf(line.c_str(), "Rss: %llu kB", &kb) == 1) total += kb * 1024;
+  }
+  return total;
+}
+
+// Pages of a table that lookups made resident leave the process's resident memory when dropped;
+// a private copy keeps its bytes.
+TEST(ModelFileTest, DroppedLookupPagesLeaveResidentMemory) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const std::string path = ::testing::TempDir() + "lookup_pages.bin";
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    const std::vector<char> bytes(66 * page, 'x');
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  for (const auto hold : {ModelFile::Hold::kMapped, ModelFile::Hold::kPrivateCopy}) {
+    auto file = ModelFile::open(path, hold);
+    ASSERT_TRUE(file.ok()) << file.error().message;
+    const uint8_t* table = (*file)->data() + page;
+    (*file)->look_up_randomly(table, 64 * page);
+    unsigned sum = 0;
+    for (size_t i = 0; i < 64 * page; i += page) sum += table[i];
+    EXPECT_EQ(sum, 64u * 'x');
+    const size_t before = resident_bytes(table, 64 * page);
+    (*file)->drop_looked_up_pages();
+    const size_t after = resident_bytes(table, 64 * page);
+    if (hold == ModelFile::Hold::kMapped) {
+      EXPECT_GE(before, 64 * page);
+      EXPECT_LE(after, before - 64 * page);
+      EXPECT_EQ(table[5 * page], 'x');  // a later lookup reads the same bytes
+    } else {
+      EXPECT_EQ(after, before);
+    }
+  }
+  std::remove(path.c_str());
+}
+
+// forward() drops the table pages every kTokensPerPageDrop tokens: the pages lookups made
+// resident stay until the count is reached, then are gone.
+TEST(ModelSessionTest, TablePagesAreDroppedEveryFewDozenTokens) {
+  const std::string path = env_path("RNE_TEST_PTE_CHUNKED");
+  ASSERT_FALSE(path.empty()) << "RNE_TEST_PTE_CHUNKED is not set: run through ctest";
+  auto file = ModelFile::open(path, ModelFile::Hold::kMapped);
+  ASSERT_TRUE(file.ok()) << file.error().message;
+  auto session = ModelSession::load(*file);
+  ASSERT_TRUE(session.ok()) << session.error().message;
+  const ModelContract& c = (*session)->contract();
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t loaded = resident_bytes((*file)->data(), (*file)->size());
+
+  std::vector<int64_t> ids(ModelSession::kTokensPerPageDrop);
+  // Spread over the table, so the lookups touch as many of its pages as they can.
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ids[i] = static_cast<int64_t>(i) * c.vocab_size / static_cast<int64_t>(ids.size());
+  }
+  // All but the last token, at position 0 again and again (only the lookups matter here).
+  for (size_t at = 0; at + 1 < ids.size(); at += c.max_chunk) {
+    const int64_t count = std::min<int64_t>(c.max_chunk, ids.size() - 1 - at);
+    ASSERT_TRUE((*session)->forward(ids.data() + at, count, 0).ok());
+  }
+  const size_t looked_up = resident_bytes((*file)->data(), (*file)->size());
+  EXPECT_GE(looked_up, loaded + 4 * page) << "the lookups made no table page resident";
+  ASSERT_TRUE((*session)->forward(&ids.back(), 1, 0).ok());
+  EXPECT_LE(resident_bytes((*file)->data(), (*file)->size()), loaded)
+      << "the table pages were still resident after " << ModelSession::kTokensPerPageDrop
+      << " tokens";
 }
 
 }  // namespace

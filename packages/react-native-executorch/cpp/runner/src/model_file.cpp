@@ -155,6 +155,17 @@ void ModelFile::look_up_randomly(const void* data, size_t size) const {
   uintptr_t begin = 0, end = 0;
   if (inner_pages(data, size, begin, end)) {
     ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_RANDOM);
+    std::lock_guard<std::mutex> guard(lookups_mutex_);
+    lookups_.emplace_back(begin, end);
+  }
+}
+
+void ModelFile::drop_looked_up_pages() const {
+  if (hold_ != Hold::kMapped) return;
+  std::lock_guard<std::mutex> guard(lookups_mutex_);
+  for (const auto& [begin, end] : lookups_) {
+    // The mapping is read-only and private: no page was ever written, so none can be lost.
+    ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
   }
 }
 

@@ -345,6 +345,11 @@ Result<LogitsView> ModelSession::forward(const int64_t* tokens, int64_t count, i
     inputs.emplace_back(embeds_tensor);
   }
   auto out = module_->execute("forward", inputs);
+  tokens_since_page_drop_ += count;
+  if (tokens_since_page_drop_ >= kTokensPerPageDrop) {
+    file_->drop_looked_up_pages();
+    tokens_since_page_drop_ = 0;
+  }
   if (!out.ok()) {
     return Error{ErrorCode::kExecutionFailed,
                  "forward failed at position " + std::to_string(start_pos) + " with " +

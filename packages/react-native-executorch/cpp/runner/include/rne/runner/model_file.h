@@ -6,7 +6,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "rne/runner/result.h"
 
@@ -70,7 +73,13 @@ class ModelFile {
   void lock(const void* data, size_t size) const;
   // kMapped: [data, data + size) is read at random places (tables indexed by token): the
   // system reads only the pages touched, without read-ahead.
+  // It also remembers the range, for drop_looked_up_pages().
   void look_up_randomly(const void* data, size_t size) const;
+  // kMapped: takes the pages lookups made resident in those ranges out of the process's
+  // resident memory. They are clean file pages: a later lookup maps them again from the page
+  // cache (or rereads them from the file), so nothing changes but the count (`RssFile`), which
+  // Android's low-memory killer ranks apps by.
+  void drop_looked_up_pages() const;
 
  private:
   ModelFile() = default;
@@ -81,6 +90,8 @@ class ModelFile {
   size_t size_ = 0;
   FileVersion opened_;
   FileVersion read_;
+  mutable std::mutex lookups_mutex_;
+  mutable std::vector<std::pair<uintptr_t, uintptr_t>> lookups_;  // page ranges read at random
 };
 
 }  // namespace rne::runner

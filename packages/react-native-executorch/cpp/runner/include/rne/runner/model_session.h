@@ -62,6 +62,10 @@ class ModelSession {
   // file truncated since it was loaded, and logits that are not finite (what damaged weights
   // produce), are errors too. `embeds` (count x embeds_width floats, or null for zeros) is the
   // third input of a program that takes media; passing it to one that does not is an error.
+  // Every kTokensPerPageDrop tokens it lets go of the table pages lookups made resident
+  // (ModelFile::drop_looked_up_pages), so they do not pile up over a long chat: E2B touches
+  // about 27 KB of its tables a token. A row looked up again costs a minor fault.
+  static constexpr int64_t kTokensPerPageDrop = 64;
   Result<LogitsView> forward(const int64_t* tokens, int64_t count, int64_t start_pos,
                              const float* embeds = nullptr);
 
@@ -95,6 +99,7 @@ class ModelSession {
   std::vector<int64_t> tokens_buffer_;  // input storage the runtime reads from (max_chunk long)
   std::vector<float> embeds_buffer_;    // max_chunk x embeds_width, for programs that take media
   int64_t position_ = 0;                // storage for input_pos
+  int64_t tokens_since_page_drop_ = 0;
 };
 
 }  // namespace rne::runner
