@@ -57,8 +57,9 @@ def test_transformed_model_matches_original(name):
         assert isinstance(cache, VulkanKVCache) and cache.size == 40 + pad + 4 - 1
 
 
-# Every table is looked up on the CPU, by the kernel its quantization needs.
-TABLE_OPS = {None: "aten_embedding_default", "4w": "quantized_decomposed_embedding_4bit_default",
+# Every table is looked up on the CPU, by the kernel its quantization needs: 4-bit tables keep
+# fp16 group scales and answer float32 rows (``embedding_4bit.dtype``).
+TABLE_OPS = {None: "aten_embedding_default", "4w": "quantized_decomposed_embedding_4bit_dtype",
              "8w": "quantized_decomposed_embedding_byte_default"}
 
 
