@@ -852,7 +852,8 @@ TEST(ModelFileTest, DroppedLookupPagesLeaveResidentMemory) {
 }
 
 // forward() drops the table pages every kTokensPerPageDrop tokens: the pages lookups made
-// resident stay until the count is reached, then are gone.
+// resident are gone after the forward that reaches the count. Measured across that one forward
+// only: qemu-user, which runs this suite on arm64, frees other pages of the mapping earlier.
 TEST(ModelSessionTest, TablePagesAreDroppedEveryFewDozenTokens) {
   const std::string path = env_path("RNE_TEST_PTE_CHUNKED");
   ASSERT_FALSE(path.empty()) << "RNE_TEST_PTE_CHUNKED is not set: run through ctest";
@@ -862,7 +863,6 @@ TEST(ModelSessionTest, TablePagesAreDroppedEveryFewDozenTokens) {
   ASSERT_TRUE(session.ok()) << session.error().message;
   const ModelContract& c = (*session)->contract();
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  const size_t loaded = resident_bytes((*file)->data(), (*file)->size());
 
   std::vector<int64_t> ids(ModelSession::kTokensPerPageDrop);
   // Spread over the table, so the lookups touch as many of its pages as they can.
@@ -875,9 +875,9 @@ TEST(ModelSessionTest, TablePagesAreDroppedEveryFewDozenTokens) {
     ASSERT_TRUE((*session)->forward(ids.data() + at, count, 0).ok());
   }
   const size_t looked_up = resident_bytes((*file)->data(), (*file)->size());
-  EXPECT_GE(looked_up, loaded + 4 * page) << "the lookups made no table page resident";
   ASSERT_TRUE((*session)->forward(&ids.back(), 1, 0).ok());
-  EXPECT_LE(resident_bytes((*file)->data(), (*file)->size()), loaded)
+  const size_t dropped = resident_bytes((*file)->data(), (*file)->size());
+  EXPECT_LE(dropped + 4 * page, looked_up)
       << "the table pages were still resident after " << ModelSession::kTokensPerPageDrop
       << " tokens";
 }
