@@ -58,7 +58,13 @@ QUANTIZATIONS = {name: get_backend(name).allowed_quantizations for name in backe
     type=int,
     default=32,
     show_default=True,
-    help="Weight group size of 4-bit quantization.",
+    help="Weight group size of 4-bit linears.",
+)
+@click.option(
+    "--embedding-group-size",
+    type=int,
+    default=None,
+    help="Group size of 4-bit tables (default: the registry variant's, else --group-size).",
 )
 @click.option(
     "--checkpoint",
@@ -96,6 +102,7 @@ def main(
     quantization: str | None,
     embedding_quantization: str | None,
     group_size: int,
+    embedding_group_size: int | None,
     checkpoint: Path | None,
     random_config: str | None,
     max_context: int | None,
@@ -122,6 +129,7 @@ def main(
                 max_chunk=max_chunk,
                 embedding_quantization=embedding_quantization,
                 group_size=group_size,
+                embedding_group_size=embedding_group_size,
             )
             if cached:
                 result = run_cached_export(plan, progress=not quiet)

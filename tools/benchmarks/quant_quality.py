@@ -2,7 +2,8 @@
 cached), teacher-forced over each fp32 answer up to its end-of-sequence token.
 
 .venv/bin/python tools/benchmarks/quant_quality.py [--quantization 8w|8da4w|8da8w]
-    [--embedding-quantization 8w|4w] [--prompts demo|more|all]
+    [--embedding-quantization 8w|4w] [--group-size N] [--embedding-group-size N]
+    [--prompts demo|more|all]
 """
 
 from __future__ import annotations
@@ -32,6 +33,12 @@ from rne_tools.gguf_import import default_checkpoint  # noqa: E402
     "--embedding-quantization", type=click.Choice(["8w", "4w"]), default="8w", show_default=True
 )
 @click.option(
+    "--group-size", type=int, default=32, show_default=True, help="Group of 4-bit linears."
+)
+@click.option(
+    "--embedding-group-size", type=int, default=None, help="Group of 4-bit tables (default: the linears')."
+)
+@click.option(
     "--prompts",
     "prompt_set",
     type=click.Choice(["demo", "more", "all"]),
@@ -57,6 +64,8 @@ from rne_tools.gguf_import import default_checkpoint  # noqa: E402
 def main(
     quantization: str,
     embedding_quantization: str,
+    group_size: int,
+    embedding_group_size: int | None,
     prompt_set: str,
     new_tokens: int,
     fp32_pte: Path | None,
@@ -73,13 +82,16 @@ def main(
                 "xnnpack",
                 quantization,
                 embedding_quantization=embedding_quantization,
+                group_size=group_size,
+                embedding_group_size=embedding_group_size,
             ).pte_path
         checkpoint = default_checkpoint("smollm2_135m")
         result = top1_agreement(fp32_pte, quantized_pte, checkpoint, prompts, new_tokens)
     click.echo(f"prompts: {len(prompts)} ({prompt_set}), positions: {result.positions}")
     click.echo("per prompt: " + ", ".join(f"{a:.2f}" for a in result.per_prompt))
     click.echo(
-        f"top-1 agreement {quantization} (emb {embedding_quantization}) vs fp32: "
+        f"top-1 agreement {quantization} (emb {embedding_quantization}, groups {group_size}/"
+        f"{embedding_group_size or group_size}) vs fp32: "
         f"{result.agreement:.4f} ({result.matched}/{result.positions})"
     )
 

@@ -119,6 +119,8 @@ class VariantSpec:
     min_platform: dict[str, str | int]
     # Embedding tables of a quantized variant ("8w", "4w", "none"); None: the exporter's default.
     embedding_quantization: str | None = None
+    # Group of 4-bit tables; None: the exporter's (that of the linears).
+    embedding_group_size: int | None = None
     # The encoder of each media capability ("vision", "audio") the model declares.
     encoders: dict[str, EncoderSpec] = field(default_factory=dict)
 
@@ -487,6 +489,7 @@ def _model_spec(raw: dict[str, Any], family: str, source_file: Path) -> ModelSpe
             max_context=v["export"]["max_context"],
             max_chunk=v["export"]["max_chunk"],
             embedding_quantization=v["export"].get("embedding_quantization"),
+            embedding_group_size=v["export"].get("embedding_group_size"),
             min_platform=dict(v["min_platform"]),
             encoders={
                 kind: EncoderSpec(e["status"], FileSpec(e["path"], e.get("sha256"), e.get("size")))

@@ -8,14 +8,22 @@ reproduce.
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from rne_tools.errors import VerificationError
+from rne_tools.paths import REPO_ROOT
+
+# The runner's own kernels (rne::*, cpp/runner/src/kernels.cpp) built for this Python runtime by
+# the host build (tools/build_binaries.py --platform host).
+RUNNER_KERNELS = REPO_ROOT / "build" / "host" / "librne_kernels.so"
 
 CONSTANT_METHODS = (
     "get_max_seq_len",
@@ -33,6 +41,35 @@ def _load_runtime_ops() -> None:
     """Register the LLM custom ops and quantized kernels with the Python runtime."""
     import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401
     import executorch.kernels.quantized  # noqa: F401
+
+    _load_runner_kernels()
+
+
+@functools.cache
+def _load_runner_kernels() -> bool:
+    """Register the runner's kernels with the Python runtime, where the host build made them."""
+    import executorch.runtime  # noqa: F401  (its libexecutorch.so first: one kernel registry)
+
+    if not RUNNER_KERNELS.is_file():
+        return False
+    library = ctypes.CDLL(str(RUNNER_KERNELS))
+    library.rne_register_kernels.restype = ctypes.c_bool
+    return bool(library.rne_register_kernels())
+
+
+def load_forward(program: Any, pte_path: Path) -> Any:
+    """``program``'s forward method on the Python runtime; a program calling the runner's own
+    kernels where they were not built gets an error that says how to build them."""
+    try:
+        return program.load_method("forward")
+    except RuntimeError as e:
+        if _load_runner_kernels():
+            raise
+        raise VerificationError(
+            f"{pte_path.name} cannot be loaded here ({e}). If it calls the runner's own "
+            f"kernels (rne::*), build them for this runtime first: {RUNNER_KERNELS} is "
+            "missing (.venv/bin/python tools/build_binaries.py --platform host)."
+        ) from e
 
 
 @dataclass(frozen=True)
@@ -85,7 +122,7 @@ class PteRunner:
                 f"{pte_path} lacks method(s) {', '.join(sorted(missing))} required by the .pte "
                 "contract; re-export it with tools/export_model.py."
             )
-        self._forward = self._program.load_method("forward")
+        self._forward = load_forward(self._program, pte_path)
         self.info = self._read_info()
         meta = self._program.metadata("forward")
         # A decoder with media tokens takes embeds[1, T, width] after the positions.

@@ -205,7 +205,8 @@ def _media_check(pte_path: Path, model: nn.Module, chunk: int, in_python: bool) 
     tokens = torch.randint(0, min(model.args.vocab_size, 256), (length,), generator=g)
     for i, start in enumerate(range(1, length - 1, 2 * _MEDIA_RUN)):
         tokens[start : start + _MEDIA_RUN] = ids[i % len(ids)]
-    scale = float((model.tok_embeddings.weight.float() * model.embed_scale).std())
+    every_row = model.tok_embeddings(torch.arange(model.args.vocab_size))
+    scale = float((every_row.float() * model.embed_scale).std())
     embeds = torch.randn(1, length, model.args.dim, generator=g) * scale
     runner = PteRunner(pte_path)
     eager = got = None

@@ -215,6 +215,9 @@ def run_export(
             "quantization": options.quantization,
             "embedding_quantization": options.embedding_quantization,
             "group_size": options.group_size if options.quantization != "fp32" else None,
+            "embedding_group_size": (
+                options.table_group_size if options.embedding_quantization == "4w" else None
+            ),
             "max_context": options.max_context,
             "max_chunk": options.max_chunk,
             "vocab_size": vocab_size,

@@ -47,6 +47,20 @@ def quantize_weights(
         m.weight = nn.Parameter(_quantized_in_row_blocks(m, config, dtype), requires_grad=False)
 
 
+def _with_fields(weight: Any, **fields: torch.Tensor) -> Any:
+    """A copy of torchao's ``IntxUnpackedToInt8Tensor`` ``weight`` with some of its tensors
+    (``qdata``, ``scale``, ``zero_point``) replaced; its quantization settings are kept."""
+    return type(weight)(
+        fields.get("qdata", weight.qdata),
+        fields.get("scale", weight.scale),
+        fields.get("zero_point", weight.zero_point),
+        weight.target_dtype,
+        weight.block_size,
+        weight.dtype,
+        weight.activation_quantization,
+    )
+
+
 def _look_up_rows_before_dequantizing() -> None:
     """Make eager lookups in a quantized table dequantize only the rows looked up.
 
@@ -70,14 +84,11 @@ def _look_up_rows_before_dequantizing() -> None:
         if torch.compiler.is_compiling() or kwargs.get("max_norm") is not None:
             return whole(func, types, args, kwargs)
         rows = indices.reshape(-1)
-        part = Quantized(
-            weight.qdata[rows],
-            weight.scale[rows],
-            weight.zero_point[rows],
-            weight.target_dtype,
-            weight.block_size,
-            weight.dtype,
-            weight.activation_quantization,
+        part = _with_fields(
+            weight,
+            qdata=weight.qdata[rows],
+            scale=weight.scale[rows],
+            zero_point=weight.zero_point[rows],
         )
         return part.dequantize().reshape(*indices.shape, weight.shape[1])
 
@@ -114,15 +125,7 @@ def _quantized_in_row_blocks(module: nn.Module, config: Any, dtype: torch.dtype 
                 }
             for f in fields:
                 out[f][start : start + step] = getattr(part, f)
-    return IntxUnpackedToInt8Tensor(
-        out["qdata"],
-        out["scale"],
-        out["zero_point"],
-        first.target_dtype,
-        first.block_size,
-        first.dtype,
-        first.activation_quantization,
-    )
+    return _with_fields(first, **out)
 
 
 def _half_group_scales(model: nn.Module) -> None:
@@ -146,18 +149,7 @@ def _half_group_scales(model: nn.Module) -> None:
         error = (half.float() - scale).abs() / scale.abs().clamp_min(torch.finfo(scale.dtype).tiny)
         if not torch.isfinite(half).all() or float(error.max()) > 2.0**-11:
             continue
-        m.weight = nn.Parameter(
-            Quantized(
-                weight.qdata,
-                half,
-                weight.zero_point,
-                weight.target_dtype,
-                weight.block_size,
-                weight.dtype,
-                weight.activation_quantization,
-            ),
-            requires_grad=False,
-        )
+        m.weight = nn.Parameter(_with_fields(weight, scale=half), requires_grad=False)
 
 
 def spell_out_lookup_dtypes(graph_module: torch.fx.GraphModule) -> int:
@@ -179,9 +171,10 @@ def spell_out_lookup_dtypes(graph_module: torch.fx.GraphModule) -> int:
     for node in graph_module.graph.nodes:
         # An edge-dialect node wraps the op (``EdgeOpOverload._op``).
         op = getattr(node.target, "_op", node.target)
-        if node.op != "call_function" or op != target or len(node.args) > index:
+        # A dtype already given, positionally or by name, is kept.
+        if node.op != "call_function" or op != target:
             continue
-        if "output_dtype" in node.kwargs:
+        if len(node.args) > index or "output_dtype" in node.kwargs:
             continue
         scale = node.args[2].meta.get("val")
         if scale is not None and scale.dtype != torch.float32:  # the schema's default
@@ -193,16 +186,29 @@ def spell_out_lookup_dtypes(graph_module: torch.fx.GraphModule) -> int:
 
 
 def quantize_8da4w(
-    model: nn.Module, group_size: int = 32, embedding_quantization: str = "8w"
+    model: nn.Module,
+    group_size: int = 32,
+    embedding_quantization: str = "8w",
+    tie_head: bool = False,
+    table_group_size: int | None = None,
 ) -> list[str]:
     """Quantize linears to 8-bit dynamic activations + 4-bit grouped weights, embeddings to
-    8-bit per-row or 4-bit grouped weights (``embedding_quantization``: "8w", "4w", "none").
+    8-bit per-row or 4-bit grouped weights (``embedding_quantization``: "8w", "4w", "none"), in
+    groups of ``table_group_size`` (default: ``group_size``).
 
-    Embeddings are quantized first, so a tied output head is quantized as a linear of its own.
-    Returns the names of linears left in float because ``group_size`` does not divide their
-    input width.
+    Embeddings are quantized first, so a tied output head is quantized as a linear of its own,
+    unless ``tie_head`` and the tables are 4-bit: then the head reads the packed token table
+    (``export.tied_head``). Returns the names of linears left in float because ``group_size``
+    does not divide their input width.
     """
-    return _quantize(model, torch.int4, group_size, embedding_quantization)
+    return _quantize(
+        model,
+        torch.int4,
+        group_size,
+        embedding_quantization,
+        tie_head=tie_head,
+        table_group_size=table_group_size,
+    )
 
 
 def quantize_8da8w(model: nn.Module, embedding_quantization: str = "8w") -> list[str]:
@@ -272,29 +278,40 @@ def _quantize(
     group_size: int,
     embedding_quantization: str,
     dynamic_activations: bool = True,
+    tie_head: bool = False,
+    table_group_size: int | None = None,
 ) -> list[str]:
     from torchao.quantization import Int8DynamicActivationIntxWeightConfig, IntxWeightOnlyConfig
     from torchao.quantization.granularity import PerAxis, PerGroup
 
-    if group_size <= 0 or group_size % 2:
-        raise ExportError(f"group size must be a positive even number, got {group_size}.")
+    table_group_size = table_group_size or group_size
+    for size in {group_size, table_group_size}:
+        if size <= 0 or size % 2:
+            raise ExportError(f"group size must be a positive even number, got {size}.")
+    tied: list[tuple[str, str]] = []
+    if tie_head and embedding_quantization == "4w":
+        from rne_tools.export.tied_head import tie_head_to_table, tied_heads
+
+        tied = tied_heads(model)
     if embedding_quantization != "none":
         bits, granularity = {
             "8w": (torch.int8, PerAxis(0)),
-            "4w": (torch.int4, PerGroup(group_size)),
+            "4w": (torch.int4, PerGroup(table_group_size)),
         }[embedding_quantization]
         quantize_weights(
             model,
             IntxWeightOnlyConfig(weight_dtype=bits, granularity=granularity),
             lambda m, fqn: (
                 isinstance(m, nn.Embedding)
-                and (embedding_quantization == "8w" or m.embedding_dim % group_size == 0)
+                and (embedding_quantization == "8w" or m.embedding_dim % table_group_size == 0)
             ),
             # The graph computes in float32; a 16-bit table (Gemma 4's per-layer one) too, then.
             dtype=torch.float32,
         )
         if embedding_quantization == "4w":
             _half_group_scales(model)
+            for table, head in tied:
+                tie_head_to_table(model, table, head)
     # Grouped 4-bit weights need the group size to divide the input width; per-channel 8-bit
     # weights take every linear.
     per_channel = weight_dtype == torch.int8

@@ -39,6 +39,12 @@ class ExportOptions:
     max_chunk: int
     embedding_quantization: str = "8w"  # only for quantized variants; "none" keeps fp32 tables
     group_size: int = 32
+    # Group of 4-bit tables (and of a head tied to one); None: ``group_size``.
+    embedding_group_size: int | None = None
+
+    @property
+    def table_group_size(self) -> int:
+        return self.embedding_group_size or self.group_size
 
 
 @dataclass(frozen=True)

@@ -77,7 +77,10 @@ class VulkanBackend(Backend):
         # The graph stays float32; the delegate stores and computes it in fp16 (force_fp16).
         if options.quantization == "8da4w":
             model.left_unquantized = quantize_8da4w(
-                model, options.group_size, options.embedding_quantization
+                model,
+                options.group_size,
+                options.embedding_quantization,
+                table_group_size=options.table_group_size,
             )
         model.host_tables = host_tables(model)
         return model

@@ -38,7 +38,14 @@ class XnnpackBackend(Backend):
 
     def quantize(self, model: nn.Module, options: ExportOptions) -> nn.Module:
         if options.quantization == "8da4w":
-            quantize_8da4w(model, options.group_size, options.embedding_quantization)
+            # The head reads the 4-bit token table instead of a copy of it.
+            quantize_8da4w(
+                model,
+                options.group_size,
+                options.embedding_quantization,
+                tie_head=True,
+                table_group_size=options.table_group_size,
+            )
         elif options.quantization == "8da8w":
             quantize_8da8w(model, options.embedding_quantization)
         elif options.quantization == "8w":

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "rne/json/file.h"
+#include "rne/runner/kernels.h"
 
 namespace rne::runner {
 
@@ -60,6 +61,8 @@ std::string FileVersion::to_string() const {
 }
 
 Result<std::shared_ptr<const ModelFile>> ModelFile::open(const std::string& path, Hold hold) {
+  // Every program the runner loads comes through here: the ops it may call must be registered.
+  register_kernels();
   json::FileProblem problem;
   const int fd = json::open_regular_file(path, problem);
   if (fd < 0) {
