@@ -47,6 +47,9 @@ Pod::Spec.new do |s|
     "cpp/jsi/**/*.{h,cpp}",
     "cpp/json/include/**/*.h",
     "cpp/json/src/**/*.cpp",
+    # The runner's own kernels (cpp/runner/src/kernels.cpp includes it by relative path).
+    "cpp/kernels/executorch_threadpool.h",
+    "cpp/kernels/tied_head.h",
     "cpp/media/include/**/*.h",
     "cpp/media/src/**/*.cpp",
     "cpp/runner/include/**/*.h",

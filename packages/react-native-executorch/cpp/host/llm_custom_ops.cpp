@@ -14,7 +14,6 @@
 // one core. Correctness is checked end to end: tests/test_cpp_runner.py compares this runner's
 // greedy tokens and logits with the Python reference runner's (ExecuTorch's kernels), up to a
 // 706-token context where the key spans run on the thread pool.
-#include <executorch/runtime/core/function_ref.h>
 #include <executorch/runtime/kernel/kernel_includes.h>
 #include <executorch/runtime/kernel/operator_registry.h>
 
@@ -22,17 +21,7 @@
 #include <cstring>
 
 #include "attention_span.h"
-
-// The wheel ships libexecutorch_threadpool but not its header; these are the functions of
-// extension/threadpool/threadpool.h we call (the linker checks the mangled signatures).
-namespace executorch::extension::threadpool {
-class ThreadPool {
- public:
-  size_t get_thread_count() const;
-  void run(::executorch::runtime::FunctionRef<void(size_t)> fn, size_t range);
-};
-ThreadPool* get_threadpool();
-}  // namespace executorch::extension::threadpool
+#include "executorch_threadpool.h"
 
 namespace {
 

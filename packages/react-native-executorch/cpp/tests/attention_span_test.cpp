@@ -10,18 +10,11 @@
 #include <vector>
 
 #include "attention_span.h"
+#include "half_type.h"
 
 namespace {
 
 namespace span = rne::attention_span;
-
-// The IEEE half type: GCC's C++ front end has _Float16 on x86-64 but, before GCC 13, not on
-// aarch64 (Debian bookworm's cross compiler is GCC 12), whose half type is __fp16.
-#if defined(__aarch64__)
-using Half = __fp16;
-#else
-using Half = _Float16;
-#endif
 
 struct Shape {
   int64_t positions, heads, kv_heads, head_dim, start_pos;

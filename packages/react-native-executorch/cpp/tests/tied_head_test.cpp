@@ -14,19 +14,12 @@
 #include <thread>
 #include <vector>
 
+#include "half_type.h"
 #include "tied_head.h"
 
 namespace {
 
 namespace th = rne::tied_head;
-
-// The IEEE half type: GCC's C++ front end has _Float16 on x86-64 but, before GCC 13, not on
-// aarch64, whose half type is __fp16.
-#if defined(__aarch64__)
-using Half = __fp16;
-#else
-using Half = _Float16;
-#endif
 
 uint16_t half_bits(float f) {
   const Half h = static_cast<Half>(f);

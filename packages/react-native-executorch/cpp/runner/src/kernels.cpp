@@ -3,25 +3,13 @@
 // shared thread pool (the one XNNPACK runs on).
 #include "rne/runner/kernels.h"
 
-#include <executorch/runtime/core/function_ref.h>
 #include <executorch/runtime/kernel/kernel_includes.h>
 #include <executorch/runtime/kernel/operator_registry.h>
 
 #include <string>
 
+#include "../../kernels/executorch_threadpool.h"
 #include "../../kernels/tied_head.h"
-
-// The executorch wheel ships libexecutorch_threadpool but not its header; these are the
-// functions of extension/threadpool/threadpool.h called here (the linker checks the mangled
-// signatures), in every build.
-namespace executorch::extension::threadpool {
-class ThreadPool {
- public:
-  size_t get_thread_count() const;
-  void run(::executorch::runtime::FunctionRef<void(size_t)> fn, size_t range);
-};
-ThreadPool* get_threadpool();
-}  // namespace executorch::extension::threadpool
 
 namespace rne::runner {
 namespace {
