@@ -83,6 +83,23 @@ def test_packing_is_the_lookup_kernels_layout():
     assert torch.equal(table(tokens), kernel_rows)
 
 
+def test_a_table_the_head_shares_is_grouped_like_the_linears():
+    """``table_group_size`` groups the tables read by lookups alone, where it divides their width;
+    the head's table is a linear's weight, so it keeps the linears' group (the head's precision)."""
+    torch.manual_seed(0)
+    model = _TiedLm()
+    model.side = nn.Embedding(300, 256)
+    quantize.quantize_8da4w(model, embedding_quantization="4w", tie_head=True,
+                            table_group_size=128)
+    assert model.tok_embeddings.scales.shape == (300, 256 // 32)
+    assert model.side.weight.scale.shape == (300, 256 // 128)
+    # A table narrower than the group (a test model's per-layer table) takes the linears' group.
+    narrow = _TiedLm()
+    narrow.side = nn.Embedding(300, 64)
+    quantize.quantize_8da4w(narrow, embedding_quantization="4w", table_group_size=128)
+    assert narrow.side.weight.scale.shape == (300, 64 // 32)
+
+
 def test_untied_or_eight_bit_tables_keep_their_head():
     torch.manual_seed(0)
     untied = _TiedLm()

@@ -119,7 +119,7 @@ class VariantSpec:
     min_platform: dict[str, str | int]
     # Embedding tables of a quantized variant ("8w", "4w", "none"); None: the exporter's default.
     embedding_quantization: str | None = None
-    # Group of 4-bit tables; None: the exporter's (that of the linears).
+    # Group of the 4-bit tables only looked up; None: the linears' (a head's table keeps theirs).
     embedding_group_size: int | None = None
     # The encoder of each media capability ("vision", "audio") the model declares.
     encoders: dict[str, EncoderSpec] = field(default_factory=dict)

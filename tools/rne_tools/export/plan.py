@@ -10,7 +10,7 @@ so nothing downstream resolves the request again.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TypedDict
@@ -107,8 +107,7 @@ def plan_export(
 
     Unspecified ``quantization``/``max_context``/``max_chunk``/``embedding_quantization``/
     ``embedding_group_size`` come from the model registry's variant for ``backend`` (tables:
-    "8w" where it says none; grouped like the linears where it says none or where its group
-    does not divide the model's width);
+    "8w" where it says none; grouped like the linears where it says none);
     without ``checkpoint`` or ``random_config`` the weights are the registry's source for the
     model (``gguf_import.default_checkpoint``). Raises
     ``ExportError``/``CheckpointError``/``RegistryError`` on bad input.
@@ -150,26 +149,11 @@ def plan_export(
         max_chunk=max_chunk,
         embedding_quantization=embedding_quantization if quantization != "fp32" else "none",
         group_size=group_size,
-        embedding_group_size=embedding_group_size,
+        embedding_group_size=embedding_group_size or (variant and variant.embedding_group_size),
     )
-    source = _resolve_source(options, architecture, checkpoint, random_config)
-    if embedding_group_size is None and variant is not None and variant.embedding_group_size:
-        fitting = _fitting_group_size(variant.embedding_group_size, source)
-        options = replace(options, embedding_group_size=fitting)
     backend_impl.validate(options)
+    source = _resolve_source(options, architecture, checkpoint, random_config)
     return ExportPlan(options, source, backend_impl, architecture)
-
-
-def _fitting_group_size(registry_group: int, source: ModelSource) -> int | None:
-    """The registry variant's table group where it divides the model's width, else None (the
-    linears' group).
-
-    A variant's group is chosen for the registry model's widths; a smaller model exported under
-    its id (the random test configs) may be too narrow for it, and would keep its tables in
-    float rather than quantize them."""
-    config = source.hf_config.get("text_config", source.hf_config)
-    width = int(config.get("hidden_size", 0))
-    return registry_group if width and width % registry_group == 0 else None
 
 
 def _resolve_source(

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from rne_tools.errors import ExportError
+from rne_tools.export.tied_head import tie_head_to_table, tied_heads
 
 # Weights above this many elements are quantized a block of rows at a time (E2B's per-layer
 # table has 2.35B): torchao's quantizer makes several full-size float temporaries.
@@ -194,7 +195,8 @@ def quantize_8da4w(
 ) -> list[str]:
     """Quantize linears to 8-bit dynamic activations + 4-bit grouped weights, embeddings to
     8-bit per-row or 4-bit grouped weights (``embedding_quantization``: "8w", "4w", "none"), in
-    groups of ``table_group_size`` (default: ``group_size``).
+    groups of ``table_group_size`` (default: ``group_size``) where that divides a table's width,
+    except a table a head shares: that is the head's weight too, grouped like the linears.
 
     Embeddings are quantized first, so a tied output head is quantized as a linear of its own,
     unless ``tie_head`` and the tables are 4-bit: then the head reads the packed token table
@@ -288,29 +290,33 @@ def _quantize(
     for size in {group_size, table_group_size}:
         if size <= 0 or size % 2:
             raise ExportError(f"group size must be a positive even number, got {size}.")
-    tied: list[tuple[str, str]] = []
-    if tie_head and embedding_quantization == "4w":
-        from rne_tools.export.tied_head import tie_head_to_table, tied_heads
+    # A table a head shares is that linear's weight too: it is grouped like the linears. A table
+    # only looked up takes ``table_group_size`` where that divides its width, else theirs too.
+    tied = tied_heads(model)
+    head_tables = {t for t, _ in tied}
 
-        tied = tied_heads(model)
+    def table_group(m: nn.Module, fqn: str) -> int:
+        own = fqn not in head_tables and m.embedding_dim % table_group_size == 0
+        return table_group_size if own else group_size
+
     if embedding_quantization != "none":
-        bits, granularity = {
-            "8w": (torch.int8, PerAxis(0)),
-            "4w": (torch.int4, PerGroup(table_group_size)),
-        }[embedding_quantization]
-        quantize_weights(
-            model,
-            IntxWeightOnlyConfig(weight_dtype=bits, granularity=granularity),
-            lambda m, fqn: (
-                isinstance(m, nn.Embedding)
-                and (embedding_quantization == "8w" or m.embedding_dim % table_group_size == 0)
-            ),
-            # The graph computes in float32; a 16-bit table (Gemma 4's per-layer one) too, then.
-            dtype=torch.float32,
-        )
+        bits = torch.int8 if embedding_quantization == "8w" else torch.int4
+        for size in dict.fromkeys((group_size, table_group_size)):
+            granularity = PerAxis(0) if embedding_quantization == "8w" else PerGroup(size)
+            quantize_weights(
+                model,
+                IntxWeightOnlyConfig(weight_dtype=bits, granularity=granularity),
+                lambda m, fqn, size=size: (
+                    isinstance(m, nn.Embedding)
+                    and table_group(m, fqn) == size
+                    and (embedding_quantization == "8w" or m.embedding_dim % size == 0)
+                ),
+                # The graph computes in float32; a 16-bit table (Gemma 4's per-layer one) too.
+                dtype=torch.float32,
+            )
         if embedding_quantization == "4w":
             _half_group_scales(model)
-            for table, head in tied:
+            for table, head in tied if tie_head else ():
                 tie_head_to_table(model, table, head)
     # Grouped 4-bit weights need the group size to divide the input width; per-channel 8-bit
     # weights take every linear.

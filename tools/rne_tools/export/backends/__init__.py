@@ -39,7 +39,8 @@ class ExportOptions:
     max_chunk: int
     embedding_quantization: str = "8w"  # only for quantized variants; "none" keeps fp32 tables
     group_size: int = 32
-    # Group of 4-bit tables (and of a head tied to one); None: ``group_size``.
+    # Group of the 4-bit tables only looked up (a table a head shares keeps ``group_size``);
+    # None: ``group_size``.
     embedding_group_size: int | None = None
 
     @property
