@@ -305,6 +305,7 @@ def test_export_follows_the_pte_contract(mlx_export):
         (dict(max_chunk=8), r"sliding window \(6\).*Allowed: 1\.\.6"),
         (dict(max_chunk=600, max_context=1024), r"cap the prefill chunk at 512.*1\.\.512"),
         (dict(group_size=16), r"group sizes 32, 64, 128"),
+        (dict(embedding_group_size=128), r"groups its tables like its linears"),
         (dict(embedding_quantization="8w"), r"--embedding-quantization 4w"),
         (dict(quantization="fp32"), r"allowed: int4"),
     ],

@@ -51,12 +51,16 @@ class MLXBackend(Backend):
     def validate(self, options: ExportOptions) -> None:
         check_quantization(self, options)
         require_architecture(self, options.architecture, ("gemma4",))
-        for size in {options.group_size, options.table_group_size}:
-            if size not in GROUP_SIZES:
-                raise ExportError(
-                    f"MLX fuses int4 weights into quantized matmuls for group sizes "
-                    f"{', '.join(map(str, GROUP_SIZES))} only; got {size}."
-                )
+        if options.group_size not in GROUP_SIZES:
+            raise ExportError(
+                f"MLX fuses int4 weights into quantized matmuls for group sizes "
+                f"{', '.join(map(str, GROUP_SIZES))} only; got {options.group_size}."
+            )
+        if options.table_group_size != options.group_size:
+            raise ExportError(
+                "MLX groups its tables like its linears (its head reads the token table); drop "
+                f"--embedding-group-size or make it --group-size ({options.group_size})."
+            )
         if options.embedding_quantization != "4w":
             raise ExportError(
                 "MLX int4 quantizes the embedding tables with the linears' 4-bit grouped config "
@@ -87,14 +91,11 @@ class MLXBackend(Backend):
         from rne_tools.export.quantize import quantize_weights
 
         model.to_dtype(torch.bfloat16)
-        gs, table_gs = options.group_size, options.table_group_size
+        gs = options.group_size
         config = IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(gs))
-        tables = IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(table_gs))
         tied = model.args.tie_word_embeddings
         quantize_weights(
-            model,
-            tables,
-            lambda m, fqn: isinstance(m, nn.Embedding) and m.embedding_dim % table_gs == 0,
+            model, config, lambda m, fqn: isinstance(m, nn.Embedding) and m.embedding_dim % gs == 0
         )
         quantize_weights(
             model,
