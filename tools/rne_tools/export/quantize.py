@@ -172,11 +172,10 @@ def spell_out_lookup_dtypes(graph_module: torch.fx.GraphModule) -> int:
     for node in graph_module.graph.nodes:
         # An edge-dialect node wraps the op (``EdgeOpOverload._op``).
         op = getattr(node.target, "_op", node.target)
-        # A dtype already given, positionally or by name, is kept.
         if node.op != "call_function" or op != target:
             continue
         if len(node.args) > index or "output_dtype" in node.kwargs:
-            continue
+            continue  # a dtype already given, positionally or by name, is kept
         scale = node.args[2].meta.get("val")
         if scale is not None and scale.dtype != torch.float32:  # the schema's default
             node.args = (*node.args, torch.float32)
