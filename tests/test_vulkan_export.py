@@ -12,6 +12,8 @@ from rne_tools.checks import cpp_runtime
 from rne_tools.checks.transform import check_transform
 from rne_tools.errors import ExportError
 from rne_tools.export import cached_export, export_llm
+from rne_tools.export.backends import ExportOptions, vulkan_ops
+from rne_tools.export.backends.vulkan import BACKEND
 from rne_tools.export.backends.vulkan_ops import (
     VulkanKVCache,
     VulkanRMSNorm,
@@ -19,6 +21,7 @@ from rne_tools.export.backends.vulkan_ops import (
     apply_vulkan_transforms,
 )
 from rne_tools.export.custom_ops import CustomOpCausalSDPA, InPlaceKVCache
+from rne_tools.export.tied_head import TiedHead4bit
 from rne_tools.models import gemma4, layers, llama
 
 
@@ -80,6 +83,9 @@ def test_export_delegates_norms_attention_and_caches(config, quantization, table
     assert checks["transform_check"]["greedy_tokens_match"]
     assert sorted(checks["host_tables"]) == ["ple_embeddings", "tok_embeddings"]
     assert checks["ops_on_cpu"].get(TABLE_OPS[tables]) == 2
+    # With 4-bit tables the tied head reads the packed token table on the CPU; otherwise it is
+    # a linear in the delegate.
+    assert checks["ops_on_cpu"].get("rne_tied_head_4bit_default", 0) == (tables == "4w")
     # Executed where a source-built runtime with the backend existed at export time
     # (tools/build_binaries.py --platform linux); never a mismatch.
     verification = report["verification"]
@@ -88,6 +94,39 @@ def test_export_delegates_norms_attention_and_caches(config, quantization, table
         # Judged against the eager model run in fp16, the precision the delegate computes in.
         assert verification["precision_reference"]["dtype"] == "float16"
         assert verification["agreement"] >= verification["required_agreement"] >= 0.25
+
+
+def _quantized_for_vulkan(monkeypatch, tables, group_size=32):
+    """The tiny Gemma 4 through the Vulkan backend's transform and quantization, under a 16 KiB
+    storage buffer (the head's fp16 weight, 512 x 64, is 64 KiB)."""
+    monkeypatch.setattr(vulkan_ops, "STORAGE_BUFFER_BYTES", 16 * 1024)
+    model, _, _ = random_model("gemma4", "tiny", max_context=40, max_chunk=4, seed=5)
+    options = ExportOptions("gemma4_e2b", "gemma4", "vulkan", "8da4w", 40, 4,
+                            embedding_quantization=tables, group_size=group_size)
+    model = BACKEND.transform(model, options).model
+    return BACKEND.quantize(model, options)
+
+
+def test_a_head_reading_the_token_table_is_not_sharded(monkeypatch):
+    """E2B's head exceeds one storage buffer; sharded, each shard would be a 4-bit linear of its
+    own, a second copy of the table. With 4-bit tables the head reads the table on the CPU, so
+    only the other wide linears are sharded."""
+    model = _quantized_for_vulkan(monkeypatch, "4w")
+    assert isinstance(model.output, TiedHead4bit)
+    assert model.output._table[0] is model.tok_embeddings
+    assert "output" not in model.sharded_linears
+    assert any(".feed_forward." in name for name in model.sharded_linears)
+    assert sorted(model.host_tables) == ["ple_embeddings", "tok_embeddings"]
+    # 8-bit tables: the head is a linear, sharded like the others.
+    model = _quantized_for_vulkan(monkeypatch, "8w")
+    assert "output" in model.sharded_linears
+
+
+def test_a_whole_head_its_table_cannot_serve_is_refused(monkeypatch):
+    """A group the packed table cannot take (not a multiple of 32) leaves the head a linear over
+    one storage buffer: refused at export, not at load on a phone."""
+    with pytest.raises(ExportError, match=r"output exceed one storage buffer .* multiple of 32"):
+        _quantized_for_vulkan(monkeypatch, "4w", group_size=16)
 
 
 def test_refuses_a_quantization_it_cannot_honour(tmp_path):

@@ -10,7 +10,8 @@ its dequantize + lookup into the CPU's quantized embedding kernels (``embedding_
 MLX keeps a table whose weight is also a linear's (its head tied to the token embeddings) in the
 delegate: the head reads all of it every token, and hosting it would store it twice. Vulkan hosts
 every table: its delegate's float lookup kernel is the one that broke SmolLM2's chunked prefill
-(docs/design.md), and its 4-bit head is a separate, sharded copy anyway.
+(docs/design.md); a 4-bit token table that a head reads (``tied_head.PackedTable4bit``) is on the
+CPU with its head.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import torch.nn.functional as F
 from torch import fx, nn
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
+from rne_tools.export.tied_head import PackedTable4bit
 from rne_tools.export.transforms import apply_replacements
 
 
@@ -48,15 +50,16 @@ class HostEmbedding(nn.Module):
 
 
 # Module types a partitioner must leave on the CPU (matched by type name).
-HOST_MODULES = [HostEmbedding.__name__]
+HOST_MODULES = [HostEmbedding.__name__, PackedTable4bit.__name__]
 
 
 def host_tables(
     model: nn.Module, dtype: torch.dtype | None = None, keep_tied: bool = False
 ) -> list[str]:
     """Replace every embedding table, float or quantized, by a ``HostEmbedding`` answering in
-    ``dtype``; with ``keep_tied``, not a table whose weight a linear shares. Returns the names
-    replaced. Run after quantization, so a quantized table is hosted as what it became."""
+    ``dtype``; with ``keep_tied``, not a table whose weight a linear shares. Returns the names of
+    the tables now on the CPU: those replaced, and packed tables (always there). Run after
+    quantization, so a quantized table is hosted as what it became."""
     linears = (m.weight for m in model.modules() if isinstance(m, nn.Linear))
     tied = {id(w) for w in linears} if keep_tied else set()
 
@@ -64,11 +67,13 @@ def host_tables(
         assert isinstance(embedding, nn.Embedding)
         return embedding if id(embedding.weight) in tied else HostEmbedding(embedding, dtype)
 
-    return apply_replacements(model, {nn.Embedding: host})
+    hosted = apply_replacements(model, {nn.Embedding: host})
+    packed = [name for name, m in model.named_modules() if isinstance(m, PackedTable4bit)]
+    return hosted + packed
 
 
 def traced_in_host_table(node: fx.Node) -> bool:
-    """Whether an exported graph's node was traced inside a ``HostEmbedding`` (its lookup, the
-    dequantize of its rows, their cast)."""
+    """Whether an exported graph's node was traced inside a table on the CPU (``HOST_MODULES``:
+    its lookup, the dequantize of its rows, their cast)."""
     stack = node.meta.get("nn_module_stack") or {}
-    return any(HostEmbedding.__name__ in str(typename) for _, typename in stack.values())
+    return any(host in str(typename) for _, typename in stack.values() for host in HOST_MODULES)

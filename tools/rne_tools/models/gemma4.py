@@ -40,6 +40,7 @@ from rne_tools.models.layers import (
     MatmulSDPA,
     RMSNorm,
     RoPE,
+    Softcap,
     init_like_trained,
 )
 
@@ -412,6 +413,7 @@ class Transformer(nn.Module):
         self.output = nn.Linear(args.dim, args.vocab_size, bias=False)
         if args.tie_word_embeddings:
             self.output.weight = self.tok_embeddings.weight
+        self.softcap = Softcap(args.final_softcap) if args.final_softcap is not None else None
 
         # One cache per layer that computes keys/values; shared layers read their source's.
         ring_size = min(max_context, args.sliding_window + max_chunk - 1)
@@ -511,10 +513,7 @@ class Transformer(nn.Module):
                 masks[kind],
             )
         logits = self.output(self.norm(h[:, -1])).float()
-        if self.args.final_softcap is not None:
-            cap = self.args.final_softcap
-            logits = torch.tanh(logits / cap) * cap
-        return logits
+        return self.softcap(logits) if self.softcap is not None else logits
 
     def to_dtype(self, dtype: torch.dtype) -> Transformer:
         """Cast weights and caches to ``dtype``, keeping RoPE frequencies in float32 and never

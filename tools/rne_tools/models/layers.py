@@ -255,6 +255,18 @@ class GeluTanh(nn.Module):
         return F.gelu(x, approximate="tanh")
 
 
+class Softcap(nn.Module):
+    """``cap * tanh(x / cap)``: bounds logits to (-cap, cap) (Gemma's final logits). A module so a
+    backend can place it with the head it follows."""
+
+    def __init__(self, cap: float) -> None:
+        super().__init__()
+        self.cap = cap
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(x / self.cap) * self.cap
+
+
 @torch.no_grad()
 def init_like_trained(model: nn.Module, generator: torch.Generator) -> None:
     """Fill every parameter with seeded random values of a trained model's rough scale: vectors

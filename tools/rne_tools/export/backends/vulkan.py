@@ -7,10 +7,17 @@ Source transforms (``backends.vulkan_ops``) map every RMSNorm onto ``et_vk::rms_
 attention with its KV cache onto ``et_vk::sdpa`` + ``llama::update_cache``, so those run on
 the GPU instead of falling back to CPU kernels. Embedding tables stay on the CPU, read from the
 mapped program (``HostEmbedding``).
+
+8da4w with 4-bit tables: a head tied to the token table (Gemma 4's) reads that packed table on the
+CPU (``rne::tied_head_4bit``) instead of a GPU copy of its own. E2B's copy was 0.3 GB of file and
+of device memory (226 MB of 4-bit weights, 50 MB of weight sums, 25 MB of scales), sharded over
+two storage buffers; the delegate now returns the final hidden state, and the head's 403 M
+multiply-adds a token run on the CPU cores.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import torch
@@ -19,7 +26,7 @@ from torch import nn
 from rne_tools.backend_catalog import load_catalog
 from rne_tools.checks.delegation import delegation_by_op
 from rne_tools.checks.transform import check_transform
-from rne_tools.errors import VerificationError
+from rne_tools.errors import ExportError, VerificationError
 from rne_tools.export.backends import (
     Backend,
     ExportOptions,
@@ -27,8 +34,16 @@ from rne_tools.export.backends import (
     check_quantization,
 )
 from rne_tools.export.quantize import quantize_8da4w
+from rne_tools.models.layers import Softcap
 
 MIN_DELEGATED_SHARE = 0.95
+
+
+def _head_reads_table(options: ExportOptions) -> bool:
+    """Whether a head tied to the token table reads that table on the CPU: 8da4w with 4-bit
+    tables, the tables ``tied_head.tie_head_to_table`` packs."""
+    return options.quantization == "8da4w" and options.embedding_quantization == "4w"
+
 
 def fused_ops(model: nn.Module) -> tuple[str, ...]:
     """Edge op names of the fused kernels that must all be delegated, by the attention path the
@@ -69,9 +84,12 @@ class VulkanBackend(Backend):
     def transform(self, model: nn.Module, options: ExportOptions) -> TransformResult:
         from rne_tools.export.backends.vulkan_ops import apply_vulkan_transforms
 
-        return TransformResult(*check_transform(model, apply_vulkan_transforms))
+        # A head that will read the token table is not sharded: it never reaches the GPU.
+        transform = partial(apply_vulkan_transforms, keep_tied_heads=_head_reads_table(options))
+        return TransformResult(*check_transform(model, transform))
 
     def quantize(self, model: nn.Module, options: ExportOptions) -> nn.Module:
+        from rne_tools.export.backends.vulkan_ops import STORAGE_BUFFER_BYTES, wide_linears
         from rne_tools.export.host_tables import host_tables
 
         # The graph stays float32; the delegate stores and computes it in fp16 (force_fp16).
@@ -80,7 +98,17 @@ class VulkanBackend(Backend):
                 model,
                 options.group_size,
                 options.embedding_quantization,
+                tie_head=_head_reads_table(options),
                 table_group_size=options.table_group_size,
+            )
+        # Only a head left whole to read its table can be over a storage buffer here; if its
+        # table could not be packed, it would not load on a device.
+        if wide := wide_linears(model):
+            raise ExportError(
+                f"Vulkan: {', '.join(wide)} exceed one storage buffer ({STORAGE_BUFFER_BYTES} "
+                "bytes) and were left whole for a head that reads the 4-bit token table, but "
+                f"the table could not be packed for it (group size {options.group_size} must be "
+                "a multiple of 32)."
             )
         model.host_tables = host_tables(model)
         return model
@@ -91,7 +119,13 @@ class VulkanBackend(Backend):
         from rne_tools.export.host_tables import HOST_MODULES
 
         _fit_textures_conservatively()
-        return [VulkanPartitioner({"force_fp16": True}, nn_module_blocklist=HOST_MODULES)]
+        blocklist = list(HOST_MODULES)
+        if _head_reads_table(options):
+            # What follows a CPU head stays there: a second delegate for it took the graph's
+            # range checks on the cache position away from the first, whose lowering then
+            # failed on the attention spans' data-dependent slices.
+            blocklist.append(Softcap.__name__)
+        return [VulkanPartitioner({"force_fp16": True}, nn_module_blocklist=blocklist)]
 
     def compile_config(self) -> Any:
         from executorch.exir import EdgeCompileConfig

@@ -21,8 +21,9 @@ sharing: Gemma 4):
   (``llama::custom_sdpa`` is not used: Vulkan's lowering fuses it with the layer's own cache
   update at a single graph-wide start, which KV-shared layers and offset sliding slots break.)
 
-Linears larger than one storage buffer (Gemma 4 E2B's 262,144-row head) are split into row shards
-(``ShardedLinear``). Every embedding table is looked up on the CPU (``export.host_tables``).
+Linears larger than one storage buffer are split into row shards (``ShardedLinear``), except a
+head tied to a 4-bit token table: that one reads the table on the CPU (``export.tied_head``).
+Every embedding table is looked up on the CPU (``export.host_tables``).
 """
 
 from __future__ import annotations
@@ -180,10 +181,10 @@ def _fits(weight: torch.Tensor, budget: int) -> bool:
     return weight.numel() * DEVICE_FLOAT_BYTES <= budget
 
 
-def _shard_if_wide(budget: int) -> Factory:
+def _shard_if_wide(budget: int, whole: set[int]) -> Factory:
     def factory(linear: nn.Module) -> nn.Module:
         assert isinstance(linear, nn.Linear)
-        if _fits(linear.weight, budget):
+        if _fits(linear.weight, budget) or id(linear.weight) in whole:
             return linear
         max_rows = budget // (linear.in_features * DEVICE_FLOAT_BYTES)
         if max_rows < 1:
@@ -195,19 +196,34 @@ def _shard_if_wide(budget: int) -> Factory:
     return factory
 
 
-def shard_wide_linears(model: nn.Module, budget: int | None = None) -> list[str]:
+def shard_wide_linears(
+    model: nn.Module, budget: int | None = None, keep_tied_heads: bool = False
+) -> list[str]:
     """Replace every linear whose fp16 weight exceeds ``budget`` bytes (default
-    ``STORAGE_BUFFER_BYTES``) by a ``ShardedLinear``; returns the names replaced."""
+    ``STORAGE_BUFFER_BYTES``) by a ``ShardedLinear``; with ``keep_tied_heads``, not a head whose
+    weight is a token table's (it will read that table on the CPU). Returns the names replaced."""
     budget = STORAGE_BUFFER_BYTES if budget is None else budget
-    return apply_replacements(model, {nn.Linear: _shard_if_wide(budget)})
+    tables = (m.weight for m in model.modules() if isinstance(m, nn.Embedding))
+    whole = {id(w) for w in tables} if keep_tied_heads else set()
+    return apply_replacements(model, {nn.Linear: _shard_if_wide(budget, whole)})
 
 
-def apply_vulkan_transforms(model: nn.Module) -> nn.Module:
+def wide_linears(model: nn.Module) -> list[str]:
+    """Names of the linears over one storage buffer (``STORAGE_BUFFER_BYTES``) at fp16."""
+    return [
+        name
+        for name, m in model.named_modules()
+        if isinstance(m, nn.Linear) and not _fits(m.weight, STORAGE_BUFFER_BYTES)
+    ]
+
+
+def apply_vulkan_transforms(model: nn.Module, keep_tied_heads: bool = False) -> nn.Module:
     """Shard linears too wide for one storage buffer (before quantization, so each shard is
-    quantized as a linear of its own), then apply Vulkan's table in place (module docstring).
-    ``model.sharded_linears`` names the sharded ones."""
+    quantized as a linear of its own; ``keep_tied_heads``: see ``shard_wide_linears``), then
+    apply Vulkan's table in place (module docstring). ``model.sharded_linears`` names the sharded
+    ones."""
     _load_ops()
-    model.sharded_linears = shard_wide_linears(model)
+    model.sharded_linears = shard_wide_linears(model, keep_tied_heads=keep_tied_heads)
     # The graph's float dtype (the token table's), for the modules made here.
     dtype = next(model.parameters()).dtype
     specs = [m.spec for m in model.modules() if isinstance(m, layers.SDPA)]
