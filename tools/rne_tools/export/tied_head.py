@@ -97,7 +97,10 @@ def _tied_head_out_meta(
 
 
 class PackedTable4bit(nn.Module):
-    """A 4-bit token table in ``embedding_4bit``'s packed layout, looked up by that kernel."""
+    """A 4-bit token table in ``embedding_4bit``'s packed layout, looked up by that kernel.
+
+    Rows are returned in the model's float dtype: ``dtype_marker`` (float32) follows ``.to()``,
+    so a copy cast for a low-precision eager reference (Vulkan's fp16) answers in fp16."""
 
     def __init__(self, packed: torch.Tensor, scales: torch.Tensor) -> None:
         super().__init__()
@@ -105,15 +108,18 @@ class PackedTable4bit(nn.Module):
 
         self.register_buffer("packed", packed)
         self.register_buffer("scales", scales)
+        self.register_buffer("dtype_marker", torch.zeros((), dtype=torch.float32))
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        dtype = self.dtype_marker.dtype
         if torch.compiler.is_compiling():
             return torch.ops.quantized_decomposed.embedding_4bit.dtype(
-                self.packed, self.scales, None, -8, 7, tokens, dtype=torch.float32
+                self.packed, self.scales, None, -8, 7, tokens, dtype=dtype
             )
         # Eager: only the rows looked up are unpacked (the op's reference unpacks all).
         rows = tokens.reshape(-1)
-        return unpack_rows(self.packed[rows], self.scales[rows]).reshape(*tokens.shape, -1)
+        unpacked = unpack_rows(self.packed[rows], self.scales[rows]).to(dtype)
+        return unpacked.reshape(*tokens.shape, -1)
 
 
 class TiedHead4bit(nn.Module):
