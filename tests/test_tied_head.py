@@ -83,6 +83,20 @@ def test_packing_is_the_lookup_kernels_layout():
     assert torch.equal(table(tokens), kernel_rows)
 
 
+def test_a_table_cast_for_a_low_precision_reference_answers_in_it():
+    """Vulkan's export check runs the eager model cast to fp16: the packed table's rows must
+    follow, or the next fp16 linear refuses float32 rows."""
+    torch.manual_seed(0)
+    model = _TiedLm()
+    quantize.quantize_8da4w(model, embedding_quantization="4w", tie_head=True)
+    tokens = torch.tensor([[5, 299]])
+    rows = model.tok_embeddings(tokens)
+    assert rows.dtype == torch.float32
+    half = model.to(torch.float16).tok_embeddings(tokens)
+    assert half.dtype == torch.float16
+    torch.testing.assert_close(half.float(), rows, rtol=1e-3, atol=1e-3)
+
+
 def test_a_table_the_head_shares_is_grouped_like_the_linears():
     """``table_group_size`` groups the tables read by lookups alone, where it divides their width;
     the head's table is a linear's weight, so it keeps the linears' group (the head's precision)."""
