@@ -23,6 +23,7 @@ from rne_tools.export.backends.vulkan_ops import (
 from rne_tools.export.custom_ops import CustomOpCausalSDPA, InPlaceKVCache
 from rne_tools.export.tied_head import TiedHead4bit
 from rne_tools.models import gemma4, layers, llama
+from rne_tools.pte_parts import vulkan_constants
 
 
 def _variant(config, quantization, embedding_quantization=None):
@@ -70,7 +71,8 @@ TABLE_OPS = {None: "aten_embedding_default", "4w": "quantized_decomposed_embeddi
                                                           ("tiny", "8da4w", "8w"),
                                                           ("tiny_mqa", "fp16", None)])
 def test_export_delegates_norms_attention_and_caches(config, quantization, tables):
-    report = _variant(config, quantization, tables).report
+    result = _variant(config, quantization, tables)
+    report = result.report
     args = gemma4.ModelArgs.from_hf_config(gemma4.RANDOM_CONFIGS[config])
     own_kv = sum(1 for i in range(args.n_layers) if args.kv_source[i] == i)
     checks = report["backend_checks"]
@@ -94,6 +96,21 @@ def test_export_delegates_norms_attention_and_caches(config, quantization, table
         # Judged against the eager model run in fp16, the precision the delegate computes in.
         assert verification["precision_reference"]["dtype"] == "float16"
         assert verification["agreement"] >= verification["required_agreement"] >= 0.25
+
+
+def test_the_delegate_stores_its_caches_empty():
+    """The delegate owns the caches and stores their initial contents: every one is zero (the
+    export ran the model eagerly before lowering), so caches of one shape share their bytes."""
+    result = _variant("tiny", "8da4w", "4w")
+    args = gemma4.ModelArgs.from_hf_config(gemma4.RANDOM_CONFIGS["tiny"])
+    own_kv = sum(1 for i in range(args.n_layers) if args.kv_source[i] == i)
+    caches = [c for c in vulkan_constants(result.pte_path) if len(c.dims) == 4]
+    assert len(caches) == 2 * own_kv and all(c.dtype == "FLOAT16" for c in caches)
+    with result.pte_path.open("rb") as f:
+        for cache in caches:
+            f.seek(cache.offset)
+            assert not any(f.read(cache.length)), f"cache {cache.dims} holds data"
+    assert len({c.key for c in caches}) == len({c.dims for c in caches})
 
 
 def _quantized_for_vulkan(monkeypatch, tables, group_size=32):

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.export_benchmark import gemma4_e2b_config  # noqa: E402
 from benchmarks.runner_benchmark import ensure_rne_bench  # noqa: E402
 from rne_tools.paths import REPO_ROOT  # noqa: E402
-from rne_tools.pte_parts import evict_from_page_cache, pte_parts  # noqa: E402
+from rne_tools.pte_parts import evict_from_page_cache, pte_parts, vulkan_constants  # noqa: E402
 from rne_tools.runtime.quiet import configure_python_noise  # noqa: E402
 
 configure_python_noise()
@@ -44,9 +44,11 @@ SOURCE_RNE_BENCH = REPO_ROOT / "build" / "linux" / "host" / "rne_bench"
 MB = 1e6
 
 
-def export_variant(backend: str, layers: int, embedding_quantization: str | None) -> Path:
+def export_variant(backend: str, layers: int, embedding_quantization: str | None,
+                   group_size: int | None = None) -> Path:
     """The registry's ``backend`` variant of gemma4_e2b at ``layers`` layers (random weights),
-    exported once per cache key; returns the .pte path."""
+    with its embedding quantization or linears' group overridden where given, exported once per
+    cache key; returns the .pte path."""
     from rne_tools.export.cache import cache_key
     from rne_tools.export.pipeline import run_export
     from rne_tools.export.plan import plan_export
@@ -54,6 +56,8 @@ def export_variant(backend: str, layers: int, embedding_quantization: str | None
     request: dict[str, Any] = {"random_config": gemma4_e2b_config(layers)}
     if embedding_quantization is not None:
         request["embedding_quantization"] = embedding_quantization
+    if group_size is not None:
+        request["group_size"] = group_size
     plan = plan_export("gemma4_e2b", backend, **request)
     out = OUT_DIR / f"l{layers}-{cache_key(plan)}"
     pte = out / f"{plan.stem}.pte"
@@ -100,6 +104,8 @@ def run_phases(bench: Path, pte: Path, phases: set[str], prefill: int, context: 
 @click.option("--layers", default=35, show_default=True, help="Decoder layers (E2B has 35).")
 @click.option("--embedding-quantization", "embedding", multiple=True, metavar="BACKEND=Q",
               help="Override the variant's embedding quantization (8w, 4w, none), e.g. xnnpack=8w.")
+@click.option("--group-size", "groups", multiple=True, metavar="BACKEND=N",
+              help="Override the group of the variant's 4-bit linears, e.g. vulkan=128.")
 @click.option("--phases", default=None,
               help="Comma-separated of load,prefill,decode (default: all three for xnnpack, load "
                    "for the emulated GPU backends).")
@@ -107,13 +113,14 @@ def run_phases(bench: Path, pte: Path, phases: set[str], prefill: int, context: 
 @click.option("--context", default=4000, show_default=True,
               help="Tokens in the cache before the decode run's measured steps.")
 @click.option("--new-tokens", default=32, show_default=True)
-def main(variants: str, layers: int, embedding: tuple[str, ...], phases: str | None,
-         prefill: int, context: int, new_tokens: int) -> None:
+def main(variants: str, layers: int, embedding: tuple[str, ...], groups: tuple[str, ...],
+         phases: str | None, prefill: int, context: int, new_tokens: int) -> None:
     """Print size, resident memory and speed per E2B variant."""
     overrides = dict(item.split("=", 1) for item in embedding)
+    group_sizes = {backend: int(n) for backend, n in (item.split("=", 1) for item in groups)}
     rows = []
     for backend in variants.split(","):
-        pte = export_variant(backend, layers, overrides.get(backend))
+        pte = export_variant(backend, layers, overrides.get(backend), group_sizes.get(backend))
         parts = pte_parts(pte)
         wanted = set((phases or ("load,prefill,decode" if backend == "xnnpack" else "load"))
                      .split(","))
@@ -137,6 +144,26 @@ def main(variants: str, layers: int, embedding: tuple[str, ...], phases: str | N
               f"{_resident(run, 'load'):>22}{_resident(run, 'prefill'):>22}"
               f"{_resident(run, 'decode'):>22}{_rate(run, 'prefill_tok_s'):>14}"
               f"{_rate(run, 'decode_tok_s'):>13}")
+    for pte, _, _ in rows:
+        if "vulkan" in pte.stem:
+            print(f"\n{pte.stem}: what its delegate uploads, MB")
+            for kind, size in vulkan_upload(pte).items():
+                print(f"  {kind:<44}{size / MB:>8.0f}")
+
+
+def vulkan_upload(pte: Path) -> dict[str, int]:
+    """Bytes of the Vulkan delegate's constants by kind, each distinct tensor once. The kinds
+    follow from dtype and rank in these exports: packed 4-bit weights are bytes, the weight sums
+    the integer kernel corrects the activations' zero point with are int32, caches are 4-D."""
+    kinds = {"packed 4-bit weights": 0, "int32 weight sums": 0, "KV caches (zeros)": 0,
+             "scales, norms and other": 0}
+    for c in {c.key: c for c in vulkan_constants(pte)}.values():
+        kind = ("packed 4-bit weights" if c.dtype in ("UINT8", "INT8")
+                else "int32 weight sums" if c.dtype == "INT32"
+                else "KV caches (zeros)" if len(c.dims) == 4
+                else "scales, norms and other")
+        kinds[kind] += c.length
+    return kinds
 
 
 def _resident(run: dict[str, Any], phase: str) -> str:

@@ -4,6 +4,9 @@ The runner treats the parts differently (docs/design.md, "Runtime"): delegate da
 uploaded by its backend and then given back, while the constant segment, the tables CPU ops
 index by token, stays mapped and is read a row at a time. Sizes come from the program's
 flatbuffer alone (the extended header says how long it is), so a multi-GB file is not read.
+
+``vulkan_constants`` lists what a Vulkan delegate uploads: each constant of its serialized graph
+with its place in the file.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, BinaryIO
 
 from rne_tools.errors import RneError
 
@@ -27,18 +31,24 @@ class PteParts:
         return self.total - self.constant - self.delegate
 
 
-def pte_parts(path: Path) -> PteParts:
-    """Bytes of each part of the program at ``path``; ``RneError`` if it is not a segmented
-    ``.pte`` (no extended header)."""
+def _program(f: BinaryIO, path: Path) -> tuple[Any, int]:
+    """The program flatbuffer of the open ``.pte`` and the file offset its segments count from;
+    ``RneError`` if it is not a segmented ``.pte`` (no extended header)."""
     from executorch.exir._serialize._flatbuffer_program import _flatbuffer_to_program
     from executorch.exir._serialize._program import _get_extended_header
 
+    header = _get_extended_header(f.read(64))
+    if header is None:
+        raise RneError(f"{path}: no extended header; not a .pte with segments")
+    f.seek(0)
+    return _flatbuffer_to_program(f.read(header.program_size)), header.segment_base_offset
+
+
+def pte_parts(path: Path) -> PteParts:
+    """Bytes of each part of the program at ``path``; ``RneError`` if it is not a segmented
+    ``.pte`` (no extended header)."""
     with Path(path).open("rb") as f:
-        header = _get_extended_header(f.read(64))
-        if header is None:
-            raise RneError(f"{path}: no extended header; not a .pte with segments")
-        f.seek(0)
-        program = _flatbuffer_to_program(f.read(header.program_size))
+        program, _ = _program(f, Path(path))
     sizes = [s.size for s in program.segments]
     constant = sizes[program.constant_segment.segment_index] if program.constant_segment else 0
     delegate = sum(
@@ -48,6 +58,52 @@ def pte_parts(path: Path) -> PteParts:
         if d.processed.location.name == "SEGMENT"
     ) + sum(sizes[n.segment_index] for n in program.named_data or [])
     return PteParts(constant, delegate, Path(path).stat().st_size)
+
+
+@dataclass(frozen=True)
+class VulkanConstant:
+    dims: tuple[int, ...]
+    dtype: str  # the graph's VkDataType name: UINT8 / INT8 (packed weights), INT32, FLOAT16...
+    key: str  # named-data key, the sha256 of the bytes: equal tensors share one copy in the file
+    offset: int  # of the bytes in the file
+    length: int
+
+
+def vulkan_constants(path: Path) -> list[VulkanConstant]:
+    """Every constant tensor of every Vulkan delegate in the program at ``path``, in graph order
+    (a tensor used twice is listed twice, under one key)."""
+    from executorch.backends.vulkan.serialization.vulkan_graph_schema import VkDataType, VkTensor
+    from executorch.backends.vulkan.serialization.vulkan_graph_serialize import (
+        VulkanDelegateHeader,
+        flatbuffer_to_vk_graph,
+    )
+
+    found = []
+    with Path(path).open("rb") as f:
+        program, base = _program(f, Path(path))
+        named = {d.key: program.segments[d.segment_index] for d in program.named_data or []}
+        for plan in program.execution_plan:
+            for delegate in plan.delegates:
+                if delegate.id != "VulkanBackend":
+                    continue
+                blob = base + program.segments[delegate.processed.index].offset
+                f.seek(blob)
+                header = VulkanDelegateHeader.from_bytes(f.read(VulkanDelegateHeader.EXPECTED_LENGTH))
+                f.seek(blob + header.flatbuffer_offset)
+                graph = flatbuffer_to_vk_graph(f.read(header.flatbuffer_size))
+                for value in graph.values:
+                    tensor = value.value
+                    if not isinstance(tensor, VkTensor) or tensor.constant_id < 0:
+                        continue
+                    const = graph.constants[tensor.constant_id]
+                    if not const.named_key:  # inline bytes (none in today's exports)
+                        raise RneError(f"{path}: a Vulkan constant without a named key")
+                    segment = named[const.named_key]
+                    found.append(VulkanConstant(
+                        tuple(tensor.dims), VkDataType(tensor.datatype).name, const.named_key,
+                        base + segment.offset, const.length,
+                    ))
+    return found
 
 
 def evict_from_page_cache(path: Path) -> None:

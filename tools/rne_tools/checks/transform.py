@@ -15,15 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from rne_tools.models.layers import KVCache
-
-
-def reset_caches(model: nn.Module) -> None:
-    """Zero every KV cache (every ``layers.KVCache``, replacements included)."""
-    for cache in model.modules():
-        if isinstance(cache, KVCache):
-            cache.k.zero_()
-            cache.v.zero_()
+from rne_tools.models.layers import reset_caches
 
 
 def probe_schedule(args: Any, max_context: int, max_chunk: int) -> list[int]:

@@ -40,6 +40,7 @@ from rne_tools.export.backends import BACKEND_CODES
 from rne_tools.export.plan import ExportPlan, RequestOptions, plan_export
 from rne_tools.export.quantize import spell_out_lookup_dtypes
 from rne_tools.hashing import sha256_file
+from rne_tools.models.layers import reset_caches
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,10 @@ def lower(model: nn.Module, plan: ExportPlan, constants: dict[str, Any]) -> Any:
     if width:
         example += (torch.zeros(1, chunk, width),)
         dynamic = (seq, None, seq) if seq else None
+    # The caches' contents now become the program's initial state: a delegate that owns its
+    # caches (Vulkan) stores them in the file. Eager calls before (the vocabulary probe, checks)
+    # wrote into them; zeroed, a file starts empty, is reproducible, and equal caches share bytes.
+    reset_caches(model)
     with torch.no_grad():
         exported = export(model, example, dynamic_shapes=dynamic, strict=False)
     edge = to_edge_transform_and_lower(

@@ -185,6 +185,14 @@ class KVCache(nn.Module):
         return last_pos - torch.remainder(last_pos - j, self.size)
 
 
+def reset_caches(model: nn.Module) -> None:
+    """Zero every KV cache of ``model`` (every ``KVCache``, backends' replacements included)."""
+    for cache in model.modules():
+        if isinstance(cache, KVCache):
+            cache.k.zero_()
+            cache.v.zero_()
+
+
 @dataclass(frozen=True)
 class AttentionSpec:
     """The facts of one attention layer that backends need, declared by the model."""
