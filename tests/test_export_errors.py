@@ -209,14 +209,16 @@ def test_embedding_quantization_comes_from_the_registry_variant():
     assert smollm2.options.embedding_quantization == "8w"
 
 
-def test_table_group_size_comes_from_the_registry_variant():
-    """E2B's XNNPACK and Vulkan variants group their looked-up tables by 128 (the file budget);
-    an explicit value wins, and a variant that says none groups them like its linears."""
+def test_group_sizes_come_from_the_registry_variant():
+    """E2B's XNNPACK variant groups its looked-up tables by 128 and its linears by 32, the
+    Vulkan one both by 128 (the file budget); an explicit value wins, and a variant that says
+    none groups its linears by 32 and its tables like its linears."""
     from rne_tools.export import plan_export
 
-    for backend in ("xnnpack", "vulkan"):
+    for backend, groups in (("xnnpack", (32, 128)), ("vulkan", (128, 128)), ("mlx", (32, 32))):
         options = plan_export("gemma4_e2b", backend, random_config="tiny").options
-        assert (options.group_size, options.table_group_size) == (32, 128)
+        assert (options.group_size, options.table_group_size) == groups
     explicit = plan_export("gemma4_e2b", "xnnpack", random_config="tiny", embedding_group_size=64)
     assert explicit.options.table_group_size == 64
-    assert plan_export("gemma4_e2b", "mlx", random_config="tiny").options.table_group_size == 32
+    explicit = plan_export("gemma4_e2b", "vulkan", random_config="tiny", group_size=32)
+    assert (explicit.options.group_size, explicit.options.table_group_size) == (32, 32)

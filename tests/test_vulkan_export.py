@@ -35,7 +35,9 @@ def _variant(config, quantization, embedding_quantization=None):
         max_context=64,
         max_chunk=5,
         progress=False,
-        **(dict(embedding_quantization=embedding_quantization) if embedding_quantization else {}),
+        # The tiny model's width (64) takes groups of 32, not the registry's 128.
+        **(dict(embedding_quantization=embedding_quantization, group_size=32)
+           if embedding_quantization else {}),
     )
 
 

@@ -56,9 +56,8 @@ QUANTIZATIONS = {name: get_backend(name).allowed_quantizations for name in backe
 @click.option(
     "--group-size",
     type=int,
-    default=32,
-    show_default=True,
-    help="Weight group size of 4-bit linears.",
+    default=None,
+    help="Weight group size of 4-bit linears (default: the registry variant's, else 32).",
 )
 @click.option(
     "--embedding-group-size",
@@ -101,7 +100,7 @@ def main(
     backend: str,
     quantization: str | None,
     embedding_quantization: str | None,
-    group_size: int,
+    group_size: int | None,
     embedding_group_size: int | None,
     checkpoint: Path | None,
     random_config: str | None,

@@ -41,8 +41,10 @@ SOURCE_RNE_BENCH = REPO_ROOT / "build" / "linux" / "host" / "rne_bench"
 
 
 def _export(backend: str, quantization: str, max_context: int, max_chunk: int) -> Path:
-    # Vulkan and MLX execute 4-bit embedding tables only (see their backends).
-    extra = {"embedding_quantization": "4w"} if quantization in ("8da4w", "int4") else {}
+    # Vulkan and MLX execute 4-bit embedding tables only (see their backends); the tiny model's
+    # width (64) takes groups of 32, not the registry's Vulkan 128.
+    extra = ({"embedding_quantization": "4w", "group_size": 32}
+             if quantization in ("8da4w", "int4") else {})
     if backend == "mlx":  # MLX exports cap the prefill chunk at the sliding window
         max_chunk = min(max_chunk, gemma4.RANDOM_CONFIGS["tiny"]["sliding_window"])
     return cached_export("gemma4_e2b", backend, quantization, random_config="tiny",

@@ -119,6 +119,8 @@ class VariantSpec:
     min_platform: dict[str, str | int]
     # Embedding tables of a quantized variant ("8w", "4w", "none"); None: the exporter's default.
     embedding_quantization: str | None = None
+    # Group of the 4-bit linears; None: the exporter's default (32).
+    group_size: int | None = None
     # Group of the 4-bit tables only looked up; None: the linears' (a head's table keeps theirs).
     embedding_group_size: int | None = None
     # The encoder of each media capability ("vision", "audio") the model declares.
@@ -489,6 +491,7 @@ def _model_spec(raw: dict[str, Any], family: str, source_file: Path) -> ModelSpe
             max_context=v["export"]["max_context"],
             max_chunk=v["export"]["max_chunk"],
             embedding_quantization=v["export"].get("embedding_quantization"),
+            group_size=v["export"].get("group_size"),
             embedding_group_size=v["export"].get("embedding_group_size"),
             min_platform=dict(v["min_platform"]),
             encoders={

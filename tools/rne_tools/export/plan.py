@@ -100,14 +100,15 @@ def plan_export(
     max_context: int | None = None,
     max_chunk: int | None = None,
     embedding_quantization: str | None = None,
-    group_size: int = 32,
+    group_size: int | None = None,
     embedding_group_size: int | None = None,
 ) -> ExportPlan:
     """Resolve and validate an export request before any weights load.
 
     Unspecified ``quantization``/``max_context``/``max_chunk``/``embedding_quantization``/
-    ``embedding_group_size`` come from the model registry's variant for ``backend`` (tables:
-    "8w" where it says none; grouped like the linears where it says none);
+    ``group_size``/``embedding_group_size`` come from the model registry's variant for
+    ``backend`` (tables: "8w" where it says none; linears grouped by 32 and tables like the
+    linears where it says none);
     without ``checkpoint`` or ``random_config`` the weights are the registry's source for the
     model (``gguf_import.default_checkpoint``). Raises
     ``ExportError``/``CheckpointError``/``RegistryError`` on bad input.
@@ -148,7 +149,7 @@ def plan_export(
         max_context=max_context,
         max_chunk=max_chunk,
         embedding_quantization=embedding_quantization if quantization != "fp32" else "none",
-        group_size=group_size,
+        group_size=group_size or (variant and variant.group_size) or 32,
         embedding_group_size=embedding_group_size or (variant and variant.embedding_group_size),
     )
     backend_impl.validate(options)
