@@ -132,6 +132,11 @@ def test_unknown_model_and_backend_name_the_alternatives() -> None:
             "gemma4.yaml: models[0].variants[0].export.max_chunk: 8192 exceeds max_context 4096",
         ),
         (
+            "a group the kernels have no layout for",
+            lambda d: gemma(d)["variants"][2]["export"].update(group_size=48),
+            "gemma4.yaml: models[0].variants[2].export.group_size: 48 is not one of [32, 64, 128, 256]",
+        ),
+        (
             "family does not match the file name",
             lambda d: d.update(family="gemma5"),
             "gemma4.yaml: family: 'gemma5' must match the file name 'gemma4'",
