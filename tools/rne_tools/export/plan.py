@@ -149,7 +149,7 @@ def plan_export(
         max_context=max_context,
         max_chunk=max_chunk,
         embedding_quantization=embedding_quantization if quantization != "fp32" else "none",
-        group_size=group_size or (variant and variant.group_size) or 32,
+        group_size=group_size or (variant and variant.group_size) or ExportOptions.group_size,
         embedding_group_size=embedding_group_size or (variant and variant.embedding_group_size),
     )
     backend_impl.validate(options)
