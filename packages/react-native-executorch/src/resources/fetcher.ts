@@ -521,12 +521,19 @@ export class ResourceFetcher {
       return await Promise.race([Promise.all(joined.map((d) => d.promise)), cancelled]);
     } finally {
       leave();
+      const stopped: Promise<unknown>[] = [];
       for (const d of joined) {
         d.listeners.delete(report);
         d.waiters -= 1;
         // The last fetch waiting for a running download gave up: stop it (the .part stays).
-        if (d.waiters === 0 && signal?.aborted) d.controller.abort();
+        if (d.waiters === 0 && signal?.aborted) {
+          d.controller.abort();
+          stopped.push(d.promise.then(noop, noop));
+        }
       }
+      // A stopped download may still be writing its last chunk: once this call settles, none
+      // of its files change, so the caller may delete or reuse them.
+      await Promise.all(stopped);
     }
   }
 
