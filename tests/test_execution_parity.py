@@ -77,8 +77,9 @@ def conditioned_gemma4_checkpoint() -> Path:
 
 
 GEMMA_CONDITIONED = dict(checkpoint=CONDITIONED_CHECKPOINT, max_context=64, max_chunk=5)
-# The tiny model's width (64) takes groups of 32, not the registry's Vulkan 128.
-VULKAN_TINY_8DA4W = dict(embedding_quantization="4w", group_size=32)
+# 4-bit tables (what Vulkan and MLX execute), and groups of 32: the tiny model's widths (64, 96)
+# have no groups of the registry's Vulkan 128 or MLX 64.
+TINY_4BIT = dict(embedding_quantization="4w", group_size=32)
 
 
 # The runtime computing in fp16 (bf16) may move each logit at most this many times as far from
@@ -107,13 +108,12 @@ CASES = {
     # bf16 activations in MLX (its CPU backend here, with our float-accumulating patches)
     # against the same int4 weights in fp32. Measured here: max |dlogit| 0.725 (std 0.97), while
     # eager in bf16 moves them by 1.538: MLX rounds less than PyTorch's bf16 ops do.
-    "mlx-int4-gemma4-tiny": Case("gemma4_e2b", "mlx", "int4",
-                                 GEMMA_TINY | dict(embedding_quantization="4w"), None),
+    "mlx-int4-gemma4-tiny": Case("gemma4_e2b", "mlx", "int4", GEMMA_TINY | TINY_4BIT, None),
     # The delegate computes in fp16 (force_fp16) against the fp32 eager graph; for 8da4w it also
     # quantizes the int8 dynamic activations in fp16, against torchao's fp32 reference.
     "vulkan-fp16-gemma4-tiny": Case("gemma4_e2b", "vulkan", "fp16", GEMMA_TINY, None),
     "vulkan-8da4w-gemma4-tiny": Case("gemma4_e2b", "vulkan", "8da4w",
-                                     GEMMA_TINY | VULKAN_TINY_8DA4W, None),
+                                     GEMMA_TINY | TINY_4BIT, None),
     # On the conditioned tiny Gemma 4 (every step but a few decisive). Vulkan fp16 measured
     # here: max |dlogit| 0.034 std, 2.6x eager fp16's 0.013: the delegate's linear kernels
     # accumulate in fp16 (as on SmolLM2 below), so the bound is set from that, at 2x the
@@ -124,7 +124,7 @@ CASES = {
     # eager fp16 alone moves the logits 0.23 std and the program 0.22 (0.97x), so only 3 steps
     # are decisive.
     "vulkan-8da4w-gemma4-conditioned": Case("gemma4_e2b", "vulkan", "8da4w",
-                                            GEMMA_CONDITIONED | VULKAN_TINY_8DA4W,
+                                            GEMMA_CONDITIONED | TINY_4BIT,
                                             None, min_decisive=2),
     # MLX int4: max |dlogit| 0.114 std on every machine so far. Eager bf16, the usual reference,
     # depends on the CPU: ATen's AVX2 kernels move these logits 0.141 std, its AVX-512 ones 0.223
@@ -132,8 +132,7 @@ CASES = {
     # to 1.0 logits, past the 0.90 a dropped causal mask causes. So the bound is fixed at 1.5x
     # the AVX2 drift.
     "mlx-int4-gemma4-conditioned": Case("gemma4_e2b", "mlx", "int4",
-                                        GEMMA_CONDITIONED | dict(embedding_quantization="4w"),
-                                        0.21, min_decisive=5),
+                                        GEMMA_CONDITIONED | TINY_4BIT, 0.21, min_decisive=5),
     # The real SmolLM2 on Vulkan: its custom_sdpa and cache updates fused into the delegate's
     # sdpa_with_kv_cache, in fp16 against the fp32 eager graph. Measured here on the counting
     # text: max |dlogit| 0.40 (0.078 std), 5x eager fp16's 0.079, because the delegate's linear

@@ -211,13 +211,15 @@ def test_embedding_quantization_comes_from_the_registry_variant():
 
 def test_group_sizes_come_from_the_registry_variant():
     """E2B's XNNPACK variant groups its looked-up tables by 128 and its linears by 32, the
-    Vulkan one both by 128 (the file budget); an explicit value wins, and a variant that says
-    none groups its linears by 32 and its tables like its linears."""
+    Vulkan one both by 128 and the MLX one both by 64 (the file budget); an explicit value wins,
+    and a variant that says none groups its linears by 32 and its tables like its linears."""
     from rne_tools.export import plan_export
 
-    for backend, groups in (("xnnpack", (32, 128)), ("vulkan", (128, 128)), ("mlx", (32, 32))):
+    for backend, groups in (("xnnpack", (32, 128)), ("vulkan", (128, 128)), ("mlx", (64, 64))):
         options = plan_export("gemma4_e2b", backend, random_config="tiny").options
         assert (options.group_size, options.table_group_size) == groups
+    smollm2 = plan_export("smollm2_135m", "xnnpack", "8da4w", random_config="tiny").options
+    assert (smollm2.group_size, smollm2.table_group_size) == (32, 32)
     explicit = plan_export("gemma4_e2b", "xnnpack", random_config="tiny", embedding_group_size=64)
     assert explicit.options.table_group_size == 64
     explicit = plan_export("gemma4_e2b", "vulkan", random_config="tiny", group_size=32)

@@ -35,8 +35,10 @@ from rne_tools.models import gemma4, layers
 from rne_tools.paths import REPO_ROOT
 from rne_tools.pte_parts import pte_parts
 
-# Chunk 5 <= the tiny config's window of 6; the ring holds 6 + 5 - 1 = 10 slots.
-MLX_TINY = dict(random_config="tiny", max_context=64, max_chunk=5, embedding_quantization="4w")
+# Chunk 5 <= the tiny config's window of 6; the ring holds 6 + 5 - 1 = 10 slots. Groups of 32:
+# the tiny model's widths (64, 96) have no groups of the registry's 64.
+MLX_TINY = dict(random_config="tiny", max_context=64, max_chunk=5, embedding_quantization="4w",
+                group_size=32)
 
 
 @pytest.fixture(scope="module")
