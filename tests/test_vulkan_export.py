@@ -24,6 +24,7 @@ from rne_tools.export.custom_ops import CustomOpCausalSDPA, InPlaceKVCache
 from rne_tools.export.tied_head import TiedHead4bit
 from rne_tools.models import gemma4, layers, llama
 from rne_tools.pte_parts import vulkan_constants
+from rne_tools.pte_parts import vulkan_ops as delegate_ops
 
 
 def _variant(config, quantization, embedding_quantization=None):
@@ -113,6 +114,24 @@ def test_the_delegate_stores_its_caches_empty():
             f.seek(cache.offset)
             assert not any(f.read(cache.length)), f"cache {cache.dims} holds data"
     assert len({c.key for c in caches}) == len({c.dims for c in caches})
+
+
+def test_caches_past_the_texture_limits_are_not_copied_each_forward():
+    """A cache over 2,048 slots (ExecuTorch's texture limit along the packed depth) lives in a
+    buffer, where ``update_cache`` writes it; the slice that takes the attended span out of it
+    must read it there. Its layout pass used to put a copy of each whole cache into a texture
+    before that slice on every forward, so decode cost and memory followed ``max_context``."""
+    result = cached_export("gemma4_e2b", "vulkan", "fp16", random_config="tiny",
+                           max_context=2100, max_chunk=8, progress=False)
+    ops = delegate_ops(result.pte_path)
+    caches = {op.ids[1]: op.tensors[1] for op in ops if op.name == "update_cache.default"}
+    assert caches and all(dims[1] > 2048 for dims in caches.values())
+    copies = [op for op in ops if op.ids and op.ids[0] in caches and op.name != "update_cache.default"
+              and op.name != "aten.slice_copy.Tensor"]
+    assert not copies, f"whole caches copied each forward: {[(c.name, c.tensors[0]) for c in copies]}"
+    # Each cache is read by slices alone, which take the span.
+    assert all(any(op.name == "aten.slice_copy.Tensor" and op.ids[0] == cache for op in ops)
+               for cache in caches)
 
 
 def _quantized_for_vulkan(monkeypatch, tables, group_size=32):

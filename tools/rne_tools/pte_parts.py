@@ -6,12 +6,13 @@ index by token, stays mapped and is read a row at a time. Sizes come from the pr
 flatbuffer alone (the extended header says how long it is), so a multi-GB file is not read.
 
 ``vulkan_constants`` lists what a Vulkan delegate uploads: each constant of its serialized graph
-with its place in the file.
+with its place in the file; ``vulkan_ops`` what it runs.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -69,40 +70,70 @@ class VulkanConstant:
     length: int
 
 
-def vulkan_constants(path: Path) -> list[VulkanConstant]:
-    """Every constant tensor of every Vulkan delegate in the program at ``path``, in graph order
-    (a tensor used twice is listed twice, under one key)."""
-    from executorch.backends.vulkan.serialization.vulkan_graph_schema import VkDataType, VkTensor
+def _vulkan_graphs(f: BinaryIO, path: Path) -> Iterator[tuple[Any, Any, int]]:
+    """Each Vulkan delegate's serialized graph in the open ``.pte``, with the program and the
+    file offset its segments count from."""
     from executorch.backends.vulkan.serialization.vulkan_graph_serialize import (
         VulkanDelegateHeader,
         flatbuffer_to_vk_graph,
     )
 
+    program, base = _program(f, path)
+    for plan in program.execution_plan:
+        for delegate in plan.delegates:
+            if delegate.id != "VulkanBackend":
+                continue
+            blob = base + program.segments[delegate.processed.index].offset
+            f.seek(blob)
+            header = VulkanDelegateHeader.from_bytes(f.read(VulkanDelegateHeader.EXPECTED_LENGTH))
+            f.seek(blob + header.flatbuffer_offset)
+            yield flatbuffer_to_vk_graph(f.read(header.flatbuffer_size)), program, base
+
+
+def vulkan_constants(path: Path) -> list[VulkanConstant]:
+    """Every constant tensor of every Vulkan delegate in the program at ``path``, in graph order
+    (a tensor used twice is listed twice, under one key)."""
+    from executorch.backends.vulkan.serialization.vulkan_graph_schema import VkDataType, VkTensor
+
     found = []
     with Path(path).open("rb") as f:
-        program, base = _program(f, Path(path))
-        named = {d.key: program.segments[d.segment_index] for d in program.named_data or []}
-        for plan in program.execution_plan:
-            for delegate in plan.delegates:
-                if delegate.id != "VulkanBackend":
+        for graph, program, base in _vulkan_graphs(f, Path(path)):
+            named = {d.key: program.segments[d.segment_index] for d in program.named_data or []}
+            for value in graph.values:
+                tensor = value.value
+                if not isinstance(tensor, VkTensor) or tensor.constant_id < 0:
                     continue
-                blob = base + program.segments[delegate.processed.index].offset
-                f.seek(blob)
-                header = VulkanDelegateHeader.from_bytes(f.read(VulkanDelegateHeader.EXPECTED_LENGTH))
-                f.seek(blob + header.flatbuffer_offset)
-                graph = flatbuffer_to_vk_graph(f.read(header.flatbuffer_size))
-                for value in graph.values:
-                    tensor = value.value
-                    if not isinstance(tensor, VkTensor) or tensor.constant_id < 0:
-                        continue
-                    const = graph.constants[tensor.constant_id]
-                    if not const.named_key:  # inline bytes (none in today's exports)
-                        raise RneError(f"{path}: a Vulkan constant without a named key")
-                    segment = named[const.named_key]
-                    found.append(VulkanConstant(
-                        tuple(tensor.dims), VkDataType(tensor.datatype).name, const.named_key,
-                        base + segment.offset, const.length,
-                    ))
+                const = graph.constants[tensor.constant_id]
+                if not const.named_key:  # inline bytes (none in today's exports)
+                    raise RneError(f"{path}: a Vulkan constant without a named key")
+                segment = named[const.named_key]
+                found.append(VulkanConstant(
+                    tuple(tensor.dims), VkDataType(tensor.datatype).name, const.named_key,
+                    base + segment.offset, const.length,
+                ))
+    return found
+
+
+@dataclass(frozen=True)
+class VulkanOp:
+    name: str  # the operator, e.g. "aten.clone.default"
+    tensors: tuple[tuple[int, ...], ...]  # its tensor arguments' largest dims, in order
+    ids: tuple[int, ...]  # the same arguments' value ids in the graph
+
+
+def vulkan_ops(path: Path) -> list[VulkanOp]:
+    """Every operator every Vulkan delegate in the program at ``path`` runs, in order, with the
+    tensors it takes and writes (a tensor whose size follows the data has its upper bound)."""
+    from executorch.backends.vulkan.serialization.vulkan_graph_schema import VkTensor
+
+    found = []
+    with Path(path).open("rb") as f:
+        for graph, _, _ in _vulkan_graphs(f, Path(path)):
+            for op in graph.chain:
+                tensors = [(i, graph.values[i].value) for i in op.args]
+                tensors = [(i, v) for i, v in tensors if isinstance(v, VkTensor)]
+                found.append(VulkanOp(op.name, tuple(tuple(v.dims) for _, v in tensors),
+                                      tuple(i for i, _ in tensors)))
     return found
 
 

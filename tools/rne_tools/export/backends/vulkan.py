@@ -72,6 +72,45 @@ def _fit_textures_conservatively() -> None:
     utils.extents_are_valid = extents_are_valid
 
 
+def _read_caches_where_they_are() -> None:
+    """Make ExecuTorch's Vulkan layout pass read a KV cache in the storage it already has.
+
+    A cache over the device's texture limits (2,048 slots along the packed depth, ExecuTorch's
+    default) is a buffer, where ``update_cache`` writes it. With ``force_fp16`` the pass first
+    tries a texture for every operator argument, so the slice that takes the attended span out
+    of the cache asked for a texture, and the pass inserted a copy of the whole cache into one
+    before it, on every forward: the program's cost and memory followed ``max_context``
+    (tiny Gemma 4 on lavapipe: a 2,100-slot export decoded at 128 tokens 35% slower than a
+    1,900-slot one). Now an argument that is a cache already in a buffer constrains the
+    operator to that buffer first, and what follows the slice converts only the span."""
+    from executorch.backends.vulkan import utils
+    from executorch.backends.vulkan._passes.tag_memory_meta_pass import TagMemoryMetaPass
+    from executorch.backends.vulkan.serialization.vulkan_graph_schema import VkStorageType
+    from executorch.exir.dialects._ops import ops as exir_ops
+
+    if getattr(TagMemoryMetaPass.constrain_op_arg_repset, "reads_caches_in_place", False):
+        return
+    constrain = TagMemoryMetaPass.constrain_op_arg_repset
+    prepack = exir_ops.edge.et_vk.prepack.default
+
+    def constrain_op_arg_repset(self: Any, arg_i: int, op_repsets: Any) -> None:
+        arg = op_repsets.op_node.args[arg_i]
+        # A prepacked tensor already placed in a buffer: a cache, placed by update_cache.
+        if (
+            isinstance(arg, torch.fx.Node)
+            and arg.target == prepack
+            and utils.has_node_repr(arg)
+            and utils.get_node_repr(arg).storage_type == VkStorageType.BUFFER
+        ):
+            op_repsets.try_constrain_with_arg_repset(
+                arg_i, utils.make_tensor_repset(utils.get_node_repr(arg))
+            )
+        constrain(self, arg_i, op_repsets)
+
+    constrain_op_arg_repset.reads_caches_in_place = True  # type: ignore[attr-defined]
+    TagMemoryMetaPass.constrain_op_arg_repset = constrain_op_arg_repset
+
+
 class VulkanBackend(Backend):
     name = "vulkan"
     runtime_name = load_catalog().backend("vulkan").runtime
@@ -119,6 +158,7 @@ class VulkanBackend(Backend):
         from rne_tools.export.host_tables import HOST_MODULES
 
         _fit_textures_conservatively()
+        _read_caches_where_they_are()
         blocklist = list(HOST_MODULES)
         if _head_reads_table(options):
             # What follows a CPU head stays there: a second delegate for it took the graph's
