@@ -226,6 +226,23 @@ describe('LLMModule tool loop on Gemma 4', () => {
     expect(native.prompts[1]).toContain('<|tool_response>response:get_time{value:<|"|>Error: there is no tool named "get_time"');
   });
 
+  it('sendMessage never throws on a hostile call: a bad escape and deep nesting come back as errors', async () => {
+    let round = 0;
+    const { llm, native } = await loaded(() =>
+      ++round === 1
+        ? `<|tool_call>call:get_weather{city:"Pa\\qris"}<tool_call|><|tool_call>call:get_weather{city:${'['.repeat(100_000)}}<tool_call|>` +
+          `<|tool_call>call:get_weather{city:"Line one\nline two"}<tool_call|>`
+        : 'Sorry.',
+    );
+    const callback = jest.fn(async () => 'sunny');
+    llm.configure({ toolsConfig: { tools: [WEATHER], executeToolCallback: callback } });
+    expect(await llm.sendMessage('Weather?')).toBe('Sorry.');
+    // The raw newline is read as json.loads(strict=False) reads it; the other two are refused.
+    expect(callback.mock.calls).toEqual([[{ toolName: 'get_weather', arguments: { city: 'Line one\nline two' } }]]);
+    expect(native.prompts[1]).toContain('Error: the arguments of "get_weather" do not parse: "\\q" is not a JSON escape');
+    expect(native.prompts[1]).toContain('objects and lists nest deeper than 64 levels');
+  });
+
   it('forces a call in its own syntax with toolChoice: the prompt opens the call, the grammar writes the arguments', async () => {
     const { llm, native } = await loaded((prompt) =>
       prompt.includes('<|tool_response>') ? 'Done.' : '{city:<|"|>Oslo<|"|>}',

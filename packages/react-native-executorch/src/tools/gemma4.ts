@@ -6,6 +6,14 @@
  * Keys are bare (or `<|"|>`-quoted, as the template writes keys of nested declarations), strings
  * are quoted by the `<|"|>` token, numbers / true / false / null bare (`None` too, as Python's
  * Jinja prints it), objects `{...}` and lists `[...]`. Several calls may follow each other.
+ *
+ * A model's output is untrusted: reading a call never throws. Whatever does not parse (an
+ * unclosed string or bracket, a bad escape, text after the arguments, nesting deeper than
+ * {@link GEMMA4_MAX_NESTING}) becomes an error naming the tool, which the tool loop sends back
+ * to the model. A JSON-quoted string (`"..."`, what a model trained on JSON may write) is read
+ * as Python's `json.loads(strict=False)` reads it: raw newlines and tabs inside are kept as
+ * written, an escape that JSON does not define is an error. A key such as `__proto__` is an
+ * ordinary own key, as with `JSON.parse`.
  */
 import type { ToolCall } from '../llm/types';
 
@@ -15,11 +23,33 @@ export const GEMMA4_QUOTE = '<|"|>';
 /** Opens a tool's response: the model writes it after its calls, the host fills it in. */
 export const GEMMA4_RESPONSE_OPEN = '<|tool_response>';
 
+/** Objects and lists inside one another deeper than this make the call unreadable. */
+export const GEMMA4_MAX_NESTING = 64;
+
 class SyntaxFault extends Error {}
+
+/** JSON's escapes (`\uXXXX` aside) and what they stand for. */
+const JSON_ESCAPES: Record<string, string> = {
+  '"': '"',
+  '\\': '\\',
+  '/': '/',
+  b: '\b',
+  f: '\f',
+  n: '\n',
+  r: '\r',
+  t: '\t',
+};
+
+/** The tokens below are matched at `lastIndex` (sticky), so no read copies the rest of the text. */
+const BARE_WORD = /[^,{}[\]\s]+/y;
+const BARE_KEY = /[^:{}[\],<]+/y;
+/** Numbers as Python and JSON print them; `0x10`, `1_000`, `Infinity` are not numbers here. */
+const NUMBER = /^-?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$/;
 
 /** A recursive-descent reader of one Gemma 4 value. */
 class Reader {
   position = 0;
+  private depth = 0;
 
   constructor(private readonly text: string) {}
 
@@ -66,23 +96,54 @@ class Reader {
     return text;
   }
 
+  /** A `"..."` string, decoded as `json.loads(strict=False)` does (see the module comment). */
   private jsonString(): string {
-    const match = /^"(?:[^"\\]|\\.)*"/.exec(this.text.slice(this.position));
-    if (!match) this.fail('a "string" never closes');
+    const start = this.position;
+    let out = '';
+    for (let i = start + 1; i < this.text.length; i++) {
+      const c = this.text[i] as string;
+      if (c === '"') {
+        this.position = i + 1;
+        return out;
+      }
+      if (c !== '\\') {
+        out += c;
+        continue;
+      }
+      const next = this.text[i + 1];
+      const hex = this.text.slice(i + 2, i + 6);
+      if (next !== undefined && next in JSON_ESCAPES) {
+        out += JSON_ESCAPES[next];
+        i++;
+      } else if (next === 'u' && /^[0-9a-fA-F]{4}$/.test(hex)) {
+        out += String.fromCharCode(parseInt(hex, 16));
+        i += 5;
+      } else {
+        this.position = i;
+        this.fail(`"\\${next ?? ''}" is not a JSON escape (write \\\\ for a backslash)`);
+      }
+    }
+    this.position = start;
+    return this.fail('a "string" never closes');
+  }
+
+  /** The token `pattern` (sticky) matches here, consumed; null when none. */
+  private token(pattern: RegExp): string | null {
+    pattern.lastIndex = this.position;
+    const match = pattern.exec(this.text);
+    if (!match) return null;
     this.position += match[0].length;
-    return JSON.parse(match[0]) as string;
+    return match[0];
   }
 
   private bare(): unknown {
-    const match = /^[^,{}[\]\s]+/.exec(this.text.slice(this.position));
-    if (!match) this.fail('expected a value');
-    const word = match[0];
-    this.position += word.length;
+    const word = this.token(BARE_WORD);
+    if (word === null) return this.fail('expected a value');
     if (word === 'true' || word === 'True') return true;
     if (word === 'false' || word === 'False') return false;
     if (word === 'null' || word === 'None') return null;
     const number = Number(word);
-    if (word.trim() !== '' && Number.isFinite(number) && /^-?[\d.]/.test(word)) return number;
+    if (NUMBER.test(word) && Number.isFinite(number)) return number;
     this.position -= word.length;
     return this.fail(`"${word}" is not a value (strings are quoted by ${GEMMA4_QUOTE})`);
   }
@@ -91,13 +152,29 @@ class Reader {
     this.skipSpace();
     if (this.at(GEMMA4_QUOTE)) return this.quoted();
     if (this.text[this.position] === '"') return this.jsonString();
-    const match = /^[^:{}[\],<]+/.exec(this.text.slice(this.position));
-    if (!match || match[0].trim() === '') this.fail('expected a key');
-    this.position += match[0].length;
-    return match[0].trim();
+    const key = this.token(BARE_KEY);
+    if (key === null || key.trim() === '') this.fail('expected a key');
+    return key.trim();
+  }
+
+  /** Counts one more level of nesting around `read`; too deep is a parse error, not a stack overflow. */
+  private nested<T>(read: () => T): T {
+    if (this.depth >= GEMMA4_MAX_NESTING) {
+      this.fail(`objects and lists nest deeper than ${GEMMA4_MAX_NESTING} levels`);
+    }
+    this.depth++;
+    try {
+      return read();
+    } finally {
+      this.depth--;
+    }
   }
 
   object(): Record<string, unknown> {
+    return this.nested(() => this.objectBody());
+  }
+
+  private objectBody(): Record<string, unknown> {
     this.expect('{');
     const out: Record<string, unknown> = {};
     this.skipSpace();
@@ -108,7 +185,8 @@ class Reader {
     for (;;) {
       const key = this.key();
       this.expect(':');
-      out[key] = this.value();
+      // An own property whatever the key: `__proto__` must not set the object's prototype.
+      Object.defineProperty(out, key, { value: this.value(), enumerable: true, writable: true, configurable: true });
       this.skipSpace();
       if (this.at(',')) {
         this.position++;
@@ -120,6 +198,10 @@ class Reader {
   }
 
   private list(): unknown[] {
+    return this.nested(() => this.listBody());
+  }
+
+  private listBody(): unknown[] {
     this.expect('[');
     const out: unknown[] = [];
     this.skipSpace();
