@@ -370,6 +370,12 @@ describe.each(adapterSets)('downloads under faults, %s adapters', (_name, makeAd
         { path: '/abs.pte' },
         { path: 'a\\..\\b.pte' },
         { path: 'a\0.pte' },
+        { path: 'a\n.pte' },
+        { path: 'model.pte\r\nX-Injected: 1' },
+        { revision: 'main\n' },
+        { revision: 'r\t1' },
+        { repo: 'acme/fa\u0085ulty' },
+        { repo: 'acme\u2028/faulty' },
         { path: 'a//b.pte' },
         { repo: 'solo' },
       ];
@@ -394,6 +400,7 @@ describe.each(adapterSets)('downloads under faults, %s adapters', (_name, makeAd
       }
       expect(() => f.localPath({ ...cached, path: '..' })).toThrow(/`\.\.` segment/);
       expect(() => f.url({ ...cached, repo: 'acme/..' })).toThrow(/`\.\.` segment/);
+      expect(() => f.localPath({ ...cached, revision: 'main\n' })).toThrow(/revision "main\\n": it contains the control character U\+000A \(a newline\)/);
       expect(server.requests.length).toBe(before);
       expect(readFileSync(join(outside, 'keep.txt'), 'utf8')).toBe('keep');
       expect(existsSync(finalPath(cached.path))).toBe(true);

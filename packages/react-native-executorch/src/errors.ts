@@ -23,8 +23,8 @@ export type ExecutorchErrorCode =
   | 'checksum_mismatch'
   /**
    * A repo id, revision or file path (from the registry or the caller) would leave the models
-   * cache: an empty, `.` or `..` segment, an absolute path, a backslash or a NUL. Nothing was
-   * read, written or deleted.
+   * cache or is no file name: an empty, `.` or `..` segment, an absolute path, a backslash, a NUL
+   * or another control character (a newline). Nothing was read, written or deleted.
    */
   | 'invalid_path'
   /** The download was cancelled by the caller. */

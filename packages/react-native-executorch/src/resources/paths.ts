@@ -8,6 +8,13 @@ import { ExecutorchError } from '../errors';
 function unsafeBecause(value: string): string | null {
   if (value.length === 0) return 'it is empty';
   if (value.includes('\0')) return 'it contains a NUL character';
+  // A newline or another control character in a name splits log lines, HTTP requests and the
+  // lines of a listing: no published repository, revision or file has one.
+  const control = /[\u0001-\u001f\u007f-\u009f\u2028\u2029]/.exec(value);
+  if (control) {
+    const code = control[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0');
+    return `it contains the control character U+${code}${control[0] === '\n' ? ' (a newline)' : ''}`;
+  }
   if (value.includes('\\')) return 'it contains a backslash';
   if (value.startsWith('/')) return 'it is an absolute path';
   for (const segment of value.split('/')) {
