@@ -873,6 +873,23 @@ describe.each(adapterSets)('round 2: generated cases, %s adapters', (adapterName
     expect(await fetchCase('after a killed owner', fetcher(), t)).toBe('ok');
   });
 
+  it('a lock stamped in the future is taken over after lockStaleMs, not waited on until the deadline', async () => {
+    for (const ahead of [3_600_000, 400, 60]) {
+      const s = serveGen([]);
+      const lock = `${s.final}.lock`;
+      await mkdir(join(lock, '..'), { recursive: true });
+      await writeFile(lock, JSON.stringify({ token: 'dead', pid: 1, at: Date.now() }));
+      const future = new Date(Date.now() + ahead);
+      await utimes(lock, future, future);
+      // The deadline (4 s) would end it as download_too_slow; lockStaleMs is 600 ms.
+      expect([ahead, await fetchCase(`lock ${ahead} ms ahead`, fetcher(), s)]).toEqual([ahead, 'ok']);
+      // A future lock does not make the model look busy for ever either.
+      await writeFile(lock, '{}');
+      await utimes(lock, future, future);
+      if (ahead > 600) expect(await runCase('delete beside a future lock', () => fetcher().deleteCachedModel({ repo: REPO, revision: REV }))).toBe('ok');
+    }
+  });
+
   it('filesystem failures are typed, never raw', async () => {
     const s = serveGen([]);
     const blocked = join(docs, 'a-file');

@@ -89,8 +89,9 @@ export interface ResourceFetcherOptions extends ResourceAdapters {
   readonly maxRetryDelayMs?: number;
   /**
    * A `<path>.lock` (the inter-process download lock) not refreshed for this long belongs to a
-   * fetcher that died and is taken over. Its owner refreshes it every third of this. Default
-   * 30 000 ms.
+   * fetcher that died and is taken over: its mtime is older than this, further than this in the
+   * future (a clock set back), or it stays unchanged this long while a fetcher waits on it. Its
+   * owner refreshes it every third of this. Default 30 000 ms.
    */
   readonly lockStaleMs?: number;
   /** How often a fetcher waiting for another one's download looks again. Default 250 ms. */
@@ -646,9 +647,17 @@ export class ResourceFetcher {
   private async hasLiveLock(dir: string): Promise<boolean> {
     let live = false;
     await this.walk(dir, '', 0, { entries: MAX_WALK_ENTRIES }, (path, info) => {
-      if (path.endsWith(LOCK_SUFFIX) && Date.now() - info.mtimeMs < this.lockStaleMs) live = true;
+      if (path.endsWith(LOCK_SUFFIX) && this.isFresh(info)) live = true;
     });
     return live;
+  }
+
+  /**
+   * Whether a lock's mtime is recent: within `lockStaleMs` of now on either side. A lock stamped
+   * further in the future (a clock set back, a planted file) was not refreshed by a live owner.
+   */
+  private isFresh(info: FileInfo): boolean {
+    return Math.abs(Date.now() - info.mtimeMs) <= this.lockStaleMs;
   }
 
   /** The running download of `file`, started if there is none. */
@@ -816,7 +825,8 @@ export class ResourceFetcher {
    * (`createExclusive`) holding a random token, refreshed every third of `lockStaleMs`, removed
    * when done. While another fetcher (this process or another) holds it, waits, reporting that
    * one's progress, and returns null as soon as the file is there and verified. A lock not
-   * refreshed for `lockStaleMs`, or one that is not a regular file, is taken over. Returns the
+   * refreshed for `lockStaleMs` (its mtime older, or further in the future, than that, or seen
+   * unchanged for that long), or one that is not a regular file, is taken over. Returns the
    * release function.
    */
   private async acquireLock(run: Run): Promise<(() => Promise<void>) | null> {
@@ -824,6 +834,10 @@ export class ResourceFetcher {
     const token = randomToken();
     const pid = (globalThis as { process?: { pid?: number } }).process?.pid;
     const content = JSON.stringify({ token, pid, at: Date.now() });
+    // The other holder's lock as last seen, and since when (this clock) it has not changed: a
+    // live owner rewrites it every third of lockStaleMs, whatever its mtime says.
+    let seen = '';
+    let seenSince = 0;
     for (;;) {
       if (run.signal.aborted) throw this.stopped(run);
       if (!heldLocks.has(lock)) {
@@ -836,7 +850,10 @@ export class ResourceFetcher {
         }
         heldLocks.delete(lock);
         const info = await this.fs.stat(lock);
-        if (info && (!isRegular(info) || Date.now() - info.mtimeMs > this.lockStaleMs)) {
+        const state = info ? `${info.mtimeMs}:${info.size}:${info.identity ?? ''}` : '';
+        if (state !== seen) [seen, seenSince] = [state, Date.now()];
+        const unchangedFor = Date.now() - seenSince;
+        if (info && (!isRegular(info) || !this.isFresh(info) || unchangedFor > this.lockStaleMs)) {
           await this.fs.remove(lock);
           continue;
         }
