@@ -1,20 +1,39 @@
 # iOS pod of react-native-executorch: the RNExecutorch TurboModule (ios/), the JSI binding and the
 # portable C++ core (cpp/), linked with ExecuTorch's static libraries (MLX, XNNPACK, kernels)
-# from ExecuTorch.xcframework, staged by `tools/build_binaries.py --platform ios`.
+# from ExecuTorch.xcframework (fetched below, or staged by `tools/build_binaries.py --platform ios`).
 # Not built in this repository's CI (no Xcode there).
 require "json"
 
 package = JSON.parse(File.read(File.join(__dir__, "package.json")))
 
-# The binaries live at the monorepo root; a published package carries them in its own folder.
-third_party = ["third-party/ios", "../../third-party/ios"]
-  .map { |p| File.join(__dir__, p) }
-  .find { |p| File.exist?(File.join(p, "ExecuTorch.xcframework")) }
-if third_party.nil?
-  raise "ExecuTorch.xcframework is missing: run `python tools/build_binaries.py --platform ios` " \
-        "on a Mac with Xcode (it stages third-party/ios/)."
+# ExecuTorch's binaries (ExecuTorch.xcframework, mlx.metallib): scripts/fetch-binaries.js, run here
+# at `pod install` (before the pod is integrated), downloads the artifact binaries.lock.json names
+# for the chosen backend set, checks its sha256, unpacks it into the machine's cache and links it
+# at third-party/ios. RNE_BINARIES_DIR (a staging of `tools/build_binaries.py --platform ios`)
+# replaces the download; in this repository the staged ../../third-party/ios is used when built.
+# The backend set: RNE_BINARIES_BACKENDS, else Podfile.properties.json's rneBinariesBackends (the
+# Expo plugin's `backends` option), else "all". See docs/distribution.md.
+fetch_env = {}
+monorepo_staging = File.expand_path("../../third-party/ios", __dir__)
+if ENV["RNE_BINARIES_DIR"].to_s.empty? && File.exist?(File.join(monorepo_staging, "ExecuTorch.xcframework"))
+  fetch_env["RNE_BINARIES_DIR"] = monorepo_staging
 end
-third_party_rel = Pathname.new(third_party).relative_path_from(Pathname.new(__dir__)).to_s
+if ENV["RNE_BINARIES_BACKENDS"].to_s.empty? && defined?(Pod::Config)
+  properties_file = File.join(Pod::Config.instance.installation_root.to_s, "Podfile.properties.json")
+  if File.exist?(properties_file)
+    backends = JSON.parse(File.read(properties_file))["rneBinariesBackends"]
+    fetch_env["RNE_BINARIES_BACKENDS"] = backends if backends
+  end
+end
+fetched = system(fetch_env, ENV["NODE_BINARY"] || "node",
+                 File.join(__dir__, "scripts", "fetch-binaries.js"), "ios", "--link", "third-party/ios")
+if fetched.nil?
+  raise "node is not on PATH: react-native-executorch runs scripts/fetch-binaries.js at `pod install` " \
+        "to get its native binaries (set NODE_BINARY to node's path)."
+elsif !fetched
+  raise "react-native-executorch could not get ExecuTorch.xcframework: see the error above."
+end
+third_party_rel = "third-party/ios"
 
 # stb_image.h, the image decoder of cpp/media, is not in this repository: the pinned upstream file
 # (third-party/stb_image.lock.json) is downloaded, checked against its sha256 and patched by the
@@ -73,8 +92,10 @@ Pod::Spec.new do |s|
   ]
   s.private_header_files = "cpp/**/*.h"
   s.vendored_frameworks = "#{third_party_rel}/ExecuTorch.xcframework"
-  # MLX's Metal kernels, loaded at runtime by the MLX delegate.
-  s.resources = ["#{third_party_rel}/mlx.metallib"]
+  # MLX's Metal kernels, loaded at runtime by the MLX delegate (absent from the "cpu" backend set).
+  if File.exist?(File.join(__dir__, third_party_rel, "mlx.metallib"))
+    s.resources = ["#{third_party_rel}/mlx.metallib"]
+  end
 
   s.pod_target_xcconfig = {
     "CLANG_CXX_LANGUAGE_STANDARD" => "c++20",

@@ -131,4 +131,11 @@ describe('through Expo\'s mod compiler, as `expo prebuild` runs it', () => {
     const second = await prebuild(withExecutorch(withExecutorch({ ...base(), ios: { deploymentTarget: '15.1' } })));
     expect(second).toEqual(first);
   });
+
+  it('records the backend set for both native builds, and refuses an unknown one', async () => {
+    const result = await prebuild(withExecutorch(base(), { backends: 'cpu' }));
+    expect(result.gradle).toContain('\nrneBinariesBackends=cpu');
+    expect(result.podfile).toEqual({ 'ios.deploymentTarget': '17.0', rneBinariesBackends: 'cpu' });
+    expect(() => withExecutorch(base(), { backends: 'gpu' as 'all' })).toThrow('backends "gpu" is not one of all, cpu');
+  });
 });

@@ -9,11 +9,15 @@
  * - Android `minSdkVersion` 26 in `gradle.properties` (`android.minSdkVersion`, which Expo's
  *   template reads), API 28 being needed only by Vulkan variants, which resolution checks at run time;
  * - Android ABIs (`reactNativeArchitectures`) limited to those `libexecutorch.so` is built for,
- *   so that no APK installs on a device it cannot run on.
+ *   so that no APK installs on a device it cannot run on;
+ * - with option `backends` ("all" or "cpu"), the set of ExecuTorch backends whose native binaries
+ *   the build fetches (scripts/fetch-binaries.js): `rneBinariesBackends` in `gradle.properties` and
+ *   in `Podfile.properties.json`, which android/build.gradle and the podspec read. "cpu" (XNNPACK
+ *   only) is the smaller download and app, for an app that runs no Vulkan or MLX model.
  *
  * Higher versions and narrower ABI lists the app sets are kept; applying it twice changes nothing.
  */
-import { withGradleProperties, type ConfigPlugin } from 'expo/config-plugins';
+import { withGradleProperties, withPodfileProperties, type ConfigPlugin } from 'expo/config-plugins';
 
 /** The minimum iOS version: the podspec's platform (MLX needs iOS 17). */
 export const IOS_DEPLOYMENT_TARGET = '17.0';
@@ -24,10 +28,18 @@ export const ANDROID_ABIS = ['arm64-v8a', 'x86_64'] as const;
 /** Entitlement that lets an iOS app use more memory than the default limit. */
 export const INCREASED_MEMORY_ENTITLEMENT = 'com.apple.developer.kernel.increased-memory-limit';
 
+/** The backend sets native binaries are published for: every delegate, or XNNPACK alone. */
+export const BACKEND_SETS = ['all', 'cpu'] as const;
+export type BackendSet = (typeof BACKEND_SETS)[number];
+/** The Gradle property and Podfile.properties.json key the native builds read the set from. */
+export const BACKENDS_PROPERTY = 'rneBinariesBackends';
+
 /** Options of the plugin (`["react-native-executorch", { ... }]`). */
 export interface ExecutorchPluginOptions {
   /** Add the increased-memory-limit entitlement on iOS. Default true. */
   readonly increasedMemoryLimit?: boolean;
+  /** The native binaries to fetch: "all" (GPU delegate and XNNPACK, the default) or "cpu". */
+  readonly backends?: BackendSet;
 }
 
 /** One line of `gradle.properties`, as Expo's `withGradleProperties` hands them over. */
@@ -72,7 +84,7 @@ function getProperty(properties: readonly GradleProperty[], key: string): string
  * `gradle.properties` with `android.minSdkVersion` at least {@link ANDROID_MIN_SDK} and
  * `reactNativeArchitectures` limited to {@link ANDROID_ABIS} (an app's narrower list is kept).
  */
-export function applyGradleProperties(properties: GradleProperty[]): GradleProperty[] {
+export function applyGradleProperties(properties: GradleProperty[], backends?: BackendSet): GradleProperty[] {
   const minSdk = getProperty(properties, 'android.minSdkVersion');
   if (minSdk !== undefined && !/^\d+$/.test(minSdk)) {
     throw new Error(`react-native-executorch: android.minSdkVersion "${minSdk}" is not an API level.`);
@@ -92,20 +104,32 @@ export function applyGradleProperties(properties: GradleProperty[]): GradlePrope
     );
   }
   result = setProperty(result, 'reactNativeArchitectures', kept.join(','));
-  return result;
+  return backends === undefined ? result : setProperty(result, BACKENDS_PROPERTY, backends);
 }
 
 /** The plugin. */
 const withExecutorch: ConfigPlugin<ExecutorchPluginOptions | void> = (config, options) => {
   const increasedMemoryLimit = (options && options.increasedMemoryLimit) ?? true;
+  const backends = options ? options.backends : undefined;
+  if (backends !== undefined && !(BACKEND_SETS as readonly string[]).includes(backends)) {
+    throw new Error(
+      `react-native-executorch: backends "${String(backends)}" is not one of ${BACKEND_SETS.join(', ')} ` +
+        '("all": the GPU delegate and XNNPACK; "cpu": XNNPACK only).',
+    );
+  }
   const ios = config.ios ?? {};
   config.ios = {
     ...ios,
     deploymentTarget: maxVersion(ios.deploymentTarget, IOS_DEPLOYMENT_TARGET),
     ...(increasedMemoryLimit ? { entitlements: { ...ios.entitlements, [INCREASED_MEMORY_ENTITLEMENT]: true } } : {}),
   };
-  return withGradleProperties(config, (c) => {
-    c.modResults = applyGradleProperties(c.modResults as GradleProperty[]);
+  const withGradle = withGradleProperties(config, (c) => {
+    c.modResults = applyGradleProperties(c.modResults as GradleProperty[], backends);
+    return c;
+  });
+  if (backends === undefined) return withGradle;
+  return withPodfileProperties(withGradle, (c) => {
+    c.modResults = { ...c.modResults, [BACKENDS_PROPERTY]: backends };
     return c;
   });
 };
