@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <optional>
 #include <random>
 #include <set>
@@ -593,7 +595,7 @@ TEST(JsonSchemaCompiler, LimitsAndUnrepresentableValuesAreCleanErrors) {
             std::string::npos);
   EXPECT_NE(error_of(R"({"type":"integer","minimum":3,"maximum":2})").find("no integer"),
             std::string::npos);
-  EXPECT_NE(error_of(R"({"type":"string","format":"iso-week"})").find("'#/format'"),
+  EXPECT_NE(error_of(R"({"type":"string","$dynamicRef":"#x"})").find("'#/$dynamicRef'"),
             std::string::npos);
   EXPECT_NE(error_of(R"({"type":"string","pattern":"^a+$","maxLength":0})")
                 .find("matches no string"),
@@ -984,7 +986,7 @@ TEST(JsonGrammarCoverage, MultipleOfGeneratesOnlyMultiplesInRange) {
     return schema.ok() ? std::string() : schema.error().message;
   };
   // 0.7's double is too far from 7/10 for k * 7 / 0.7 to come out an integer every time.
-  EXPECT_NE(error_of(R"({"multipleOf":0.7})").find("multipleOf 0.7 is not supported"),
+  EXPECT_NE(error_of(R"({"multipleOf":0.7})").find("multipleOf 0.7 cannot be enforced"),
             std::string::npos);
   EXPECT_NE(error_of(R"({"multipleOf":0})").find("above 0"), std::string::npos);
   EXPECT_NE(error_of(R"({"type":"integer","multipleOf":10,"minimum":1,"maximum":9})")
@@ -1110,19 +1112,130 @@ TEST(JsonGrammarCoverage, NotRequiredNotOfTypesAndDoubleNegation) {
 
 TEST(JsonGrammarCoverage, AnyOfLeavesOutAlternativesItCannotCompile) {
   // The second alternative uses an unsupported keyword: the first alone is generated.
-  expect_language(R"({"anyOf":[{"type":"integer"},{"type":"string","format":"iso-week"}]})",
+  expect_language(R"({"anyOf":[{"type":"integer"},{"type":"string","$dynamicRef":"#a"}]})",
                   {"1"}, {R"("a")"});
   // A left-out alternative takes back what it compiled (here a $ref target that failed).
-  expect_language(R"({"type":"object","properties":{
+  expect_language(R"js({"type":"object","properties":{
       "x":{"anyOf":[{"$ref":"#/$defs/bad"},{"type":"null"}]},"y":{"$ref":"#/$defs/ok"}},
-      "$defs":{"bad":{"type":"string","format":"iso-week"},"ok":{"type":"boolean"}}})",
+      "$defs":{"bad":{"type":"string","pattern":"(?=a)"},"ok":{"type":"boolean"}}})js",
                   {R"({"x":null,"y":true})"}, {R"({"x":"a"})"});
   // Every alternative refused: the first error is reported.
-  auto schema = compile_json_schema(R"({"anyOf":[{"format":"iso-week"},{"format":"x"}]})");
+  auto schema = compile_json_schema(R"js({"anyOf":[{"$dynamicRef":"#a"},{"pattern":"(?=a)"}]})js");
   ASSERT_FALSE(schema.ok());
-  EXPECT_NE(schema.error().message.find("'#/anyOf/0/format'"), std::string::npos);
+  EXPECT_NE(schema.error().message.find("'#/anyOf/0/$dynamicRef'"), std::string::npos);
   // oneOf alternatives are not left out (a value of another might match the one left out).
-  EXPECT_FALSE(compile_json_schema(R"({"oneOf":[{"type":"integer"},{"format":"iso-week"}]})").ok());
+  EXPECT_FALSE(
+      compile_json_schema(R"({"oneOf":[{"type":"integer"},{"$dynamicRef":"#a"}]})").ok());
+}
+
+// ---- Real schemas as they come (issue 61) ----
+
+TEST(JsonSchemaReal, UnknownKeywordsAndFormatsAreAnnotations) {
+  // Vendor and typo keys, OpenAPI's example/readonly, a property-like key at the top, free-text
+  // and OpenAPI formats: ignored as JSON Schema says (jsonschema ignores them too). Fails if
+  // unknown keywords are refused again.
+  const char* schema = R"({"type":"object","example":{"a":1},"readonly":true,"name":"x",
+      "weight":3,"preferredOrder":["a"],"_format":"int","_uniqueItems":true,"secureString":true,
+      "self":{"vendor":"v"},"age":{"type":"integer"},
+      "properties":{"a":{"type":"integer","format":"int64","comment":"c"},
+                    "b":{"type":"string","format":"free text","x-order":1}},
+      "required":["a","b"]})";
+  expect_language(schema, {R"({"a":-3,"b":"anything"})"}, {R"({"a":"1","b":"x"})", "{}"});
+  // An unknown keyword's value is never read as a schema: its "$ref" or "type" asserts nothing.
+  expect_language(R"({"type":"string","unknownKeyword":{"type":"integer","$ref":"#/nowhere"}})",
+                  {R"("s")"}, {"1"});
+  // ...but it may hold the target of a $ref (OpenAPI's components/schemas), whose own $refs
+  // resolve.
+  expect_language(R"({"$ref":"#/components/schemas/Pet","components":{"schemas":{
+      "Pet":{"type":"object","properties":{"tag":{"$ref":"#/components/schemas/Tag"}},
+             "required":["tag"],"example":{"tag":"t"}},
+      "Tag":{"type":"string","readOnly":true,"maxLength":3}}}})",
+                  {R"({"tag":"abc"})"}, {R"({"tag":"abcd"})", R"({"tag":1})"});
+  // allOf branches that give an unknown keyword different values still merge.
+  expect_language(R"({"allOf":[{"type":"integer","weight":1},{"minimum":2,"weight":2}]})",
+                  {"2"}, {"1"});
+  // not of only unknown keywords: the inner schema accepts everything, so nothing is left.
+  EXPECT_FALSE(compile_json_schema(R"({"not":{"foo":1}})").ok());
+
+  // strict: unknown keywords and formats are refused, named.
+  auto strict_error = [](const std::string& text) {
+    auto compiled = compile_json_schema(text, JsonSyntax::kJson, /*strict=*/true);
+    EXPECT_FALSE(compiled.ok()) << text;
+    return compiled.ok() ? std::string() : compiled.error().message;
+  };
+  EXPECT_NE(strict_error(schema).find("keyword 'example'"), std::string::npos);
+  EXPECT_NE(strict_error(R"({"type":"string","format":"iso-week"})").find("'#/format'"),
+            std::string::npos);
+  EXPECT_NE(strict_error(R"({"allOf":[{"weight":1},{"weight":2}]})").find("'weight'"),
+            std::string::npos);
+  EXPECT_TRUE(compile_json_schema(R"({"type":"string","format":"date","title":"t","x-a":1})",
+                                  JsonSyntax::kJson, true)
+                  .ok());
+
+  // Known assertions that are not enforced stay refused, strict or not, with what to do.
+  auto error_of = [](const std::string& text) {
+    auto compiled = compile_json_schema(text);
+    EXPECT_FALSE(compiled.ok()) << text;
+    return compiled.ok() ? std::string() : compiled.error().message;
+  };
+  EXPECT_NE(error_of(R"({"$dynamicRef":"#meta"})").find("keyword '$dynamicRef'"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"divisibleBy":2})").find("multipleOf"), std::string::npos);
+  EXPECT_NE(error_of(R"({"disallow":"string"})").find("'#/disallow'"), std::string::npos);
+}
+
+TEST(JsonSchemaReal, DecimalMultipleOfIsExactInFloatingPoint) {
+  // Every integer is a multiple of 0.1, and validators' check (instance / 0.1 is whole in
+  // binary floating point) passes for every one of them: generated. 0.7 fails it (7 / 0.7 is
+  // 10.000000000000002): refused with why.
+  std::mt19937_64 rng(5);
+  for (double m : {0.1, 0.2, 0.3, 0.05, 0.01, 0.001, 0.25, 1.5, 0.7, 1.1, 0.07}) {
+    char text[64];
+    std::snprintf(text, sizeof(text), R"({"type":"number","multipleOf":%.17g})", m);
+    auto schema = compile_json_schema(text);
+    if (!schema.ok()) {
+      EXPECT_NE(schema.error().message.find("cannot be enforced"), std::string::npos) << text;
+      // Refused only when some multiple of the least integer step really fails the check.
+      continue;
+    }
+    const int64_t step = (*schema)->nodes[(*schema)->root].multiple_of;
+    for (int k = 0; k < 300000; ++k) {
+      const int64_t n = k < 200000 ? k : static_cast<int64_t>(rng() % (999999999999999 / step));
+      const double x = static_cast<double>(n * step);
+      const double q = x / m;
+      ASSERT_EQ(std::floor(q), q) << text << ": " << x << " / " << m;
+    }
+  }
+  EXPECT_TRUE(compile_json_schema(R"({"multipleOf":0.1})").ok());
+  EXPECT_FALSE(compile_json_schema(R"({"multipleOf":0.7})").ok());
+}
+
+TEST(JsonSchemaReal, NulCharactersAreCharactersLikeAnyOther) {
+  // SchemaStore's pattern: cut at the NUL it would read "unterminated character class".
+  const char* path = R"({"type":"string","pattern":"^(/)?([^/\u0000]+(/)?)+$"})";
+  expect_language(path, {R"("/a/b/")", R"("ab")"},
+                  {R"("a//b")", R"("a\u0000b")", R"("")"});
+  // A pattern that requires the NUL: only \u0000 can write it, which is not generated.
+  auto nul_only = compile_json_schema(R"({"type":"string","pattern":"^\u0000$"})");
+  ASSERT_FALSE(nul_only.ok());
+  EXPECT_NE(nul_only.error().message.find("\\u escape"), std::string::npos);
+  // Two patterns that differ after a NUL are two patterns (the cache key keeps them apart).
+  expect_language(R"({"type":"object","properties":{
+      "p":{"type":"string","pattern":"^a\u0000?b$"},"q":{"type":"string","pattern":"^a\u0000?c$"}},
+      "required":["p","q"]})",
+                  {R"({"p":"ab","q":"ac"})"}, {R"({"p":"ac","q":"ac"})"});
+  // Enum values, constants and property names with a NUL: written with \u0000.
+  expect_language(R"({"enum":["a\u0000b","c"]})", {R"("a\u0000b")", R"("c")"},
+                  {R"("a")", R"("ab")"});
+  expect_language(R"({"const":{"k\u0000":"\u0000"}})", {R"({"k\u0000":"\u0000"})"},
+                  {R"({"k":""})"});
+  expect_language(R"({"type":"object","properties":{"n\u0000m":{"type":"integer"}},
+      "required":["n\u0000m"],"additionalProperties":false})",
+                  {R"({"n\u0000m":1})"}, {R"({"nm":1})", R"({"n":1})"});
+  // Gemma 4's raw strings write the NUL itself.
+  auto gemma = compile_json_schema(R"({"enum":["a\u0000b"]})", JsonSyntax::kGemma4);
+  ASSERT_TRUE(gemma.ok());
+  EXPECT_TRUE(JsonGrammar(**gemma).matches(std::string("<|\"|>a\0b<|\"|>", 13)));
 }
 
 TEST(JsonGrammarCoverage, OneOfObjectShapesKeptApartByARequiredProperty) {

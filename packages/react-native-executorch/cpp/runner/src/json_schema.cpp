@@ -207,6 +207,35 @@ bool is_annotation(const std::string& key) {
   return kAnnotations.count(key) > 0 || key.rfind("x-", 0) == 0;
 }
 
+// Keywords of the JSON Schema vocabularies (drafts 3 to 2020-12) and OpenAPI's `nullable` that
+// assert something about a value (or apply subschemas that do). A key outside these and the
+// annotations is unknown, and JSON Schema makes an unknown keyword an annotation: ignored
+// (refused under `strict`).
+bool is_assertion_keyword(const std::string& key) {
+  static const std::set<std::string> kKeywords = {
+      "type", "nullable", "enum", "const", "properties", "required", "additionalProperties",
+      "patternProperties", "propertyNames", "minProperties", "maxProperties", "items",
+      "prefixItems", "additionalItems", "unevaluatedItems", "unevaluatedProperties", "minItems",
+      "maxItems", "uniqueItems", "contains", "minContains", "maxContains", "minLength",
+      "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
+      "exclusiveMaximum", "multipleOf", "$ref", "allOf", "anyOf", "oneOf", "not", "if", "then",
+      "else", "dependentRequired", "dependentSchemas", "dependencies",
+      // Known, and not enforced: refused even when not strict (see unenforced_keyword).
+      "$dynamicRef", "$recursiveRef", "divisibleBy", "disallow", "extends"};
+  return kKeywords.count(key) > 0;
+}
+
+// Assertions the grammar cannot enforce, with what to do instead; nullptr for the others.
+const char* unenforced_keyword(const std::string& key) {
+  if (key == "$dynamicRef" || key == "$recursiveRef") {
+    return "its target depends on the dynamic scope; use $ref";
+  }
+  if (key == "divisibleBy") return "it is draft 3's; write multipleOf";
+  if (key == "disallow") return "it is draft 3's; write not: {\"type\": ...}";
+  if (key == "extends") return "it is draft 3's; write allOf";
+  return nullptr;
+}
+
 // ---- $ref resolution: URIs, $id and anchors ----
 //
 // Before compiling, every $ref is rewritten to the JSON pointer (in the whole document) of the
@@ -547,7 +576,12 @@ class RefResolver {
       }
       const int kind = schema_keyword(key);
       if (kind == 0) {
-        out.emplace_back(key, member);
+        // An unknown keyword holding objects (OpenAPI's components/schemas, a vendor's
+        // definitions) may be the target of a $ref: its $refs are rewritten too. Values
+        // (enum, const, default, ...) are left as they are.
+        const bool container = member.is_object() && !is_annotation(key) &&
+                               !is_assertion_keyword(key);
+        out.emplace_back(key, container ? rewrite(member, base, legacy_base, errors) : member);
         continue;
       }
       if ((kind & 1) && member.is_object()) {
@@ -656,13 +690,6 @@ json::Value object_without(const json::Value& value, std::initializer_list<const
   return json::Value(std::move(rest));
 }
 
-bool only_annotations(const json::Value& object) {
-  for (const auto& member : object.as_object()) {
-    if (!is_annotation(member.first)) return false;
-  }
-  return true;
-}
-
 // The least multiple of `step` (>= 1) that is >= x.
 int64_t multiple_at_least(int64_t x, int64_t step) {
   const int64_t r = ((x % step) + step) % step;
@@ -691,18 +718,21 @@ Result<int64_t> integer_step(const json::Value& multiple, const std::string& at)
     // The relative error of m's double against a / 10^d, exactly: m * scale = p + err.
     const double p = m * scale;
     const double err = std::fma(m, scale, -p);
-    const double relative = std::fabs(((p - a) + err) / a);
-    // integer / m lands within half a gap of the exact integer quotient only below 2^-54.
-    if (relative >= 0.999 * std::ldexp(1.0, -54)) break;
+    const double delta = ((p - a) + err) / a;  // m's double = m * (1 + delta)
+    // integer N / (1 + delta) rounds back to N for every N exactly when N * |delta| / (1 +
+    // delta) stays within half the gap around N: |delta| <= 2^-54 (1 + delta). 0.1's double
+    // is 0.1 (1 + 2^-54): exact; 0.7's is 0.7 (1 - 6.3e-17): 7 / 0.7 = 10.000000000000002.
+    if (std::fabs(delta) > std::ldexp(1.0, -54) * (1 + delta)) break;
     auto whole = static_cast<int64_t>(a);
     auto ten = static_cast<int64_t>(scale);
     const int64_t g = std::gcd(whole, ten);
     return whole / g;  // k * a / 10^d is an integer exactly when k is a multiple of 10^d / g
   }
   return invalid(at, "multipleOf " + number_text(m) +
-                         " is not supported by constrained generation (integers, or decimals of "
-                         "at most 15 fraction digits whose binary value is close enough to be "
-                         "divided exactly); remove it or check it after generation");
+                         " cannot be enforced: validators divide by its binary value, which is "
+                         "far enough from " + number_text(m) + " that whole multiples of it fail "
+                         "their check (integers and decimals such as 0.1, 0.5 or 0.25 work); "
+                         "remove it or check it after generation");
 }
 
 // format -> a regex of a strict subset of what the format's RFC allows (json_schema.h).
@@ -822,9 +852,10 @@ std::string compact(const json::Value& value) {
 
 class Compiler {
  public:
-  Compiler(const json::Value& document, std::vector<std::string> ref_errors, JsonSyntax syntax)
+  Compiler(const json::Value& document, std::vector<std::string> ref_errors, JsonSyntax syntax,
+           bool strict)
       : document_(document), ref_errors_(std::move(ref_errors)), syntax_(syntax),
-        gemma_(syntax == JsonSyntax::kGemma4) {
+        gemma_(syntax == JsonSyntax::kGemma4), strict_(strict) {
     schema_.syntax = syntax;
     schema_.nodes.resize(2);
     pointers_.resize(2);
@@ -855,6 +886,18 @@ class Compiler {
   }
 
  private:
+  // A keyword that asserts nothing here: an annotation, or (unless strict) an unknown keyword.
+  bool ignored(const std::string& key) const {
+    return is_annotation(key) || (!strict_ && !is_assertion_keyword(key));
+  }
+
+  bool only_annotations(const json::Value& object) const {
+    for (const auto& member : object.as_object()) {
+      if (!ignored(member.first)) return false;
+    }
+    return true;
+  }
+
   // The key literal of a property in this syntax (see SchemaProperty::key).
   std::string key_literal(const std::string& name) const {
     if (gemma_) return name + ":";
@@ -1170,7 +1213,7 @@ class Compiler {
         set(key, theirs);
         continue;
       }
-      if (is_annotation(key) || compact(*ours) == compact(theirs)) continue;
+      if (ignored(key) || compact(*ours) == compact(theirs)) continue;
       if (key == "type") {
         auto x = parse_types(*ours, at);
         if (!x.ok()) return x.error();
@@ -1732,7 +1775,7 @@ class Compiler {
       if (rule->is_bool()) {
         no_names = !rule->as_bool();
       } else {
-        auto compiled = compile_json_schema(compact(*rule));
+        auto compiled = compile_json_schema(compact(*rule), JsonSyntax::kJson, strict_);
         if (!compiled.ok()) return invalid(pointer + "/propertyNames", compiled.error().message);
         names = *compiled;
       }
@@ -1939,7 +1982,7 @@ class Compiler {
       const std::string at = pointer + "/" + key;
       // Only declared properties are generated, each declared by a (sub)schema that applies:
       // additionalProperties and unevaluatedProperties judge none of them (see merge()).
-      if (is_annotation(key) || key == "additionalProperties" || key == "unevaluatedProperties") {
+      if (ignored(key) || key == "additionalProperties" || key == "unevaluatedProperties") {
         continue;
       }
       if (key == "type") {
@@ -2046,9 +2089,12 @@ class Compiler {
         (key == "minLength" ? node.min_length : node.max_length) = *count;
       } else if (key == "pattern" || key == "format") {
         if (!member.is_string()) return invalid(at, key + " must be a string");
-        const char* regex = key == "pattern" ? member.as_string().c_str()
-                                             : format_regex(member.as_string());
-        if (regex == nullptr) {
+        // The pattern as a std::string: it may hold U+0000.
+        const char* format = key == "format" ? format_regex(member.as_string()) : nullptr;
+        if (key == "format" && format == nullptr && !strict_) {
+          continue;  // an unknown format is an annotation (2019-09 on; jsonschema's default)
+        }
+        if (key == "format" && format == nullptr) {
           return invalid(at, "format '" + member.as_string() +
                                  "' is not supported by constrained generation (supported: "
                                  "date, time, date-time, duration, uuid, email, idn-email, "
@@ -2057,7 +2103,7 @@ class Compiler {
                                  "relative-json-pointer, regex); remove it, use a pattern, or "
                                  "check it after generation");
         }
-        regexes.emplace_back(regex);
+        regexes.emplace_back(key == "pattern" ? member.as_string() : std::string(format));
         regex_at = regex_at.empty() ? at : pointer;
       } else if (key == "minimum" || key == "maximum" || key == "exclusiveMinimum" ||
                  key == "exclusiveMaximum") {
@@ -2080,7 +2126,11 @@ class Compiler {
         // The literal check below needs the exact bound, not the integer one.
         (key.find("inimum") != std::string::npos ? exact_min : exact_max)
             .push_back({x, key.rfind("exclusive", 0) == 0 || exclusive_flag});
+      } else if (const char* instead = unenforced_keyword(key)) {
+        return invalid(at, "keyword '" + key + "' is not supported by constrained generation: " +
+                               instead);
       } else if (key != "required") {
+        // Only under strict: otherwise ignored() skipped it above.
         return invalid(at, "keyword '" + key +
                                "' is not supported by constrained generation (supported: type, "
                                "nullable, enum, const, properties, required, "
@@ -2093,8 +2143,8 @@ class Compiler {
                                "maxLength, pattern, format, patternProperties, propertyNames, "
                                "minimum, maximum, "
                                "exclusiveMinimum, exclusiveMaximum, "
-                               "$ref, $defs, allOf, anyOf, oneOf); remove it or check it after "
-                               "generation");
+                               "$ref, $defs, allOf, anyOf, oneOf); strict mode refuses unknown "
+                               "keywords: remove it, or compile without strict to ignore it");
       }
     }
     if (const json::Value* required = value.find("required")) {
@@ -2288,7 +2338,7 @@ class Compiler {
       form_key = "type";
     } else if (simple) {
       for (const auto& [key, sub] : member.as_object()) {
-        if (is_annotation(key)) continue;
+        if (ignored(key)) continue;
         simple = simple && form == nullptr && (key == "required" || key == "anyOf");
         form = &sub;
         form_key = key;
@@ -2491,7 +2541,7 @@ class Compiler {
   Result<void> add_pattern(const std::vector<std::string>& regexes, SchemaNode& node,
                            const std::string& at) {
     std::string key = std::to_string(node.min_length) + "," + std::to_string(node.max_length);
-    for (const std::string& r : regexes) key += '\0' + r;
+    for (const std::string& r : regexes) key += "," + std::to_string(r.size()) + ":" + r;
     auto known = pattern_ids_.find(key);
     if (known != pattern_ids_.end()) {
       node.pattern = known->second;
@@ -2866,6 +2916,7 @@ class Compiler {
   const std::vector<std::string> ref_errors_;  // RefResolver's, by index
   const JsonSyntax syntax_;
   const bool gemma_;
+  const bool strict_;  // unknown keywords and formats refused, not ignored
   JsonSchema schema_;
   std::vector<std::string> pointers_;  // per node, for errors
   std::vector<bool> filled_;           // per node: compiled (not a $ref still being compiled)
@@ -2903,7 +2954,7 @@ Result<std::shared_ptr<const JsonSchema>> compile_regex_format(std::string_view 
 }
 
 Result<std::shared_ptr<const JsonSchema>> compile_json_schema(std::string_view schema_json,
-                                                              JsonSyntax syntax) {
+                                                              JsonSyntax syntax, bool strict) {
   json::Value root;
   json::ParseError error;
   if (!json::parse(schema_json, root, error)) {
@@ -2913,7 +2964,7 @@ Result<std::shared_ptr<const JsonSchema>> compile_json_schema(std::string_view s
   }
   std::vector<std::string> ref_errors;
   const json::Value resolved = RefResolver(root).run(root, ref_errors);
-  return Compiler(resolved, std::move(ref_errors), syntax).run();
+  return Compiler(resolved, std::move(ref_errors), syntax, strict).run();
 }
 
 }  // namespace rne::runner

@@ -10,9 +10,11 @@
 // nested to any depth. Annotations (title, description, default, examples, $schema, $id and
 // draft 4's id, $anchor, $comment, deprecated, readOnly, writeOnly, content*, editor
 // annotations such as markdownDescription, x-*) are ignored. patternProperties and
-// propertyNames are supported as below. Every other keyword ($dynamicRef, ...) is an error
-// that names it and where it is: the grammar could not guarantee it, so it is refused rather
-// than silently dropped.
+// propertyNames are supported as below. Keywords it does not know (vendor keys, typos,
+// `example`, ...) are annotations as JSON Schema says, and ignored, as are `format` values
+// outside the list below; with `strict` they are refused instead. Known assertions it cannot
+// enforce ($dynamicRef, $recursiveRef, draft 3's divisibleBy, disallow, extends) are an error
+// that names the keyword and where it is, strict or not.
 //
 // $ref is resolved as JSON Schema says: against the base URI of the enclosing $ids (RFC 3986),
 // to a schema with that $id, an $anchor/$dynamicAnchor (draft 7: "$id": "#name") or a JSON
@@ -48,7 +50,7 @@
 //   idn-email, iri, idn-hostname (labels without hyphens: IDNA reserves "--"); uri-reference
 //   and iri-reference: a uri or a relative path whose segments hold no ':'; uri-template:
 //   literals only; json-pointer, relative-json-pointer; duration: days (with hours), weeks or
-//   hours; regex: letters, digits and spaces. Other formats are refused. A
+//   hours; regex: letters, digits and spaces. Other formats are ignored (refused when strict). A
 //   string's pattern, format and length bounds compile into one automaton (regex.h limits);
 //   such strings use no \u escapes either, and control characters other than \b \f \n \r \t
 //   are not generated. In allOf, two different patterns (or formats) are refused.
@@ -246,8 +248,12 @@ constexpr size_t kMaxSchemaNesting = 64;         // nested subschemas, $ref and 
 // JSON pointer of the offending part and say what to change.
 // With JsonSyntax::kGemma4 the values (and enum/const literals, shortest values) are written in
 // Gemma 4's syntax; schemas it cannot write are refused the same way.
+// Keywords the engine does not know and `format` values outside its list are annotations, as
+// JSON Schema says, and ignored; `strict` refuses them instead (nothing in the schema goes
+// unenforced). Known assertions it cannot enforce ($dynamicRef, $recursiveRef, draft 3's
+// divisibleBy/disallow/extends) are refused either way, named.
 Result<std::shared_ptr<const JsonSchema>> compile_json_schema(
-    std::string_view schema_json, JsonSyntax syntax = JsonSyntax::kJson);
+    std::string_view schema_json, JsonSyntax syntax = JsonSyntax::kJson, bool strict = false);
 
 // A whole answer that matches `regex` (regex.h's subset, matched against the whole text: ^ and
 // $ are implied), compiled into the same form so the JSON constraint's masks, cache and token
