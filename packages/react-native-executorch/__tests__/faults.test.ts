@@ -771,11 +771,12 @@ describe.each(adapterSets)('round 2: generated cases, %s adapters', (adapterName
   });
 
   it('planted entries in the cache: no write or delete outside, loops bounded, parts heal', async () => {
-    const kinds: Planted[] = node ? ['linkToFile', 'linkToDir', 'loop', 'dangling', 'dir', 'fifo'] : ['dir', 'fifo'];
-    // Links cannot be seen through react-native-blob-util's API (see blobUtil.ts): only the
-    // entries it can tell apart are planted there.
+    // react-native-blob-util's API follows links (see blobUtil.ts): a link to an existing entry
+    // looks like that entry there, so only what it can tell apart is planted: a dangling link
+    // (listed by its folder, yet not there), a folder, a FIFO.
+    const kinds: Planted[] = node ? ['linkToFile', 'linkToDir', 'loop', 'dangling', 'dir', 'fifo'] : ['dangling', 'dir', 'fifo'];
     const places = node ? PLACES : (['final', 'part', 'verified', 'lock'] as const);
-    for (let i = 0; i < (node ? 16 : 8); i += 1) {
+    for (let i = 0; i < 16; i += 1) {
       const s = serveGen([]);
       const place = pick(places);
       const kind = pick(kinds);
@@ -810,6 +811,23 @@ describe.each(adapterSets)('round 2: generated cases, %s adapters', (adapterName
       await runCase(`${label}: list`, () => f.listCachedModels());
       // Deleting through planted links must not reach outside.
       await runCase(`${label}: delete`, () => f.deleteCachedModel({ repo: REPO, revision: REV }));
+    }
+  });
+
+  it('dangling links named .part, .verified, .lock (or the side file of a range): nothing created at their targets', async () => {
+    for (const place of ['part', 'verified', 'lock', 'range', 'final'] as const) {
+      const s = serveGen([]);
+      const link = { part: '.part', verified: '.verified', lock: '.lock', range: '.part.range.part', final: '' }[place];
+      const target = join(outside, `target-of-${place}`);
+      await mkdir(join(s.final, '..'), { recursive: true });
+      await symlink(target, `${s.final}${link}`);
+      // A resume (a part already there) is what writes the side file of a range.
+      if (place === 'range') await writeFile(`${s.final}.part`, s.body.subarray(0, 1000));
+      expect([place, await fetchCase(`dangling ${place}`, fetcher(), s)]).toEqual([place, 'ok']);
+      expect([place, existsSync(target)]).toEqual([place, false]);
+      // A second fetch (the .verified mark read back) and a delete leave the outside alone too.
+      expect(await fetchCase(`dangling ${place}, again`, fetcher(), s)).toBe('ok');
+      expect(await runCase(`dangling ${place}: delete`, () => fetcher().deleteCachedModel({ repo: REPO, revision: REV }))).toBe('ok');
     }
   });
 

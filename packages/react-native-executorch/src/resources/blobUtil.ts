@@ -5,9 +5,13 @@
  * the package builds without it.
  *
  * What its API lacks, and what is done instead:
- * - no lstat, inode or realpath: `stat` follows links and reports files and folders only, so
- *   the cache cannot see a link planted inside it (the app's sandbox is the boundary: no other
- *   app can write there); a FIFO looks like an empty file, and empty parts are discarded;
+ * - no lstat, inode or realpath: `exists` and `stat` follow links. A dangling link (`exists`
+ *   false, yet its folder lists the name) is reported as a link, so the fetcher removes it (the
+ *   link itself: `unlink` does not follow) before anything is written there, instead of the
+ *   library creating a file at its target; `writeText` and `createExclusive` refuse to write
+ *   through one as well. A link to an existing entry looks like that entry and cannot be seen
+ *   (the app's sandbox is the boundary: no other app can plant one there); a FIFO looks like an
+ *   empty file, and empty parts are discarded;
  * - no O_EXCL: `createExclusive` is `fs.createFile` (which refuses an existing path after a
  *   check), and the fetcher reads the lock back to catch the race between check and create;
  * - no ranged read: `sha256Range` slices the range into a scratch file and hashes that;
@@ -85,13 +89,35 @@ function rangeStart(info: BlobUtilResponseInfo | null): number | null {
 /** Builds the filesystem and HTTP adapters from `react-native-blob-util`'s default export. */
 export function blobUtilAdapters(blobUtil: BlobUtilModule): ResourceAdapters {
   const { fs } = blobUtil;
+  /** Whether the folder of `path` lists its name: where `exists` is false, a dangling link. */
+  const listed = async (path: string): Promise<boolean> => {
+    const slash = path.lastIndexOf('/');
+    try {
+      return (await fs.ls(path.slice(0, slash))).includes(path.slice(slash + 1));
+    } catch {
+      return false; // No folder there: nothing at the path either.
+    }
+  };
   const fileSystem: FileSystemAdapter = {
     documentDirectory: fs.dirs.DocumentDir,
     async stat(path) {
-      if (!(await fs.exists(path))) return null;
-      if (await fs.isDir(path)) return { size: 0, isDirectory: true, mtimeMs: 0 };
-      const info = await fs.stat(path);
-      return { size: Number(info.size), isDirectory: false, mtimeMs: Number(info.lastModified) };
+      // Each answer is one call of the library: an entry created, renamed or removed between
+      // them (another fetcher at work) is looked at again, a few times.
+      for (let look = 1; ; look += 1) {
+        try {
+          if (await fs.exists(path)) {
+            if (await fs.isDir(path)) return { size: 0, isDirectory: true, mtimeMs: 0 };
+            const info = await fs.stat(path);
+            return { size: Number(info.size), isDirectory: false, mtimeMs: Number(info.lastModified) };
+          }
+          if (!(await listed(path))) return null;
+          // Listed yet not there: a dangling link, unless it was created in between.
+          if (!(await fs.exists(path))) return { size: 0, isDirectory: false, mtimeMs: 0, type: 'link' };
+        } catch (error) {
+          if (look >= 3) throw error;
+        }
+        if (look >= 3) return null;
+      }
     },
     async mkdir(path) {
       if (!(await fs.exists(path))) await fs.mkdir(path);
@@ -100,11 +126,19 @@ export function blobUtilAdapters(blobUtil: BlobUtilModule): ResourceAdapters {
       await fs.mv(from, to);
     },
     async remove(path) {
-      if (await fs.exists(path)) await fs.unlink(path);
+      if (!(await fs.exists(path)) && !(await listed(path))) return;
+      try {
+        await fs.unlink(path);
+      } catch (error) {
+        // Removed by someone else in between is removed.
+        if ((await fs.exists(path)) || (await listed(path))) throw error;
+      }
     },
     readDir: (path) => fs.ls(path),
     readText: (path) => fs.readFile(path, 'utf8'),
     async writeText(path, text) {
+      // The library would write through a dangling link: replace it instead.
+      if ((await fileSystem.stat(path))?.type === 'link') await fileSystem.remove(path);
       await fs.writeFile(path, text, 'utf8');
     },
     sha256: (path) => fs.hash(path, 'sha256'),
@@ -118,6 +152,8 @@ export function blobUtilAdapters(blobUtil: BlobUtilModule): ResourceAdapters {
       }
     },
     async createExclusive(path, text) {
+      // A dangling link counts as something there (createFile would write through it).
+      if (await fileSystem.stat(path)) return false;
       try {
         await fs.createFile(path, text, 'utf8');
         return true;
@@ -134,8 +170,9 @@ export function blobUtilAdapters(blobUtil: BlobUtilModule): ResourceAdapters {
       // goes to a side file, appended to the part only once it is known to be the asked-for
       // range; the part never holds a byte that is not the file's.
       const target = offset > 0 ? destination + RANGE_SUFFIX : destination;
-      // A leftover side file (or anything planted there) is not appended to.
-      if (offset > 0) await fileSystem.remove(target);
+      // A leftover side file (or anything planted there) is not appended to, and the library
+      // must not create a file at the target of a dangling link.
+      if (offset > 0 || (await fileSystem.stat(target))?.type === 'link') await fileSystem.remove(target);
       const limit = maxBytes ?? Infinity;
       let info: BlobUtilResponseInfo | null = null;
       let over = false;
