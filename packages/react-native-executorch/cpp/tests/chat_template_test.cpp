@@ -4,6 +4,8 @@
 // limits.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -335,6 +337,112 @@ TEST(ChatTemplateTest, HostileTemplatesHitLimitsNotTheStack) {
   auto r = deep_input->render(parse_json("{\"x\": " + nested + "}"));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().kind, ErrorKind::kLimit);
+}
+
+// Round 3 of the hostile-template probes (issue #63): each class ends in a typed error naming
+// the limit, within bounded time and memory (the default Limits, as a phone renders with).
+TEST(ChatTemplateTest, HostileTemplatesEndInAnErrorNamingTheLimit) {
+  auto error_of = [](const std::string& source, const std::string& context = "{}") {
+    auto r = render_text(source, context);
+    EXPECT_FALSE(r.ok()) << source.substr(0, 200);
+    return r.ok() ? Error{ErrorKind::kInvalidInput, "rendered"} : r.error();
+  };
+  auto expect_limit = [&](const std::string& source, const std::string& names) {
+    const Error e = error_of(source);
+    EXPECT_EQ(e.kind, ErrorKind::kLimit) << source.substr(0, 200) << ": " << e.to_string();
+    EXPECT_NE(e.message.find(names), std::string::npos) << source.substr(0, 200) << ": " << e.to_string();
+  };
+  auto chain = [](const std::string& term, const std::string& op, int n) {
+    std::string s = "{{ " + term;
+    for (int k = 1; k < n; ++k) s += op + term;
+    return s + " }}";
+  };
+  // Expression chains: refused at parse time, and freed without recursion (no SIGSEGV).
+  expect_limit(chain("1", " + ", 60000), "max_expression_depth");
+  expect_limit(chain("'a'", " ~ ", 60000), "max_expression_depth");
+  expect_limit(chain("1", " and ", 60000), "max_expression_depth");
+  expect_limit("{{ 'a'" + [] { std::string s; for (int k = 0; k < 60000; ++k) s += "|upper"; return s; }() + " }}",
+               "max_expression_depth");
+  expect_limit("{{ x" + [] { std::string s; for (int k = 0; k < 60000; ++k) s += ".a"; return s; }() + " }}",
+               "max_expression_depth");
+  EXPECT_EQ(render_ok(chain("1", " + ", 500)), "500");  // a long but sane chain still renders
+  // Time: exponential recursion, nested loops, a quadratic builtin.
+  expect_limit("{% macro f(n) %}{% if n > 0 %}{{ f(n-1) }}{{ f(n-1) }}{% endif %}{% endmacro %}{{ f(40) }}",
+               "max_steps");
+  expect_limit("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "Limits::");
+  expect_limit("{{ range(100000) | unique | list | length }}", "Limits::");
+  expect_limit("{% macro f(n) %}{{ f(n+1) }}{% endmacro %}{{ f(0) }}", "nested deeper");
+  expect_limit("{{ range(10**9) | list | length }}", "MAX_RANGE");
+  // Memory: every way of multiplying a value is bounded before it is built.
+  expect_limit("{% set s = 'a' * 1000000 %}{% set t = [s] * 1000 %}{{ t | length }}", "max_value_bytes");
+  expect_limit("{% set ns = namespace(s=[1]) %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}"
+               "{% endfor %}{{ ns.s | length }}",
+               "max_value_bytes");
+  expect_limit("{% set s = 'a' * 100000 %}{{ s.replace('', s) | length }}", "max_value_bytes");
+  expect_limit("{{ 'a\na' | indent(10**9) }}", "max_value_bytes");
+  expect_limit("{{ [[[[1]]]] | tojson(indent=100000000) | length }}", "max_value_bytes");
+  expect_limit("{% set a = [1] * 1000 %}{% set b = [a] * 1000 %}{% set c = [b] * 1000 %}{{ c | length }}{{ c }}",
+               "Limits::");  // shared sublists print a billion items
+  expect_limit("{{ ('a' * 30000000) | list | length }}", "max_value_bytes");
+  expect_limit("{{ '%.999999999f' | format(1.5) }}", "9999");
+  expect_limit("{{ '%999999999d' % 1 }}", "9999");
+  // Python's ints: past 64 bits is an error, never a rounded float.
+  expect_limit("{{ 2 ** 64 }}", "64 bits");
+  expect_limit("{{ 9223372036854775807 + 1 }}", "64 bits");
+  expect_limit("{{ 99999999999999999999999 }}", "64 bits");
+  expect_limit("{{ '99999999999999999999999' | int }}", "64 bits");
+  EXPECT_EQ(render_ok("{{ 2 ** 62 }} {{ -9223372036854775807 - 1 }}"), "4611686018427387904 -9223372036854775808");
+  // 20-digit indices: no uncaught std::out_of_range.
+  EXPECT_EQ(render_ok("{{ [[1]] | map(attribute='99999999999999999999') | list }}"), "[Undefined]");
+  EXPECT_EQ(error_of("{{ '{99999999999999999999}'.format(1) }}").kind, ErrorKind::kValue);
+  // Python's errors.
+  EXPECT_EQ(error_of("{{ 'abc'[::0] }}").kind, ErrorKind::kValue);
+  EXPECT_EQ(error_of("{{ [1, 2][::0] }}").kind, ErrorKind::kValue);
+  EXPECT_EQ(error_of("{{ 'a' + [1] }}").kind, ErrorKind::kType);
+  EXPECT_EQ(error_of("{{ 'a' + {} }}").kind, ErrorKind::kType);
+  EXPECT_EQ(error_of("{{ [1] + 'a' }}").kind, ErrorKind::kType);
+  // Internals: an unsafe Undefined, as Jinja's sandbox (prints empty, fails when used).
+  EXPECT_EQ(render_ok("{{ ''.__class__ }}|{{ x.__class__ }}|{{ ''['__class__'] }}|{{ raise_exception.__globals__ }}",
+                      R"({"x": {"__class__": 1}})"),
+            "|||");
+  EXPECT_EQ(render_ok("{{ ''.__class__ is defined }}"), "False");
+  const Error internals = error_of("{{ ''.__class__.__mro__ }}");
+  EXPECT_EQ(internals.kind, ErrorKind::kSecurity);
+  EXPECT_EQ(internals.message, "access to attribute '__class__' of 'str' object is unsafe.");
+  EXPECT_EQ(error_of("{{ namespace().__init__.__globals__ }}").kind, ErrorKind::kSecurity);
+}
+
+TEST(ChatTemplateTest, AHugeInputCostsItsSizeOnlyWhereUsed) {
+  std::string big = "{\"big\": {";
+  for (int k = 0; k < 300000; ++k) big += (k ? ",\"k" : "\"k") + std::to_string(k) + "\": " + std::to_string(k);
+  big += "}, \"x\": \"hi\"}";
+  const json::Value context = parse_json(big);
+  auto t = Template::parse("{{ x }}");
+  ASSERT_TRUE(t.ok());
+  const auto start = std::chrono::steady_clock::now();
+  auto r = t->render(context);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(*r, "hi");
+  EXPECT_LT(seconds, 30.0);  // quadratic duplicate-key checks took minutes; linear is well under 1 s
+  // Looking every key up in a loop: a linear search each time, charged to the step budget.
+  auto lookups = Template::parse("{% for k in big %}{{ big[k] }}{% endfor %}");
+  ASSERT_TRUE(lookups.ok());
+  auto looped = lookups->render(context);
+  ASSERT_FALSE(looped.ok());
+  EXPECT_EQ(looped.error().kind, ErrorKind::kLimit);
+}
+
+TEST(ChatTemplateTest, TheRenderDeadlineEndsWhatTheStepsDoNot) {
+  Limits slow;
+  slow.max_steps = SIZE_MAX;
+  slow.max_render_ms = 50;
+  auto t = Template::parse("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", slow);
+  ASSERT_TRUE(t.ok());
+  auto r = t->render(parse_json("{}"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().kind, ErrorKind::kLimit);
+  EXPECT_NE(r.error().message.find("max_render_ms"), std::string::npos) << r.error().to_string();
 }
 
 }  // namespace

@@ -42,6 +42,13 @@ struct Expr {
   std::vector<ExprPtr> args;
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
   ExprPtr slice[3];
+
+  Expr() = default;
+  Expr(const Expr&) = delete;
+  Expr& operator=(const Expr&) = delete;
+  // Frees the subtree with an explicit stack: a chain of 60,000 operands must not take 60,000
+  // frames to free (parse_template refuses it, after building it).
+  ~Expr();
 };
 
 struct Node;
@@ -74,6 +81,8 @@ bool is_known_filter(const std::string& name);
 bool is_known_test(const std::string& name);
 
 // Parses a template (newlines already normalised); throws Fail with the position on error.
-std::unique_ptr<Program> parse_template(const std::string& source, int max_nesting);
+// Expressions deeper than `max_expression_depth` (operands chained left to right, each a level)
+// are a kLimit error.
+std::unique_ptr<Program> parse_template(const std::string& source, int max_nesting, int max_expression_depth);
 
 }  // namespace rne::chat::detail

@@ -2,7 +2,9 @@
 // Jinja's builtins, transformers' overrides (tojson, raise_exception, strftime_now, namespace)
 // and Python's str methods.
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <cmath>
 #include <ctime>
@@ -137,6 +139,7 @@ List split(const std::string& s, const Value* sep_v, int64_t maxsplit, bool from
         size_t start = k;
         while (k < u.size() && !is_py_space(u[k])) ++k;
         words.push_back(u.substr(start, k - start));
+        charge_bytes(sizeof(Value));  // a piece's slot, before a huge split is built
       }
     } else {
       size_t k = u.size();
@@ -152,6 +155,7 @@ List split(const std::string& s, const Value* sep_v, int64_t maxsplit, bool from
         size_t end = k;
         while (k > 0 && !is_py_space(u[k - 1])) --k;
         words.push_back(u.substr(k, end - k));
+        charge_bytes(sizeof(Value));
       }
       std::reverse(words.begin(), words.end());
     }
@@ -169,6 +173,7 @@ List split(const std::string& s, const Value* sep_v, int64_t maxsplit, bool from
       const size_t at = s.find(sep, start);
       if (at == std::string::npos) break;
       parts.push_back(s.substr(start, at - start));
+      charge_bytes(sizeof(Value));
       start = at + sep.size();
     }
     parts.push_back(s.substr(start));
@@ -180,6 +185,7 @@ List split(const std::string& s, const Value* sep_v, int64_t maxsplit, bool from
       const size_t at = s.rfind(sep, end - sep.size());
       if (at == std::string::npos) break;
       parts.push_back(s.substr(at + sep.size(), end - at - sep.size()));
+      charge_bytes(sizeof(Value));
       end = at;
     }
     parts.push_back(s.substr(0, end));
@@ -193,6 +199,8 @@ std::string replace(const std::string& s, const std::string& old, const std::str
   std::string out;
   if (old.empty()) {  // Python inserts `repl` around every character
     std::u32string u = decode_utf8(s);
+    const uint64_t inserts = count < 0 ? u.size() + 1 : std::min<uint64_t>(static_cast<uint64_t>(count), u.size() + 1);
+    if (!repl.empty()) reserve_bytes(inserts > SIZE_MAX / repl.size() ? SIZE_MAX : inserts * repl.size());
     int64_t done = 0;
     for (size_t k = 0; k <= u.size(); ++k) {
       if (count < 0 || done < count) {
@@ -208,7 +216,9 @@ std::string replace(const std::string& s, const std::string& old, const std::str
   while (count < 0 || done < count) {
     const size_t at = s.find(old, start);
     if (at == std::string::npos) break;
-    out += s.substr(start, at - start) + repl;
+    out.append(s, start, at - start);
+    out += repl;
+    reserve_bytes(out.size());
     start = at + old.size();
     ++done;
   }
@@ -262,7 +272,7 @@ struct ArgReader {
 };
 
 const Value& need_string(const Value& v, const char* what) {
-  if (v.is_undefined()) fail(ErrorKind::kUndefined, v.s);
+  if (v.is_undefined()) fail_undefined(v);
   if (!v.is_string()) fail(ErrorKind::kType, std::string(what) + " requires a str, got " + type_name(v));
   return v;
 }
@@ -275,7 +285,10 @@ Value attr_path(Interp& in, const Value& item, const std::string& path) {
     const size_t dot = path.find('.', start);
     const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     const bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
-    v = numeric ? in.getitem(v, Value::integer(std::stoll(part))) : in.getitem(v, Value::string(part));
+    errno = 0;
+    const long long index = numeric ? std::strtoll(part.c_str(), nullptr, 10) : 0;
+    // An index past 64 bits indexes nothing (Python: IndexError, so Undefined).
+    v = numeric && errno != ERANGE ? in.getitem(v, Value::integer(index)) : in.getitem(v, Value::string(part));
     if (dot == std::string::npos) return v;
     start = dot + 1;
   }
@@ -303,10 +316,10 @@ std::string html_escape(const std::string& s) {
 
 // Python int()/float() of a string; false when it is not a number.
 bool parse_int(const std::string& text, int64_t base, int64_t& out) {
+  errno = 0;
   std::string s = strip(text, nullptr, true, true);
   s.erase(std::remove(s.begin(), s.end(), '_'), s.end());
   if (s.empty()) return false;
-  errno = 0;
   char* end = nullptr;
   const long long v = std::strtoll(s.c_str(), &end, static_cast<int>(base));
   if (errno != 0 || *end != '\0') return false;
@@ -340,10 +353,24 @@ std::string percent_format(const std::string& fmt, const Value& arg) {
     std::string spec = "%";
     while (k < fmt.size() && std::strchr("0123456789.-+ #", fmt[k])) spec += fmt[k++];
     if (k >= fmt.size()) fail(ErrorKind::kValue, "incomplete format");
+    // Width and precision print that many characters: bounded before printf allocates them.
+    for (size_t d = 0; d < spec.size();) {
+      if (!std::isdigit(static_cast<unsigned char>(spec[d]))) {
+        ++d;
+        continue;
+      }
+      size_t end = d;
+      while (end < spec.size() && std::isdigit(static_cast<unsigned char>(spec[end]))) ++end;
+      if (end - d > 4) {
+        fail(ErrorKind::kLimit, "format: a width or precision of " + spec.substr(d, end - d) +
+                                    " is over this renderer's limit of 9999");
+      }
+      d = end;
+    }
     const char conv = fmt[k];
     if (next >= args.size()) fail(ErrorKind::kType, "not enough arguments for format string");
     const Value& v = args[next++];
-    char buf[512];
+    char buf[32768];  // widths and precisions are at most 9999
     switch (conv) {
       case 's': out += to_str(v); break;
       case 'r': out += to_repr(v); break;
@@ -391,6 +418,7 @@ std::string brace_format(const std::string& fmt, Args& args) {
       }
       const Value* v = nullptr;
       if (field.empty() || std::all_of(field.begin(), field.end(), ::isdigit)) {
+        if (field.size() > 18) fail(ErrorKind::kValue, "Too many decimal digits in format string");
         const size_t index = field.empty() ? auto_index++ : std::stoul(field);
         if (index < args.positional.size()) v = &args.positional[index];
         if (!v) fail(ErrorKind::kValue, "Replacement index " + std::to_string(index) + " out of range for positional args tuple");
@@ -511,6 +539,7 @@ Value string_method(const Value& obj, const std::string& name) {
         if (!first) out += s;
         first = false;
         out += item.s;
+        reserve_bytes(out.size());
       }
       return Value::string(out);
     });
@@ -614,7 +643,9 @@ Value make_tojson_style_and_dump(const Value& v, Args& a) {
     if (indent->is_string()) {
       style.indent = indent->s;
     } else if (indent->is_integral()) {
-      style.indent = std::string(static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(indent->as_int(), 256))), ' ');
+      const int64_t width = std::max<int64_t>(0, indent->as_int());
+      reserve_bytes(static_cast<uint64_t>(width));
+      style.indent = std::string(static_cast<size_t>(width), ' ');
     } else {
       fail(ErrorKind::kType, "tojson: indent must be an int or a string, got " + type_name(*indent));
     }
@@ -647,7 +678,7 @@ Value bound_method(const Value& obj, const std::string& name) {
 bool contains(const Value& container, const Value& item) {
   switch (container.type) {
     case Value::Type::kString:
-      if (item.is_undefined()) fail(ErrorKind::kUndefined, item.s);
+      if (item.is_undefined()) fail_undefined(item);
       if (!item.is_string()) {
         fail(ErrorKind::kType, "'in <string>' requires string as left operand, not " + type_name(item));
       }
@@ -697,7 +728,7 @@ bool Interp::test(const std::string& name, const Value& v, Args& a) {
     return any;
   }
   if (name == "even" || name == "odd" || name == "divisibleby") {
-    if (v.is_undefined()) fail(ErrorKind::kUndefined, v.s);
+    if (v.is_undefined()) fail_undefined(v);
     if (!v.is_number()) fail(ErrorKind::kType, "unsupported operand type(s) for %: '" + type_name(v) + "' and 'int'");
     const int64_t d = name == "divisibleby" ? r.integer(0, "num", 1) : 2;
     if (d == 0) fail(ErrorKind::kValue, "integer division or modulo by zero");
@@ -784,7 +815,14 @@ Value Interp::filter(const std::string& name, Value v, Args& a) {
   }
   if (name == "indent") {
     const Value* width = r.get(0, "width");
-    std::string pad = width && width->is_string() ? width->s : std::string(static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(r.integer(0, "width", 4), 1024))), ' ');
+    std::string pad;
+    if (width && width->is_string()) {
+      pad = width->s;
+    } else {
+      const int64_t n = std::max<int64_t>(0, r.integer(0, "width", 4));
+      reserve_bytes(static_cast<uint64_t>(n));
+      pad = std::string(static_cast<size_t>(n), ' ');
+    }
     const bool first = r.flag(1, "first", false);
     const bool blank = r.flag(2, "blank", false);
     std::vector<std::string> lines = splitlines(to_str(v) + "\n", false);
@@ -793,6 +831,7 @@ Value Interp::filter(const std::string& name, Value v, Args& a) {
       if (k) out += "\n";
       if (k > 0 && (blank || !lines[k].empty())) out += pad;
       out += lines[k];
+      reserve_bytes(out.size());
     }
     if (first) out = pad + out;
     return Value::string(out);
@@ -817,6 +856,7 @@ Value Interp::filter(const std::string& name, Value v, Args& a) {
     if (v.is_string()) {
       int64_t out;
       if (parse_int(v.s, base, out)) return Value::integer(out);
+      if (errno == ERANGE) fail(ErrorKind::kLimit, "int: '" + v.s.substr(0, 40) + "' is beyond 64 bits, which this renderer does not support");
       double d;
       if (parse_float(v.s, d) && std::isfinite(d) && std::fabs(d) < 9.2e18) return Value::integer(static_cast<int64_t>(d));
     }
@@ -856,7 +896,7 @@ Value Interp::filter(const std::string& name, Value v, Args& a) {
     return Value::make_list(std::move(out));
   }
   if (name == "dictsort") {
-    if (v.is_undefined()) fail(ErrorKind::kUndefined, v.s);
+    if (v.is_undefined()) fail_undefined(v);
     if (!v.is_dict()) fail(ErrorKind::kType, "dictsort: '" + type_name(v) + "' object has no attribute 'items'");
     const bool case_sensitive = r.flag(0, "case_sensitive", false);
     const std::string by = r.text(1, "by", "key");
@@ -898,6 +938,7 @@ Value Interp::filter(const std::string& name, Value v, Args& a) {
       first = false;
       out += to_str(attribute && !attribute->is_none() ? attr_path(*this, item, to_str(*attribute)) : item);
       if (out.size() > limits_.max_output_bytes) fail(ErrorKind::kLimit, "join: the text passed Limits::max_output_bytes");
+      reserve_bytes(out.size());
     }
     return Value::string(out);
   }
@@ -912,7 +953,7 @@ Value Interp::filter(const std::string& name, Value v, Args& a) {
       for (const auto& [k, item] : a.keywords) {
         if (k == "default") def = &item;
       }
-      for (const Value& item : iterate(v)) {
+      for (const Value& item : v.truthy() ? iterate(v) : List{}) {
         Value got = attr_path(*this, item, to_str(*attribute));
         out.push_back(got.is_undefined() && def ? *def : got);
       }
@@ -921,7 +962,7 @@ Value Interp::filter(const std::string& name, Value v, Args& a) {
     if (a.positional.empty()) fail(ErrorKind::kType, "map requires a filter argument");
     const std::string filter_name = to_str(a.positional[0]);
     if (!is_known_filter(filter_name)) fail(ErrorKind::kSyntax, "No filter named '" + filter_name + "'.");
-    for (const Value& item : iterate(v)) {
+    for (const Value& item : v.truthy() ? iterate(v) : List{}) {
       Args rest = rest_args(1);
       out.push_back(filter(filter_name, item, rest));
     }
@@ -940,7 +981,8 @@ Value Interp::filter(const std::string& name, Value v, Args& a) {
     if (next < a.positional.size()) test_name = to_str(a.positional[next++]);
     if (!test_name.empty() && !is_known_test(test_name)) fail(ErrorKind::kSyntax, "No test named '" + test_name + "'.");
     List out;
-    for (const Value& item : iterate(v)) {
+    // Jinja's select/reject iterate only `if seq`: None (a missing key's default) selects nothing.
+    for (const Value& item : v.truthy() ? iterate(v) : List{}) {
       const Value subject = attr ? attr_path(*this, item, attribute) : item;
       bool passed;
       if (test_name.empty()) {
@@ -973,6 +1015,7 @@ Value Interp::filter(const std::string& name, Value v, Args& a) {
       List seen;
       for (const Value& item : items) {
         const Value k = key(item);
+        charge_steps(seen.size() >> 4);  // a linear scan per item: quadratic on a huge list
         if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return equals(s, k); })) {
           seen.push_back(k);
           out.push_back(item);

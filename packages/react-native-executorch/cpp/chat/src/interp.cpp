@@ -22,12 +22,7 @@ void Frame::set(const std::string& name, Value v) {
 
 Interp::Interp(const Limits& limits, Frame& globals) : limits_(limits), globals_(globals) {}
 
-void Interp::step() {
-  if (++steps_ > limits_.max_steps) {
-    fail(ErrorKind::kLimit, "the template ran more than " + std::to_string(limits_.max_steps) +
-                                " steps (a runaway loop or recursion?)");
-  }
-}
+void Interp::step() { charge_steps(1); }
 
 void Interp::check_stack() {
   const char here = 0;
@@ -312,8 +307,6 @@ Value Interp::eval(const Expr& e, Frame& frame) {
 
 namespace {
 
-[[noreturn]] void fail_undefined(const Value& v) { fail(ErrorKind::kUndefined, v.s); }
-
 // a op b on int64, or a kLimit error where Python would go past 64 bits.
 template <typename Op>
 int64_t checked(Op op, int64_t a, int64_t b) {
@@ -507,6 +500,13 @@ Value Interp::binary(const std::string& op, const Value& a, const Value& b) {
     if (unit != 0 && static_cast<uint64_t>(times) > limits_.max_output_bytes / unit) {
       fail(ErrorKind::kLimit, "a repeated string or list would pass Limits::max_output_bytes");
     }
+    // What the copies hold: a list's strings are copied with it.
+    size_t bytes = seq.is_string() ? seq.s.size() : 0;
+    if (seq.is_list()) {
+      for (const Value& item : *seq.list) bytes += sizeof(Value) + item.s.size();
+    }
+    if (bytes != 0 && static_cast<uint64_t>(times) > SIZE_MAX / bytes) reserve_bytes(SIZE_MAX);
+    reserve_bytes(bytes * static_cast<size_t>(times));
     if (seq.is_string()) {
       std::string s;
       for (int64_t k = 0; k < times; ++k) s += seq.s;
@@ -524,6 +524,7 @@ Value Interp::binary(const std::string& op, const Value& a, const Value& b) {
       return Value::string(a.s + b.s);
     }
     if (a.is_list() && b.is_list() && a.tuple == b.tuple) {
+      reserve_bytes((a.list->size() + b.list->size()) * sizeof(Value));
       List items = *a.list;
       items.insert(items.end(), b.list->begin(), b.list->end());
       return Value::make_list(std::move(items), a.tuple);
@@ -607,13 +608,17 @@ Value Interp::call(const Value& callee, Args& args) {
 List Interp::iterate(const Value& v) {
   switch (v.type) {
     case Value::Type::kUndefined: return {};
-    case Value::Type::kList: return *v.list;
+    case Value::Type::kList:
+      charge_steps(v.list->size() >> 4);
+      return *v.list;
     case Value::Type::kDict: {
+      charge_steps(v.dict->size() >> 4);
       List keys;
       for (const auto& [k, item] : *v.dict) keys.push_back(k);
       return keys;
     }
     case Value::Type::kString: {
+      reserve_bytes(code_point_count(v.s) * sizeof(Value));  // one str per character
       List chars;
       for (char32_t c : decode_utf8(v.s)) chars.push_back(Value::string(encode_utf8(std::u32string(1, c))));
       return chars;
@@ -622,8 +627,23 @@ List Interp::iterate(const Value& v) {
   }
 }
 
+namespace {
+
+// Python's special attributes (__class__, __globals__, __init__...): what Jinja's sandbox refuses,
+// so a template cannot walk from a value to the interpreter's internals.
+bool is_dunder(const std::string& name) {
+  return name.size() > 4 && name.compare(0, 2, "__") == 0 && name.compare(name.size() - 2, 2, "__") == 0;
+}
+
+Value refused(const Value& obj, const std::string& name) {
+  return Value::unsafe("access to attribute '" + name + "' of '" + type_name(obj) + "' object is unsafe.");
+}
+
+}  // namespace
+
 Value Interp::getattr(const Value& obj, const std::string& name) {
   if (obj.is_undefined()) fail_undefined(obj);
+  if (is_dunder(name)) return refused(obj, name);
   if (obj.type == Value::Type::kNamespace) {
     if (const Value* v = obj.lookup(name)) return *v;
     return Value::undefined("'" + type_repr(obj) + "' has no attribute '" + name + "'");
@@ -660,6 +680,7 @@ Value Interp::getitem(const Value& obj, const Value& key) {
     }
   }
   if (key.is_string()) {
+    if (is_dunder(key.s)) return refused(obj, key.s);
     if (obj.type == Value::Type::kNamespace) {
       if (const Value* v = obj.lookup(key.s)) return *v;
     }

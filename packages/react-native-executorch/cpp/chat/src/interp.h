@@ -58,7 +58,6 @@ class Interp {
   Frame& globals_;
   Frame* root_ = nullptr;
   int call_depth_ = 0;
-  size_t steps_ = 0;
   const char* stack_base_ = nullptr;
 };
 

@@ -2,6 +2,8 @@
 
 #include <new>
 #include <stdexcept>
+#include <string_view>
+#include <unordered_map>
 
 #include "interp.h"
 
@@ -49,19 +51,21 @@ Value from_json(const json::Value& v, int depth, int max_depth) {
     for (const auto& item : v.as_array()) items.push_back(from_json(item, depth + 1, max_depth));
     return Value::make_list(std::move(items));
   }
+  const json::Object& members = v.as_object();
   detail::Dict items;
-  for (const auto& [k, item] : v.as_object()) {
-    // A repeated key keeps its first place and its last value, as Python's json.loads.
-    Value key = Value::string(k);
+  items.reserve(members.size());
+  // A repeated key keeps its first place and its last value, as Python's json.loads. Found
+  // through an index, so an object with 300,000 keys converts in linear time.
+  std::unordered_map<std::string_view, size_t> seen;
+  seen.reserve(members.size());
+  for (const auto& [k, item] : members) {
     Value value = from_json(item, depth + 1, max_depth);
-    bool replaced = false;
-    for (auto& [ek, ev] : items) {
-      if (ek.s == k) {
-        ev = value;
-        replaced = true;
-      }
+    auto [at, inserted] = seen.emplace(k, items.size());
+    if (inserted) {
+      items.emplace_back(Value::string(k), std::move(value));
+    } else {
+      items[at->second].second = std::move(value);
     }
-    if (!replaced) items.emplace_back(std::move(key), std::move(value));
   }
   return Value::make_dict(std::move(items));
 }
@@ -76,6 +80,8 @@ auto guarded(F&& body) -> Result<decltype(body())> {
     return Error{ErrorKind::kLimit, "out of memory while rendering the chat template"};
   } catch (const std::length_error&) {
     return Error{ErrorKind::kLimit, "a string or list grew past what this process can hold"};
+  } catch (const std::exception& e) {  // a library throw a check above missed: an error, not an abort
+    return Error{ErrorKind::kValue, std::string("the template failed in the renderer: ") + e.what()};
   }
 }
 
@@ -100,7 +106,7 @@ Result<Template> Template::parse(std::string_view source, const Limits& limits) 
   if (!text.empty() && text.back() == '\n') text.pop_back();
   return guarded([&]() -> Template {
     Template t;
-    t.program_ = detail::parse_template(text, limits.max_nesting);
+    t.program_ = detail::parse_template(text, limits.max_nesting, limits.max_expression_depth);
     t.limits_ = limits;
     return t;
   });
@@ -112,11 +118,18 @@ Result<std::string> Template::render(const json::Value& context) const {
     return Error{ErrorKind::kInvalidInput, std::string("the template context must be a JSON object, got ") + context.type_name()};
   }
   return guarded([&]() -> std::string {
+    detail::Budget budget;
+    budget.max_steps = limits_.max_steps;
+    budget.max_bytes = limits_.max_alloc_bytes;
+    budget.max_value_bytes = limits_.max_value_bytes;
+    budget.max_ms = limits_.max_render_ms;
     detail::Frame globals;
     detail::add_globals(globals);
     // The caller's variables shadow the builtins, as Jinja's render(**kwargs) over its globals.
+    // They are the caller's memory, converted before the template's budget starts.
     detail::Frame vars{&globals, {}};
     for (const auto& [k, v] : context.as_object()) vars.set(k, from_json(v, 1, limits_.max_nesting));
+    detail::BudgetScope scope(budget);
     detail::Interp interp(limits_, vars);
     interp.run(*program_);
     return std::move(interp.out);

@@ -768,7 +768,10 @@ class Parser {
         errno = 0;
         const long long v = std::strtoll(at.text.c_str(), nullptr, 10);
         if (errno == ERANGE) {
-          node->value = Value::number(std::strtod(at.text.c_str(), nullptr));
+          // Python would hold it as a big int; printing a rounded float instead would be wrong.
+          throw Fail{ErrorKind::kLimit, "the integer " + at.text.substr(0, 40) +
+                                            " is beyond 64 bits, which this renderer does not support",
+                     at.line, at.column};
         } else {
           node->value = Value::integer(v);
         }
@@ -970,10 +973,70 @@ class Parser {
   int loop_depth_ = 0;
 };
 
+// Every direct subexpression of `e`.
+template <typename F>
+void for_each_child(Expr& e, F&& f) {
+  for (auto& c : e.children) f(c);
+  for (auto& c : e.args) f(c);
+  for (auto& kw : e.kwargs) f(kw.second);
+  for (auto& c : e.slice) f(c);
+}
+
+// The deepest path below `root`, found without recursion; fails past `limit`.
+void check_expression_depth(Expr& root, int limit) {
+  std::vector<std::pair<Expr*, int>> pending{{&root, 1}};
+  while (!pending.empty()) {
+    auto [e, depth] = pending.back();
+    pending.pop_back();
+    if (depth > limit) {
+      throw Fail{ErrorKind::kLimit,
+                 "an expression nests or chains deeper than " + std::to_string(limit) +
+                     " operands (Limits::max_expression_depth); split it with {% set %}",
+                 e->line, e->column};
+    }
+    for_each_child(*e, [&](ExprPtr& c) {
+      if (c) pending.emplace_back(c.get(), depth + 1);
+    });
+  }
+}
+
+void check_body(Body& body, int limit) {
+  auto expr = [&](ExprPtr& e) {
+    if (e) check_expression_depth(*e, limit);
+  };
+  for (auto& node : body) {
+    expr(node->expr);
+    expr(node->condition);
+    for (auto& [cond, branch] : node->branches) {
+      expr(cond);
+      check_body(branch, limit);
+    }
+    for (auto& param : node->params) expr(param.second);
+    for (auto& f : node->filters) expr(f);
+    check_body(node->body, limit);
+    check_body(node->else_body, limit);
+  }
+}
+
 }  // namespace
 
-std::unique_ptr<Program> parse_template(const std::string& source, int max_nesting) {
-  return Parser(Lexer(source).run(), max_nesting).run();
+Expr::~Expr() {
+  std::vector<ExprPtr> pending;
+  auto adopt = [&](ExprPtr& c) {
+    if (c) pending.push_back(std::move(c));
+  };
+  for_each_child(*this, adopt);
+  while (!pending.empty()) {
+    ExprPtr e = std::move(pending.back());
+    pending.pop_back();
+    for_each_child(*e, adopt);
+  }  // each `e` is freed childless: one frame deep
+}
+
+std::unique_ptr<Program> parse_template(const std::string& source, int max_nesting, int max_expression_depth) {
+  auto program = Parser(Lexer(source).run(), max_nesting).run();
+  check_body(program->body, max_expression_depth);
+  return program;
 }
 
 }  // namespace rne::chat::detail

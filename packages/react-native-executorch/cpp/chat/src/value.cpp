@@ -3,6 +3,7 @@
 #include "rne/json/json.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -11,9 +12,72 @@ namespace rne::chat::detail {
 
 void fail(ErrorKind kind, std::string message) { throw Fail{kind, std::move(message)}; }
 
+namespace {
+
+thread_local Budget* g_budget = nullptr;
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+BudgetScope::BudgetScope(Budget& budget) : previous_(g_budget) {
+  if (budget.max_ms > 0 && budget.deadline_ns == 0) budget.deadline_ns = now_ns() + int64_t{budget.max_ms} * 1'000'000;
+  g_budget = &budget;
+}
+BudgetScope::~BudgetScope() { g_budget = previous_; }
+
+void charge_steps(size_t n) {
+  Budget* b = g_budget;
+  if (!b) return;
+  const size_t before = b->steps;
+  b->steps += n;
+  if (b->steps > b->max_steps) {
+    fail(ErrorKind::kLimit, "the template ran more than " + std::to_string(b->max_steps) +
+                                " steps (Limits::max_steps; a runaway loop or recursion?)");
+  }
+  // The clock is read every 4096 steps: cheap, and a step is bounded work.
+  if (b->deadline_ns != 0 && (before >> 12) != (b->steps >> 12) && now_ns() > b->deadline_ns) {
+    fail(ErrorKind::kLimit, "the template ran longer than " + std::to_string(b->max_ms) + " ms (Limits::max_render_ms)");
+  }
+}
+
+void charge_bytes(size_t n) {
+  Budget* b = g_budget;
+  if (!b) return;
+  reserve_bytes(n);
+  b->bytes += n;
+  if (b->bytes > b->max_bytes) {
+    fail(ErrorKind::kLimit, "the template created more than " + std::to_string(b->max_bytes >> 20) +
+                                " MiB of strings and lists (Limits::max_alloc_bytes)");
+  }
+}
+
+void reserve_bytes(size_t n) {
+  Budget* b = g_budget;
+  if (!b) return;
+  if (n > b->max_value_bytes) {
+    fail(ErrorKind::kLimit, "a string or list would pass " + std::to_string(b->max_value_bytes >> 20) +
+                                " MiB (Limits::max_value_bytes)");
+  }
+  if (n > b->max_bytes - std::min(b->bytes, b->max_bytes)) {
+    fail(ErrorKind::kLimit, "a string or list would pass the " + std::to_string(b->max_bytes >> 20) +
+                                " MiB the template may create (Limits::max_alloc_bytes)");
+  }
+}
+
+void fail_undefined(const Value& v) { fail(v.b ? ErrorKind::kSecurity : ErrorKind::kUndefined, v.s); }
+
 Value Value::undefined(std::string why) {
   Value v;
   v.s = std::move(why);
+  return v;
+}
+Value Value::unsafe(std::string why) {
+  Value v = undefined(std::move(why));
+  v.b = true;
   return v;
 }
 Value Value::none() {
@@ -40,6 +104,7 @@ Value Value::number(double x) {
   return v;
 }
 Value Value::string(std::string x) {
+  charge_bytes(x.size());
   Value v;
   v.type = Type::kString;
   v.s = std::move(x);
@@ -47,10 +112,18 @@ Value Value::string(std::string x) {
 }
 namespace {
 
+// The slots of a new list or dict, and the strings its items hold by value (nested lists and
+// dicts are shared, not copied).
 template <typename Items, typename Get>
 uint16_t nesting(const Items& items, Get get) {
   uint16_t deepest = 0;
-  for (const auto& item : items) deepest = std::max(deepest, get(item).depth);
+  size_t bytes = items.size() * sizeof(typename Items::value_type);
+  for (const auto& item : items) {
+    deepest = std::max(deepest, get(item).depth);
+    bytes += get(item).s.size();
+  }
+  charge_bytes(bytes);
+  charge_steps(items.size() >> 4);
   if (deepest >= kMaxValueDepth) {
     fail(ErrorKind::kLimit, "lists and dicts nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
   }
@@ -103,6 +176,7 @@ bool Value::truthy() const {
 
 const Value* Value::lookup(const Value& key) const {
   if (type != Type::kDict && type != Type::kNamespace) return nullptr;
+  charge_steps(dict->size() >> 5);  // a linear search: a huge input dict costs its size
   for (const auto& [k, v] : *dict) {
     if (equals(k, key)) return &v;
   }
@@ -111,6 +185,7 @@ const Value* Value::lookup(const Value& key) const {
 
 const Value* Value::lookup(const std::string& key) const {
   if (type != Type::kDict && type != Type::kNamespace) return nullptr;
+  charge_steps(dict->size() >> 5);
   for (const auto& [k, v] : *dict) {
     if (k.type == Type::kString && k.s == key) return &v;
   }
@@ -130,6 +205,7 @@ bool equals(const Value& a, const Value& b) {
     case T::kString: return a.s == b.s;
     case T::kList: {
       if (a.tuple != b.tuple || a.list->size() != b.list->size()) return false;
+      charge_steps(a.list->size() >> 4);
       for (size_t i = 0; i < a.list->size(); ++i) {
         if (!equals((*a.list)[i], (*b.list)[i])) return false;
       }
@@ -137,6 +213,7 @@ bool equals(const Value& a, const Value& b) {
     }
     case T::kDict: {
       if (a.dict->size() != b.dict->size()) return false;
+      charge_steps(a.dict->size() >> 4);
       for (const auto& [k, v] : *a.dict) {
         const Value* other = b.lookup(k);
         if (!other || !equals(v, *other)) return false;
@@ -163,7 +240,7 @@ bool less(const Value& a, const Value& b) {
     return x.size() < y.size();
   }
   if (a.is_undefined() || b.is_undefined()) {
-    fail(ErrorKind::kUndefined, a.is_undefined() ? a.s : b.s);
+    fail_undefined(a.is_undefined() ? a : b);
   }
   fail(ErrorKind::kType, "'<' not supported between instances of '" + type_name(a) + "' and '" +
                              type_name(b) + "'");
@@ -343,6 +420,8 @@ std::string to_repr(const Value& v) {
       for (size_t k = 0; k < v.list->size(); ++k) {
         if (k) out += ", ";
         out += to_repr((*v.list)[k]);
+        charge_steps(1);
+        reserve_bytes(out.size());  // shared sublists can print far larger than they are
       }
       if (v.tuple && v.list->size() == 1) out += ",";
       return out + (v.tuple ? ")" : "]");
@@ -354,6 +433,8 @@ std::string to_repr(const Value& v) {
         if (!first) out += ", ";
         first = false;
         out += to_repr(k) + ": " + to_repr(item);
+        charge_steps(1);
+        reserve_bytes(out.size());
       }
       return out + "}";
     }
@@ -427,6 +508,7 @@ void write_json(const Value& v, const JsonStyle& style, int level, std::string& 
   using T = Value::Type;
   if (level > 256) fail(ErrorKind::kLimit, "tojson: value nested deeper than 256 levels");
   auto newline = [&](int depth) {
+    reserve_bytes(out.size() + static_cast<size_t>(depth) * style.indent.size());
     out += '\n';
     for (int k = 0; k < depth; ++k) out += style.indent;
   };
@@ -446,6 +528,8 @@ void write_json(const Value& v, const JsonStyle& style, int level, std::string& 
         if (k) out += style.item_sep;
         if (style.has_indent) newline(level + 1);
         write_json((*v.list)[k], style, level + 1, out);
+        charge_steps(1);
+        reserve_bytes(out.size());
       }
       if (style.has_indent) newline(level);
       out += ']';
@@ -469,6 +553,8 @@ void write_json(const Value& v, const JsonStyle& style, int level, std::string& 
         json_string(items[k].first, style.ensure_ascii, out);
         out += style.key_sep;
         write_json(*items[k].second, style, level + 1, out);
+        charge_steps(1);
+        reserve_bytes(out.size());
       }
       if (style.has_indent) newline(level);
       out += '}';

@@ -22,6 +22,37 @@ struct Fail {
 };
 [[noreturn]] void fail(ErrorKind kind, std::string message);
 
+// One render's budget (Limits::max_steps, max_alloc_bytes, max_render_ms), reached through a
+// thread-local pointer so that value constructors and builtins charge it too, not only the
+// evaluator: a hostile template's cost is often one builtin call over a huge value.
+struct Budget {
+  size_t max_steps = 0;
+  size_t max_bytes = 0;
+  size_t max_value_bytes = 0;
+  int max_ms = 0;
+  size_t steps = 0;
+  size_t bytes = 0;
+  int64_t deadline_ns = 0;  // steady clock; 0: none
+};
+// Installs `budget` for the current thread while in scope (renders nest: a previous one is kept).
+class BudgetScope {
+ public:
+  explicit BudgetScope(Budget& budget);
+  ~BudgetScope();
+  BudgetScope(const BudgetScope&) = delete;
+  BudgetScope& operator=(const BudgetScope&) = delete;
+
+ private:
+  Budget* previous_;
+};
+// kLimit errors naming the limit once a render passes it; no-ops outside a render.
+void charge_steps(size_t n);
+void charge_bytes(size_t n);
+// A kLimit error when a value of `n` bytes would pass Limits::max_value_bytes or max_alloc_bytes,
+// charging nothing: checked before building a value whose size is known (or while one grows), so
+// the value is never built.
+void reserve_bytes(size_t n);
+
 struct Value;
 struct Args;
 class Interp;
@@ -55,6 +86,10 @@ struct Value {
   static Value make_namespace(Dict items);
   static Value function(std::string name, Function fn);
 
+  // An Undefined from an attribute the sandbox refuses (__class__, __globals__...): using it is a
+  // SecurityError rather than an UndefinedError, as in Jinja's sandbox.
+  static Value unsafe(std::string why);
+
   bool is_undefined() const { return type == Type::kUndefined; }
   bool is_none() const { return type == Type::kNone; }
   bool is_string() const { return type == Type::kString; }
@@ -70,6 +105,9 @@ struct Value {
   const Value* lookup(const Value& key) const;
   const Value* lookup(const std::string& key) const;
 };
+
+// The error of using an Undefined where a value is needed.
+[[noreturn]] void fail_undefined(const Value& v);
 
 // The deepest nesting of lists and dicts a value may have (a kLimit error beyond).
 constexpr uint16_t kMaxValueDepth = 512;

@@ -28,7 +28,15 @@ struct Limits {
   // Stack the evaluator may use below render()'s frame (a recursive macro takes a few KB a
   // level); render() on a thread needs this much stack plus its caller's.
   size_t max_stack_bytes = 384u << 10;
-  size_t max_steps = 2'000'000;         // evaluated nodes and loop iterations, in all
+  size_t max_steps = 2'000'000;         // evaluated nodes, loop iterations and element visits, in all
+  // Bytes one string, or one list's or dict's slots and the strings they hold, may take; checked
+  // before a value is built, whatever the template multiplies, joins, pads, prints or copies.
+  size_t max_value_bytes = 64u << 20;
+  // Bytes of such values one render may create, in all (freed ones included): what bounds its
+  // memory and the time spent copying.
+  size_t max_alloc_bytes = size_t{1} << 30;
+  int max_expression_depth = 1000;      // operands chained in one expression (a ~ b ~ c ...)
+  int max_render_ms = 5000;             // wall-clock time of one render; 0: no deadline
 };
 
 namespace detail {
