@@ -729,6 +729,16 @@ describe.each(adapterSets)('round 2: generated cases, %s adapters', (adapterName
     expect(existsSync(`${s.final}.part`)).toBe(true);
   });
 
+  it('a trickle ends after maxSlowAttempts requests in a row, however many attempts are left', async () => {
+    const trickle: Fault = { kind: 'trickle', after: 1000, everyMs: 50 };
+    const s = serveGen(Array(10).fill(trickle));
+    expect(await fetchCase('trickle, many attempts', fetcher({ maxAttempts: 10 }), s)).toBe('download_too_slow');
+    expect(server.requests.filter((r) => r.path.endsWith(s.file.path))).toHaveLength(2);
+    // One slow request between good ones is a dip, not a trickle: the next request resumes.
+    const dip = serveGen([trickle, { kind: 'drop', after: 20_000 }, trickle]);
+    expect(await fetchCase('a dip', fetcher({ maxAttempts: 10 }), dip)).toBe('ok');
+  });
+
   it('a trickle fast enough for the window still meets the overall deadline', async () => {
     const s = serveGen([{ kind: 'trickle', after: 0, everyMs: 20, bytes: 600 }]);
     const f = fetcher({ deadlineGraceMs: 300, deadlineBytesPerSecond: 100_000, minBytesPerSecond: 1000 });

@@ -71,8 +71,17 @@ export interface ResourceFetcherOptions extends ResourceAdapters {
    * 0 turns the check off. Default 1024 bytes/s.
    */
   readonly minBytesPerSecond?: number;
-  /** The sliding window of `minBytesPerSecond`. Default 60 000 ms. */
+  /**
+   * The sliding window of `minBytesPerSecond`. Default 20 000 ms: long enough for a phone's
+   * connection to recover from a dip, short enough that a trickle is noticed in seconds.
+   */
   readonly rateWindowMs?: number;
+  /**
+   * Requests in a row aborted for being below `minBytesPerSecond` before the download fails with
+   * `download_too_slow` (a second one confirms the first was not a dip). With the defaults a
+   * trickle ends after about 2 x 20 s, where it took 4 x 60 s before. Default 2.
+   */
+  readonly maxSlowAttempts?: number;
   /**
    * Overall deadline of one file's download (all its attempts and waits):
    * `deadlineGraceMs + size / deadlineBytesPerSecond`. Past it the download stops with
@@ -301,6 +310,7 @@ export class ResourceFetcher {
   private readonly idleTimeoutMs: number;
   private readonly minBytesPerSecond: number;
   private readonly rateWindowMs: number;
+  private readonly maxSlowAttempts: number;
   private readonly deadlineGraceMs: number;
   private readonly deadlineBytesPerSecond: number;
   private readonly lockStaleMs: number;
@@ -316,7 +326,8 @@ export class ResourceFetcher {
     this.maxAttempts = options.maxAttempts ?? 4;
     this.idleTimeoutMs = options.idleTimeoutMs ?? 30_000;
     this.minBytesPerSecond = options.minBytesPerSecond ?? 1024;
-    this.rateWindowMs = options.rateWindowMs ?? 60_000;
+    this.rateWindowMs = options.rateWindowMs ?? 20_000;
+    this.maxSlowAttempts = Math.max(1, options.maxSlowAttempts ?? 2);
     this.deadlineGraceMs = options.deadlineGraceMs ?? 300_000;
     this.deadlineBytesPerSecond = options.deadlineBytesPerSecond ?? 16_384;
     this.lockStaleMs = options.lockStaleMs ?? 30_000;
@@ -919,6 +930,7 @@ export class ResourceFetcher {
     const { file, url, signal } = run;
     let resumed = false;
     let failuresWithoutProgress = 0;
+    let slowInARow = 0;
     for (let attempt = 1; ; attempt += 1) {
       const offset = await this.partSize(file, part);
       run.setBytes(offset);
@@ -930,9 +942,11 @@ export class ResourceFetcher {
       const size = (await this.fs.stat(part))?.size ?? 0;
       if (result.ok && size >= file.size) return { resumed };
       const failure = result.ok ? { reason: 'the response ended early' } : result;
-      if (attempt >= this.maxAttempts) {
+      const slow = 'slow' in failure && failure.slow === true;
+      slowInARow = slow ? slowInARow + 1 : 0;
+      if (attempt >= this.maxAttempts || slowInARow >= this.maxSlowAttempts) {
         const status = 'status' in failure ? failure.status : undefined;
-        if ('slow' in failure && failure.slow) {
+        if (slow) {
           throw new ExecutorchError(
             'download_too_slow',
             `Downloading ${url} failed ${attempt} times (last: ${failure.reason}). The ` +
