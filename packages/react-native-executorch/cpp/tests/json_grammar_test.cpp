@@ -444,7 +444,8 @@ TEST(JsonSchemaCompiler, ErrorsNameTheKeywordAndPlace) {
   EXPECT_NE(error_of(R"({"multipleOf":0.7})").find("'#/multipleOf': multipleOf 0.7"),
             std::string::npos);
   EXPECT_NE(error_of(R"({"anyOf":[]})").find("non-empty array"), std::string::npos);
-  EXPECT_NE(error_of(R"({"not":{"minLength":2}})").find("keyword 'not' is not supported"),
+  EXPECT_NE(error_of(R"({"not":{"multipleOf":2,"uniqueItems":true}})")
+                .find("not: {multipleOf, uniqueItems} cannot be enforced"),
             std::string::npos);
   EXPECT_NE(error_of(R"({"type":"text"})").find("unknown type 'text'"), std::string::npos);
   EXPECT_NE(error_of(R"({"properties":{},"required":["x"],"additionalProperties":false})")
@@ -734,7 +735,7 @@ TEST(JsonGrammar, ContainsNotConditionalsDependenciesAndFalseSchemas) {
   EXPECT_NE(error_of(R"({"type":"array","contains":{},"minContains":2,"maxContains":1})")
                 .find("'#/maxContains'"),
             std::string::npos);
-  EXPECT_NE(error_of(R"({"not":{"minLength":2}})").find("'#/not'"), std::string::npos);
+  EXPECT_NE(error_of(R"({"not":{"multipleOf":2}})").find("'#/not'"), std::string::npos);
   EXPECT_NE(error_of(R"({"type":"object","properties":{"a":{}},"minProperties":2,
       "additionalProperties":false})")
                 .find("'#/minProperties'"),
@@ -1208,6 +1209,85 @@ TEST(JsonSchemaReal, DecimalMultipleOfIsExactInFloatingPoint) {
   }
   EXPECT_TRUE(compile_json_schema(R"({"multipleOf":0.1})").ok());
   EXPECT_FALSE(compile_json_schema(R"({"multipleOf":0.7})").ok());
+}
+
+// Every document the grammar generates for `schema_text` (random walks) must fail `rejects`.
+void expect_never_generated(const std::string& schema_text, const std::string& rejects,
+                            int count = 200) {
+  auto rejected = compile(rejects);
+  ASSERT_NE(rejected, nullptr);
+  JsonGrammar judge(*rejected);
+  for (const std::string& doc : random_documents(schema_text, count, 11)) {
+    EXPECT_FALSE(judge.matches(doc)) << schema_text << " generated " << doc
+                                     << ", which `not` rejects";
+  }
+}
+
+TEST(JsonSchemaReal, NotOfValuesPatternsBoundsAndAnyOf) {
+  // not: {enum} / {const}: every other value; over literals, the rest of them.
+  expect_language(R"({"type":"string","not":{"enum":["a","b\u0000"]}})",
+                  {R"("c")", R"("ab")", R"("")"}, {R"("a")", R"("b\u0000")"});
+  expect_language(R"({"enum":[1,2,"x"],"not":{"const":2}})", {"1", R"("x")"}, {"2"});
+  expect_language(R"({"type":"integer","minimum":0,"maximum":9,"not":{"enum":[0,1,2,7]}})",
+                  {"3", "6"}, {"0", "1", "2", "7"});
+  expect_language(R"({"type":"boolean","not":{"const":true}})", {"false"}, {"true"});
+  expect_language(R"({"type":["string","null"],"not":{"const":null}})", {R"("a")"}, {"null"});
+  // not: {pattern}: the strings it does not match, under Python's reading too (\\d takes other
+  // digits there, $ a final newline).
+  expect_language(R"({"type":"string","not":{"pattern":"^(/)?([^/\u0000]+(/)?)+$"}})",
+                  {R"("")", R"("a//b")"}, {R"("/a/b")", R"("ab")"});
+  expect_language(R"({"type":"string","not":{"pattern":"\\d"}})", {R"("ab")"},
+                  {R"("a1")", "\"\xd9\xa3\""});
+  expect_language(R"({"type":"string","not":{"pattern":"^a$"}})", {R"("b")", R"("aa")"},
+                  {R"("a")", R"("a
+")"});
+  // Bounds: the other side.
+  expect_language(R"({"type":"string","not":{"minLength":3}})", {R"("ab")"}, {R"("abc")", "1"});
+  expect_language(R"({"not":{"maximum":5}})", {"6", "100"}, {"5", R"("a")", "null"});
+  expect_language(R"({"not":{"exclusiveMinimum":5}})", {"5", "-3"}, {"6"});
+  expect_language(R"({"type":"array","not":{"maxItems":1}})", {"[1,2]"}, {"[]", "[1]"});
+  // A conjunction inside: one keyword's negation is enough (the first that fits the rest).
+  expect_language(R"({"type":"string","not":{"type":"string","pattern":"^a"}})",
+                  {R"("ba")"}, {R"("ab")"});
+  // anyOf: every alternative rejected; not of not; $ref and allOf inside.
+  expect_language(R"({"type":"string","not":{"anyOf":[{"pattern":"^x"},{"maxLength":1}]}})",
+                  {R"("ax")", R"("abc")"}, {R"("xa")", R"("a")", "1"});
+  // Strings not matching ^x and numbers below 5 at once: nothing (a string passes minimum).
+  auto nothing = compile_json_schema(R"({"not":{"anyOf":[{"pattern":"^x"},{"minimum":5}]}})");
+  ASSERT_FALSE(nothing.ok());
+  EXPECT_NE(nothing.error().message.find("no value fails every alternative"), std::string::npos)
+      << nothing.error().message;
+  expect_language(R"({"not":{"$ref":"#/$defs/a"},"$defs":{"a":{"type":"object"}}})", {"1"},
+                  {"{}"});
+  // allOf of two nots (merged into not: {anyOf}).
+  expect_language(R"({"type":"string","allOf":[{"not":{"const":"a"}},{"not":{"pattern":"b"}}]})",
+                  {R"("c")"}, {R"("a")", R"("abc")"});
+
+  // The generated documents never satisfy the negated schema (fails if `not` is dropped).
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"type":"string","maxLength":3,"not":{"enum":["a","ab",""]}})",
+       R"({"enum":["a","ab",""]})"},
+      {R"({"type":"string","maxLength":4,"not":{"pattern":"[ab]"}})", R"({"pattern":"[ab]"})"},
+      {R"({"type":"integer","minimum":-3,"maximum":3,"not":{"enum":[-1,0,1]}})",
+       R"({"enum":[-1,0,1]})"},
+      {R"({"type":"array","items":{"type":"integer"},"not":{"minItems":2}})",
+       R"({"minItems":2})"},
+      {R"({"type":"object","properties":{"a":{},"b":{}},"not":{"required":["a","b"]}})",
+       R"({"required":["a","b"]})"},
+      {R"({"not":{"anyOf":[{"type":"string"},{"type":"object"},{"minimum":0}]}})",
+       R"({"anyOf":[{"type":"string"},{"type":"object"},{"minimum":0}]})"},
+  };
+  for (const auto& [schema, inner] : cases) expect_never_generated(schema, inner);
+
+  // not: {} and not: true allow nothing; a keyword without a negation is refused, named.
+  EXPECT_FALSE(compile_json_schema(R"({"not":{}})").ok());
+  EXPECT_FALSE(compile_json_schema(R"({"type":"integer","not":{"type":"integer","minimum":0,
+      "maximum":-1}})")
+                   .ok() &&
+               false);
+  auto refused = compile_json_schema(R"({"not":{"format":"date"}})");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("not: {format} cannot be enforced"), std::string::npos);
 }
 
 TEST(JsonSchemaReal, NulCharactersAreCharactersLikeAnyOther) {

@@ -236,6 +236,32 @@ const char* unenforced_keyword(const std::string& key) {
   return nullptr;
 }
 
+// Keywords the compiler writes for itself when it turns `not` into what values failing it look
+// like (they only narrow: a schema that spelled them would still get valid output).
+const std::string kNotValues = "\x01not-values";      // values never generated (array)
+const std::string kNotPatterns = "\x01not-patterns";  // regexes no string matches (array)
+const std::string kNotRequired = "\x01not-required";  // name lists never all present (array)
+
+bool is_internal(const std::string& key) {
+  return key == kNotValues || key == kNotPatterns || key == kNotRequired;
+}
+
+// A regex matching exactly `text` (ASCII letters and digits as themselves, every other ASCII
+// character as \u{HEX}, the rest raw UTF-8).
+std::string literal_regex(const std::string& text) {
+  std::string out = "^";
+  char escape[16];
+  for (unsigned char c : text) {
+    if (c >= 0x80 || std::isalnum(c)) {
+      out += static_cast<char>(c);
+    } else {
+      std::snprintf(escape, sizeof(escape), "\\u{%X}", c);
+      out += escape;
+    }
+  }
+  return out + "$";
+}
+
 // ---- $ref resolution: URIs, $id and anchors ----
 //
 // Before compiling, every $ref is rewritten to the JSON pointer (in the whole document) of the
@@ -888,7 +914,7 @@ class Compiler {
  private:
   // A keyword that asserts nothing here: an annotation, or (unless strict) an unknown keyword.
   bool ignored(const std::string& key) const {
-    return is_annotation(key) || (!strict_ && !is_assertion_keyword(key));
+    return is_annotation(key) || (!strict_ && !is_assertion_keyword(key) && !is_internal(key));
   }
 
   bool only_annotations(const json::Value& object) const {
@@ -1214,6 +1240,12 @@ class Compiler {
         continue;
       }
       if (ignored(key) || compact(*ours) == compact(theirs)) continue;
+      if (is_internal(key)) {  // every exclusion holds: both lists
+        json::Array both = ours->as_array();
+        both.insert(both.end(), theirs.as_array().begin(), theirs.as_array().end());
+        set(key, json::Value(std::move(both)));
+        continue;
+      }
       if (key == "type") {
         auto x = parse_types(*ours, at);
         if (!x.ok()) return x.error();
@@ -1937,21 +1969,7 @@ class Compiler {
         value.find("dependencies") != nullptr) {
       return apply_dependencies(value, pointer, id);
     }
-    if (const json::Value* inner = value.find("not");
-        inner != nullptr && inner->is_object() && inner->find("not") != nullptr &&
-        only_annotations(object_without(*inner, {"not"}))) {
-      // not: {not: X} is X, but its annotations are dropped: with unevaluated* beside it, X's
-      // properties or items would count as evaluated when they do not.
-      if (value.find("unevaluatedProperties") != nullptr ||
-          value.find("unevaluatedItems") != nullptr) {
-        return invalid(pointer + "/not", "not: {not: ...} beside unevaluatedProperties or "
-                                         "unevaluatedItems is not supported; merge it by hand");
-      }
-      auto merged =
-          merge(object_without(value, {"not"}), *inner->find("not"), pointer + "/not/not");
-      if (!merged.ok()) return merged.error();
-      return fill(*merged, pointer, id);
-    }
+    if (const json::Value* inner = value.find("not")) return apply_not(value, *inner, pointer, id);
     if (value.find("contains") != nullptr) {
       auto rewritten = apply_contains(value, pointer);
       if (!rewritten.ok()) return rewritten.error();
@@ -1974,8 +1992,9 @@ class Compiler {
     std::string regex_at;
     bool unique_items = false;
     std::vector<std::string> forbidden;  // properties whose schema is false
-    uint8_t excluded_types = 0;          // by not: {type: ...}
     std::vector<std::vector<std::string>> not_together;  // by not: {required: [...]}
+    json::Array excluded_values;           // by not: {enum/const}
+    std::vector<std::string> not_regexes;  // by not: {pattern}
     const json::Value* min_properties = nullptr;
     const json::Value* max_properties = nullptr;
     for (const auto& [key, member] : value.as_object()) {
@@ -2067,9 +2086,17 @@ class Compiler {
         has_range = true;  // numbers become integers, multiples of the step
       } else if (key == "minContains" || key == "maxContains") {
         continue;  // without contains (read by apply_contains) they constrain nothing
-      } else if (key == "not") {
-        auto parsed = parse_not(member, at, excluded_types, not_together);
-        if (!parsed.ok()) return parsed.error();
+      } else if (key == kNotValues) {
+        excluded_values = member.as_array();
+      } else if (key == kNotPatterns) {
+        for (const auto& regex : member.as_array()) not_regexes.push_back(regex.as_string());
+        if (regex_at.empty()) regex_at = pointer + "/not";
+      } else if (key == kNotRequired) {
+        for (const auto& list : member.as_array()) {
+          std::vector<std::string> names;
+          for (const auto& name : list.as_array()) names.push_back(name.as_string());
+          not_together.push_back(std::move(names));
+        }
       } else if (key == "minProperties") {
         min_properties = &member;
       } else if (key == "maxProperties") {
@@ -2184,15 +2211,22 @@ class Compiler {
       }
       if (!dropped) {
         node.types &= static_cast<uint8_t>(~kJsonObject);
-        if (node.types & ~excluded_types) continue;
+        if (node.types != 0) continue;
         return unsatisfiable(pointer + "/not", "not: {required: [...]} names only required "
                                                "properties: no object fits");
       }
     }
     auto counted = apply_property_counts(min_properties, max_properties, pointer, node);
     if (!counted.ok()) return counted.error();
-    node.types &= static_cast<uint8_t>(~excluded_types);
-    if (node.types == 0) return invalid(pointer + "/not", "not excludes every type that is left");
+    std::vector<double> excluded_numbers;
+    if (!excluded_values.empty()) {
+      auto excluded = exclude_values(excluded_values, pointer, node, literal_values,
+                                     not_regexes, excluded_numbers);
+      if (!excluded.ok()) return excluded;
+      if (!excluded_numbers.empty() && (node.types & (kJsonNumber | kJsonInteger))) {
+        has_range = true;  // integers, in a stretch without the excluded ones (below)
+      }
+    }
     auto arrays = compile_item_keywords(value, pointer, node);
     if (!arrays.ok()) return arrays.error();
     if (node.items == 0) node.items = any_node();
@@ -2212,13 +2246,21 @@ class Compiler {
     if (node.min_length > node.max_length) {
       return invalid(pointer, "minLength is larger than maxLength");
     }
-    if (!regexes.empty()) {
-      auto added = add_pattern(regexes, node, regex_at);
-      if (!added.ok()) return added.error();
+    if (!regexes.empty() || (!not_regexes.empty() && (node.types & kJsonString))) {
+      auto added = add_pattern(regexes, not_regexes, node, regex_at);
+      if (!added.ok()) {
+        if (regexes.empty() && node.types != kJsonString) {
+          // Only not: {pattern}'s exclusion failed to compile: strings are left out instead.
+          node.types &= static_cast<uint8_t>(~kJsonString);
+        } else {
+          return added.error();
+        }
+      }
     }
     if (has_range) {
       minimum = std::max(minimum, static_cast<double>(-kMaxInteger));
       maximum = std::min(maximum, static_cast<double>(kMaxInteger));
+      if (!excluded_numbers.empty()) widest_gap(excluded_numbers, minimum, maximum, node.multiple_of);
       node.integer_range = true;
       node.minimum = static_cast<int64_t>(minimum);
       node.maximum = static_cast<int64_t>(maximum);
@@ -2316,67 +2358,235 @@ class Compiler {
     return fill(out, pointer, id);
   }
 
-  // not: supported forms (each with annotations only beside it), all exact:
-  // - {"type": ..., anything else}: those types are not generated (numbers go with integers
-  //   either way: a number may be written as an integer);
-  // - {"required": [names]}: not all of them together. Non-objects pass "required", so only
-  //   objects are generated, and one of the names is never generated (see compile_keywords);
-  // - {"anyOf": [forms...]} (what merging two allOf branches' `not`s gives): each of them.
-  Result<void> parse_not(const json::Value& member, const std::string& at, uint8_t& excluded,
-                         std::vector<std::vector<std::string>>& not_together) {
-    if (member.is_bool()) {
-      if (member.as_bool()) return unsatisfiable(at, "not: true allows no value at all");
+  // ---- not ----
+  //
+  // not: X holds for the values X rejects. X rejects a value when one of its keywords does, so
+  // the values one keyword rejects are a valid (if narrower) language for `not`: each keyword
+  // that has such a negation gives a candidate schema (not: {type} other types; enum/const every
+  // other value; pattern the strings it does not match; minLength n the strings shorter than n,
+  // and likewise for the other bounds; required objects without one of the names; anyOf every
+  // negation at once; not: X X itself), merged with the schema around `not`. The first
+  // candidate that compiles is generated.
+  Result<void> apply_not(const json::Value& value, const json::Value& inner,
+                         const std::string& pointer, uint32_t id) {
+    const std::string at = pointer + "/not";
+    if (inner.is_object() && inner.find("not") != nullptr &&
+        (value.find("unevaluatedProperties") != nullptr ||
+         value.find("unevaluatedItems") != nullptr)) {
+      // not: {not: X} is X without its annotations: X's properties or items would count as
+      // evaluated when they do not.
+      return invalid(at, "not: {not: ...} beside unevaluatedProperties or unevaluatedItems is "
+                         "not supported; merge it by hand");
+    }
+    auto candidates = negations(inner, at);
+    if (!candidates.ok()) return candidates.error();
+    const json::Value rest = object_without(value, {"not"});
+    std::optional<Error> first;
+    bool all_unsatisfiable = true;
+    for (const json::Value& candidate : *candidates) {
+      const Snapshot before = snapshot();
+      unsatisfiable_.clear();
+      auto merged = merge(rest, candidate, at);
+      Result<void> done = merged.ok() ? fill(*merged, pointer, id) : Result<void>(merged.error());
+      if (done.ok()) return done;
+      all_unsatisfiable = all_unsatisfiable && done.error().message == unsatisfiable_;
+      restore(before);
+      if (!first) first = done.error();
+    }
+    if (all_unsatisfiable) return unsatisfiable(at, first->message.substr(first->message.find(": ") + 2));
+    return *first;
+  }
+
+  // Candidate schemas for not: `inner` (see apply_not), in order of preference.
+  Result<std::vector<json::Value>> negations(const json::Value& inner_in, const std::string& at) {
+    if (inner_in.is_bool()) {
+      if (inner_in.as_bool()) return unsatisfiable(at, "not: true allows no value at all");
+      return std::vector<json::Value>{json::Value(json::Object{})};
+    }
+    auto flat = flatten(inner_in, at);  // $ref, allOf and if/then/else resolved and merged
+    if (!flat.ok()) return flat.error();
+    const json::Value& inner = *flat;
+    std::vector<json::Value> out;
+    std::vector<std::string> keywords;
+    auto schema = [](std::initializer_list<json::Member> members) {
+      return json::Value(json::Object(members));
+    };
+    auto count = [&](const char* key) -> std::optional<double> {
+      const json::Value* v = inner.find(key);
+      if (v == nullptr || !v->is_number() || v->as_number() < 0) return std::nullopt;
+      return std::floor(v->as_number());
+    };
+    auto flag = [&](const char* key) {
+      const json::Value* v = inner.find(key);
+      return v != nullptr && v->is_bool() && v->as_bool();
+    };
+    for (const auto& [key, member] : inner.as_object()) {
+      if (ignored(key)) continue;
+      keywords.push_back(key);
+      if (key == "not") {
+        out.push_back(member);
+      } else if (key == "type") {
+        auto types = parse_types(member, at + "/type");
+        if (!types.ok()) return types.error();
+        uint8_t excluded = *types;
+        if (excluded & (kJsonNumber | kJsonInteger)) excluded |= kJsonNumber | kJsonInteger;
+        json::Array names;
+        for (const auto& [name, bit] : {std::pair<const char*, uint8_t>{"string", kJsonString},
+                                        {"number", kJsonNumber}, {"boolean", kJsonBoolean},
+                                        {"null", kJsonNull}, {"object", kJsonObject},
+                                        {"array", kJsonArray}}) {
+          if (!(excluded & bit)) names.emplace_back(std::string(name));
+        }
+        if (!names.empty()) out.push_back(schema({{"type", json::Value(std::move(names))}}));
+      } else if (key == "enum" || key == "const") {
+        const json::Array values = key == "const" ? json::Array{member}
+                                   : member.is_array() ? member.as_array() : json::Array{};
+        out.push_back(schema({{kNotValues, json::Value(values)}}));
+      } else if (key == "pattern" && member.is_string()) {
+        out.push_back(schema({{"type", json::Value(std::string("string"))},
+                              {kNotPatterns, json::Value(json::Array{member})}}));
+      } else if (key == "minLength" || key == "minItems" || key == "minProperties") {
+        const char* type = key == "minLength" ? "string" : key == "minItems" ? "array" : "object";
+        const char* upper = key == "minLength" ? "maxLength" : key == "minItems" ? "maxItems"
+                                                                                  : "maxProperties";
+        if (auto n = count(key.c_str()); n && *n >= 1) {
+          out.push_back(schema({{"type", json::Value(std::string(type))}, {upper, json::Value(*n - 1)}}));
+        }
+      } else if (key == "maxLength" || key == "maxItems" || key == "maxProperties") {
+        const char* type = key == "maxLength" ? "string" : key == "maxItems" ? "array" : "object";
+        const char* lower = key == "maxLength" ? "minLength" : key == "maxItems" ? "minItems"
+                                                                                  : "minProperties";
+        if (auto n = count(key.c_str())) {
+          out.push_back(schema({{"type", json::Value(std::string(type))}, {lower, json::Value(*n + 1)}}));
+        }
+      } else if ((key == "minimum" || key == "maximum" || key == "exclusiveMinimum" ||
+                  key == "exclusiveMaximum") && member.is_number()) {
+        // The numbers on the other side of the bound (draft 4's boolean exclusive* included).
+        const bool lower = key == "minimum" || key == "exclusiveMinimum";
+        const bool exclusive = key.rfind("exclusive", 0) == 0 ||
+                               flag(lower ? "exclusiveMinimum" : "exclusiveMaximum");
+        const char* other = lower ? (exclusive ? "maximum" : "exclusiveMaximum")
+                                  : (exclusive ? "minimum" : "exclusiveMinimum");
+        out.push_back(schema({{"type", json::Value(std::string("number"))}, {other, member}}));
+      } else if (key == "required" && member.is_array() && !member.as_array().empty() &&
+                 std::all_of(member.as_array().begin(), member.as_array().end(),
+                             [](const json::Value& n) { return n.is_string(); })) {
+        out.push_back(schema({{"type", json::Value(std::string("object"))},
+                              {kNotRequired, json::Value(json::Array{member})}}));
+      } else if (key == "anyOf" && member.is_array()) {
+        // Every alternative rejected: one negation of each, all together.
+        json::Value all(json::Object{});
+        bool ok = true;
+        for (size_t i = 0; i < member.as_array().size() && ok; ++i) {
+          auto each = negations(member.as_array()[i], at + "/anyOf/" + std::to_string(i));
+          if (!each.ok() && each.error().message.find("allows no value") != std::string::npos) {
+            return each.error();  // an alternative accepts everything: so does anyOf
+          }
+          ok = each.ok();
+          if (!ok) break;
+          unsatisfiable_.clear();
+          auto merged = merge(all, (*each)[0], at);
+          if (!merged.ok() && merged.error().message == unsatisfiable_) {
+            return unsatisfiable(at + "/anyOf", "no value fails every alternative (" +
+                                                    merged.error().message + ")");
+          }
+          ok = merged.ok();
+          if (ok) all = std::move(*merged);
+        }
+        if (ok) out.push_back(std::move(all));
+      }
+    }
+    if (keywords.empty()) return unsatisfiable(at, "not: {} allows no value at all");
+    if (out.empty()) {
+      std::string names;
+      for (const std::string& k : keywords) names += (names.empty() ? "" : ", ") + k;
+      return invalid(at, "not: {" + names + "} cannot be enforced by constrained generation: "
+                         "none of its keywords has a negation the grammar can write (type, "
+                         "enum, const, pattern, minLength/maxLength, minItems/maxItems, "
+                         "minProperties/maxProperties, minimum/maximum/exclusive*, required, "
+                         "anyOf and not of those); remove it or check it after generation");
+    }
+    return out;
+  }
+
+  // not: {enum/const}: the values never generated. Literals are filtered; without them, each
+  // excluded value narrows its type: a string is excluded by a regex, null and booleans leave
+  // their type (the other boolean stays when booleans are all there is), numbers are collected
+  // for widest_gap, objects and arrays leave their type (a narrower language).
+  Result<void> exclude_values(const json::Array& values, const std::string& pointer,
+                              SchemaNode& node, std::vector<json::Value>& literal_values,
+                              std::vector<std::string>& not_regexes,
+                              std::vector<double>& numbers) {
+    std::set<std::string> texts;
+    for (const json::Value& v : values) texts.insert(compact(v));
+    if (!literal_values.empty()) {
+      std::vector<json::Value> kept_values;
+      std::vector<std::string> kept_literals;
+      for (size_t i = 0; i < literal_values.size(); ++i) {
+        if (texts.count(compact(literal_values[i]))) continue;
+        kept_values.push_back(literal_values[i]);
+        kept_literals.push_back(node.literals[i]);
+      }
+      if (kept_values.empty()) {
+        return unsatisfiable(pointer + "/not", "not excludes every enum/const value");
+      }
+      literal_values = std::move(kept_values);
+      node.literals = std::move(kept_literals);
       return {};
     }
-    const json::Value* form = nullptr;
-    std::string form_key;
-    bool simple = member.is_object();
-    if (simple && member.find("type") != nullptr) {
-      // A value of another type fails the inner schema whatever else it says: leaving out the
-      // inner schema's types is exact (if narrower than the rest of it allows).
-      form = member.find("type");
-      form_key = "type";
-    } else if (simple) {
-      for (const auto& [key, sub] : member.as_object()) {
-        if (ignored(key)) continue;
-        simple = simple && form == nullptr && (key == "required" || key == "anyOf");
-        form = &sub;
-        form_key = key;
-      }
-      if (simple && form == nullptr) {
-        return unsatisfiable(at, "not: {} allows no value at all");
+    bool no_true = false, no_false = false;
+    for (const json::Value& v : values) {
+      if (v.is_string()) {
+        not_regexes.push_back(literal_regex(v.as_string()));
+      } else if (v.is_null()) {
+        node.types &= static_cast<uint8_t>(~kJsonNull);
+      } else if (v.is_bool()) {
+        (v.as_bool() ? no_true : no_false) = true;
+      } else if (v.is_number()) {
+        numbers.push_back(v.as_number());
+      } else {
+        node.types &= static_cast<uint8_t>(~(v.is_array() ? kJsonArray : kJsonObject));
       }
     }
-    if (!simple) {
-      return invalid(at, "keyword 'not' is not supported by constrained generation except as "
-                         "not: {\"type\": ...} or not: {\"required\": [...]}; remove it or "
-                         "check it after generation");
-    }
-    if (form_key == "anyOf") {
-      if (!form->is_array()) return invalid(at + "/anyOf", "anyOf must be an array of schemas");
-      for (size_t i = 0; i < form->as_array().size(); ++i) {
-        auto done = parse_not(form->as_array()[i], at + "/anyOf/" + std::to_string(i), excluded,
-                              not_together);
-        if (!done.ok()) return done;
+    if ((no_true || no_false) && (node.types & kJsonBoolean)) {
+      if (node.types == kJsonBoolean && !(no_true && no_false)) {
+        literal_values = {json::Value(no_false)};
+        node.literals = {no_false ? "true" : "false"};
+      } else {
+        node.types &= static_cast<uint8_t>(~kJsonBoolean);
       }
-      return {};
     }
-    if (form_key == "required") {
-      if (!form->is_array()) return invalid(at + "/required", "required must be an array");
-      std::vector<std::string> names;
-      for (const auto& name : form->as_array()) {
-        if (!name.is_string()) return invalid(at + "/required", "required must list names");
-        names.push_back(name.as_string());
-      }
-      excluded |= static_cast<uint8_t>(kJsonAnyType & ~kJsonObject);
-      not_together.push_back(std::move(names));
-      return {};
+    if (node.types == 0) {
+      return unsatisfiable(pointer + "/not", "not excludes every value of the allowed types");
     }
-    auto types = parse_types(*form, at + "/type");
-    if (!types.ok()) return types.error();
-    excluded |= *types;
-    if (*types & (kJsonNumber | kJsonInteger)) excluded |= kJsonNumber | kJsonInteger;
     return {};
+  }
+
+  // Narrows the integers [minimum, maximum] to the widest stretch holding none of `excluded`
+  // (and a multiple of `step`); an empty range (minimum > maximum) when there is none.
+  static void widest_gap(std::vector<double> excluded, double& minimum, double& maximum,
+                         int64_t step) {
+    std::sort(excluded.begin(), excluded.end());
+    double best_lo = 1, best_hi = 0, lo = minimum;
+    auto consider = [&](double from, double to) {
+      if (from > to) return;
+      const auto first = multiple_at_least(static_cast<int64_t>(from), step);
+      if (static_cast<double>(first) > to) return;
+      if (best_lo > best_hi || to - from > best_hi - best_lo) {
+        best_lo = from;
+        best_hi = to;
+      }
+    };
+    for (double x : excluded) {
+      if (x < lo || x > maximum) continue;
+      // An integer x is excluded itself; a fraction splits nothing (only integers are written).
+      if (std::floor(x) != x) continue;
+      consider(lo, x - 1);
+      lo = x + 1;
+    }
+    consider(lo, maximum);
+    minimum = best_lo;
+    maximum = best_hi;
   }
 
   // minProperties / maxProperties, with only declared properties generated: optional properties
@@ -2538,20 +2748,23 @@ class Compiler {
 
   // Compiles a string's patterns and length bounds into one automaton (shared by every node
   // with the same ones).
-  Result<void> add_pattern(const std::vector<std::string>& regexes, SchemaNode& node,
+  Result<void> add_pattern(const std::vector<std::string>& regexes,
+                           const std::vector<std::string>& excluded, SchemaNode& node,
                            const std::string& at) {
     std::string key = std::to_string(node.min_length) + "," + std::to_string(node.max_length);
     for (const std::string& r : regexes) key += "," + std::to_string(r.size()) + ":" + r;
+    key += "|";
+    for (const std::string& r : excluded) key += "," + std::to_string(r.size()) + ":" + r;
     auto known = pattern_ids_.find(key);
     if (known != pattern_ids_.end()) {
       node.pattern = known->second;
       return {};
     }
-    auto dfa = compile_regex(regexes, /*search=*/true, node.min_length, node.max_length);
+    auto dfa = compile_regex(regexes, /*search=*/true, node.min_length, node.max_length, excluded);
     // A maxLength too large to fold into the automaton: counted in the grammar's frame instead.
     const bool counted = !dfa.ok() && node.max_length != UINT32_MAX &&
                          dfa.error().message.find("kMaxRegexStates") != std::string::npos;
-    if (counted) dfa = compile_regex(regexes, /*search=*/true, node.min_length);
+    if (counted) dfa = compile_regex(regexes, /*search=*/true, node.min_length, UINT32_MAX, excluded);
     if (dfa.ok() && gemma_) dfa = without_pair(*dfa, '<', '|');  // "<|" ends Gemma 4's string
     if (!dfa.ok()) return invalid(at, dfa.error().message);
     StringPattern p;
@@ -2568,7 +2781,7 @@ class Compiler {
         return invalid(at, "the pattern's shortest match is longer than maxLength");
       }
     } else if (node.max_length != UINT32_MAX) {
-      add_far_twin(regexes, p);
+      add_far_twin(regexes, excluded, p);
     }
     schema_.patterns.push_back(std::move(p));
     node.pattern = static_cast<uint32_t>(schema_.patterns.size());
@@ -2598,8 +2811,9 @@ class Compiler {
 
   // The same patterns without length bounds, and how each bounded state maps onto them (see
   // StringPattern). Left out when the unbounded automaton is over the limits: no sharing then.
-  void add_far_twin(const std::vector<std::string>& regexes, StringPattern& bounded) {
-    auto dfa = compile_regex(regexes, /*search=*/true);
+  void add_far_twin(const std::vector<std::string>& regexes,
+                    const std::vector<std::string>& excluded, StringPattern& bounded) {
+    auto dfa = compile_regex(regexes, /*search=*/true, 0, UINT32_MAX, excluded);
     if (dfa.ok() && gemma_) dfa = without_pair(*dfa, '<', '|');
     if (!dfa.ok()) return;
     StringPattern base;

@@ -69,7 +69,9 @@ ClassPart shorthand(char letter) {
 
 class Parser {
  public:
-  explicit Parser(const std::string& pattern) : pattern_(pattern) {
+  // wide: what the pattern matches under either engine (for a pattern whose matches are
+  // excluded), not under both.
+  Parser(const std::string& pattern, bool wide) : pattern_(pattern), wide_(wide) {
     // The pattern is UTF-8 (it came from JSON); decode it once.
     for (size_t i = 0; i < pattern.size();) {
       const auto c = static_cast<uint8_t>(pattern[i]);
@@ -122,6 +124,15 @@ class Parser {
       if (!atom.ok()) return atom;
       auto repeated = parse_quantifier(std::move(*atom));
       if (!repeated.ok()) return repeated;
+      if (wide_ && repeated->kind == Ast::kEol) {
+        // Python's $ also matches before a final newline: "\n"? then the end.
+        Ast newline_end;
+        newline_end.kids = {set_of({{'\n', '\n'}}), *repeated};
+        Ast either;
+        either.kind = Ast::kAlt;
+        either.kids = {*repeated, std::move(newline_end)};
+        *repeated = std::move(either);
+      }
       seq.kids.push_back(std::move(*repeated));
     }
     return seq;
@@ -212,8 +223,9 @@ class Parser {
         a.kind = Ast::kEol;
         return a;
       }
-      case '.':
+      case '.':  // Python's takes \r and U+2028/9 too
         ++at_;
+        if (wide_) return set_of(complement({{'\n', '\n'}}));
         return set_of(complement({{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}}));
       case '(': {
         const size_t open = at_;
@@ -246,7 +258,7 @@ class Parser {
         ClassPart part;
         auto done = parse_escape(/*in_class=*/false, part);
         if (!done.ok()) return done.error();
-        return set_of(part.sure);
+        return set_of(wide_ ? part.maybe : part.sure);
       }
       default:
         ++at_;
@@ -394,10 +406,12 @@ class Parser {
       return fail("unterminated character class");
     }
     ++at_;
+    if (wide_) return set_of(negated ? complement(sure) : maybe);
     return set_of(negated ? complement(maybe) : sure);
   }
 
   const std::string& pattern_;
+  const bool wide_;
   std::vector<uint32_t> cps_;
   size_t at_ = 0;
 };
@@ -641,21 +655,28 @@ bool RegexDfa::matches(const std::string& text) const {
 }
 
 Result<RegexDfa> compile_regex(const std::vector<std::string>& patterns, bool search,
-                               uint32_t min_length, uint32_t max_length) {
+                               uint32_t min_length, uint32_t max_length,
+                               const std::vector<std::string>& excluded) {
   std::vector<NfaState> nfa;
   NfaBuilder builder(nfa);
-  std::vector<uint32_t> starts, matches;
+  std::vector<uint32_t> starts, matches, excluded_matches;
   std::vector<std::pair<uint32_t, uint32_t>> owned;  // per pattern: its NFA state ids
-  for (const std::string& pattern : patterns) {
+  // Without a pattern every string is in (before the exclusions): the search of "".
+  const std::vector<std::string> any_string = {""};
+  const std::vector<std::string>& required = patterns.empty() ? any_string : patterns;
+  const size_t total = required.size() + excluded.size();
+  for (size_t i = 0; i < total; ++i) {
+    const bool exclude = i >= required.size();
+    const std::string& pattern = exclude ? excluded[i - required.size()] : required[i];
     if (pattern.size() > kMaxRegexBytes) {
       return Error{ErrorCode::kInvalidArgument,
                    "regex is longer than " + std::to_string(kMaxRegexBytes) +
                        " bytes (kMaxRegexBytes)"};
     }
-    auto ast = Parser(pattern).parse();
+    auto ast = Parser(pattern, /*wide=*/exclude).parse();
     if (!ast.ok()) return ast.error();
     Ast whole = std::move(*ast);
-    if (search) {  // anything before and after: matches anywhere unless anchored
+    if (search || (patterns.empty() && !exclude)) {  // matches anywhere unless anchored
       Ast any;
       any.kind = Ast::kRepeat;
       any.max = kInfinite;
@@ -671,8 +692,12 @@ Result<RegexDfa> compile_regex(const std::vector<std::string>& patterns, bool se
     nfa[match].kind = NfaState::kMatch;
     nfa[f->second].eps.push_back(match);
     starts.push_back(f->first);
-    matches.push_back(match);
-    owned.emplace_back(first, static_cast<uint32_t>(nfa.size()));
+    if (exclude) {
+      excluded_matches.push_back(match);
+    } else {
+      matches.push_back(match);
+      owned.emplace_back(first, static_cast<uint32_t>(nfa.size()));
+    }
   }
 
   // Byte classes: bytes that every transition treats alike (and, for counting code points,
@@ -706,6 +731,9 @@ Result<RegexDfa> compile_regex(const std::vector<std::string>& patterns, bool se
     const std::vector<uint32_t> end = closure(nfa, seeds, at_start, true, mark, epoch);
     for (uint32_t m : matches) {
       if (!std::binary_search(end.begin(), end.end(), m)) return false;
+    }
+    for (uint32_t m : excluded_matches) {
+      if (std::binary_search(end.begin(), end.end(), m)) return false;
     }
     return true;
   };

@@ -51,12 +51,16 @@ struct RegexDfa {
   bool matches(const std::string& text) const;  // the whole text
 };
 
-// Compiles the intersection of `patterns` (every one must match) with a length of
-// [min_length, max_length] code points. search: each pattern matches anywhere unless anchored
-// (JSON Schema); otherwise the whole text. kInvalidArgument errors quote the pattern and the
-// offset of what is unsupported.
+// Compiles the intersection of `patterns` (every one must match; none given: any string) with a
+// length of [min_length, max_length] code points, less the strings any of `excluded` matches
+// (JSON Schema's not: {pattern}). search: each pattern matches anywhere unless anchored (JSON
+// Schema); otherwise the whole text. An excluded pattern is read in its widest meaning, so that
+// no engine matches what is kept: a shorthand or negated class as under either ECMA-262 or
+// Python, `.` as anything but \n (Python's), `$` also before a final \n (Python's).
+// kInvalidArgument errors quote the pattern and the offset of what is unsupported.
 Result<RegexDfa> compile_regex(const std::vector<std::string>& patterns, bool search,
-                               uint32_t min_length = 0, uint32_t max_length = UINT32_MAX);
+                               uint32_t min_length = 0, uint32_t max_length = UINT32_MAX,
+                               const std::vector<std::string>& excluded = {});
 
 // Shortest accepted continuations. byte_cost[b]: output bytes that writing b takes (0: b cannot
 // be written). Per state: the fewest output bytes to an accepting state (kNone: none), and the
