@@ -455,6 +455,18 @@ REAL_SCHEMAS: list[dict[str, Any]] = [
     {"type": "array", "maxItems": 3,
      "items": {"type": "object", "properties": {"a": {"type": "null"}, "b": {"type": "null"}},
                "additionalProperties": False, "not": {"required": ["a", "b"]}}},
+    {"type": "array", "maxItems": 3, "items": {"oneOf": [
+        {"type": "string", "maxLength": 3}, {"type": "string", "pattern": "[a-f]"},
+        {"enum": ["x", "y", 1]}, {"type": "integer", "minimum": 0}]}},
+    {"type": "array", "maxItems": 2, "items": {
+        "type": "object", "properties": {"run": {"type": "string", "maxLength": 4},
+                                         "uses": {"type": "string", "maxLength": 4},
+                                         "with": {"type": "object"}},
+        "additionalProperties": False,
+        "oneOf": [{"required": ["run"]}, {"required": ["uses"]}, {"required": ["with"]}]}},
+    {"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+               {"type": "object", "properties": {"a": {"maxLength": 4}}, "required": ["a"],
+                "additionalProperties": False}]},
 ]
 
 

@@ -21,6 +21,10 @@ namespace json = rne::json;
 namespace {
 
 constexpr size_t kUnknown = SIZE_MAX;         // no finite shortest value (yet)
+// not: X compiles one candidate per keyword of X that it can negate, each with the schema
+// around it (which may hold more nots): bounded in total, and per `properties`.
+constexpr size_t kMaxNegationAttempts = 2000;
+constexpr size_t kMaxNegatedProperties = 8;
 constexpr int64_t kMaxInteger = 999999999999999;  // 15 digits: what the grammar writes
 
 Error invalid(const std::string& pointer, const std::string& what) {
@@ -241,9 +245,10 @@ const char* unenforced_keyword(const std::string& key) {
 const std::string kNotValues = "\x01not-values";      // values never generated (array)
 const std::string kNotPatterns = "\x01not-patterns";  // regexes no string matches (array)
 const std::string kNotRequired = "\x01not-required";  // name lists never all present (array)
+const std::string kMoreNots = "\x01more-nots";  // schemas to negate after `not` (array)
 
 bool is_internal(const std::string& key) {
-  return key == kNotValues || key == kNotPatterns || key == kNotRequired;
+  return key == kNotValues || key == kNotPatterns || key == kNotRequired || key == kMoreNots;
 }
 
 // A regex matching exactly `text` (ASCII letters and digits as themselves, every other ASCII
@@ -1435,7 +1440,7 @@ class Compiler {
     const bool plain = only_annotations(rest);
     // The alternatives are compiled now and combined once every node is (an alternative may be
     // a $ref still being compiled: a recursive type).
-    Pending pending{one_of, at, {}};
+    Pending pending{one_of, at, {}, {}};
     std::optional<Error> first_error;  // anyOf: of an alternative left out
     for (size_t i = 0; i < list.as_array().size(); ++i) {
       const std::string where = at + "/" + std::to_string(i);
@@ -1456,6 +1461,11 @@ class Compiler {
         continue;
       }
       pending.alternatives.emplace_back(*alt, where);
+      if (one_of) {
+        pending.sources.push_back(
+            plain ? member
+                  : json::Value(json::Object{{"allOf", json::Value(json::Array{rest, member})}}));
+      }
     }
     if (pending.alternatives.empty()) {
       if (first_error) return *first_error;
@@ -1469,6 +1479,7 @@ class Compiler {
     bool one_of;
     std::string at;
     std::vector<std::pair<uint32_t, std::string>> alternatives;  // node, where
+    std::vector<json::Value> sources;  // oneOf: each alternative's schema (siblings merged in)
   };
 
   // What compiling a subschema adds, to take it back when that subschema is left out: it only
@@ -1517,6 +1528,9 @@ class Compiler {
       if (!done.ok()) return done;
     }
     auto done = combine(id, pending.one_of, pending.at, pending.alternatives);
+    if (!done.ok() && pending.one_of && done.error().message.find("overlaps") != std::string::npos) {
+      done = exclusive_alternatives(id, pending, done.error());
+    }
     if (!done.ok()) return done;
     resolving_.erase(id);
     pending_[id].at.clear();
@@ -1648,6 +1662,44 @@ class Compiler {
       node.types = 0;
     }
     return {};
+  }
+
+  // oneOf whose alternatives overlap: alternative i is generated as i and not any other (not:
+  // as in apply_not, each negation narrowed to what the grammar writes), so every value fails
+  // every other alternative; the disjoint results are then combined as anyOf. An alternative
+  // that cannot be kept apart this way is left out; `overlap` is reported when all are.
+  Result<void> exclusive_alternatives(uint32_t id, const Pending& pending, const Error& overlap) {
+    std::vector<std::pair<uint32_t, std::string>> kept;
+    std::optional<Error> first;
+    const size_t n = pending.sources.size();
+    for (size_t i = 0; i < n; ++i) {
+      json::Object apart{{"allOf", json::Value(json::Array{pending.sources[i]})}};
+      json::Array others;
+      for (size_t j = 0; j < n; ++j) {
+        if (j != i) others.push_back(pending.sources[j]);
+      }
+      if (!others.empty()) {
+        apart.emplace_back("not", others[0]);
+        others.erase(others.begin());
+        if (!others.empty()) apart.emplace_back(kMoreNots, json::Value(std::move(others)));
+      }
+      const Snapshot before = snapshot();
+      const std::string& where = pending.alternatives[i].second;
+      auto node = compile(json::Value(std::move(apart)), where);
+      Result<void> done = node.ok() ? resolve_union(*node) : Result<void>(node.error());
+      if (done.ok()) {
+        kept.emplace_back(*node, where);
+        continue;
+      }
+      restore(before);
+      if (!first) first = done.error();
+    }
+    if (kept.empty()) {
+      return Error{ErrorCode::kInvalidArgument,
+                   overlap.message + "; no alternative could be generated apart from the "
+                                     "others either (" + first->message + ")"};
+    }
+    return combine(id, /*one_of=*/false, pending.at, kept);
   }
 
   // oneOf: `first` (an object shape), narrowed so that every object it generates fails `other`:
@@ -2380,10 +2432,23 @@ class Compiler {
     }
     auto candidates = negations(inner, at);
     if (!candidates.ok()) return candidates.error();
-    const json::Value rest = object_without(value, {"not"});
+    json::Value rest = object_without(value, {"not", kMoreNots.c_str()});
+    if (const json::Value* more = value.find(kMoreNots); more && !more->as_array().empty()) {
+      // The next negation, compiled with this one's candidate in place (so it picks a candidate
+      // that fits it, and a failure there tries this one's next candidate).
+      json::Array next = more->as_array();
+      rest.as_object().emplace_back("not", next[0]);
+      next.erase(next.begin());
+      if (!next.empty()) rest.as_object().emplace_back(kMoreNots, json::Value(std::move(next)));
+    }
     std::optional<Error> first;
     bool all_unsatisfiable = true;
     for (const json::Value& candidate : *candidates) {
+      if (++negation_attempts_ > kMaxNegationAttempts) {
+        return invalid(at, "its not/oneOf exclusions take more than " +
+                               std::to_string(kMaxNegationAttempts) +
+                               " attempts to compile (kMaxNegationAttempts); simplify them");
+      }
       const Snapshot before = snapshot();
       unsatisfiable_.clear();
       auto merged = merge(rest, candidate, at);
@@ -2473,6 +2538,22 @@ class Compiler {
                              [](const json::Value& n) { return n.is_string(); })) {
         out.push_back(schema({{"type", json::Value(std::string("object"))},
                               {kNotRequired, json::Value(json::Array{member})}}));
+      } else if (key == "properties" && member.is_object()) {
+        // An object whose property fails its schema (the first few properties, each a
+        // candidate).
+        size_t tried = 0;
+        for (const auto& [name, sub] : member.as_object()) {
+          if ((sub.is_bool() && sub.as_bool()) || tried++ == kMaxNegatedProperties) continue;
+          out.push_back(schema({{"type", json::Value(std::string("object"))},
+                                {"required", json::Value(json::Array{json::Value(name)})},
+                                {"properties", json::Value(json::Object{
+                                                   {name, schema({{"not", sub}})}})}}));
+        }
+      } else if (key == "items" && member.is_object() && inner.find("prefixItems") == nullptr) {
+        // An array whose first item fails the items schema.
+        out.push_back(schema({{"type", json::Value(std::string("array"))},
+                              {"minItems", json::Value(1.0)},
+                              {"prefixItems", json::Value(json::Array{schema({{"not", member}})})}}));
       } else if (key == "anyOf" && member.is_array()) {
         // Every alternative rejected: one negation of each, all together.
         json::Value all(json::Object{});
@@ -3141,6 +3222,7 @@ class Compiler {
   size_t depth_ = 0;
   uint32_t any_ = 0;  // 0: not created yet
   std::string unsatisfiable_;  // the message of the last unsatisfiable() error
+  size_t negation_attempts_ = 0;  // candidates apply_not compiled (bounded: each may recurse)
   bool names_applied_ = false;  // the next compile_keywords gets apply_name_rules' output
 };
 
