@@ -165,6 +165,16 @@ it('takes the CPU-only artifact when the backend set is "cpu"', async () => {
   expect(bad.stderr).toContain('backend set "gpu"');
 });
 
+it('lets two builds fetch the same artifact at once: one download, one directory', async () => {
+  serve({ 'ios-all.zip': { chunkSize: 16_384, chunkDelayMs: 5 } });
+  const lock = writeLock(lockFor(server.baseUrl));
+  const [a, b] = await Promise.all([0, 1].map(() => run(['ios', '--lock', lock, '--cache', cache, '--json'])));
+  expect([a!.code, b!.code]).toEqual([0, 0]);
+  expect(JSON.parse(a!.stdout).dirs).toEqual(JSON.parse(b!.stdout).dirs);
+  expect(server.requests.length).toBe(1);
+  expectNothingPartial();
+});
+
 it('resumes a dropped connection with a Range request', async () => {
   const size = ARTIFACTS['ios-all.zip']!.length;
   serve({ 'ios-all.zip': { dropAfter: Math.floor(size / 2), dropTimes: 1 } });
