@@ -7,7 +7,9 @@ transformers' apply_chat_template, byte for byte.
   conversations: random roles and turn counts, unicode and whitespace, tools with nested, enum
   and array parameters, tool calls and responses, thinking on and off, media parts;
 - small templates that each exercise one Jinja feature (filters, tests, loops, macros,
-  whitespace control, Python's number and repr formatting), and templates that fail.
+  whitespace control, Python's number and repr formatting), and templates that fail;
+- the corpus (tests/fixtures/chat_templates): 43 real templates of many families on 35 fixed
+  conversations, against expected renders committed by its make_expected.py from transformers.
 
 A render error must be the same kind of error as Python's, with the same message for
 UndefinedError and the template's own raise_exception.
@@ -583,3 +585,71 @@ def test_hostile_templates_fail_with_limit_errors(rne_chat_render, tmp_path):
         got = render_cpp(rne_chat_render, template, [case], tmp_path)[0]
         assert got.get("error", {}).get("kind") in ("LimitError", "TemplateSyntaxError"), (template, got)
         assert needle in got["error"]["message"], (template, got)
+
+
+# ---- the corpus: real templates of many families, expected renders made by transformers ----
+
+CORPUS = Path(__file__).resolve().parent / "fixtures" / "chat_templates"
+
+
+def _corpus_template(entry: dict[str, Any]) -> str:
+    path = PACKAGE_DIR.parents[1] / entry["file"]
+    if path.suffix == ".json":
+        return json.loads(path.read_text(encoding="utf-8"))["chat_template"]
+    return path.read_text(encoding="utf-8")
+
+
+def corpus_differences(binary: Path, tmp: Path) -> tuple[int, dict[tuple[str, str], str]]:
+    """Renders every corpus case with the C++ engine: (renders, {(template, case): what differs})."""
+    expected = json.loads((CORPUS / "expected.json").read_text(encoding="utf-8"))
+    sources = json.loads((CORPUS / "sources.json").read_text(encoding="utf-8"))["templates"]
+    spec = importlib.util.spec_from_file_location("make_expected", CORPUS / "make_expected.py")
+    assert spec is not None and spec.loader is not None
+    maker = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(maker)
+    cases = [{k: v for k, v in c.items() if k != "name"} for c in expected["cases"]]
+    names = [c["name"] for c in expected["cases"]]
+    renders = 0
+    differences: dict[tuple[str, str], str] = {}
+    for entry in sources:
+        (tmp / "template.jinja").write_text(_corpus_template(entry), encoding="utf-8")
+        (tmp / "cases.json").write_text(json.dumps(
+            [c | maker.SPECIALS[entry["specials"]] for c in cases], ensure_ascii=False),
+            encoding="utf-8")
+        done = subprocess.run([binary, "--template", tmp / "template.jinja", "--input",
+                               tmp / "cases.json", "--batch", "--now", str(expected["now"])],
+                              capture_output=True, timeout=120)
+        assert done.returncode == 0, done.stderr.decode(errors="replace")
+        ours = json.loads(done.stdout.decode("utf-8"))
+        for name, got, want in zip(names, ours, expected["expected"][entry["name"]], strict=True):
+            renders += 1
+            if "prompt" in want:
+                if got != want:
+                    differences[entry["name"], name] = (
+                        f"C++ {got['error']['kind']}: {got['error']['message']}" if "error" in got
+                        else "the text differs")
+            elif "error" not in got:
+                differences[entry["name"], name] = f"C++ renders; Python {want['error']['kind']}"
+            elif got["error"]["kind"] != want["error"]["kind"] or (
+                    want["error"]["kind"] in ("UndefinedError", "TemplateError")
+                    and got["error"]["message"] != want["error"]["message"]):
+                differences[entry["name"], name] = (
+                    f"C++ {got['error']['kind']}: {got['error']['message']} / Python "
+                    f"{want['error']['kind']}: {want['error']['message']}")
+    return renders, differences
+
+
+# Where the C++ engine knowingly differs from transformers, and why.
+KNOWN_CORPUS_DIFFERENCES: dict[tuple[str, str], str] = {}
+
+
+def test_corpus_renders_as_transformers(rne_chat_render, tmp_path):
+    renders, differences = corpus_differences(rne_chat_render, tmp_path)
+    same = renders - len(differences)
+    print(f"\nchat template corpus: {same} / {renders} renders identical to transformers "
+          f"({100 * same / renders:.1f}%)")
+    unexpected = {k: v for k, v in differences.items() if k not in KNOWN_CORPUS_DIFFERENCES}
+    assert not unexpected, "\n".join(f"{t} / {c}: {why}" for (t, c), why in sorted(unexpected.items()))
+    fixed = set(KNOWN_CORPUS_DIFFERENCES) - set(differences)
+    assert not fixed, f"these now match transformers; drop them from KNOWN_CORPUS_DIFFERENCES: {fixed}"
+    assert renders >= 40 * 30

@@ -412,6 +412,28 @@ TEST(ChatTemplateTest, HostileTemplatesEndInAnErrorNamingTheLimit) {
   EXPECT_EQ(error_of("{{ namespace().__init__.__globals__ }}").kind, ErrorKind::kSecurity);
 }
 
+// The classes the template corpus (tests/fixtures/chat_templates) found where Python differs.
+TEST(ChatTemplateTest, PythonSemanticsTheCorpusRelyOn) {
+  // Markup: `'...' | safe + text` escapes the plain side (functionary v3.1 prints tool JSON so).
+  EXPECT_EQ(render_ok(R"({{ "a '"|safe + x + "'"|safe }})", R"({"x": "<b \"q\">"})"), "a '&lt;b &#34;q&#34;&gt;'");
+  EXPECT_EQ(render_ok(R"({{ x + "!"|safe }}|{{ "<"|safe + "<"|safe }}|{{ "<"|safe ~ "<" }})", R"({"x": "&"})"),
+            "&amp;!|<<|<<");
+  EXPECT_EQ(render_ok(R"({{ (x|e) + "<" }}|{{ x|e|e }})", R"({"x": "<"})"), "&lt;&lt;|&lt;");
+  // Filters that Jinja writes as generators: always true, no len(), not JSON.
+  EXPECT_EQ(render_ok("{{ 'yes' if (xs | selectattr('a')) else 'no' }}", R"({"xs": []})"), "yes");
+  EXPECT_EQ(render_ok("{{ none | selectattr('a') | list }}{{ none | map(attribute='a') | list }}"), "[][]");
+  EXPECT_EQ(render_ok("{{ xs | map(attribute='a') | list }}{{ xs | map(attribute='a') | join(',') }}",
+                      R"({"xs": [{"a": 1}, {"a": 2}]})"),
+            "[1, 2]1,2");
+  EXPECT_EQ(render_text("{{ xs | map(attribute='a') | tojson }}", R"({"xs": [{"a": 1}]})").error().kind,
+            ErrorKind::kType);
+  EXPECT_EQ(render_text("{{ xs | select | length }}", R"({"xs": [1]})").error().kind, ErrorKind::kType);
+  EXPECT_EQ(render_ok("{{ (d | items | list)[0] }}{{ d | items is sequence }}", R"({"d": {"k": 1}})"),
+            "('k', 1)False");
+  // A missing key's Undefined used as a key finds nothing, as a KeyError does in Python.
+  EXPECT_EQ(render_ok("{{ m[d.missing] is defined }}", R"({"m": {"a": 1}, "d": {}})"), "False");
+}
+
 TEST(ChatTemplateTest, AHugeInputCostsItsSizeOnlyWhereUsed) {
   std::string big = "{\"big\": {";
   for (int k = 0; k < 300000; ++k) big += (k ? ",\"k" : "\"k") + std::to_string(k) + "\": " + std::to_string(k);

@@ -299,21 +299,6 @@ Value sort_key(const Value& v, bool case_sensitive) {
   return v;
 }
 
-std::string html_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
 // Python int()/float() of a string; false when it is not a number.
 bool parse_int(const std::string& text, int64_t base, int64_t& out) {
   errno = 0;
@@ -671,7 +656,7 @@ bool is_known_test(const std::string& name) { return test_names().count(name) > 
 Value bound_method(const Value& obj, const std::string& name) {
   if (obj.is_string()) return string_method(obj, name);
   if (obj.is_dict()) return dict_method(obj, name);
-  if (obj.is_list()) return list_method(obj, name);
+  if (obj.is_list() && !obj.generator) return list_method(obj, name);
   return Value::undefined();
 }
 
@@ -714,7 +699,8 @@ bool Interp::test(const std::string& name, const Value& v, Args& a) {
   if (name == "string") return v.is_string();
   if (name == "mapping") return v.is_dict();
   // Jinja's Undefined has __iter__, __len__ and __getitem__, so it passes these too.
-  if (name == "iterable" || name == "sequence") return v.is_string() || v.is_list() || v.is_dict() || v.is_undefined();
+  if (name == "iterable") return v.is_string() || v.is_list() || v.is_dict() || v.is_undefined();
+  if (name == "sequence") return v.is_string() || (v.is_list() && !v.generator) || v.is_dict() || v.is_undefined();
   if (name == "callable") return v.type == T::kFunction || v.is_undefined();
   if (name == "escaped") return false;
   if (name == "lower" || name == "upper") {
@@ -771,13 +757,13 @@ Value Interp::filter(const std::string& name, Value v, Args& a) {
     }
     return v;
   }
-  if (name == "safe") return v;
-  if (name == "string") return Value::string(to_str(v));
+  if (name == "safe") return v.markup ? v : Value::make_markup(to_str(v));
+  if (name == "string") return v.markup ? v : Value::string(to_str(v));
   if (name == "pprint") return Value::string(to_repr(v));
   if (name == "length" || name == "count") {
     if (v.is_undefined()) return Value::integer(0);
     if (v.is_string()) return Value::integer(static_cast<int64_t>(code_point_count(v.s)));
-    if (v.is_list()) return Value::integer(static_cast<int64_t>(v.list->size()));
+    if (v.is_list() && !v.generator) return Value::integer(static_cast<int64_t>(v.list->size()));
     if (v.is_dict() || v.type == T::kNamespace) return Value::integer(static_cast<int64_t>(v.dict->size()));
     fail(ErrorKind::kType, "object of type '" + type_name(v) + "' has no len()");
   }
@@ -807,7 +793,8 @@ Value Interp::filter(const std::string& name, Value v, Args& a) {
     if (!old_v || !new_v) fail(ErrorKind::kType, "replace needs the old and the new string");
     return Value::string(replace(to_str(v), to_str(*old_v), to_str(*new_v), r.integer(2, "count", -1)));
   }
-  if (name == "escape" || name == "e" || name == "forceescape") return Value::string(html_escape(to_str(v)));
+  if (name == "escape" || name == "e") return v.markup ? v : Value::make_markup(html_escape(to_str(v)));
+  if (name == "forceescape") return Value::make_markup(html_escape(to_str(v)));
   if (name == "format") {
     Args rest = rest_args(0);
     if (rest.positional.size() == 1) return Value::string(percent_format(to_str(v), rest.positional[0]));
@@ -893,7 +880,7 @@ Value Interp::filter(const std::string& name, Value v, Args& a) {
     if (!v.is_dict()) fail(ErrorKind::kType, "Can only get item pairs from a mapping.");
     List out;
     for (const auto& [k, item] : *v.dict) out.push_back(Value::make_list({k, item}, true));
-    return Value::make_list(std::move(out));
+    return Value::make_generator(std::move(out));
   }
   if (name == "dictsort") {
     if (v.is_undefined()) fail_undefined(v);
@@ -913,6 +900,7 @@ Value Interp::filter(const std::string& name, Value v, Args& a) {
     return Value::make_list(std::move(items));
   }
   if (name == "first" || name == "last") {
+    if (name == "last" && v.generator) fail(ErrorKind::kType, "'generator' object is not reversible");
     List items = iterate(v);
     if (items.empty()) return Value::undefined(std::string("No ") + name + " item, sequence was empty.");
     return name == "first" ? items.front() : items.back();
@@ -957,7 +945,7 @@ Value Interp::filter(const std::string& name, Value v, Args& a) {
         Value got = attr_path(*this, item, to_str(*attribute));
         out.push_back(got.is_undefined() && def ? *def : got);
       }
-      return Value::make_list(std::move(out));
+      return Value::make_generator(std::move(out));
     }
     if (a.positional.empty()) fail(ErrorKind::kType, "map requires a filter argument");
     const std::string filter_name = to_str(a.positional[0]);
@@ -966,7 +954,7 @@ Value Interp::filter(const std::string& name, Value v, Args& a) {
       Args rest = rest_args(1);
       out.push_back(filter(filter_name, item, rest));
     }
-    return Value::make_list(std::move(out));
+    return Value::make_generator(std::move(out));
   }
   if (name == "select" || name == "reject" || name == "selectattr" || name == "rejectattr") {
     const bool attr = name == "selectattr" || name == "rejectattr";
@@ -993,7 +981,7 @@ Value Interp::filter(const std::string& name, Value v, Args& a) {
       }
       if (passed == keep) out.push_back(item);
     }
-    return Value::make_list(std::move(out));
+    return Value::make_generator(std::move(out));
   }
   if (name == "sort" || name == "unique" || name == "min" || name == "max") {
     const bool reverse = name == "sort" && r.flag(0, "reverse", false);
@@ -1021,7 +1009,7 @@ Value Interp::filter(const std::string& name, Value v, Args& a) {
           out.push_back(item);
         }
       }
-      return Value::make_list(std::move(out));
+      return Value::make_generator(std::move(out));
     }
     if (items.empty()) return Value::undefined("No aggregated item, sequence was empty.");
     size_t best = 0;
@@ -1109,11 +1097,15 @@ void add_globals(Frame& globals) {
   globals.set("raise_exception", Value::function("raise_exception", [](Interp&, Args& a) -> Value {
     fail(ErrorKind::kRaised, a.positional.empty() ? std::string() : to_str(a.positional[0]));
   }));
-  globals.set("strftime_now", Value::function("strftime_now", [](Interp&, Args& a) {
+  globals.set("strftime_now", Value::function("strftime_now", [](Interp& in, Args& a) {
     if (a.positional.empty() || !a.positional[0].is_string()) fail(ErrorKind::kType, "strftime_now(format) needs a format string");
-    const std::time_t now = std::time(nullptr);
+    const std::time_t now = in.now_seconds != 0 ? static_cast<std::time_t>(in.now_seconds) : std::time(nullptr);
     std::tm local{};
-    localtime_r(&now, &local);
+    if (in.now_seconds != 0) {
+      gmtime_r(&now, &local);
+    } else {
+      localtime_r(&now, &local);
+    }
     char buf[512];
     const size_t n = std::strftime(buf, sizeof buf, a.positional[0].s.c_str(), &local);
     return Value::string(std::string(buf, n));

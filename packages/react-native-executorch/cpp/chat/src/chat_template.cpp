@@ -344,7 +344,7 @@ Result<std::string> ChatTemplate::render(const json::Value& messages, const Rend
   };
   for (const auto& [k, v] : special_tokens_) put(k, v);
   for (const auto& [k, v] : options.extra) put(k, v);
-  return template_.render(json::Value(std::move(context)));
+  return template_.render(json::Value(std::move(context)), options.now_seconds);
 }
 
 }  // namespace rne::chat

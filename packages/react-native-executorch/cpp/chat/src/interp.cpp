@@ -357,7 +357,7 @@ Value Interp::eval_slice(const Expr& e, Frame& frame) {
     for (size_t k : slice_indices(static_cast<int64_t>(text.size()), arg(0), arg(1), arg(2))) out_text += text[k];
     return Value::string(encode_utf8(out_text));
   }
-  if (obj.is_list()) {
+  if (obj.is_list() && !obj.generator) {
     List items;
     for (size_t k : slice_indices(static_cast<int64_t>(obj.list->size()), arg(0), arg(1), arg(2))) {
       items.push_back((*obj.list)[k]);
@@ -510,7 +510,9 @@ Value Interp::binary(const std::string& op, const Value& a, const Value& b) {
     if (seq.is_string()) {
       std::string s;
       for (int64_t k = 0; k < times; ++k) s += seq.s;
-      return Value::string(std::move(s));
+      Value repeated = Value::string(std::move(s));
+      repeated.markup = seq.markup;
+      return repeated;
     }
     List items;
     for (int64_t k = 0; k < times; ++k) items.insert(items.end(), seq.list->begin(), seq.list->end());
@@ -521,9 +523,15 @@ Value Interp::binary(const std::string& op, const Value& a, const Value& b) {
     if (numbers) return Value::number(a.as_float() + b.as_float());
     if (a.is_string() && b.is_string()) {
       if (a.s.size() + b.s.size() > limits_.max_output_bytes) fail(ErrorKind::kLimit, "a string passed Limits::max_output_bytes");
-      return Value::string(a.s + b.s);
+      // Markup + str escapes the str (and str + Markup, through Markup.__radd__): "'x'|safe + text".
+      if (a.markup != b.markup) {
+        return Value::make_markup(a.markup ? a.s + html_escape(b.s) : html_escape(a.s) + b.s);
+      }
+      Value sum = Value::string(a.s + b.s);
+      sum.markup = a.markup;
+      return sum;
     }
-    if (a.is_list() && b.is_list() && a.tuple == b.tuple) {
+    if (a.is_list() && b.is_list() && a.tuple == b.tuple && !a.generator && !b.generator) {
       reserve_bytes((a.list->size() + b.list->size()) * sizeof(Value));
       List items = *a.list;
       items.insert(items.end(), b.list->begin(), b.list->end());
@@ -542,8 +550,8 @@ Value Interp::binary(const std::string& op, const Value& a, const Value& b) {
   if (op == "*") {
     if (ints) return Value::integer(checked(mul_overflow, a.as_int(), b.as_int()));
     if (numbers) return Value::number(a.as_float() * b.as_float());
-    if ((a.is_string() || a.is_list()) && b.is_integral()) return repeat(a, b.as_int());
-    if ((b.is_string() || b.is_list()) && a.is_integral()) return repeat(b, a.as_int());
+    if ((a.is_string() || (a.is_list() && !a.generator)) && b.is_integral()) return repeat(a, b.as_int());
+    if ((b.is_string() || (b.is_list() && !b.generator)) && a.is_integral()) return repeat(b, a.as_int());
     fail(ErrorKind::kType, "can't multiply sequence by non-int of type '" +
                                type_name(a.is_string() || a.is_list() ? b : a) + "'");
   }
@@ -659,12 +667,13 @@ Value Interp::getattr(const Value& obj, const std::string& name) {
 
 Value Interp::getitem(const Value& obj, const Value& key) {
   if (obj.is_undefined()) fail_undefined(obj);
-  if (key.is_undefined()) fail_undefined(key);
+  // A missing key's Undefined as a key finds nothing (Python: a KeyError, so Undefined), as in
+  // Hermes' basic_type_map[json_spec.type].
   if (obj.is_dict() || obj.type == Value::Type::kNamespace) {
     if (obj.is_dict()) {
       if (const Value* v = obj.lookup(key)) return *v;
     }
-  } else if ((obj.is_list() || obj.is_string()) && key.is_integral()) {
+  } else if (((obj.is_list() && !obj.generator) || obj.is_string()) && key.is_integral()) {
     int64_t index = key.as_int();
     if (obj.is_list()) {
       const auto size = static_cast<int64_t>(obj.list->size());

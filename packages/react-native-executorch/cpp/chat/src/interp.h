@@ -23,6 +23,7 @@ class Interp {
   Interp(const Limits& limits, Frame& globals);
 
   std::string out;
+  int64_t now_seconds = 0;  // strftime_now's fixed time (UTC); 0: the clock
 
   void run(const Program& program);
   Value call(const Value& callee, Args& args);

@@ -112,7 +112,7 @@ Result<Template> Template::parse(std::string_view source, const Limits& limits) 
   });
 }
 
-Result<std::string> Template::render(const json::Value& context) const {
+Result<std::string> Template::render(const json::Value& context, int64_t now_seconds) const {
   if (!program_) return Error{ErrorKind::kInvalidInput, "render() on a Template that was not parsed"};
   if (!context.is_object()) {
     return Error{ErrorKind::kInvalidInput, std::string("the template context must be a JSON object, got ") + context.type_name()};
@@ -131,6 +131,7 @@ Result<std::string> Template::render(const json::Value& context) const {
     for (const auto& [k, v] : context.as_object()) vars.set(k, from_json(v, 1, limits_.max_nesting));
     detail::BudgetScope scope(budget);
     detail::Interp interp(limits_, vars);
+    interp.now_seconds = now_seconds;
     interp.run(*program_);
     return std::move(interp.out);
   });

@@ -140,6 +140,30 @@ Value Value::make_list(List items, bool is_tuple) {
   v.list = std::make_shared<List>(std::move(items));
   return v;
 }
+Value Value::make_generator(List items) {
+  Value v = make_list(std::move(items));
+  v.generator = true;
+  return v;
+}
+Value Value::make_markup(std::string text) {
+  Value v = string(std::move(text));
+  v.markup = true;
+  return v;
+}
+std::string html_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&#34;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
 Value Value::make_dict(Dict items) {
   Value v;
   v.depth = nesting(items, [](const std::pair<Value, Value>& x) -> const Value& { return x.second; });
@@ -168,7 +192,7 @@ bool Value::truthy() const {
     case Type::kInt: return i != 0;
     case Type::kFloat: return f != 0;
     case Type::kString: return !s.empty();
-    case Type::kList: return !list->empty();
+    case Type::kList: return generator || !list->empty();
     case Type::kDict: return !dict->empty();
     default: return true;
   }
@@ -204,6 +228,7 @@ bool equals(const Value& a, const Value& b) {
     case T::kNone: return true;
     case T::kString: return a.s == b.s;
     case T::kList: {
+      if (a.generator || b.generator) return a.list == b.list;  // identity, as Python's objects
       if (a.tuple != b.tuple || a.list->size() != b.list->size()) return false;
       charge_steps(a.list->size() >> 4);
       for (size_t i = 0; i < a.list->size(); ++i) {
@@ -231,7 +256,7 @@ bool less(const Value& a, const Value& b) {
     return a.as_int() < b.as_int();
   }
   if (a.type == T::kString && b.type == T::kString) return a.s < b.s;  // UTF-8 order = code points
-  if (a.type == T::kList && b.type == T::kList && a.tuple == b.tuple) {
+  if (a.type == T::kList && b.type == T::kList && a.tuple == b.tuple && !a.generator && !b.generator) {
     const auto& x = *a.list;
     const auto& y = *b.list;
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
@@ -384,7 +409,7 @@ std::string type_name(const Value& v) {
     case T::kInt: return "int";
     case T::kFloat: return "float";
     case T::kString: return "str";
-    case T::kList: return v.tuple ? "tuple" : "list";
+    case T::kList: return v.generator ? "generator" : v.tuple ? "tuple" : "list";
     case T::kDict: return "dict";
     case T::kNamespace: return "Namespace";
     case T::kFunction: return "function";
@@ -416,6 +441,7 @@ std::string to_repr(const Value& v) {
     case T::kFloat: return python_float(v.f);
     case T::kString: return repr_string(v.s);
     case T::kList: {
+      if (v.generator) return "<generator object>";  // Python adds an address
       std::string out = v.tuple ? "(" : "[";
       for (size_t k = 0; k < v.list->size(); ++k) {
         if (k) out += ", ";
@@ -519,6 +545,7 @@ void write_json(const Value& v, const JsonStyle& style, int level, std::string& 
     case T::kFloat: out += json_float(v.f); return;
     case T::kString: json_string(v.s, style.ensure_ascii, out); return;
     case T::kList: {
+      if (v.generator) fail(ErrorKind::kType, "Object of type generator is not JSON serializable");
       if (v.list->empty()) {
         out += "[]";
         return;

@@ -65,6 +65,10 @@ struct Value {
   Type type = Type::kUndefined;
   bool b = false;
   bool tuple = false;  // a kList that Python would hold as a tuple (repr uses parentheses)
+  // A kList that Jinja's filters return as a Python generator (map, select, reject, selectattr,
+  // rejectattr, unique, items): always true, no len(), no index, not JSON serializable.
+  bool generator = false;
+  bool markup = false;  // a kString that is markupsafe's Markup (`| safe`, `| escape`): `+` escapes the other side
   uint16_t depth = 0;  // list/dict nesting below this value (bounded: printing, comparing and
                        // freeing values recurse)
   int64_t i = 0;
@@ -82,6 +86,8 @@ struct Value {
   static Value number(double v);
   static Value string(std::string v);
   static Value make_list(List items, bool is_tuple = false);
+  static Value make_generator(List items);
+  static Value make_markup(std::string text);
   static Value make_dict(Dict items);
   static Value make_namespace(Dict items);
   static Value function(std::string name, Function fn);
@@ -139,6 +145,8 @@ struct JsonStyle {
   bool sort_keys = false;
 };
 std::string to_json(const Value& v, const JsonStyle& style);
+// markupsafe.escape() of text: & < > " ' as HTML entities.
+std::string html_escape(const std::string& s);
 
 // UTF-8 helpers over code points (Python's str indexes code points).
 std::u32string decode_utf8(const std::string& s);

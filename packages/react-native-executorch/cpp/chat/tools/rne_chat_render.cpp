@@ -1,5 +1,7 @@
 // rne_chat_render: renders conversations with a chat template, as transformers'
 // apply_chat_template(**case) would, for scripts and the parity tests.
+#include <cstdint>
+#include <cstdlib>
 #include <iostream>
 #include <iterator>
 #include <string>
@@ -21,6 +23,8 @@ Renders a conversation with a chat template and prints the text (no newline adde
                     every other key (enable_thinking, bos_token, ...) is a template variable
   --batch           the input is a JSON array of such cases; prints a JSON array with, per case,
                     {"prompt": TEXT} or {"error": {"kind", "message", "line", "column"}}
+  --now SECONDS     strftime_now's time, seconds since the epoch (UTC), for reproducible
+                    renders; default: the clock
   --parts           with --batch: also "parts", [{"text", "plain"}...] (which stretches are
                     message content), and "plain_spans_found" (ChatTemplate::render_prompt)
 A template error exits with status 1 and prints it to stderr (in --batch mode, a template that
@@ -33,10 +37,11 @@ does not parse or a render error is that case's "error").
 }
 
 rne::chat::Result<rne::chat::RenderedPrompt> render_case(const rne::chat::ChatTemplate& tmpl,
-                                                         const rne::json::Value& c, bool parts) {
+                                                         const rne::json::Value& c, bool parts, int64_t now) {
   if (!c.is_object()) return rne::chat::Error{rne::chat::ErrorKind::kInvalidInput, "a case must be a JSON object"};
   rne::json::Value messages;
   rne::chat::RenderOptions options;
+  options.now_seconds = now;
   for (const auto& [key, value] : c.as_object()) {
     if (key == "messages") {
       messages = value;
@@ -66,6 +71,7 @@ int main(int argc, char** argv) {
   std::string input;
   bool batch = false;
   bool parts = false;
+  int64_t now = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -85,6 +91,11 @@ int main(int argc, char** argv) {
       batch = true;
     } else if (arg == "--parts") {
       parts = true;
+    } else if (arg == "--now") {
+      const std::string text = value();
+      char* end = nullptr;
+      now = std::strtoll(text.c_str(), &end, 10);
+      if (text.empty() || *end != '\0' || now <= 0) die("--now needs a positive number of seconds, got '" + text + "'");
     } else {
       die("unknown argument " + arg + " (see --help)");
     }
@@ -110,7 +121,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (!batch) {
-    auto rendered = render_case(*tmpl, doc, false);
+    auto rendered = render_case(*tmpl, doc, false, now);
     if (!rendered.ok()) {
       std::cerr << "rne_chat_render: " << rendered.error().to_string() << "\n";
       return 1;
@@ -123,7 +134,7 @@ int main(int argc, char** argv) {
   for (size_t k = 0; k < doc.as_array().size(); ++k) {
     if (k) out += ",\n";
     // A template that does not parse fails every case, as it would fail every Python render.
-    auto rendered = tmpl.ok() ? render_case(*tmpl, doc.as_array()[k], parts)
+    auto rendered = tmpl.ok() ? render_case(*tmpl, doc.as_array()[k], parts, now)
                               : rne::chat::Result<rne::chat::RenderedPrompt>(tmpl.error());
     if (rendered.ok()) {
       out += "{\"prompt\":";

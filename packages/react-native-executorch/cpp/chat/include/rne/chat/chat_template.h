@@ -3,6 +3,7 @@
 // formats a conversation the same way whatever the model's format is.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,9 @@ struct RenderOptions {
   // More template variables (enable_thinking, a template's own switches). They override the
   // special tokens (bos_token, eos_token, ...) read from tokenizer_config.json.
   json::Object extra;
+  // strftime_now's time, in seconds since the epoch read as UTC (reproducible renders: tests and
+  // scripts); 0: the clock, in local time, as transformers.
+  int64_t now_seconds = 0;
 };
 
 // A stretch of a rendered prompt: text the template wrote (special-token text in it is those

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -50,7 +51,8 @@ class Template {
 
   // Renders with `context` (a JSON object) as the template's variables. Integral JSON numbers
   // are Python ints and the others floats (JSON text "3.0" reads as 3, as in JavaScript).
-  Result<std::string> render(const json::Value& context) const;
+  // `now_seconds`: strftime_now's time (UTC), or 0 for the clock (local time).
+  Result<std::string> render(const json::Value& context, int64_t now_seconds = 0) const;
 
  private:
   std::shared_ptr<const detail::Program> program_;
