@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rne_tools.paths import REPO_ROOT, cache_root
+from rne_tools.paths import REPO_ROOT
 
 BUILD = REPO_ROOT / "build" / "linux-arm64"
 SYSROOT = Path("/usr/aarch64-linux-gnu")
@@ -52,18 +52,13 @@ def emulated(binary: Path, tmp_path: Path, cpu: str = "max") -> Path:
     return wrapper
 
 
-def cached_only(model_id: str, backend: str, quantization: str, **request):
-    """The cached export of this request, or a skip: these tests never export."""
-    from rne_tools.export import plan_export
-    from rne_tools.export.cache import cache_key
+def cached_export_of(model_id: str, backend: str, quantization: str, **request):
+    """The cached export of this request, exported first if no suite made it yet (on a new
+    machine these cases may run before the x86-64 suites that use the same exports)."""
+    from rne_tools.export import cached_export
 
-    plan = plan_export(model_id, backend, quantization, **request)
-    out = cache_root() / "exports" / cache_key(plan)
-    pte, report = out / f"{plan.stem}.pte", out / f"{plan.stem}.report.json"
-    if not (pte.is_file() and report.is_file()):
-        pytest.skip(f"NOT RUN: {plan.stem} is not in the export cache ({out}); the x86-64 "
-                    "suites export it (tests/test_smollm2_export.py, test_execution_parity.py)")
-    return plan, pte, json.loads(report.read_text())
+    export = cached_export(model_id, backend, quantization, progress=False, **request)
+    return export.plan, export.pte_path, export.report
 
 
 # Exhaustive suites that cost minutes of CPU each under qemu (softfloat: every float operation
@@ -155,7 +150,7 @@ def test_smollm2_answers_paris(quantization, tmp_path):
     from rne_tools.gguf_import import default_checkpoint
     from rne_tools.runtime.text import ChatTokenizer
 
-    _, pte, _ = cached_only("smollm2_135m", "xnnpack", quantization)
+    _, pte, _ = cached_export_of("smollm2_135m", "xnnpack", quantization)
     checkpoint = default_checkpoint("smollm2_135m")
     question = "What is the capital of France?"
     done = subprocess.run(
@@ -212,7 +207,7 @@ def gemma_reference():
     from rne_tools.checks.eager import chunked_logits, eager_model
     from rne_tools.checks.parity import random_tokens
 
-    plan, pte, report = cached_only("gemma4_e2b", "xnnpack", "fp32", **GEMMA_TINY)
+    plan, pte, report = cached_export_of("gemma4_e2b", "xnnpack", "fp32", **GEMMA_TINY)
     tokens = random_tokens(report["vocab_size"], sum(CHUNKS))
     return pte, tokens, chunked_logits(eager_model(plan), tokens, CHUNKS)
 

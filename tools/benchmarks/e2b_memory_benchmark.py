@@ -49,7 +49,7 @@ def export_variant(backend: str, layers: int, embedding_quantization: str | None
     """The registry's ``backend`` variant of gemma4_e2b at ``layers`` layers (random weights),
     with its embedding quantization or linears' group overridden where given, exported once per
     cache key; returns the .pte path."""
-    from rne_tools.export.cache import cache_key
+    from rne_tools.export.cache import recipe_key
     from rne_tools.export.pipeline import run_export
     from rne_tools.export.plan import plan_export
 
@@ -59,7 +59,7 @@ def export_variant(backend: str, layers: int, embedding_quantization: str | None
     if group_size is not None:
         request["group_size"] = group_size
     plan = plan_export("gemma4_e2b", backend, **request)
-    out = OUT_DIR / f"l{layers}-{cache_key(plan)}"
+    out = OUT_DIR / f"l{layers}-{recipe_key(plan)}"
     pte = out / f"{plan.stem}.pte"
     if not pte.is_file():
         # Random weights through 35 layers give near-tied logits over 262,144 tokens: greedy

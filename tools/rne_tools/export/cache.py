@@ -1,10 +1,22 @@
-"""Reuse exports: ``cached_export`` returns an earlier verified export with identical inputs.
+"""Reuse exports: ``run_cached_export`` returns an earlier verified export of the same program.
 
-The key covers the plan's resolved options, the weights (random config, or the checkpoint's
-config and safetensors sizes/mtimes), the model, export and check code the export can run
-(syntax trees, so comments and docstrings do not count; other architectures' and backends' files
-are left out), and the torch/executorch/torchao versions, so any change that could alter the
-program or its verification verdict re-exports.
+An export is stored under its **program key** (``program_key``): what determines the program it
+produces, computed without lowering: the traced graph after the backend's transforms and
+quantization, with every weight and constant (``fingerprint.graph_fingerprint``), the constant
+methods it carries, the plan's options, the code that lowers it (``fingerprint.code_fingerprint``
+of ``pipeline.lower``, the backend's lowering hooks and what they call, by meaning, not by text)
+and the torch/executorch/torchao versions. So a refactor of the model, transform or quantization
+code that leaves the graph alone re-exports nothing, and a change to a transform re-exports
+exactly the exports whose graphs it changes.
+
+Tracing costs seconds for the tiny models (loading, transforming and quantizing the weights), so
+a **recipe key** (``recipe_key``: the plan, the weights' identity and the syntax trees of the code
+an export runs) remembers which program key a request resolved to last time: an unchanged
+request on an unchanged tree finds its export without tracing at all.
+
+The verification verdict is kept with its own fingerprint (the verification code by meaning, and
+whether the source-built runtime can execute the backend): when either changed, the cached
+program is verified again against the freshly traced eager model, not exported again.
 A file lock serialises concurrent callers (pytest and ctest may both ask for the same file).
 """
 
@@ -14,12 +26,20 @@ import ast
 import fcntl
 import hashlib
 import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Unpack
 
 from rne_tools.checks import cpp_runtime
+from rne_tools.checks.delegation import delegation_summary
+from rne_tools.checks.verify import verify_program
+from rne_tools.errors import VerificationError
+from rne_tools.export import pipeline
 from rne_tools.export.backends import BACKEND_CODES, backend_names
-from rne_tools.export.pipeline import ExportResult, run_export, versions
+from rne_tools.export.fingerprint import code_fingerprint, graph_fingerprint
+from rne_tools.export.pipeline import ExportResult, TracedExport, trace_export, versions
 from rne_tools.export.plan import ExportPlan, ModelSource, RequestOptions, plan_export
 from rne_tools.models import ARCHITECTURES
 from rne_tools.paths import cache_root
@@ -36,10 +56,12 @@ _NOT_IN_EXPORT = (
 )
 
 
+# The recipe key: a fast lookup of the program key an unchanged request resolved to.
+
+
 def _code_files(architecture: str, backend: str) -> list[Path]:
     """The code an export of ``architecture`` on ``backend`` can run: everything under ``_CODE``
-    except the other architectures' model files and the other backends' modules, so editing
-    one model or backend keeps every other export's cache."""
+    except the other architectures' model files and the other backends' modules."""
     files: list[Path] = []
     for entry in _CODE:
         path = _PACKAGE_ROOT / entry
@@ -62,9 +84,9 @@ def _code_files(architecture: str, backend: str) -> list[Path]:
     return [f for f in files if used(f)]
 
 
-def _code_fingerprint(architecture: str, backend: str) -> str:
-    """Hash of the code's syntax trees without docstrings: edits to comments, docstrings or
-    formatting keep the cache; any change to what the code does invalidates it."""
+def _source_text_fingerprint(architecture: str, backend: str) -> str:
+    """Hash of the code's syntax trees without docstrings: comments, docstrings and formatting
+    keep the recipe; any other edit sends the request through tracing to its program key."""
     h = hashlib.sha256()
     for file in _code_files(architecture, backend):
         tree = ast.parse(file.read_text())
@@ -93,13 +115,13 @@ def _source_fingerprint(source: ModelSource) -> dict[str, Any]:
     }
 
 
-def cache_key(plan: ExportPlan) -> str:
-    """The cache key of an export of ``plan``."""
+def recipe_key(plan: ExportPlan) -> str:
+    """The recipe key of ``plan``: its options, weights, code text and versions."""
     blob = json.dumps(
         {
             "options": plan.options.__dict__,
             "source": _source_fingerprint(plan.source),
-            "code": _code_fingerprint(plan.options.architecture, plan.options.backend),
+            "code": _source_text_fingerprint(plan.options.architecture, plan.options.backend),
             # Written into the program (get_backend), declared in model-registry/backends.yaml.
             "pte_code": BACKEND_CODES[plan.options.backend],
             "versions": versions(),
@@ -109,11 +131,91 @@ def cache_key(plan: ExportPlan) -> str:
     return f"{plan.stem}-" + hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def _executable_now(report: dict[str, Any], backend: str) -> bool:
-    """Whether an export verified while no runtime could run it (status ``unavailable``) can
-    now be executed by the source-built runtime: then it is exported again and executed."""
-    status = report.get("verification", {}).get("status")
-    return status == "unavailable" and cpp_runtime.has_backend(backend)
+# The program key: what the program is.
+
+
+def lowering_fingerprint(plan: ExportPlan) -> str:
+    """The code that turns a traced graph into the program and its report, by meaning."""
+    backend = plan.backend
+    return code_fingerprint(
+        pipeline.lower,
+        delegation_summary,
+        backend.transform_passes,
+        backend.partitioners,
+        backend.compile_config,
+        backend.inspect,
+    )
+
+
+def check_fingerprint(plan: ExportPlan) -> str:
+    """What the verification verdict depends on besides the program: the verification code and
+    whether the source-built runtime can execute the backend."""
+    runtime = cpp_runtime.has_backend(plan.options.backend)
+    return code_fingerprint(verify_program) + f"-runtime={int(runtime)}"
+
+
+def program_key(traced: TracedExport) -> str:
+    """``<stem>-<hash>`` of what determines ``traced``'s program (see the module docstring)."""
+    plan = traced.plan
+    blob = json.dumps(
+        {
+            "options": plan.options.__dict__,
+            "graph": graph_fingerprint(traced.exported),
+            "constants": traced.constants,
+            "lowering": lowering_fingerprint(plan),
+            "versions": versions(),
+        },
+        sort_keys=True,
+    )
+    return f"{plan.stem}-" + hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+# The cache
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with path.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def _stored(out: Path, plan: ExportPlan) -> ExportResult | None:
+    pte, report = out / f"{plan.stem}.pte", out / f"{plan.stem}.report.json"
+    if pte.is_file() and report.is_file():
+        return ExportResult(pte, report, json.loads(report.read_text()), plan)
+    return None
+
+
+def find_cached_export(plan: ExportPlan, *, cache_dir: Path | None = None) -> ExportResult | None:
+    """The export an unchanged ``plan`` resolved to before, without tracing; None if none."""
+    root = (cache_root() if cache_dir is None else Path(cache_dir)) / "exports"
+    recipe = root / "recipes" / recipe_key(plan)
+    if not recipe.is_file():
+        return None
+    stored = _stored(root / recipe.read_text().strip(), plan)
+    if stored is None or stored.report.get("check_fingerprint") != check_fingerprint(plan):
+        return None
+    return stored
+
+
+def _reverify(stored: ExportResult, traced: TracedExport, checks: str) -> ExportResult:
+    """Verify a cached program again under the current checks; rewrite its report."""
+    verification = verify_program(stored.pte_path, traced.model, traced.plan)
+    if verification["status"] == "mismatch":
+        raise VerificationError(
+            f"{stored.pte_path.name} does not compute what the eager model computes under the "
+            f"current checks: {verification.get('error')}."
+        )
+    report = {**stored.report, "verification": verification, "check_fingerprint": checks}
+    _write_atomically(stored.report_path, json.dumps(report, indent=2) + "\n")
+    return ExportResult(stored.pte_path, stored.report_path, report, traced.plan)
 
 
 def cached_export(
@@ -133,21 +235,29 @@ def cached_export(
 def run_cached_export(
     plan: ExportPlan, *, cache_dir: Path | None = None, progress: bool = True
 ) -> ExportResult:
-    """``run_export`` into ``<cache_dir>/exports/<key>/``, or the verified export already there.
+    """The verified export of ``plan`` from ``<cache_dir>/exports/<program key>/``, made there
+    first if no export of the same program exists.
 
-    ``cache_dir`` defaults to the machine-wide cache: the key is content-based, so every
+    ``cache_dir`` defaults to the machine-wide cache: the keys are content-based, so every
     checkout on the machine (a fresh CI clone included) reuses the same verified exports."""
-    cache_dir = cache_root() if cache_dir is None else cache_dir
-    key = cache_key(plan)
-    root = Path(cache_dir) / "exports"
-    root.mkdir(parents=True, exist_ok=True)
-    out = root / key
-    with (root / f"{key}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        pte, report_path = out / f"{plan.stem}.pte", out / f"{plan.stem}.report.json"
-        # run_export renames both files into place only after a successful export.
-        if pte.is_file() and report_path.is_file():
-            report = json.loads(report_path.read_text())
-            if not _executable_now(report, plan.options.backend):
-                return ExportResult(pte, report_path, report, plan)
-        return run_export(plan, out, progress=progress)
+    root = (cache_root() if cache_dir is None else Path(cache_dir)) / "exports"
+    (root / "recipes").mkdir(parents=True, exist_ok=True)
+    recipe = root / "recipes" / recipe_key(plan)
+    with _locked(root / "recipes" / f".{recipe.name}.lock"):
+        found = find_cached_export(plan, cache_dir=root.parent)
+        if found is not None:
+            return found
+        traced = trace_export(plan, progress=progress)
+        key = program_key(traced)
+        checks = check_fingerprint(plan)
+        with _locked(root / f"{key}.lock"):
+            stored = _stored(root / key, plan)
+            if stored is None:
+                stored = pipeline.finish_export(
+                    traced, root / key, progress=progress,
+                    report_extra={"program_key": key, "check_fingerprint": checks},
+                )
+            elif stored.report.get("check_fingerprint") != checks:
+                stored = _reverify(stored, traced, checks)
+        _write_atomically(recipe, key + "\n")
+        return ExportResult(stored.pte_path, stored.report_path, stored.report, plan)

@@ -75,15 +75,12 @@ def _kv_cache_dtype(model: nn.Module) -> str | None:
     return ", ".join(dtypes) or None
 
 
-def lower(model: nn.Module, plan: ExportPlan, constants: dict[str, Any]) -> Any:
-    """torch.export with dynamic T, lower with the backend's partitioners, emit ExecuTorch."""
-    from executorch.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
-    from executorch.exir.passes import MemoryPlanningPass
-    from executorch.exir.passes.sym_shape_eval_pass import ConstraintBasedSymShapeEvalPass
+def trace(model: nn.Module, plan: ExportPlan) -> Any:
+    """torch.export of the transformed, quantized model with dynamic T: the graph that is
+    lowered, and what the export cache keys a program by."""
     from torch.export import Dim, export
 
-    options, backend = plan.options, plan.backend
-    chunk = options.max_chunk
+    chunk = plan.options.max_chunk
     example: tuple[torch.Tensor, ...] = (torch.zeros(1, chunk, dtype=torch.long), torch.tensor([0]))
     # A dynamic dim needs a range; with max_chunk == 1 the shape is simply static.
     seq = {1: Dim("T", min=1, max=chunk)} if chunk > 1 else None
@@ -98,7 +95,16 @@ def lower(model: nn.Module, plan: ExportPlan, constants: dict[str, Any]) -> Any:
     # wrote into them; zeroed, a file starts empty, is reproducible, and equal caches share bytes.
     reset_caches(model)
     with torch.no_grad():
-        exported = export(model, example, dynamic_shapes=dynamic, strict=False)
+        return export(model, example, dynamic_shapes=dynamic, strict=False)
+
+
+def lower(exported: Any, plan: ExportPlan, constants: dict[str, Any]) -> Any:
+    """Lower a traced program with the backend's partitioners and emit ExecuTorch."""
+    from executorch.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
+    from executorch.exir.passes import MemoryPlanningPass
+    from executorch.exir.passes.sym_shape_eval_pass import ConstraintBasedSymShapeEvalPass
+
+    options, backend = plan.options, plan.backend
     edge = to_edge_transform_and_lower(
         exported,
         # Backend graph passes run before partitioning (e.g. MLX's fusions and reinplacing).
@@ -145,59 +151,100 @@ def export_llm(
     return run_export(plan, output_dir, verify=verify, progress=progress)
 
 
+@dataclass
+class TracedExport:
+    """A plan's model after the backend's transforms and quantization, and its trace: what the
+    program is lowered from and what the export cache keys it by (``cache.program_key``)."""
+
+    plan: ExportPlan
+    model: nn.Module
+    exported: Any  # torch.export.ExportedProgram
+    # The constant methods the program carries (the .pte contract's metadata).
+    constants: dict[str, Any]
+    # The transform's own eager check (GPU backends), for the report.
+    check: dict[str, Any] | None
+    timings: dict[str, float]
+    started: float
+
+
+def trace_export(plan: ExportPlan, *, verify: bool = True, progress: bool = True) -> TracedExport:
+    """Load ``plan``'s weights, apply the backend's transforms and quantization, and trace.
+    Raises ``VerificationError`` when a backend's transform check fails (with ``verify``)."""
+    started = time.perf_counter()
+    options, backend = plan.options, plan.backend
+    bos_id, eos_ids = plan.special_token_ids()
+    timings: dict[str, float] = {}
+    with tqdm(total=4, disable=not progress, desc="trace") as bar:
+        with _stage(bar, "load", timings):
+            model = plan.load_model()
+        # Ring-buffer caches (sliding layers) can be rewound only while they never wrapped:
+        # the runner reads the smallest ring (0: every cache is flat) to know how far.
+        rings = [m.size for m in model.modules() if getattr(m, "ring", False)]
+        with _stage(bar, "transform+quantize", timings):
+            transformed = backend.transform(model, options)
+            # GPU backends rewrite the model and check the rewrite on an eager probe.
+            check = transformed.check
+            if verify and check is not None and not check["passed"]:
+                raise VerificationError(f"{check['error']} Nothing was written.")
+            model = backend.quantize(transformed.model, options)
+            model.requires_grad_(False)
+        with _stage(bar, "eager reference", timings):
+            vocab_size = int(
+                model(torch.zeros(1, 1, dtype=torch.long), torch.tensor([0])).shape[-1]
+            )
+        constants = {
+            "get_max_seq_len": options.max_chunk,
+            "get_max_context_len": options.max_context,
+            "get_vocab_size": vocab_size,
+            "get_bos_id": bos_id,
+            "get_eos_ids": eos_ids,
+            "use_kv_cache": True,
+            "enable_dynamic_shape": options.max_chunk > 1,
+            "get_backend": BACKEND_CODES[options.backend],
+            "get_kv_ring_size": min(rings, default=0),
+        }
+        media_ids = getattr(getattr(model, "args", None), "media_token_ids", ())
+        if media_ids:
+            # The soft tokens whose rows the runner passes in ``embeds`` (image, audio).
+            constants["get_media_token_ids"] = list(media_ids)
+        with _stage(bar, "trace", timings):
+            exported = trace(model, plan)
+    return TracedExport(plan, model, exported, constants, check, timings, started)
+
+
 def run_export(
     plan: ExportPlan, output_dir: Path | str, *, verify: bool = True, progress: bool = True
 ) -> ExportResult:
     """Export ``plan`` into ``output_dir``; see the module docstring. Raises ``ExportError`` /
     ``CheckpointError`` on weights that do not fit the plan and ``VerificationError`` if the
     program disagrees with eager."""
-    start = time.perf_counter()
+    return finish_export(
+        trace_export(plan, verify=verify, progress=progress), output_dir, verify=verify,
+        progress=progress,
+    )
+
+
+def finish_export(
+    traced: TracedExport,
+    output_dir: Path | str,
+    *,
+    verify: bool = True,
+    progress: bool = True,
+    report_extra: dict[str, Any] | None = None,
+) -> ExportResult:
+    """Lower, serialize and verify a traced export into ``output_dir`` (see ``run_export``);
+    ``report_extra`` is added to the report (the export cache's keys)."""
+    plan, model, constants, timings = traced.plan, traced.model, traced.constants, traced.timings
     options, backend = plan.options, plan.backend
-    bos_id, eos_ids = plan.special_token_ids()
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     pte_path, report_path = output_dir / f"{plan.stem}.pte", output_dir / f"{plan.stem}.report.json"
     tmp_pte = output_dir / f".{plan.stem}.pte.tmp-{os.getpid()}"
     tmp_report = output_dir / f".{plan.stem}.report.json.tmp-{os.getpid()}"
-
-    timings: dict[str, float] = {}
-    stages = 6 if verify else 5
     try:
-        with tqdm(total=stages, disable=not progress, desc="export") as bar:
-            with _stage(bar, "load", timings):
-                model = plan.load_model()
-            # Ring-buffer caches (sliding layers) can be rewound only while they never wrapped:
-            # the runner reads the smallest ring (0: every cache is flat) to know how far.
-            rings = [m.size for m in model.modules() if getattr(m, "ring", False)]
-            with _stage(bar, "transform+quantize", timings):
-                transformed = backend.transform(model, options)
-                # GPU backends rewrite the model and check the rewrite on an eager probe.
-                check = transformed.check
-                if verify and check is not None and not check["passed"]:
-                    raise VerificationError(f"{check['error']} Nothing was written.")
-                model = backend.quantize(transformed.model, options)
-                model.requires_grad_(False)
-            with _stage(bar, "eager reference", timings):
-                vocab_size = int(
-                    model(torch.zeros(1, 1, dtype=torch.long), torch.tensor([0])).shape[-1]
-                )
-            constants = {
-                "get_max_seq_len": options.max_chunk,
-                "get_max_context_len": options.max_context,
-                "get_vocab_size": vocab_size,
-                "get_bos_id": bos_id,
-                "get_eos_ids": eos_ids,
-                "use_kv_cache": True,
-                "enable_dynamic_shape": options.max_chunk > 1,
-                "get_backend": BACKEND_CODES[options.backend],
-                "get_kv_ring_size": min(rings, default=0),
-            }
-            media_ids = getattr(getattr(model, "args", None), "media_token_ids", ())
-            if media_ids:
-                # The soft tokens whose rows the runner passes in ``embeds`` (image, audio).
-                constants["get_media_token_ids"] = list(media_ids)
-            with _stage(bar, "export+lower", timings):
-                program = lower(model, plan, constants)
+        with tqdm(total=3 if verify else 2, disable=not progress, desc="export") as bar:
+            with _stage(bar, "lower", timings):
+                program = lower(traced.exported, plan, constants)
                 # Summarised after to_executorch, whose quant fusion turns dequantize +
                 # embedding into the quantized embedding kernels: this is the graph that runs.
                 delegation = delegation_summary(program)
@@ -206,8 +253,8 @@ def run_export(
                     program.write_to_file(f)
                 # GPU backends check their lowering here (their runtimes are not on this host).
                 backend_checks = backend.inspect(model, program, options)
-                if check is not None:
-                    backend_checks = {**(backend_checks or {}), "transform_check": check}
+                if traced.check is not None:
+                    backend_checks = {**(backend_checks or {}), "transform_check": traced.check}
                 del program
             verification: dict[str, Any] = {"passed": False, "status": "not run"}
             if verify:
@@ -225,9 +272,9 @@ def run_export(
             ),
             "max_context": options.max_context,
             "max_chunk": options.max_chunk,
-            "vocab_size": vocab_size,
-            "bos_id": bos_id,
-            "eos_ids": eos_ids,
+            "vocab_size": constants["get_vocab_size"],
+            "bos_id": constants["get_bos_id"],
+            "eos_ids": constants["get_eos_ids"],
             "checkpoint": str(plan.source.checkpoint) if plan.source.checkpoint else None,
             "random_config": plan.source.random_config,
             "file": pte_path.name,
@@ -236,12 +283,13 @@ def run_export(
             "delegation": delegation,
             "kv_cache_dtype": _kv_cache_dtype(model),
             "backend_checks": backend_checks,
-            "export_seconds": round(time.perf_counter() - start, 2),
+            "export_seconds": round(time.perf_counter() - traced.started, 2),
             "stage_seconds": timings,
             "peak_rss_bytes": _peak_rss_bytes(),
             "verification": verification,
             "versions": versions(),
             "options": asdict(options),
+            **(report_extra or {}),
         }
         tmp_report.write_text(json.dumps(report, indent=2) + "\n")
         if verification["status"] == "mismatch":

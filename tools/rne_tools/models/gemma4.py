@@ -448,7 +448,9 @@ class Transformer(nn.Module):
         """Boolean [T, S] attention masks per layer type, from the chunk's absolute positions."""
         q_pos = positions[:, None]
         masks = {}
-        for kind in set(self.args.layer_types):
+        # First-appearance order: a set's order follows the process's string hashing, and the
+        # traced graph (the file, the export cache key) must not.
+        for kind in dict.fromkeys(self.args.layer_types):
             layer = self.args.layer_types.index(kind)
             kv_pos = self.cache_for(layer).slot_positions(positions[-1:])[None, :]
             mask = (kv_pos >= 0) & (kv_pos <= q_pos)
