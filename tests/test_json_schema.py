@@ -467,6 +467,15 @@ REAL_SCHEMAS: list[dict[str, Any]] = [
     {"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
                {"type": "object", "properties": {"a": {"maxLength": 4}}, "required": ["a"],
                 "additionalProperties": False}]},
+    {"type": "array", "maxItems": 3, "items": {"allOf": [
+        {"type": "string", "pattern": "^[a-c]", "maxLength": 6}, {"pattern": "[0-9]$"}]}},
+    {"type": "array", "maxItems": 3, "items": {"allOf": [
+        {"oneOf": [{"type": "string", "maxLength": 4}, {"type": "integer"}]},
+        {"oneOf": [{"minLength": 2}, {"maximum": 3}]}]}},
+    {"allOf": [{"properties": {"a": {"type": "integer"}, "x_id": {}}, "required": ["a", "x_id"]},
+               {"type": "object", "properties": {"b": {"type": "null"}},
+                "patternProperties": {"_id$": {"type": "integer", "maximum": 9}},
+                "additionalProperties": {"minimum": 3}}]},
 ]
 
 

@@ -591,7 +591,7 @@ TEST(JsonSchemaCompiler, LimitsAndUnrepresentableValuesAreCleanErrors) {
   EXPECT_NE(error_of(R"({"allOf":[{"type":"string"},{"type":"integer"}]})")
                 .find("no type in common"),
             std::string::npos);
-  EXPECT_NE(error_of(R"({"allOf":[{"pattern":"a"},{"pattern":"b"}]})").find("cannot be merged"),
+  EXPECT_NE(error_of(R"({"allOf":[{"minContains":1},{"minContains":2}]})").find("cannot be merged"),
             std::string::npos);
   EXPECT_NE(error_of(R"({"type":"integer","minimum":3,"maximum":2})").find("no integer"),
             std::string::npos);
@@ -1334,6 +1334,51 @@ TEST(JsonSchemaReal, OverlappingOneOfGeneratesValuesOfExactlyOne) {
       {"type":"integer","maximum":-1}]})");
   ASSERT_FALSE(both.ok());
   EXPECT_NE(both.error().message.find("overlaps"), std::string::npos);
+}
+
+TEST(JsonSchemaReal, AllOfMergesPatternsOneOfsAndClosedObjects) {
+  // Two patterns (or a pattern and a format): one automaton, both must match.
+  expect_language(R"({"allOf":[{"type":"string","pattern":"^a"},{"pattern":"b$"},
+      {"pattern":"\\d"}]})",
+                  {R"("a1b")"}, {R"("ab")", R"("a1")", R"("1b")"});
+  expect_language(R"({"allOf":[{"type":"string","format":"date"},{"pattern":"-12-"}]})",
+                  {R"("2024-12-01")"}, {R"("2024-11-01")"});
+  // Two oneOfs: their product (exactly one pair holds when exactly one of each side does).
+  const char* product = R"({"allOf":[{"oneOf":[{"type":"string"},{"type":"integer"}]},
+      {"oneOf":[{"minLength":2},{"maximum":3}]}]})";
+  expect_language(product, {R"("a")", "5"}, {R"("ab")", "3"});
+  expect_language(R"({"anyOf":[{"type":"string"},{"type":"integer"}],
+      "oneOf":[{"minLength":2},{"maximum":3}]})",
+                  {R"("a")", "5"}, {R"("ab")", "3", "null"});
+  std::string wide = R"({"allOf":[{"oneOf":[)";
+  for (int i = 0; i < 9; ++i) wide += std::string(i ? "," : "") + "{\"const\":" + std::to_string(i) + "}";
+  wide += "]},{\"oneOf\":[";
+  for (int i = 0; i < 9; ++i) wide += std::string(i ? "," : "") + "{\"minimum\":" + std::to_string(i) + "}";
+  wide += "]}]}";
+  auto too_wide = compile_json_schema(wide);
+  ASSERT_FALSE(too_wide.ok());
+  EXPECT_NE(too_wide.error().message.find("kMaxOneOfProduct"), std::string::npos);
+  // A required property against another branch's additionalProperties: its schema applies
+  // (as additionalProperties or a matching patternProperties); only false is unsatisfiable.
+  expect_language(R"({"allOf":[{"properties":{"a":{"type":"integer"}},"required":["a"]},
+      {"type":"object","properties":{"b":{}},"additionalProperties":{"minimum":3}}]})",
+                  {R"({"a":3})", R"({"a":4,"b":null})"}, {R"({"a":2})", "{}"});
+  expect_language(R"({"allOf":[{"properties":{"x_id":{"type":"integer"}},"required":["x_id"]},
+      {"type":"object","patternProperties":{"_id$":{"maximum":9}},"additionalProperties":false}]})",
+                  {R"({"x_id":9})"}, {R"({"x_id":10})"});
+  auto closed = compile_json_schema(R"({"allOf":[{"properties":{"a":{}},"required":["a"]},
+      {"type":"object","properties":{"b":{}},"additionalProperties":false}]})");
+  ASSERT_FALSE(closed.ok());
+  EXPECT_NE(closed.error().message.find("no object satisfies both"), std::string::npos);
+  // The generated documents validate against every branch (checked by the product's parts).
+  auto first = compile(R"({"oneOf":[{"type":"string"},{"type":"integer"}]})");
+  auto at_least_two = compile(R"({"minLength":2})");
+  auto at_most_three = compile(R"({"maximum":3})");
+  for (const std::string& doc : random_documents(product, 200, 17)) {
+    EXPECT_TRUE(JsonGrammar(*first).matches(doc)) << doc;
+    EXPECT_NE(JsonGrammar(*at_least_two).matches(doc), JsonGrammar(*at_most_three).matches(doc))
+        << product << " generated " << doc;
+  }
 }
 
 TEST(JsonSchemaReal, NulCharactersAreCharactersLikeAnyOther) {

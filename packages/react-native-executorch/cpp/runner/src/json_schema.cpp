@@ -25,6 +25,7 @@ constexpr size_t kUnknown = SIZE_MAX;         // no finite shortest value (yet)
 // around it (which may hold more nots): bounded in total, and per `properties`.
 constexpr size_t kMaxNegationAttempts = 2000;
 constexpr size_t kMaxNegatedProperties = 8;
+constexpr size_t kMaxOneOfProduct = 64;  // alternatives of two merged oneOfs, multiplied
 constexpr int64_t kMaxInteger = 999999999999999;  // 15 digits: what the grammar writes
 
 Error invalid(const std::string& pointer, const std::string& what) {
@@ -246,9 +247,11 @@ const std::string kNotValues = "\x01not-values";      // values never generated 
 const std::string kNotPatterns = "\x01not-patterns";  // regexes no string matches (array)
 const std::string kNotRequired = "\x01not-required";  // name lists never all present (array)
 const std::string kMoreNots = "\x01more-nots";  // schemas to negate after `not` (array)
+const std::string kMorePatterns = "\x01more-patterns";  // regexes that must match too (array)
 
 bool is_internal(const std::string& key) {
-  return key == kNotValues || key == kNotPatterns || key == kNotRequired || key == kMoreNots;
+  return key == kNotValues || key == kNotPatterns || key == kNotRequired || key == kMoreNots ||
+         key == kMorePatterns;
 }
 
 // A regex matching exactly `text` (ASCII letters and digits as themselves, every other ASCII
@@ -1245,7 +1248,7 @@ class Compiler {
         continue;
       }
       if (ignored(key) || compact(*ours) == compact(theirs)) continue;
-      if (is_internal(key)) {  // every exclusion holds: both lists
+      if (is_internal(key)) {  // every exclusion (pattern) holds: both lists
         json::Array both = ours->as_array();
         both.insert(both.end(), theirs.as_array().begin(), theirs.as_array().end());
         set(key, json::Value(std::move(both)));
@@ -1315,6 +1318,25 @@ class Compiler {
           return unsatisfiable(at, "allOf branches allow no " + key + " value in common");
         }
         set(key, key == "enum" ? json::Value(std::move(both)) : both[0]);
+      } else if ((key == "pattern" || key == "format") && ours->is_string() &&
+                 theirs.is_string()) {
+        // Both must match: the other regex joins (one automaton for all of them). An unknown
+        // format is an annotation: the known one stays.
+        const char* regex = key == "pattern" ? theirs.as_string().c_str()
+                                             : format_regex(theirs.as_string());
+        if (key == "format" && format_regex(ours->as_string()) == nullptr && !strict_) {
+          set(key, theirs);
+          continue;
+        }
+        if (regex == nullptr && !strict_) continue;
+        if (regex == nullptr) {
+          return invalid(at, "format '" + theirs.as_string() + "' is not supported by "
+                             "constrained generation; compile without strict to ignore it");
+        }
+        json::Array more;
+        if (const json::Value* had = a.find(kMorePatterns)) more = had->as_array();
+        more.emplace_back(key == "pattern" ? theirs.as_string() : std::string(regex));
+        set(kMorePatterns, json::Value(std::move(more)));
       } else if (key == "uniqueItems" && ours->is_bool() && theirs.is_bool()) {
         set(key, json::Value(ours->as_bool() || theirs.as_bool()));
       } else if (key == "minItems" || key == "minLength" || key == "minimum" ||
@@ -1364,9 +1386,16 @@ class Compiler {
         if (!ours->is_array() || !theirs.is_array()) {
           return invalid(at, key + " must be a non-empty array of schemas");
         }
-        if (key == "oneOf") {
-          return invalid(at, "two allOf branches both have oneOf; merge them by hand");
+        if (key == "oneOf" && ours->as_array().size() * theirs.as_array().size() >
+                                  kMaxOneOfProduct) {
+          return invalid(at, "two allOf branches have oneOfs of " +
+                                 std::to_string(ours->as_array().size()) + " and " +
+                                 std::to_string(theirs.as_array().size()) +
+                                 " alternatives: their product is over " +
+                                 std::to_string(kMaxOneOfProduct) +
+                                 " (kMaxOneOfProduct); merge them by hand");
         }
+        // oneOf: exactly one pair matches exactly when exactly one of each side does.
         for (const auto& x : ours->as_array()) {
           for (const auto& y : theirs.as_array()) {
             pairs.emplace_back(json::Object{{"allOf", json::Value(json::Array{x, y})}});
@@ -1392,11 +1421,29 @@ class Compiler {
     for (const json::Value* side : {&a, &b}) {
       if (!closes(*side)) continue;
       const json::Value* own = side->find("properties");
+      // What that side says of a name it does not declare: its patternProperties' schemas
+      // where a regex matches, else additionalProperties (unevaluatedProperties) as a schema;
+      // false leaves the name out.
+      const json::Value* extra = side->find("additionalProperties");
+      if (extra == nullptr) extra = side->find("unevaluatedProperties");
+      const json::Value* patterns = side->find("patternProperties");
       json::Object kept;
       if (const json::Value* all = merged.find("properties")) {
         for (const auto& [name, schema] : all->as_object()) {
           if (own != nullptr && own->find(name) != nullptr) {
             kept.emplace_back(name, schema);
+            continue;
+          }
+          json::Array parts = {schema};
+          if (patterns != nullptr && patterns->is_object()) {
+            for (const auto& [regex, rule] : patterns->as_object()) {
+              auto dfa = compile_regex({regex}, /*search=*/true);
+              if (dfa.ok() && dfa->matches(name)) parts.push_back(rule);
+            }
+          }
+          if (parts.size() == 1 && extra != nullptr && !extra->is_bool()) parts.push_back(*extra);
+          if (parts.size() > 1) {
+            kept.emplace_back(name, json::Value(json::Object{{"allOf", json::Value(parts)}}));
             continue;
           }
           bool required = false;
@@ -1406,11 +1453,12 @@ class Compiler {
             }
           }
           if (required) {
-            return invalid(pointer, "required property '" + name +
-                                        "' of one allOf branch is not allowed by another's "
-                                        "additionalProperties");
+            return unsatisfiable(pointer, "required property '" + name +
+                                              "' of one allOf branch is not allowed by "
+                                              "another's additionalProperties: false, so no "
+                                              "object satisfies both");
           }
-          // Optional and judged by the other branch's additionalProperties: not generated.
+          // Optional and refused by the other branch's additionalProperties: not generated.
         }
         merged.as_object().erase(
             std::remove_if(merged.as_object().begin(), merged.as_object().end(),
@@ -1427,16 +1475,15 @@ class Compiler {
   Result<uint32_t> compile_union(const json::Value& value, const std::string& pointer,
                                  uint32_t id) {
     const bool one_of = value.find("oneOf") != nullptr;
-    if (one_of && value.find("anyOf") != nullptr) {
-      return invalid(pointer, "give either anyOf or oneOf, not both (wrap one in allOf)");
-    }
     const char* keyword = one_of ? "oneOf" : "anyOf";
     const json::Value& list = *value.find(keyword);
     const std::string at = pointer + "/" + keyword;
     if (!list.is_array() || list.as_array().empty()) {
       return invalid(at, std::string(keyword) + " must be a non-empty array of schemas");
     }
-    const json::Value rest = object_without(value, {"anyOf", "oneOf"});
+    // With both, anyOf stays beside each oneOf alternative: exactly one alternative together
+    // with anyOf holds exactly when anyOf holds and exactly one alternative does.
+    const json::Value rest = object_without(value, {keyword});
     const bool plain = only_annotations(rest);
     // The alternatives are compiled now and combined once every node is (an alternative may be
     // a $ref still being compiled: a recursive type).
@@ -2140,6 +2187,9 @@ class Compiler {
         continue;  // without contains (read by apply_contains) they constrain nothing
       } else if (key == kNotValues) {
         excluded_values = member.as_array();
+      } else if (key == kMorePatterns) {
+        for (const auto& regex : member.as_array()) regexes.push_back(regex.as_string());
+        regex_at = pointer;
       } else if (key == kNotPatterns) {
         for (const auto& regex : member.as_array()) not_regexes.push_back(regex.as_string());
         if (regex_at.empty()) regex_at = pointer + "/not";
