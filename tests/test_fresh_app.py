@@ -138,20 +138,75 @@ def test_plugin_settings_are_in_the_generated_projects(app):
     assert props["rneBinariesBackends"] == "cpu"
 
 
-def test_fetch_as_pod_install_runs_it_leaves_the_xcframework_where_the_podspec_looks(app, tmp_path):
-    backends = json.loads((app["root"] / "ios" / "Podfile.properties.json").read_text())["rneBinariesBackends"]
-    result = _run(["node", str(app["pkg"] / "scripts" / "fetch-binaries.js"), "ios", "--link", "third-party/ios"],
-                  app["root"] / "ios", RNE_BINARIES_BACKENDS=backends, RNE_BINARIES_CACHE=str(tmp_path / "cache"))
-    assert result.returncode == 0, result.stderr
-    linked = app["pkg"] / "third-party" / "ios"
+# CocoaPods evaluates a podspec with `eval(text, nil, path)`; this does the same with the two
+# things of CocoaPods it touches stubbed (Pod::Spec records what it is given, Pod::Config says
+# where the Podfile is), and prints the attributes.
+_EVAL_PODSPEC = """
+require "json"
+require "pathname"
+module Pod
+  class Config
+    Instance = Struct.new(:installation_root)
+    def self.instance = (@instance ||= Instance.new(Pathname.new(ENV.fetch("PODFILE_DIR"))))
+  end
+  class Spec
+    attr_reader :attrs
+    def initialize = (@attrs = {}; yield self)
+    def method_missing(name, *args)
+      key = name.to_s.chomp("=")
+      return @attrs[key] = args.first if name.end_with?("=")
+      @attrs.key?(key) ? @attrs[key] : super
+    end
+    def respond_to_missing?(*) = true
+  end
+end
+def install_modules_dependencies(spec) = nil
+spec = eval(File.read(ARGV[0]), nil, ARGV[0])
+root = File.dirname(ARGV[0])
+globs = Array(spec.attrs["source_files"]).to_h { |g| [g, Dir.glob(File.join(root, g)).size] }
+puts JSON.generate(spec.attrs.merge("globbed" => globs))
+"""
+
+
+def test_pod_install_evaluates_the_podspec_with_the_fetched_xcframework(app, tmp_path):
+    ruby = shutil.which("ruby")
+    if ruby is None:
+        pytest.skip("ruby is missing (scripts/setup.sh installs it): the podspec was not evaluated")
+    if not STB_HEADER.is_file():
+        pytest.skip(f"{STB_HEADER} (Debian's libstb-dev) is missing: the podspec's stb step cannot run")
+    podspec = app["pkg"] / "react-native-executorch.podspec"
+    result = _run([ruby, "-e", _EVAL_PODSPEC, str(podspec)], app["root"] / "ios",
+                  PODFILE_DIR=str(app["root"] / "ios"), RNE_BINARIES_CACHE=str(tmp_path / "cache"),
+                  RNE_STB_IMAGE_URL=f"file://{STB_HEADER}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    spec = json.loads(result.stdout.strip().splitlines()[-1])
+    # The backend set came from Podfile.properties.json (the plugin's "cpu").
     entry = app["lock"]["artifacts"]["ios"]["cpu"]
+    linked = app["pkg"] / "third-party" / "ios"
     assert linked.resolve() == (tmp_path / "cache" / entry["sha256"]).resolve()
-    # The podspec's vendored_frameworks and resources, relative to the pod.
-    podspec = (app["pkg"] / "react-native-executorch.podspec").read_text()
-    assert 'third_party_rel = "third-party/ios"' in podspec
-    assert (linked / "ExecuTorch.xcframework" / "Info.plist").is_file()
-    assert (linked / "ExecuTorch.xcframework" / "ios-arm64" / "libexecutorch.a").read_bytes()[:8] == b"!<arch>\n"
-    assert not (linked / "mlx.metallib").exists()  # the cpu set has no MLX
+    framework = app["pkg"] / spec["vendored_frameworks"]
+    assert (framework / "Info.plist").is_file()
+    assert (framework / "ios-arm64" / "libexecutorch.a").read_bytes()[:8] == b"!<arch>\n"
+    assert "resources" not in spec  # the cpu set has no mlx.metallib to ship
+    assert not (linked / "mlx.metallib").exists()
+    assert all(n > 0 for n in spec["globbed"].values()), spec["globbed"]
+    assert spec["platforms"] == {"ios": "17.0"} and spec["version"] == app["lock"]["version"]
+    # stb_image.h, fetched from the pin the tarball carries and patched at `pod install`.
+    assert (app["pkg"] / "ios" / "generated" / "stb" / "include" / "stb_image.h").is_file()
+
+    # Without binaries for the chosen set the evaluation stops, saying why.
+    empty = dict(app["lock"], artifacts={})
+    lock = app["pkg"] / "binaries.lock.json"
+    saved = lock.read_text()
+    lock.write_text(json.dumps(empty))
+    try:
+        failed = _run([ruby, "-e", _EVAL_PODSPEC, str(podspec)], app["root"] / "ios",
+                      PODFILE_DIR=str(app["root"] / "ios"), RNE_BINARIES_CACHE=str(tmp_path / "cache"))
+    finally:
+        lock.write_text(saved)
+    assert failed.returncode != 0
+    assert 'has no ios "cpu" artifact' in failed.stderr
+    assert "could not get ExecuTorch.xcframework" in failed.stderr
 
 
 def test_fetch_as_gradle_runs_it_feeds_android_cmake(app, tmp_path):
