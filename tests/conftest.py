@@ -1,6 +1,7 @@
 """Shared fixtures: cached exports, the host CLI build and a byte-level tokenizer.
 
-Exports are cached under ``~/.cache/rne/exports`` (``$RNE_CACHE_DIR``) keyed by their inputs (``rne_tools.export.cached_export``),
+Exports are cached under ``~/.cache/rne/exports`` (``$RNE_CACHE_DIR``) keyed by the program they
+produce (``rne_tools.export.cached_export``, ``docs/design.md``),
 so they are made once per machine and shared by pytest sessions, the C++ runner's tests and the
 demo (``tools/export_model.py ... --cached`` prints the same cached path).
 """
