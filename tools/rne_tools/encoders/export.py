@@ -39,14 +39,12 @@ the text models.
 
 from __future__ import annotations
 
-import ast
-import contextlib
 import fcntl
 import hashlib
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,6 +61,8 @@ from rne_tools.encoders.gemma4_vision import (
     reference_image_embeddings,
 )
 from rne_tools.errors import ExportError, VerificationError
+from rne_tools.export.fingerprint import syntax_fingerprint
+from rne_tools.export.pipeline import stage
 from rne_tools.hashing import sha256_file
 from rne_tools.paths import cache_root
 
@@ -238,15 +238,6 @@ def _check_budget(max_soft_tokens: int) -> None:
         )
 
 
-@contextlib.contextmanager
-def _stage(bar: tqdm, name: str, timings: dict[str, float]) -> Iterator[None]:
-    bar.set_description(name)
-    start = time.perf_counter()
-    yield
-    timings[name] = round(time.perf_counter() - start, 3)
-    bar.update(1)
-
-
 def _lower(methods: Methods, constants: dict[str, Any]) -> Any:
     """torch.export each method (static shapes), lower with the project's XNNPACK partitioners,
     emit one program."""
@@ -365,17 +356,17 @@ def export_program(
     timings: dict[str, float] = {}
     try:
         with tqdm(total=4, disable=not progress, desc="export") as bar:
-            with _stage(bar, "load", timings):
+            with stage(bar, "load", timings):
                 methods, constants = load()
-            with _stage(bar, "export+lower", timings):
+            with stage(bar, "export+lower", timings):
                 program = _lower(methods, {**constants, "get_backend": _backend_code()})
                 delegation = _delegation(program, list(methods))
                 del methods
-            with _stage(bar, "serialize", timings):
+            with stage(bar, "serialize", timings):
                 with tmp_pte.open("wb") as f:
                     program.write_to_file(f)
                 del program
-            with _stage(bar, "verify", timings):
+            with stage(bar, "verify", timings):
                 verification = verify(tmp_pte)
         report = {
             **describe,
@@ -510,23 +501,13 @@ def _backend_code() -> int:
 
 
 def _code_fingerprint(code: tuple[str, ...]) -> str:
-    """Hash of the syntax trees of ``code`` (paths under this package) without docstrings:
-    comments, docstrings and formatting keep the cache; any change to what the code does
-    invalidates it."""
-    h = hashlib.sha256()
+    """The syntax trees of ``code`` (paths under this package): edits to comments, docstrings
+    and formatting keep the cache; any change to what the code does invalidates it."""
+    files = []
     for entry in code:
         path = _PACKAGE_ROOT / entry
-        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
-            tree = ast.parse(file.read_text())
-            for node in ast.walk(tree):
-                body = getattr(node, "body", None)
-                if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
-                        and isinstance(body[0].value, ast.Constant)
-                        and isinstance(body[0].value.value, str)):
-                    body[0] = ast.Pass()
-            h.update(file.relative_to(_PACKAGE_ROOT).as_posix().encode())
-            h.update(ast.dump(tree).encode())
-    return h.hexdigest()
+        files += sorted(path.rglob("*.py")) if path.is_dir() else [path]
+    return syntax_fingerprint(files, _PACKAGE_ROOT)
 
 
 def encoder_cache_key(config: str, encoder: str, settings: dict[str, Any], seed: int,

@@ -22,7 +22,6 @@ A file lock serialises concurrent callers (pytest and ctest may both ask for the
 
 from __future__ import annotations
 
-import ast
 import fcntl
 import hashlib
 import json
@@ -38,7 +37,7 @@ from rne_tools.checks.verify import verify_program
 from rne_tools.errors import VerificationError
 from rne_tools.export import pipeline
 from rne_tools.export.backends import BACKEND_CODES, backend_names
-from rne_tools.export.fingerprint import code_fingerprint, graph_fingerprint
+from rne_tools.export.fingerprint import code_fingerprint, graph_fingerprint, syntax_fingerprint
 from rne_tools.export.pipeline import ExportResult, TracedExport, trace_export, versions
 from rne_tools.export.plan import ExportPlan, ModelSource, RequestOptions, plan_export
 from rne_tools.models import ARCHITECTURES
@@ -84,27 +83,6 @@ def _code_files(architecture: str, backend: str) -> list[Path]:
     return [f for f in files if used(f)]
 
 
-def _source_text_fingerprint(architecture: str, backend: str) -> str:
-    """Hash of the code's syntax trees without docstrings: comments, docstrings and formatting
-    keep the recipe; any other edit sends the request through tracing to its program key."""
-    h = hashlib.sha256()
-    for file in _code_files(architecture, backend):
-        tree = ast.parse(file.read_text())
-        for node in ast.walk(tree):
-            body = getattr(node, "body", None)
-            if (
-                isinstance(body, list)
-                and body
-                and isinstance(body[0], ast.Expr)
-                and isinstance(body[0].value, ast.Constant)
-                and isinstance(body[0].value.value, str)
-            ):
-                body[0] = ast.Pass()
-        h.update(str(file.relative_to(_PACKAGE_ROOT)).encode())
-        h.update(ast.dump(tree).encode())
-    return h.hexdigest()
-
-
 def _source_fingerprint(source: ModelSource) -> dict[str, Any]:
     if source.checkpoint is None:
         return {"random_config": source.random_config, "config": source.hf_config}
@@ -121,7 +99,9 @@ def recipe_key(plan: ExportPlan) -> str:
         {
             "options": plan.options.__dict__,
             "source": _source_fingerprint(plan.source),
-            "code": _source_text_fingerprint(plan.options.architecture, plan.options.backend),
+            "code": syntax_fingerprint(
+                _code_files(plan.options.architecture, plan.options.backend), _PACKAGE_ROOT
+            ),
             # Written into the program (get_backend), declared in model-registry/backends.yaml.
             "pte_code": BACKEND_CODES[plan.options.backend],
             "versions": versions(),

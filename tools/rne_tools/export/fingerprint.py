@@ -22,6 +22,7 @@ import inspect
 import textwrap
 import types
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -92,6 +93,18 @@ def graph_fingerprint(exported: torch.export.ExportedProgram) -> str:
 
 
 # Code
+
+
+def syntax_fingerprint(files: Iterable[Path], root: Path) -> str:
+    """Hash of ``files``' syntax trees without docstrings, each named by its path below
+    ``root``: comments, docstrings and formatting keep it; any other edit changes it."""
+    h = hashlib.sha256()
+    for file in files:
+        tree = ast.parse(file.read_text())
+        _strip_docstrings(tree)
+        h.update(file.relative_to(root).as_posix().encode())
+        h.update(ast.dump(tree).encode())
+    return h.hexdigest()
 
 
 def _strip_docstrings(tree: ast.AST) -> None:

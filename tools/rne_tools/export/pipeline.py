@@ -53,7 +53,8 @@ class ExportResult:
 
 
 @contextlib.contextmanager
-def _stage(bar: tqdm, name: str, timings: dict[str, float]) -> Iterator[None]:
+def stage(bar: tqdm, name: str, timings: dict[str, float]) -> Iterator[None]:
+    """One step of a long export: its name on the progress bar, its seconds in ``timings``."""
     bar.set_description(name)
     start = time.perf_counter()
     yield
@@ -175,12 +176,12 @@ def trace_export(plan: ExportPlan, *, verify: bool = True, progress: bool = True
     bos_id, eos_ids = plan.special_token_ids()
     timings: dict[str, float] = {}
     with tqdm(total=4, disable=not progress, desc="trace") as bar:
-        with _stage(bar, "load", timings):
+        with stage(bar, "load", timings):
             model = plan.load_model()
         # Ring-buffer caches (sliding layers) can be rewound only while they never wrapped:
         # the runner reads the smallest ring (0: every cache is flat) to know how far.
         rings = [m.size for m in model.modules() if getattr(m, "ring", False)]
-        with _stage(bar, "transform+quantize", timings):
+        with stage(bar, "transform+quantize", timings):
             transformed = backend.transform(model, options)
             # GPU backends rewrite the model and check the rewrite on an eager probe.
             check = transformed.check
@@ -188,7 +189,7 @@ def trace_export(plan: ExportPlan, *, verify: bool = True, progress: bool = True
                 raise VerificationError(f"{check['error']} Nothing was written.")
             model = backend.quantize(transformed.model, options)
             model.requires_grad_(False)
-        with _stage(bar, "eager reference", timings):
+        with stage(bar, "eager reference", timings):
             vocab_size = int(
                 model(torch.zeros(1, 1, dtype=torch.long), torch.tensor([0])).shape[-1]
             )
@@ -207,7 +208,7 @@ def trace_export(plan: ExportPlan, *, verify: bool = True, progress: bool = True
         if media_ids:
             # The soft tokens whose rows the runner passes in ``embeds`` (image, audio).
             constants["get_media_token_ids"] = list(media_ids)
-        with _stage(bar, "trace", timings):
+        with stage(bar, "trace", timings):
             exported = trace(model, plan)
     return TracedExport(plan, model, exported, constants, check, timings, started)
 
@@ -243,12 +244,12 @@ def finish_export(
     tmp_report = output_dir / f".{plan.stem}.report.json.tmp-{os.getpid()}"
     try:
         with tqdm(total=3 if verify else 2, disable=not progress, desc="export") as bar:
-            with _stage(bar, "lower", timings):
+            with stage(bar, "lower", timings):
                 program = lower(traced.exported, plan, constants)
                 # Summarised after to_executorch, whose quant fusion turns dequantize +
                 # embedding into the quantized embedding kernels: this is the graph that runs.
                 delegation = delegation_summary(program)
-            with _stage(bar, "serialize", timings):
+            with stage(bar, "serialize", timings):
                 with tmp_pte.open("wb") as f:
                     program.write_to_file(f)
                 # GPU backends check their lowering here (their runtimes are not on this host).
@@ -258,7 +259,7 @@ def finish_export(
                 del program
             verification: dict[str, Any] = {"passed": False, "status": "not run"}
             if verify:
-                with _stage(bar, "verify", timings):
+                with stage(bar, "verify", timings):
                     verification = verify_program(tmp_pte, model, plan)
         report = {
             "model": options.model_id,
