@@ -18,10 +18,9 @@ from rne_tools.paths import REPO_ROOT
 PACKAGE = REPO_ROOT / "packages" / "react-native-executorch"
 # The packed (gzipped) tarball; 0.42 MB when set (lib/, src/, the C++ the apps compile).
 SIZE_BUDGET = 600_000
-# The C++ the native builds compile, and the include roots they pass (podspec HEADER_SEARCH_PATHS,
-# android/CMakeLists.txt and the tokenizer/json projects it adds).
-INCLUDE_ROOTS = ("cpp/runner/include", "cpp/json/include", "cpp/media/include",
-                 "cpp/tokenizer/include", "cpp/seam", "cpp/jsi")
+# The C++ the native builds compile beyond android/CMakeLists.txt's globs, and the include roots
+# of the tokenizer and JSON projects it adds (the others are read from the podspec and that file).
+SUBPROJECT_INCLUDE_ROOTS = ("cpp/json/include", "cpp/tokenizer/include")
 NATIVE_SOURCES = ("cpp/tokenizer/src/*.cpp", "cpp/json/src/*.cpp", "android/src/main/cpp/*.cpp",
                   "ios/*.mm")
 _INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
@@ -137,6 +136,11 @@ def test_every_include_of_the_native_sources_resolves_inside(packed):
     projects): every header it includes that this repository has is in the tarball too."""
     root, files, git = packed["root"], packed["files"], _git_files()
     cmake = (root / "android" / "CMakeLists.txt").read_text()
+    podspec = (root / "react-native-executorch.podspec").read_text()
+    include_roots = {*SUBPROJECT_INCLUDE_ROOTS,
+                     *(f"cpp/{d}" for d in re.findall(r'^\s*"\$\{RNE_CPP_DIR\}/([^"*$]+)"\)?$', cmake, re.M)),
+                     *re.findall(r'\$\(PODS_TARGET_SRCROOT\)/([^"\\]+)', podspec)}
+    assert {"cpp/runner/include", "cpp/seam", "cpp/jsi"} <= include_roots
     patterns = [f"cpp/{p}" for p in re.findall(r'"\$\{RNE_CPP_DIR\}/([^"$]+\*[^"$]*)"', cmake)]
     patterns += NATIVE_SOURCES
     todo = sorted(f for f in files if any(_glob_regex(p).match(f) for p in patterns))
@@ -146,7 +150,7 @@ def test_every_include_of_the_native_sources_resolves_inside(packed):
         rel = todo.pop()
         for inc in _INCLUDE.findall((root / rel).read_text(errors="replace")):
             candidates = [os.path.normpath(os.path.join(os.path.dirname(rel), inc)),
-                          *(f"{r}/{inc}" for r in INCLUDE_ROOTS)]
+                          *(f"{r}/{inc}" for r in sorted(include_roots))]
             if not any(c in git for c in candidates):
                 continue  # a system, ExecuTorch or React Native header
             found = next((c for c in candidates if c in files), None)
