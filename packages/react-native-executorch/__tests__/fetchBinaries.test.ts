@@ -273,6 +273,8 @@ it('names the URL when the server cannot be reached, leaving nothing unpacked', 
   expect(result.code).toBe(1);
   expect(result.stderr).toContain(`cannot download http://127.0.0.1:${closed}/${REPO}/resolve/${TAG}/${VERSION}/ios-all.zip (`);
   expect(result.stderr).toContain('ECONNREFUSED');
+  expect(result.stderr).not.toContain('resuming'); // a refused connection is not retried at once
+  expect(result.stderr).not.toContain('is kept in'); // nothing was received
   expect(existsSync(join(cache, sha256(ARTIFACTS['ios-all.zip']!)))).toBe(false);
   expectNothingPartial();
 });

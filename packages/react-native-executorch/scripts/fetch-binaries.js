@@ -212,11 +212,14 @@ async function download(url, part, size) {
       await downloadOnce(url, part, size);
       return;
     } catch (e) {
-      if (e instanceof FetchError || attempt >= ATTEMPTS) {
-        const reason = e.code === 'ENOSPC' ? 'no space left on device' : e.message;
+      // A refused connection or an unknown host does not come right by retrying at once.
+      const final = ['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ENOSPC'].includes(e.code);
+      if (e instanceof FetchError || final || attempt >= ATTEMPTS) {
+        const reason = e.code === 'ENOSPC' ? `no space left on device for ${part}` : e.message;
+        const kept = fs.existsSync(part) && fs.statSync(part).size > 0
+          ? `; what was received is kept in ${part} and the next build resumes it` : '';
         fail(`cannot download ${url} (${reason}). Check the network or the server, or set ` +
-          `RNE_BINARIES_MIRROR to a mirror of it; what was received is kept in ${part} and the next ` +
-          `build resumes it`);
+          `RNE_BINARIES_MIRROR to a mirror of it${kept}`);
       }
       log(`download of ${url} interrupted (${e.code || e.message}); resuming (attempt ${attempt + 1})`);
     }
