@@ -7,14 +7,21 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import {
+  DownloadControl,
   ExecutorchError,
   ResourceFetcher,
+  blobUtilAdapters,
   models,
+  type DownloadStatus,
   type LLMDescriptor,
   type RemoteFile,
 } from '../src';
+import { LLMModule } from '../src';
+import { FakeNative } from '../src/testing/fakeNative';
+import { fakeBlobUtil } from './support/fakeBlobUtil';
 import { HfServer, bytes, sha256, type ServedFile } from './support/hfServer';
 import { nodeAdapters } from './support/nodeAdapters';
+import { publishOn } from './support/publishedModel';
 
 const REPO = 'acme/tiny-llm';
 const REV = 'v1';
@@ -325,5 +332,125 @@ describe('ResourceFetcher with registry models', () => {
       'backend_unavailable',
     );
     expect(error.details.alternatives).toEqual(['xnnpack']);
+  });
+});
+
+describe.each([
+  ['node', (dir: string) => nodeAdapters(dir)],
+  ['react-native-blob-util', (dir: string) => blobUtilAdapters(fakeBlobUtil(dir))],
+])('pausing and resuming a download on 127.0.0.1, %s adapters', (_name, adapters) => {
+  const make = () => new ResourceFetcher({ ...adapters(docs), baseUrl: server.baseUrl });
+  const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  /** Waits for `condition`, failing (not hanging) when it does not come within 10 s. */
+  const until = async (condition: () => boolean, what: string) => {
+    for (const started = Date.now(); !condition(); await wait(10)) {
+      if (Date.now() - started > 10_000) throw new Error(`timed out waiting for ${what}`);
+    }
+  };
+
+  it('keeps the part and the progress while paused, resumes with Range, reports rate and time left', async () => {
+    const body = bytes(600_000, 21);
+    const file = serve('model.pte', { body, chunkSize: 10_000, chunkDelayMs: 10 });
+    const control = new DownloadControl();
+    const progress: number[] = [];
+    const statuses: DownloadStatus[] = [];
+    let settled = false;
+    const pending = make().fetchFiles([file], {
+      control,
+      onProgress: (p) => {
+        progress.push(p);
+        if (p >= 0.25 && !control.paused && statuses.every((s) => !s.paused)) control.pause();
+      },
+      onStatus: (s) => statuses.push(s),
+    });
+    void pending.finally(() => (settled = true));
+    await until(() => statuses.some((s) => s.paused), 'the pause');
+    const path = join(docs, 'react-native-executorch/models', REPO, REV, 'model.pte');
+    const partSize = await settledSize(`${path}.part`);
+    const reportsAtPause = progress.length;
+    // Paused: still pending, the part unchanged, no new progress, no request.
+    await wait(300);
+    expect(settled).toBe(false);
+    expect((await stat(`${path}.part`)).size).toBe(partSize);
+    expect(progress.length).toBe(reportsAtPause);
+    expect(server.requests).toHaveLength(1);
+    const paused = statuses.find((s) => s.paused)!;
+    expect(paused).toMatchObject({ bytesPerSecond: 0, secondsLeft: null, bytesTotal: body.length });
+    expect(paused.bytesDone).toBeLessThanOrEqual(partSize);
+    // While it ran: a rate and the time left at that rate.
+    const running = statuses.filter((s) => !s.paused && s.bytesPerSecond > 0);
+    expect(running.length).toBeGreaterThan(0);
+    for (const s of running) expect(s.secondsLeft).toBeCloseTo((s.bytesTotal - s.bytesDone) / s.bytesPerSecond, 6);
+
+    control.resume();
+    const [done] = await pending;
+    expect(readFileSync(done!).equals(body)).toBe(true);
+    expect(server.requests.map((r) => r.range)).toEqual([undefined, `bytes=${partSize}-`]);
+    // Progress never went back, and ended at 1.
+    expect(progress).toEqual([...progress].sort((a, b) => a - b));
+    expect(progress[progress.length - 1]).toBe(1);
+    const after = statuses.slice(statuses.indexOf(paused) + 1);
+    expect(after[0]).toMatchObject({ paused: false, progress: paused.progress });
+    expect(after[after.length - 1]).toMatchObject({ progress: 1, bytesDone: body.length, secondsLeft: 0 });
+  });
+
+  it('paused before it starts: no request until resumed; cancelled while paused: download_cancelled', async () => {
+    const body = bytes(200_000, 22);
+    const file = serve('model.pte', { body, chunkSize: 10_000, chunkDelayMs: 5 });
+    const control = new DownloadControl();
+    control.pause();
+    const first = make().fetchFiles([file], { control });
+    await wait(200);
+    expect(server.requests).toHaveLength(0);
+    control.resume();
+    expect(readFileSync((await first)[0]!).equals(body)).toBe(true);
+
+    const other = serve('other.pte', { body, chunkSize: 10_000, chunkDelayMs: 10 });
+    const abort = new AbortController();
+    const again = new DownloadControl();
+    const pending = make().fetchFiles([other], {
+      control: again,
+      signal: abort.signal,
+      onProgress: (p) => p > 0.2 && again.pause(),
+    });
+    await until(() => server.requests.length >= 2, 'the second request');
+    await wait(100);
+    abort.abort();
+    await expectError(pending, 'download_cancelled');
+    const part = join(docs, 'react-native-executorch/models', REPO, REV, 'other.pte.part');
+    expect(await settledSize(part)).toBeGreaterThan(0);
+  });
+});
+
+describe('LLMModule.load with a DownloadControl', () => {
+  it('pauses and resumes the model download; the load resolves after the resume', async () => {
+    const model = publishOn(server);
+    const control = new DownloadControl();
+    const statuses: DownloadStatus[] = [];
+    const llm = new LLMModule({
+      model,
+      resources: new ResourceFetcher({ ...nodeAdapters(docs), baseUrl: server.baseUrl }),
+      native: new FakeNative({ answer: () => ['Hi.'] }),
+    });
+    let loaded = false;
+    const loading = llm
+      .load({
+        download: control,
+        onDownloadStatus: (s) => statuses.push(s),
+        onDownloadProgress: (p) => p >= 0.3 && !statuses.some((s) => s.paused) && control.pause(),
+      })
+      .then(() => (loaded = true));
+    for (const started = Date.now(); !statuses.some((s) => s.paused); await new Promise((r) => setTimeout(r, 10))) {
+      if (Date.now() - started > 10_000) throw new Error('never paused');
+    }
+    const requests = server.requests.length;
+    await new Promise((r) => setTimeout(r, 300));
+    expect([loaded, llm.isReady, server.requests.length]).toEqual([false, false, requests]);
+    control.resume();
+    await loading;
+    expect(llm.isReady).toBe(true);
+    expect(statuses[statuses.length - 1]).toMatchObject({ progress: 1, paused: false });
+    // The paused file resumed from its part.
+    expect(server.requests.some((r) => r.range !== undefined)).toBe(true);
   });
 });

@@ -65,8 +65,10 @@ export type {
 } from './llm/types';
 export { slidingWindow } from './llm/context';
 export {
+  DownloadControl,
   ResourceFetcher,
   type CachedModel,
+  type DownloadStatus,
   type FetchOptions,
   type ModelFiles,
   type RemoteFile,

@@ -21,7 +21,7 @@ import type {
   PromptPart,
 } from '../native/seam';
 import { resolveResourceFetcher } from '../resources/defaultFetcher';
-import type { ModelFiles, ResourceFetcher } from '../resources/fetcher';
+import type { DownloadControl, DownloadStatus, ModelFiles, ResourceFetcher } from '../resources/fetcher';
 import { runToolRounds, toolCallSchema, ToolPrompt, type GenerateRound, type ToolTurn } from '../tools';
 import { GEMMA4_CALL_CLOSE, GEMMA4_CALL_OPEN, GEMMA4_QUOTE, GEMMA4_RESPONSE_OPEN } from '../tools/gemma4';
 import { fitContext, resolveContextSettings, type ContextSettings } from './context';
@@ -33,6 +33,10 @@ export interface LoadOptions {
   readonly onDownloadProgress?: (progress: number) => void;
   /** Cancels the download (the load rejects with `download_cancelled`). */
   readonly signal?: AbortSignal;
+  /** Pauses and resumes the download ({@link DownloadControl}); the load stays pending while paused. */
+  readonly download?: DownloadControl;
+  /** The download's bytes, rate and time left, and whether it is paused. */
+  readonly onDownloadStatus?: (status: DownloadStatus) => void;
 }
 
 /** Options of one generation. */
@@ -403,7 +407,7 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
     }
   }
 
-  private async loadOnce({ onDownloadProgress, signal }: LoadOptions): Promise<void> {
+  private async loadOnce({ onDownloadProgress, signal, download, onDownloadStatus }: LoadOptions): Promise<void> {
     const native = this.options.native ?? getNativeExecutorch();
     const info = native.platformInfo();
     const backend = resolveBackend(
@@ -423,6 +427,8 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
       (await fetcher.fetchModel(this.model, backend, {
         signal: controller.signal,
         ...(onDownloadProgress ? { onProgress: onDownloadProgress } : {}),
+        ...(download ? { control: download } : {}),
+        ...(onDownloadStatus ? { onStatus: onDownloadStatus } : {}),
       }));
     if (this.options.localFiles) {
       // A file the registry has a checksum for is verified before its first load.

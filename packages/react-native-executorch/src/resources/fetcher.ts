@@ -22,6 +22,146 @@ export interface FetchOptions {
   readonly signal?: AbortSignal;
   /** Combined progress of all requested files, 0..1, weighted by their registry sizes. */
   readonly onProgress?: (progress: number) => void;
+  /** Pauses and resumes this fetch (see {@link DownloadControl}). */
+  readonly control?: DownloadControl;
+  /**
+   * The fetch's bytes, rate and time left: at each whole permille of progress, and at once on a
+   * pause and a resume.
+   */
+  readonly onStatus?: (status: DownloadStatus) => void;
+}
+
+/** Where a fetch stands ({@link FetchOptions.onStatus}). */
+export interface DownloadStatus {
+  /** 0..1, the value `onProgress` gets. */
+  readonly progress: number;
+  /** Bytes of the requested files on the device (complete files and parts). */
+  readonly bytesDone: number;
+  /** The registry's sizes of the requested files, summed. */
+  readonly bytesTotal: number;
+  /** Over the last {@link RATE_WINDOW_MS}; 0 while paused or before there are two samples. */
+  readonly bytesPerSecond: number;
+  /** `(bytesTotal - bytesDone) / bytesPerSecond`; null while paused or when the rate is 0. */
+  readonly secondsLeft: number | null;
+  readonly paused: boolean;
+}
+
+/** The window of {@link DownloadStatus.bytesPerSecond}. */
+export const RATE_WINDOW_MS = 5000;
+
+/**
+ * Pauses and resumes fetches it is passed to (`FetchOptions.control`, `LoadOptions.download`).
+ * `pause()` stops the fetch's downloads once they stopped writing (the `.part` files are kept;
+ * a download another fetch also waits for goes on for that one); the fetch stays pending, its
+ * progress where it was. `resume()` continues with HTTP Range requests from the parts. Aborting
+ * the fetch's `signal` while paused rejects it with `download_cancelled` as usual.
+ */
+export class DownloadControl {
+  private pausedNow = false;
+  private readonly listeners = new Set<() => void>();
+
+  get paused(): boolean {
+    return this.pausedNow;
+  }
+
+  pause(): void {
+    this.set(true);
+  }
+
+  resume(): void {
+    this.set(false);
+  }
+
+  /** Calls `listener` after every change between paused and running; returns its removal. */
+  subscribe(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  private set(paused: boolean): void {
+    if (paused === this.pausedNow) return;
+    this.pausedNow = paused;
+    [...this.listeners].forEach((listener) => listener());
+  }
+}
+
+/** Resolves when `control` is running again; rejects with `download_cancelled` when `signal` aborts. */
+function resumed(control: DownloadControl, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const done = (error?: ExecutorchError) => {
+      unsubscribe();
+      signal?.removeEventListener('abort', onAbort);
+      if (error) reject(error);
+      else resolve();
+    };
+    const onAbort = () => done(cancelledError());
+    const unsubscribe = control.subscribe(() => {
+      if (!control.paused) done();
+    });
+    signal?.addEventListener('abort', onAbort);
+    if (signal?.aborted) onAbort();
+    else if (!control.paused) done();
+  });
+}
+
+/**
+ * Turns the bytes of a fetch into `onProgress` steps and `onStatus` reports, across the pauses
+ * of one fetch: after a resume nothing below the value at the pause is reported (the parts are
+ * kept, so the bytes come back at once).
+ */
+class ProgressMeter {
+  private lastStep = -1;
+  private floor = 0;
+  private done = 0;
+  private samples: { at: number; bytes: number }[] = [];
+
+  constructor(
+    private readonly total: number,
+    private readonly options: FetchOptions,
+  ) {}
+
+  update(bytes: number): void {
+    const done = Math.max(bytes, this.floor);
+    const now = Date.now();
+    // A download restarted from zero: the rate starts over.
+    if (done < this.done) this.samples = [];
+    this.done = done;
+    this.samples.push({ at: now, bytes: done });
+    while (this.samples.length > 2 && this.samples[1]!.at <= now - RATE_WINDOW_MS) this.samples.shift();
+    const step = Math.floor(this.progress() * 1000);
+    if (step === this.lastStep) return;
+    this.lastStep = step;
+    this.options.onProgress?.(step / 1000);
+    this.status(false);
+  }
+
+  /** At a pause: the rate is 0 and the progress stays; on a resume the rate starts over. */
+  paused(paused: boolean): void {
+    this.floor = this.done;
+    this.samples = [];
+    this.status(paused);
+  }
+
+  private progress(): number {
+    return this.total > 0 ? Math.min(this.done, this.total) / this.total : 1;
+  }
+
+  private status(paused: boolean): void {
+    if (!this.options.onStatus) return;
+    const first = this.samples[0];
+    const last = this.samples[this.samples.length - 1];
+    const span = first && last ? last.at - first.at : 0;
+    const bytesPerSecond = paused || span <= 0 ? 0 : Math.max(0, ((last!.bytes - first!.bytes) * 1000) / span);
+    const left = Math.max(0, this.total - this.done);
+    this.options.onStatus({
+      progress: Math.floor(this.progress() * 1000) / 1000,
+      bytesDone: this.done,
+      bytesTotal: this.total,
+      bytesPerSecond,
+      secondsLeft: bytesPerSecond > 0 ? left / bytesPerSecond : left === 0 && !paused ? 0 : null,
+      paused,
+    });
+  }
 }
 
 /** Local paths of the files a model needs. */
@@ -499,27 +639,59 @@ export class ResourceFetcher {
   /**
    * Makes every file available locally and returns their paths, in order. Progress is one value
    * 0..1 over all files (cached files count as done). Cancelling rejects this call with
-   * `download_cancelled`; a download shared with another fetch continues for that one.
+   * `download_cancelled`; a download shared with another fetch continues for that one. With
+   * `control`, the fetch pauses and resumes (see {@link DownloadControl}).
    */
   async fetchFiles(files: readonly RemoteFile[], options: FetchOptions = {}): Promise<string[]> {
-    const { signal, onProgress } = options;
+    const { signal, control } = options;
     if (signal?.aborted) throw cancelledError();
     // Every path is checked before any download starts.
     files.forEach((f) => this.localPath(f));
-    const total = files.reduce((sum, f) => sum + f.size, 0);
-    const joined = files.map((f) => this.join(f));
-    let lastReported = -1;
-    const report = () => {
-      if (!onProgress) return;
-      const done = joined.reduce((sum, d, i) => sum + Math.min(d.bytes, files[i]!.size), 0);
-      const progress = total > 0 ? done / total : 1;
-      // Report whole permille steps so a large file does not cause thousands of updates.
-      const step = Math.floor(progress * 1000);
-      if (step !== lastReported) {
-        lastReported = step;
-        onProgress(step / 1000);
+    const meter = new ProgressMeter(
+      files.reduce((sum, f) => sum + f.size, 0),
+      options,
+    );
+    if (!control) return this.fetchFilesOnce(files, signal, meter);
+    for (;;) {
+      if (control.paused) await resumed(control, signal);
+      const attempt = new AbortController();
+      let pausedHere = false;
+      const stop = () => attempt.abort();
+      signal?.addEventListener('abort', stop);
+      const unsubscribe = control.subscribe(() => {
+        if (!control.paused) return;
+        pausedHere = true;
+        attempt.abort();
+      });
+      try {
+        if (signal?.aborted || control.paused) {
+          pausedHere = !signal?.aborted;
+          throw cancelledError();
+        }
+        return await this.fetchFilesOnce(files, attempt.signal, meter);
+      } catch (error) {
+        // Stopped by the pause (and its downloads no longer writing): wait for the resume.
+        if (!pausedHere || signal?.aborted || !(error instanceof ExecutorchError) || error.code !== 'download_cancelled') {
+          throw error;
+        }
+        meter.paused(true);
+        await resumed(control, signal);
+        meter.paused(false);
+      } finally {
+        unsubscribe();
+        signal?.removeEventListener('abort', stop);
       }
-    };
+    }
+  }
+
+  private async fetchFilesOnce(
+    files: readonly RemoteFile[],
+    signal: AbortSignal | undefined,
+    meter: ProgressMeter,
+  ): Promise<string[]> {
+    if (signal?.aborted) throw cancelledError();
+    const joined = files.map((f) => this.join(f));
+    const report = () => meter.update(joined.reduce((sum, d, i) => sum + Math.min(d.bytes, files[i]!.size), 0));
     joined.forEach((d) => d.listeners.add(report));
 
     let leave: () => void = () => {};
