@@ -607,8 +607,13 @@ TEST(JsonSchemaCompiler, LimitsAndUnrepresentableValuesAreCleanErrors) {
             std::string::npos);
   EXPECT_NE(error_of(R"({"type":"string","pattern":"^a$","enum":["b"]})").find("patterns"),
             std::string::npos);
-  std::string deep = "true";
-  for (int i = 0; i < 70; ++i) deep = R"({"allOf":[)" + deep + "]}";
+  // 140 $defs each merging the next (the JSON text itself stays shallow).
+  std::string deep = R"({"$ref":"#/$defs/d0","$defs":{)";
+  for (int i = 0; i < 140; ++i) {
+    deep += "\"d" + std::to_string(i) + "\":{\"allOf\":[{\"$ref\":\"#/$defs/d" +
+            std::to_string(i + 1) + "\"}]},";
+  }
+  deep += R"("d140":{"type":"integer"}}})";
   EXPECT_NE(error_of(deep).find("kMaxSchemaNesting"), std::string::npos);
 }
 
@@ -1379,6 +1384,77 @@ TEST(JsonSchemaReal, AllOfMergesPatternsOneOfsAndClosedObjects) {
     EXPECT_NE(JsonGrammar(*at_least_two).matches(doc), JsonGrammar(*at_most_three).matches(doc))
         << product << " generated " << doc;
   }
+}
+
+TEST(JsonSchemaReal, LimitsSizedForRealSchemasAndBadInputBounded) {
+  // 300 required properties (the grammar's key window slides): all of them, in order.
+  std::string properties, required, document = "{";
+  for (int i = 0; i < 300; ++i) {
+    const std::string name = "p" + std::to_string(i);
+    properties += std::string(i ? "," : "") + "\"" + name + "\":{\"type\":\"integer\"}";
+    required += std::string(i ? "," : "") + "\"" + name + "\"";
+    document += std::string(i ? "," : "") + "\"" + name + "\":" + std::to_string(i);
+  }
+  document += "}";
+  const std::string many = R"({"type":"object","properties":{)" + properties +
+                           R"(},"required":[)" + required + "]}";
+  auto schema = compile(many);
+  ASSERT_NE(schema, nullptr);
+  JsonGrammar grammar(*schema);
+  EXPECT_TRUE(grammar.matches(document));
+  EXPECT_FALSE(grammar.matches(R"({"p0":0})"));
+  JsonStack stack = grammar.start();
+  ASSERT_TRUE(grammar.accepts_prefix(stack, R"({"p0":0,"p1":1)"));
+  EXPECT_EQ(grammar.minimal_completion(stack).substr(0, 12), R"(,"p2":0,"p3")");
+  // Optional properties between required ones: 63 in a row at most, the rest left out.
+  std::string mixed = R"({"type":"object","properties":{)";
+  for (int i = 0; i < 200; ++i) mixed += "\"o" + std::to_string(i) + "\":{\"type\":\"null\"},";
+  mixed += R"("r":{"type":"null"}},"required":["r"]})";
+  expect_language(mixed, {R"({"o0":null,"o62":null,"r":null})", R"({"r":null})"},
+                  {R"({"o63":null,"r":null})", R"({"o199":null,"r":null})", "{}"});
+  // Nesting deeper than 64 subschemas (here 100 levels of $ref and properties).
+  std::string nested = R"({"$ref":"#/$defs/d0","$defs":{)";
+  for (int i = 0; i < 100; ++i) {
+    nested += "\"d" + std::to_string(i) + "\":{\"type\":\"object\",\"properties\":{\"x\":{"
+              "\"$ref\":\"#/$defs/d" + std::to_string(i + 1) + "\"}}},";
+  }
+  nested += R"("d100":{"type":"integer"}}})";
+  expect_language(nested, {"{}", R"({"x":{"x":{}}})"}, {R"({"x":1})"});
+  // 100,000 enum values: the first 64 generated, compiled at once.
+  std::string values;
+  for (int i = 0; i < 100000; ++i) values += std::string(i ? "," : "") + std::to_string(i);
+  expect_language(R"({"enum":[)" + values + "]}", {"0", "63"}, {"64", "99999"});
+  // Bad input: a clear error, bounded.
+  auto error_of = [](const std::string& text) {
+    auto compiled = compile_json_schema(text);
+    EXPECT_FALSE(compiled.ok()) << text.substr(0, 200);
+    return compiled.ok() ? std::string() : compiled.error().message;
+  };
+  EXPECT_NE(error_of(std::string(kMaxSchemaBytes + 1, ' ')).find("kMaxSchemaBytes"),
+            std::string::npos);
+  // Cycles: a $ref chain with no schema, and allOf cycles that fan out (2^depth merges).
+  EXPECT_NE(error_of(R"({"$ref":"#/$defs/a","$defs":{"a":{"$ref":"#/$defs/b"},
+      "b":{"$ref":"#/$defs/a"}}})")
+                .find("cycle"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"$ref":"#/$defs/a","$defs":{
+      "a":{"allOf":[{"$ref":"#/$defs/b"},{"$ref":"#/$defs/b"}]},
+      "b":{"allOf":[{"$ref":"#/$defs/a"},{"$ref":"#/$defs/a"}]}}})")
+                .find("kMaxSchemaNesting"),
+            std::string::npos);
+  std::string fan = R"({"$ref":"#/$defs/d0","$defs":{)";
+  for (int i = 0; i < 24; ++i) {
+    const std::string next = "{\"$ref\":\"#/$defs/d" + std::to_string(i + 1) + "\"}";
+    fan += "\"d" + std::to_string(i) + "\":{\"allOf\":[" + next + "," + next + "," + next + "]},";
+  }
+  fan += R"("d24":{"type":"integer"}}})";
+  EXPECT_NE(error_of(fan).find("kMaxFlattenSteps"), std::string::npos);
+  // A pattern built to explode the automaton, and one whose negation would.
+  EXPECT_NE(error_of(R"({"type":"string","pattern":"^(a|b)*a(a|b){20}$"})").find("kMaxRegex"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"string","not":{"pattern":"(a|b)*a(a|b){20}"}})")
+                .find("kMaxRegex"),
+            std::string::npos);
 }
 
 TEST(JsonSchemaReal, NulCharactersAreCharactersLikeAnyOther) {

@@ -171,10 +171,12 @@ Feed JsonGrammar::finish(JsonStack& stack, bool open_bottom) const {
 }
 
 uint64_t JsonGrammar::eligible_keys(const SchemaNode& node, uint32_t from) const {
-  // Properties come in schema order; optional ones may be skipped, a required one may not.
+  // Properties come in schema order; optional ones may be skipped, a required one may not. Bit
+  // k is property from + k: the compiler keeps at most 63 optional ones before a required one,
+  // so the window reaches it (any number of properties in all).
   uint64_t bits = 0;
-  for (uint32_t i = from; i < node.properties.size(); ++i) {
-    bits |= uint64_t{1} << i;
+  for (uint32_t i = from; i < node.properties.size() && i - from < 64; ++i) {
+    bits |= uint64_t{1} << (i - from);
     if (node.properties[i].required) break;
   }
   return bits;
@@ -674,7 +676,7 @@ Feed JsonGrammar::feed_object(JsonStack& stack, uint8_t c, bool open_bottom) con
   auto key_byte = [&]() {
     uint64_t next = 0;
     for (uint64_t bits = f.candidates; bits != 0; bits &= bits - 1) {
-      const std::string& key = node.properties[lowest_bit(bits)].key;
+      const std::string& key = node.properties[f.count + lowest_bit(bits)].key;
       if (key.size() > f.pos && static_cast<uint8_t>(key[f.pos]) == c) {
         next |= bits & (~bits + 1);
       }
@@ -684,7 +686,7 @@ Feed JsonGrammar::feed_object(JsonStack& stack, uint8_t c, bool open_bottom) con
     ++f.pos;
     // JSON keys end with an unescaped quote, Gemma 4's with their only ':', so none is a prefix
     // of another: a match is unique.
-    const int first = lowest_bit(next);
+    const uint32_t first = f.count + static_cast<uint32_t>(lowest_bit(next));
     if ((next & (next - 1)) == 0 && node.properties[first].key.size() == f.pos && node.tagged) {
       // The tag and its value are read: the object goes on as the shape they select, whose
       // first property is the tag.
@@ -696,7 +698,7 @@ Feed JsonGrammar::feed_object(JsonStack& stack, uint8_t c, bool open_bottom) con
       return Feed::kAccepted;
     }
     if ((next & (next - 1)) == 0 && node.properties[first].key.size() == f.pos) {
-      f.current = static_cast<uint32_t>(first);
+      f.current = first;
       f.count = f.current + 1;
       f.candidates = 0;
       f.pos = 0;
@@ -720,7 +722,7 @@ Feed JsonGrammar::feed_object(JsonStack& stack, uint8_t c, bool open_bottom) con
   auto may_close = [&]() {
     if (node.tagged) return false;  // a shape must be chosen (SchemaNode::tagged)
     const uint64_t eligible = eligible_keys(node, f.count);
-    return eligible == 0 || !node.properties[63 - __builtin_clzll(eligible)].required;
+    return eligible == 0 || !node.properties[f.count + 63 - __builtin_clzll(eligible)].required;
   };
   switch (f.sub) {
     case kObjOpen:
@@ -1019,12 +1021,12 @@ void JsonGrammar::close_object(const SchemaNode& node, uint32_t from, bool first
   out.add('}');
 }
 
-uint32_t JsonGrammar::shortest_key_choice(const SchemaNode& node, uint64_t keys,
+uint32_t JsonGrammar::shortest_key_choice(const SchemaNode& node, uint64_t keys, uint32_t from,
                                           uint16_t pos) const {
   uint32_t best = 0;
   size_t best_size = SIZE_MAX;
   for (uint64_t bits = keys; bits != 0; bits &= bits - 1) {
-    const auto i = static_cast<uint32_t>(lowest_bit(bits));
+    const auto i = from + static_cast<uint32_t>(lowest_bit(bits));
     CountBytes rest;
     size_t size;
     if (node.tagged) {  // the entry holds the value: the selected shape's rest follows
@@ -1051,7 +1053,7 @@ void JsonGrammar::complete_object(const JsonFrame& f, bool top, Out& out) const 
     return;
   }
   auto key_then_rest = [&](uint64_t keys, uint16_t pos) {
-    const uint32_t i = shortest_key_choice(node, keys, pos);
+    const uint32_t i = shortest_key_choice(node, keys, f.count, pos);
     out.add(std::string_view(node.properties[i].key).substr(pos));
     if (node.tagged) {
       close_object(schema_.nodes[node.properties[i].node], 1, /*first=*/false, out);

@@ -25,7 +25,8 @@ constexpr size_t kUnknown = SIZE_MAX;         // no finite shortest value (yet)
 // around it (which may hold more nots): bounded in total, and per `properties`.
 constexpr size_t kMaxNegationAttempts = 2000;
 constexpr size_t kMaxNegatedProperties = 8;
-constexpr size_t kMaxOneOfProduct = 64;  // alternatives of two merged oneOfs, multiplied
+constexpr size_t kMaxOneOfProduct = 64;
+constexpr size_t kMaxFlattenSteps = 200000;  // alternatives of two merged oneOfs, multiplied
 constexpr int64_t kMaxInteger = 999999999999999;  // 15 digits: what the grammar writes
 
 Error invalid(const std::string& pointer, const std::string& what) {
@@ -910,11 +911,13 @@ class Compiler {
       auto ordered = order_keys_for_gemma();
       if (!ordered.ok()) return ordered.error();
     }
+    trim_optional_runs();
     auto sized = compute_minimal_values();
     if (!sized.ok()) return sized.error();
-    if (schema_.nodes[schema_.root].minimal_depth > kMaxSchemaNesting) {
+    if (schema_.nodes[schema_.root].minimal_depth > JsonGrammar::kMaxDepth) {
       return invalid("", "its shortest document nests deeper than " +
-                             std::to_string(kMaxSchemaNesting) + " values (kMaxSchemaNesting)");
+                             std::to_string(JsonGrammar::kMaxDepth) +
+                             " values (JsonGrammar::kMaxDepth)");
     }
     return std::make_shared<const JsonSchema>(std::move(schema_));
   }
@@ -963,6 +966,26 @@ class Compiler {
                        });
     }
     return {};
+  }
+
+  // The grammar reads the properties that may come next (up to the next required one) as a
+  // 64-bit set: of kMaxOptionalRun + 1 optional ones in a row, the last are left out (never
+  // generated: a narrower language). Required ones always stay, any number of them.
+  void trim_optional_runs() {
+    for (SchemaNode& node : schema_.nodes) {
+      if (node.tagged || node.properties.size() <= kMaxOptionalRun) continue;
+      size_t run = 0;
+      auto& properties = node.properties;
+      properties.erase(std::remove_if(properties.begin(), properties.end(),
+                                      [&](const SchemaProperty& p) {
+                                        if (p.required) {
+                                          run = 0;
+                                          return false;
+                                        }
+                                        return ++run > kMaxOptionalRun;
+                                      }),
+                       properties.end());
+    }
   }
 
   Result<uint32_t> add_node(const std::string& pointer) {
@@ -1170,6 +1193,11 @@ class Compiler {
   // A schema without $ref or allOf at its top (resolved or merged), for merging.
   Result<json::Value> flatten(const json::Value& value, const std::string& pointer) {
     Nest nest(depth_);
+    if (++flattened_ > kMaxFlattenSteps) {  // allOf/$ref fan-out multiplies: bounded
+      return invalid(pointer, "merging its allOf branches and $ref targets takes more than " +
+                                  std::to_string(kMaxFlattenSteps) +
+                                  " steps (kMaxFlattenSteps); simplify them");
+    }
     if (depth_ > kMaxSchemaNesting) {
       return invalid(pointer, "schemas nest deeper than " + std::to_string(kMaxSchemaNesting) +
                                   " levels (kMaxSchemaNesting), $ref and allOf included");
@@ -2126,41 +2154,35 @@ class Compiler {
         }
       } else if (key == "properties") {
         if (!member.is_object()) return invalid(at, "properties must be an object");
-        // Past kMaxProperties (the grammar's 64-bit key sets), the optional properties after
-        // the first ones are left out (never generated, as for maxProperties); required ones
-        // always stay.
-        auto is_required = [&](const std::string& name) {
-          const json::Value* list = value.find("required");
-          if (list == nullptr || !list->is_array()) return false;
+        // Any number of properties, but of more than kMaxOptionalRun optional ones in a row
+        // the rest are left out (the grammar's 64-bit key window; trim_optional_runs() again
+        // after Gemma 4's reordering).
+        std::set<std::string> required_names;
+        if (const json::Value* list = value.find("required"); list && list->is_array()) {
           for (const auto& n : list->as_array()) {
-            if (n.is_string() && n.as_string() == name) return true;
-          }
-          return false;
-        };
-        size_t optional_room = kMaxProperties;
-        for (const auto& [name, sub] : member.as_object()) {
-          if (is_required(name) && optional_room-- == 0) {
-            return invalid(at, "more than " + std::to_string(kMaxProperties) +
-                                   " required properties in one object are not supported "
-                                   "(kMaxProperties)");
+            if (n.is_string()) required_names.insert(n.as_string());
           }
         }
+        auto is_required = [&](const std::string& name) { return required_names.count(name) > 0; };
+        std::set<std::string> declared;
+        size_t run = 0;
         for (const auto& [name, sub] : member.as_object()) {
           if (sub.is_bool() && !sub.as_bool()) {  // no value fits: never generated
             forbidden.push_back(name);
             continue;
           }
-          if (!is_required(name)) {
-            if (optional_room == 0) continue;
-            --optional_room;
+          if (is_required(name)) {
+            run = 0;
+          } else if (++run > kMaxOptionalRun && !gemma_) {
+            continue;
           }
           if (gemma_) {
             const std::string problem = gemma_key_problem(name);
             if (!problem.empty()) return invalid(at + "/" + name, problem);
           }
           const std::string literal = key_literal(name);
-          for (const SchemaProperty& p : node.properties) {
-            if (p.key == literal) return invalid(at, "property '" + name + "' is declared twice");
+          if (!declared.insert(literal).second) {
+            return invalid(at, "property '" + name + "' is declared twice");
           }
           const Snapshot before = snapshot();
           auto child = compile(sub, at + "/" + name);
@@ -3272,7 +3294,8 @@ class Compiler {
   size_t depth_ = 0;
   uint32_t any_ = 0;  // 0: not created yet
   std::string unsatisfiable_;  // the message of the last unsatisfiable() error
-  size_t negation_attempts_ = 0;  // candidates apply_not compiled (bounded: each may recurse)
+  size_t negation_attempts_ = 0;
+  size_t flattened_ = 0;  // flatten() calls (see kMaxFlattenSteps)  // candidates apply_not compiled (bounded: each may recurse)
   bool names_applied_ = false;  // the next compile_keywords gets apply_name_rules' output
 };
 
@@ -3301,6 +3324,12 @@ Result<std::shared_ptr<const JsonSchema>> compile_regex_format(std::string_view 
 
 Result<std::shared_ptr<const JsonSchema>> compile_json_schema(std::string_view schema_json,
                                                               JsonSyntax syntax, bool strict) {
+  if (schema_json.size() > kMaxSchemaBytes) {
+    return Error{ErrorCode::kInvalidArgument,
+                 "the JSON schema is " + std::to_string(schema_json.size()) +
+                     " bytes, more than the " + std::to_string(kMaxSchemaBytes) +
+                     " supported (kMaxSchemaBytes)"};
+  }
   json::Value root;
   json::ParseError error;
   if (!json::parse(schema_json, root, error)) {

@@ -144,7 +144,9 @@ class JsonGrammar {
   void close_object(const SchemaNode& node, uint32_t from, bool first, Out& out) const;
   // Of the properties in `keys` (bits), the one whose key (from byte `pos`), value and the
   // object's rest are shortest.
-  uint32_t shortest_key_choice(const SchemaNode& node, uint64_t keys, uint16_t pos) const;
+  // keys: bit k is property from + k (see eligible_keys).
+  uint32_t shortest_key_choice(const SchemaNode& node, uint64_t keys, uint32_t from,
+                               uint16_t pos) const;
 
   const JsonSchema& schema_;
   const bool gemma_;                    // JsonSyntax::kGemma4

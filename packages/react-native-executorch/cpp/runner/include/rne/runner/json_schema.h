@@ -237,12 +237,14 @@ struct JsonSchema {
 // every allocation a schema asks for bounded; a schema beyond one is refused with an error that
 // names the limit (kMaxEnumValues and kMaxProperties: the rest are left out, see above).
 constexpr size_t kMaxEnumValues = 64;
-constexpr size_t kMaxProperties = 64;
+constexpr size_t kMaxProperties = 64;     // minProperties, tag values (64-bit sets)
+constexpr size_t kMaxOptionalRun = 63;    // optional properties in a row before a required one
 constexpr uint32_t kMaxMinItems = 4096;
 constexpr uint32_t kMaxMinLength = 4096;
 constexpr size_t kMaxMinimalValueBytes = 65536;  // the shortest value of any subschema
-constexpr size_t kMaxSchemaNodes = 10000;        // compiled subschemas (allOf/anyOf expand)
-constexpr size_t kMaxSchemaNesting = 64;         // nested subschemas, $ref and allOf included
+constexpr size_t kMaxSchemaBytes = size_t{16} << 20;  // the schema's JSON text
+constexpr size_t kMaxSchemaNodes = 100000;       // compiled subschemas (allOf/anyOf expand)
+constexpr size_t kMaxSchemaNesting = 128;        // nested subschemas, $ref and allOf included
 
 // Parses `schema_json` (a JSON Schema document) and compiles it. kInvalidArgument errors name the
 // JSON pointer of the offending part and say what to change.
