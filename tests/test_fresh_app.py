@@ -234,6 +234,52 @@ def test_fetch_as_gradle_runs_it_feeds_android_cmake(app, tmp_path):
     assert configure.returncode != 0 and "ReactAndroid" in out, out[-3000:]
 
 
+# Gradle evaluates build.gradle as a Groovy script over its Project; this runs the installed one
+# the same way with the few Project members it reads before `android {}` stubbed (properties from
+# the app's gradle.properties, file(), projectDir, logger) and the DSL blocks ignored, then prints
+# the CMake arguments and ABIs it settled on.
+_GRADLE_STUB = """
+abstract class GradleStub extends Script {
+  File getProjectDir() { new File(System.getenv("PROJECT_DIR")) }
+  def findProperty(String name) {
+    def props = new Properties()
+    new File(System.getenv("GRADLE_PROPERTIES")).withInputStream { props.load(it) }
+    return props.getProperty(name)
+  }
+  File file(Object path) { new File(path.toString()) }
+  def getLogger() { [lifecycle: { String m -> System.err.println(m) }] }
+  def methodMissing(String name, args) { null }
+}
+class GradleException extends RuntimeException { GradleException(String m) { super(m) } }
+"""
+
+
+def test_gradle_evaluates_build_gradle_with_the_fetched_libraries(app, tmp_path):
+    groovy, java = shutil.which("groovy"), shutil.which("java")
+    if groovy is None or java is None:
+        pytest.skip("groovy or java is missing (scripts/setup.sh installs groovy): build.gradle "
+                    "was not evaluated")
+    java_home = str(Path(os.path.realpath(java)).parent.parent)
+    (tmp_path / "GradleStub.groovy").write_text(_GRADLE_STUB)
+    compiled = _run([shutil.which("groovyc") or "groovyc", "-d", str(tmp_path / "cls"),
+                     str(tmp_path / "GradleStub.groovy")], tmp_path, JAVA_HOME=java_home)
+    assert compiled.returncode == 0, compiled.stderr
+    script = tmp_path / "build_gradle.groovy"
+    script.write_text((app["pkg"] / "android" / "build.gradle").read_text() +
+                      '\nprintln(groovy.json.JsonOutput.toJson([args: rneCmakeArguments, abis: rneAbis]))\n')
+    result = _run([groovy, "-cp", str(tmp_path / "cls"), "--basescript", "GradleStub", str(script)],
+                  tmp_path, JAVA_HOME=java_home, PROJECT_DIR=str(app["pkg"] / "android"),
+                  GRADLE_PROPERTIES=str(app["root"] / "android" / "gradle.properties"),
+                  RNE_BINARIES_CACHE=str(tmp_path / "cache"), timeout=300)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out["abis"] == ["arm64-v8a", "x86_64"]
+    cpu = app["lock"]["artifacts"]["android"]["cpu"]  # the backend set of gradle.properties
+    for abi in out["abis"]:
+        assert f"-DRNE_THIRD_PARTY_DIR_{abi}={tmp_path / 'cache' / cpu[abi]['sha256']}" in out["args"]
+        assert (tmp_path / "cache" / cpu[abi]["sha256"] / abi / "libexecutorch.so").is_file()
+
+
 class _Mirror(BaseHTTPRequestHandler):
     files: dict[str, bytes] = {}
 
