@@ -147,5 +147,5 @@ def test_rejects_other_families():
 
 def test_chunk_above_context_is_refused():
     args = gemma4.ModelArgs.from_hf_config(gemma4.RANDOM_CONFIGS["tiny"])
-    with pytest.raises(ValueError, match="max_chunk"):
+    with pytest.raises(ValueError, match=r"max chunk \(16\) is above max context \(8\)"):
         gemma4.Transformer(args, max_context=8, max_chunk=16)

@@ -67,6 +67,15 @@ def test_unknown_model_and_backend_name_the_alternatives() -> None:
         reg.model("smollm2_135m").variant("mlx")
 
 
+def test_architectures_are_the_model_modules(reg_dir: Path, monkeypatch) -> None:
+    """The schema's architectures are the modules of rne_tools/models, listed nowhere else: an
+    unknown one is refused naming them, and a new module is accepted without a schema edit."""
+    edit(reg_dir, "smollm2.yaml", lambda doc: doc["models"][0].update(architecture="toyarch"))
+    assert "'toyarch' is not one of ['gemma4', 'llama']" in load_error(reg_dir)
+    monkeypatch.setitem(registry.ARCHITECTURES, "toyarch", "rne_tools.models.toyarch")
+    assert registry.load_registry(reg_dir).model("smollm2_135m").architecture == "toyarch"
+
+
 @pytest.mark.parametrize(
     ("name", "change", "expected"),
     [
@@ -129,7 +138,8 @@ def test_unknown_model_and_backend_name_the_alternatives() -> None:
         (
             "chunk above context",
             lambda d: gemma(d)["variants"][0]["export"].update(max_chunk=8192),
-            "gemma4.yaml: models[0].variants[0].export.max_chunk: 8192 exceeds max_context 4096",
+            "gemma4.yaml: models[0].variants[0].export.max_chunk: max chunk (8192) is above max "
+            "context (4096)",
         ),
         (
             "a group the kernels have no layout for",

@@ -36,6 +36,8 @@ from rne_tools.backend_catalog import (
     load_catalog,
 )
 from rne_tools.errors import RegistryError
+from rne_tools.models import ARCHITECTURES
+from rne_tools.models.layers import chunk_problem
 from rne_tools.paths import PACKAGE_DIR, REGISTRY_DIR
 
 Status = Literal["published", "unpublished"]
@@ -221,9 +223,11 @@ def _clip(problem: str) -> str:
 
 
 def _schema() -> dict[str, Any]:
-    """The registry's JSON Schema, its backend enum filled in from the backend catalog."""
+    """The registry's JSON Schema, its backend enum filled in from the backend catalog and its
+    architecture enum from the model modules."""
     schema = json.loads((REGISTRY_DIR / SCHEMA_FILE).read_text())
     schema["$defs"]["backend"]["enum"] = list(load_catalog().names())
+    schema["$defs"]["architecture"]["enum"] = sorted(ARCHITECTURES)
     return schema
 
 
@@ -358,11 +362,8 @@ def _cross_problems(doc: dict[str, Any], name: str) -> Iterator[str]:
             if sum(f["path"].endswith(".pte") for f in variant["files"]) != 1:
                 yield f"{name}: {vwhere}.files: a variant needs exactly one .pte file"
             export = variant["export"]
-            if export["max_chunk"] > export["max_context"]:
-                yield (
-                    f"{name}: {vwhere}.export.max_chunk: {export['max_chunk']} exceeds "
-                    f"max_context {export['max_context']}"
-                )
+            if problem := chunk_problem(export["max_chunk"], export["max_context"]):
+                yield f"{name}: {vwhere}.export.max_chunk: {problem}"
             if export["max_context"] > model["context_length"]:
                 yield (
                     f"{name}: {vwhere}.export.max_context: {export['max_context']} exceeds the "

@@ -21,6 +21,7 @@ from rne_tools.checkpoints import load_model, random_model, read_config
 from rne_tools.errors import ExportError
 from rne_tools.export.backends import Backend, ExportOptions, get_backend
 from rne_tools.models import get_architecture
+from rne_tools.models.layers import chunk_problem
 from rne_tools.paths import export_stem
 
 
@@ -134,13 +135,8 @@ def plan_export(
         max_chunk = variant.max_chunk
     if embedding_quantization is None:
         embedding_quantization = (variant and variant.embedding_quantization) or "8w"
-    if max_context < 1 or max_chunk < 1:
-        raise ExportError(f"max context ({max_context}) and max chunk ({max_chunk}) must be >= 1.")
-    if max_chunk > max_context:
-        raise ExportError(
-            f"max chunk ({max_chunk}) is above max context ({max_context}): a prefill chunk "
-            "must fit in the KV cache. Lower --max-chunk or raise --max-context."
-        )
+    if problem := chunk_problem(max_chunk, max_context):
+        raise ExportError(f"{problem}. Lower --max-chunk or raise --max-context.")
     options = ExportOptions(
         model_id=model_id,
         architecture=spec.architecture,

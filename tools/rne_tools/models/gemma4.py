@@ -41,6 +41,7 @@ from rne_tools.models.layers import (
     RMSNorm,
     RoPE,
     Softcap,
+    chunk_problem,
     init_like_trained,
 )
 
@@ -392,10 +393,8 @@ class Transformer(nn.Module):
 
     def __init__(self, args: ModelArgs, max_context: int, max_chunk: int) -> None:
         super().__init__()
-        if not 1 <= max_chunk <= max_context:
-            raise ValueError(
-                f"max_chunk ({max_chunk}) must be between 1 and max_context ({max_context})."
-            )
+        if problem := chunk_problem(max_chunk, max_context):
+            raise ValueError(problem + ".")
         self.args, self.max_context, self.max_chunk = args, max_context, max_chunk
         self.tok_embeddings = nn.Embedding(args.vocab_size, args.dim)
         # Like the reference, the sqrt(dim) scale is rounded to the weights' dtype (buffer casts).

@@ -31,6 +31,17 @@ from torch import Tensor, nn
 _INIT_CHUNK = 1 << 24
 
 
+def chunk_problem(max_chunk: int, max_context: int) -> str | None:
+    """Why a prefill chunk of ``max_chunk`` tokens cannot run over a ``max_context``-slot KV
+    cache, or None: the one statement of that rule (export plans, models, the registry)."""
+    if max_context < 1 or max_chunk < 1:
+        return f"max chunk ({max_chunk}) and max context ({max_context}) must be >= 1"
+    if max_chunk > max_context:
+        return (f"max chunk ({max_chunk}) is above max context ({max_context}): a prefill chunk "
+                "must fit in the KV cache")
+    return None
+
+
 class RMSNorm(nn.Module):
     """RMSNorm over the last dim, normalised in float32 like the references.
 

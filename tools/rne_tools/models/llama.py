@@ -30,6 +30,7 @@ from rne_tools.models.layers import (
     RotateHalf,
     TorchSDPA,
     apply_rope,
+    chunk_problem,
     init_like_trained,
     rope_tables,
 )
@@ -203,8 +204,8 @@ class Transformer(nn.Module):
 
     def __init__(self, args: ModelArgs, max_context: int, max_chunk: int) -> None:
         super().__init__()
-        if not 1 <= max_chunk <= max_context:
-            raise ValueError(f"need 1 <= max_chunk ({max_chunk}) <= max_context ({max_context})")
+        if problem := chunk_problem(max_chunk, max_context):
+            raise ValueError(problem + ".")
         self.args, self.max_context, self.max_chunk = args, max_context, max_chunk
         self.embed_tokens = nn.Embedding(args.vocab_size, args.dim)
         self.layers = nn.ModuleList(
