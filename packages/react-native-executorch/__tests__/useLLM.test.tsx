@@ -147,6 +147,32 @@ describe('useLLM downloads', () => {
   });
 });
 
+describe('useLLM paused downloads', () => {
+  it('pauseDownload keeps the progress and the part; resumeDownload finishes the load', async () => {
+    const server = new HfServer();
+    await server.start();
+    try {
+      const model = publishOn(server);
+      const resources = new ResourceFetcher({ ...nodeAdapters(dir), baseUrl: server.baseUrl });
+      const { result } = renderHook(() => useLLM({ model, resources, native: new FakeNative({ os: 'ios' }) }));
+      await waitFor(() => expect(result.current.downloadProgress).toBeGreaterThan(0.2), { interval: 2, timeout: 10_000 });
+      act(() => result.current.pauseDownload());
+      await waitFor(() => expect(result.current.downloadStatus?.paused).toBe(true), { timeout: 10_000 });
+      const atPause = result.current.downloadProgress;
+      const requests = server.requests.length;
+      await act(() => new Promise((r) => setTimeout(r, 300)));
+      expect([result.current.isReady, result.current.downloadProgress, server.requests.length]).toEqual([false, atPause, requests]);
+      expect(result.current.downloadStatus).toMatchObject({ bytesPerSecond: 0, secondsLeft: null });
+      act(() => result.current.resumeDownload());
+      await waitFor(() => expect(result.current.isReady).toBe(true), { interval: 2, timeout: 10_000 });
+      expect(result.current.downloadProgress).toBe(1);
+      expect(server.requests.some((r) => r.range !== undefined)).toBe(true);
+    } finally {
+      await server.stop();
+    }
+  });
+});
+
 describe('useLLM backend matrix (through the hook)', () => {
   it.each([
     ['iOS device, default', { os: 'ios', isSimulator: false }, undefined, 'mlx'],

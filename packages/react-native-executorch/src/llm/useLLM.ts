@@ -5,6 +5,7 @@ import type { Message, MessageInput } from '../chat/template';
 import { ExecutorchError } from '../errors';
 import type { AnyLLMDescriptor } from '../models';
 import type { GenerationStats } from '../native/seam';
+import { DownloadControl, type DownloadStatus } from '../resources/fetcher';
 import {
   initialHistoryOf,
   LLMModule,
@@ -32,6 +33,12 @@ export interface LLMController<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
   readonly isGenerating: boolean;
   /** 0..1 over all files of the model (1 when they were cached). */
   readonly downloadProgress: number;
+  /** The download's bytes, rate and time left, and whether it is paused; null before it reports. */
+  readonly downloadStatus: DownloadStatus | null;
+  /** Pauses the model's download (the parts are kept, progress stays); see {@link DownloadControl}. */
+  pauseDownload(): void;
+  /** Continues a paused download from its parts. */
+  resumeDownload(): void;
   /** The last failure (loading, or a generation), or null. */
   readonly error: ExecutorchError | null;
   /** The answer being generated (streamed), or the last one. */
@@ -85,6 +92,7 @@ interface HookState<M extends AnyLLMDescriptor> {
   isReady: boolean;
   isGenerating: boolean;
   downloadProgress: number;
+  downloadStatus: DownloadStatus | null;
   error: ExecutorchError | null;
   response: string;
   token: string;
@@ -99,6 +107,7 @@ function initialState<M extends AnyLLMDescriptor>(): HookState<M> {
     isReady: false,
     isGenerating: false,
     downloadProgress: 0,
+    downloadStatus: null,
     error: null,
     response: '',
     token: '',
@@ -142,6 +151,7 @@ export function useLLM<M extends AnyLLMDescriptor>(options: UseLLMOptions<M>): L
   optionsRef.current = options;
   const batcherRef = useRef<TokenBatcher | null>(null);
   const thoughtBatcherRef = useRef<TokenBatcher | null>(null);
+  const downloadRef = useRef<DownloadControl | null>(null);
 
   const update = useCallback((patch: Partial<HookState<M>>) => {
     setState((s) => ({ ...s, ...patch }));
@@ -160,11 +170,15 @@ export function useLLM<M extends AnyLLMDescriptor>(options: UseLLMOptions<M>): L
     moduleRef.current = module;
     if (module.messageHistory.length > 0) update({ messageHistory: module.messageHistory });
     const controller = new AbortController();
+    const download = new DownloadControl();
+    downloadRef.current = download;
     let live = true;
     module
       .load({
         signal: controller.signal,
+        download,
         onDownloadProgress: (downloadProgress) => live && update({ downloadProgress }),
+        onDownloadStatus: (downloadStatus) => live && update({ downloadStatus }),
       })
       .then(() => live && update({ isReady: true, backend: module.backend }))
       .catch((error: unknown) => live && update({ error: asExecutorchError(error), backend: module.backend }));
@@ -313,6 +327,8 @@ export function useLLM<M extends AnyLLMDescriptor>(options: UseLLMOptions<M>): L
   const getGeneratedTokenCount = useCallback(() => moduleRef.current?.getGeneratedTokenCount() ?? 0, []);
   const getPromptTokenCount = useCallback(() => moduleRef.current?.getPromptTokenCount() ?? 0, []);
   const getTotalTokenCount = useCallback(() => moduleRef.current?.getTotalTokenCount() ?? 0, []);
+  const pauseDownload = useCallback(() => downloadRef.current?.pause(), []);
+  const resumeDownload = useCallback(() => downloadRef.current?.resume(), []);
 
   return {
     ...state,
@@ -327,6 +343,8 @@ export function useLLM<M extends AnyLLMDescriptor>(options: UseLLMOptions<M>): L
     getGeneratedTokenCount,
     getPromptTokenCount,
     getTotalTokenCount,
+    pauseDownload,
+    resumeDownload,
   };
 }
 
