@@ -89,10 +89,29 @@ function(rne_stb_image_fetch dest)
   file(RENAME "${part}" "${dest}")
 endfunction()
 
-# Writes <out_dir>/stb_image.h: <header> with one fix. stb's 4:2:2 (h2v1) chroma upsampling
-# weights the last column's left neighbour 3/4 instead of 1/4, so the right edge of such a JPEG
-# comes out with wrong colours (up to 122/255 on noisy chroma, against libjpeg, which PIL uses).
+# Writes <out_dir>/stb_image.h: <header> with these fixes.
+# - stb's 4:2:2 (h2v1) chroma upsampling weights the last column's left neighbour 3/4 instead of
+#   1/4, so the right edge of such a JPEG comes out with wrong colours (up to 122/255 on noisy
+#   chroma, against libjpeg, which PIL uses).
+# - Damaged JPEGs that v2.27 mishandles (found by cpp/fuzz, issue #63): a Huffman table (DHT)
+#   whose 16 code counts add up to more than 256 made it write past its 257-entry size list and
+#   256-entry value list, so it is refused as corrupt; and entropy-coded data that ends inside a
+#   code drove its bit count negative (undefined shifts, reads of bits that are not there), so
+#   a read past the data's end gives zero bits and a code longer than the bits left is corrupt.
 # The copy is rewritten only when its bytes change, so a reconfigure recompiles nothing.
+# Adds the line <guard> after every line <after> of the text in <source_var> (a warning where
+# there is none: another stb version, which the warning on the version also names).
+function(_rne_stb_guard source_var after guard)
+  string(FIND "${${source_var}}" "${after}\n" at)
+  if(at EQUAL -1)
+    message(WARNING "stb_image: '${after}' is not there; the header goes without the check "
+                    "that follows it")
+    return()
+  endif()
+  string(REPLACE "${after}\n" "${after}\n${guard}\n" patched "${${source_var}}")
+  set(${source_var} "${patched}" PARENT_SCOPE)
+endfunction()
+
 function(rne_stb_image_patch header out_dir)
   # The parity bounds of tests/test_image_preprocess.py were measured with v2.27 (Debian
   # bookworm's libstb-dev 0.0~git20220908.8b5f1f3+ds-1, the pinned file); another version may
@@ -114,6 +133,14 @@ function(rne_stb_image_patch header out_dir)
     string(REPLACE "${bug}" "out[i*2+0] = stbi__div4(input[w-1]*3 + input[w-2] + 2);"
            source "${source}")
   endif()
+  _rne_stb_guard(source "            L -= 17;"
+    "            if (n > 256) return stbi__err(\"bad DHT header\",\"Corrupt JPEG\");")
+  _rne_stb_guard(source "   if (j->code_bits < n) stbi__grow_buffer_unsafe(j);"
+    "   if (j->code_bits < n) return 0;")
+  _rne_stb_guard(source "   if (j->code_bits < 1) stbi__grow_buffer_unsafe(j);"
+    "   if (j->code_bits < 1) return 0;")
+  _rne_stb_guard(source "s = r & 15; // combined length"
+    "            if (s > j->code_bits) return stbi__err(\"bad huffman code\",\"Corrupt JPEG\");")
   set(patched "${out_dir}/stb_image.h")
   file(WRITE "${patched}.tmp" "${source}")
   file(COPY_FILE "${patched}.tmp" "${patched}" ONLY_IF_DIFFERENT)

@@ -1,9 +1,10 @@
+#include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <memory>
 
 #include <stb_image.h>
 
+#include "rne/json/file.h"
 #include "rne/media/image.h"
 
 namespace rne::media {
@@ -31,6 +32,61 @@ bool png_size(const uint8_t* data, size_t size, uint32_t* width, uint32_t* heigh
   *width = be32(data + 16);
   *height = be32(data + 20);
   return true;
+}
+
+std::string chunk_name(const uint8_t* type) {
+  std::string name;
+  for (int i = 0; i < 4; ++i) {
+    const bool printable = type[i] >= 0x20 && type[i] < 0x7f;
+    name += printable ? std::string(1, static_cast<char>(type[i]))
+                      : "\\x" + std::string(1, "0123456789abcdef"[type[i] >> 4]) +
+                            "0123456789abcdef"[type[i] & 15];
+  }
+  return name;
+}
+
+// A PNG's chunks against the file: every declared length must fit in what follows it, and the
+// compressed image data must be able to hold the declared pixels. Deflate expands at most
+// 1032-fold (a 258-byte match coded in 2 bits), so a few hundred bytes cannot be a 64-megapixel
+// picture: refused before the decoder allocates for it.
+Result<void> check_png_chunks(const uint8_t* data, size_t size, uint32_t width, uint32_t height) {
+  constexpr uint64_t kMaxDeflateRatio = 1032;
+  uint64_t idat_bytes = 0;
+  size_t at = 8;
+  while (at + 8 <= size) {
+    const uint64_t length = be32(data + at);
+    const uint8_t* type = data + at + 4;
+    const size_t left = size - at - 8;
+    if (length > left) {
+      return invalid("the PNG's '" + chunk_name(type) + "' chunk at byte " + std::to_string(at) +
+                     " declares " + std::to_string(length) + " bytes, only " +
+                     std::to_string(left) + " follow: the file is truncated or damaged");
+    }
+    if (std::memcmp(type, "IDAT", 4) == 0) idat_bytes += length;
+    if (std::memcmp(type, "IEND", 4) == 0) break;
+    at += 12 + static_cast<size_t>(length);  // length, type, data, CRC
+  }
+  if (size < 29) return {};  // no whole IHDR: the decoder says what is wrong
+  const uint32_t depth = data[24];
+  const uint32_t colour = data[25];
+  const uint32_t channels = colour == 2 ? 3 : colour == 4 ? 2 : colour == 6 ? 4 : 1;
+  // Each row: a filter byte and its packed samples (Adam7 interlacing only adds to this).
+  const uint64_t row_bytes = 1 + (uint64_t{width} * channels * depth + 7) / 8;
+  const uint64_t raw_bytes = row_bytes * height;
+  if (raw_bytes > idat_bytes * kMaxDeflateRatio + 1024) {
+    return invalid("the PNG declares " + std::to_string(width) + "x" + std::to_string(height) +
+                   " pixels but holds " + std::to_string(idat_bytes) +
+                   " bytes of compressed image data, too few for that many (at least " +
+                   std::to_string(raw_bytes / kMaxDeflateRatio) +
+                   "): the file is truncated or damaged");
+  }
+  return {};
+}
+
+// stb's reason for a failure, which some of its paths leave unset.
+std::string failure_reason() {
+  const char* reason = stbi_failure_reason();
+  return reason != nullptr && *reason != '\0' ? reason : "no reason given";
 }
 
 bool jpeg_size(const uint8_t* data, size_t size, uint32_t* width, uint32_t* height) {
@@ -97,18 +153,41 @@ Result<Size2D> image_size(const uint8_t* data, size_t size, const DecodeLimits& 
     return invalid(std::string("the ") + format + " image has no pixels (" +
                    std::to_string(width) + "x" + std::to_string(height) + ")");
   }
-  if (static_cast<int64_t>(width) * height > limits.max_pixels) {
+  const auto max_pixels = static_cast<uint64_t>(std::max<int64_t>(limits.max_pixels, 0));
+  if (uint64_t{width} * height > max_pixels) {
     return invalid(std::string("the image is ") + std::to_string(width) + "x" +
                    std::to_string(height) + " pixels, over the limit of " +
                    std::to_string(limits.max_pixels) + ": downscale it first");
+  }
+  if (png) {
+    if (auto chunks = check_png_chunks(data, size, width, height); !chunks.ok()) {
+      return chunks.error();
+    }
   }
   return Size2D{static_cast<int>(height), static_cast<int>(width)};
 }
 
 Result<RgbImage> decode_image(const uint8_t* data, size_t size, const DecodeLimits& limits) {
-  if (auto checked = image_size(data, size, limits); !checked.ok()) return checked.error();
+  auto checked = image_size(data, size, limits);
+  if (!checked.ok()) return checked.error();
   const bool png = is_png(data, size);
   const char* format = png ? "PNG" : "JPEG";
+  const std::string unsupported =
+      std::string("the file is corrupt, truncated or uses a feature the decoder does not "
+                  "support") +
+      (png ? "" : " (12-bit or arithmetic-coded JPEG)") + "; re-save it as an ordinary JPEG or PNG";
+  // The size the decoder itself reads (its own header walk) is what it allocates for: it must be
+  // the size the budget was checked on. Where that walk fails, so does the load below, which
+  // gives the precise reason (stbi_info's is a generic one).
+  int info_width = checked->width, info_height = checked->height, info_channels = 0;
+  if (stbi_info_from_memory(data, static_cast<int>(size), &info_width, &info_height,
+                            &info_channels) &&
+      (info_width != checked->width || info_height != checked->height)) {
+    return invalid(std::string("the ") + format + " image's headers disagree on its size (" +
+                   std::to_string(checked->width) + "x" + std::to_string(checked->height) +
+                   " and " + std::to_string(info_width) + "x" + std::to_string(info_height) +
+                   "): the file is damaged; re-save it as an ordinary JPEG or PNG");
+  }
   // PNG: 4 channels out, because stb adds a tRNS chunk's alpha only when it expands channels
   // (and grey comes back replicated). JPEG has no alpha: 3, a quarter less memory.
   const int channels = png ? 4 : 3;
@@ -118,11 +197,12 @@ Result<RgbImage> decode_image(const uint8_t* data, size_t size, const DecodeLimi
                             &file_channels, channels),
       stbi_image_free);
   if (!decoded) {
-    return invalid(std::string("cannot decode the ") + format + " image (" +
-                   stbi_failure_reason() + "): the file is corrupt, truncated or uses a " +
-                   "feature the decoder does not support" +
-                   (png ? "" : " (12-bit or arithmetic-coded JPEG)") +
-                   "; re-save it as an ordinary JPEG or PNG");
+    return invalid(std::string("cannot decode the ") + format + " image (" + failure_reason() +
+                   "): " + unsupported);
+  }
+  if (got_width != info_width || got_height != info_height) {
+    return invalid(std::string("the ") + format + " image decoded to a size its header does "
+                   "not give: the file is damaged; re-save it as an ordinary JPEG or PNG");
   }
   RgbImage out;
   out.width = got_width;
@@ -142,20 +222,14 @@ Result<RgbImage> decode_image(const uint8_t* data, size_t size, const DecodeLimi
   return out;
 }
 
-Result<std::vector<uint8_t>> read_image_file(const std::string& path, const DecodeLimits& limits) {
-  std::ifstream file(path, std::ios::binary | std::ios::ate);
-  if (!file) return Error{ErrorCode::kNotFound, "cannot open the image file '" + path + "'"};
-  const std::streamoff size = file.tellg();
-  if (size < 0) return Error{ErrorCode::kNotFound, "cannot read the image file '" + path + "'"};
-  if (static_cast<uint64_t>(size) > limits.max_file_bytes) {
-    return invalid("the image file '" + path + "' is " + std::to_string(size) +
-                   " bytes, over the limit of " + std::to_string(limits.max_file_bytes) +
-                   ": downscale or recompress it first");
-  }
-  std::vector<uint8_t> bytes(static_cast<size_t>(size));
-  file.seekg(0);
-  if (size > 0 && !file.read(reinterpret_cast<char*>(bytes.data()), size)) {
-    return Error{ErrorCode::kNotFound, "cannot read the image file '" + path + "'"};
+Result<std::string> read_image_file(const std::string& path, const DecodeLimits& limits) {
+  std::string bytes;
+  json::FileProblem problem;
+  if (!json::read_regular_file(path, limits.max_file_bytes, bytes, problem)) {
+    const bool too_large = problem.error == json::FileError::kTooLarge;
+    return Error{too_large ? ErrorCode::kInvalidArgument : ErrorCode::kNotFound,
+                 "cannot open the image file: " + problem.message +
+                     (too_large ? " (downscale or recompress it first)" : "")};
   }
   return bytes;
 }
@@ -163,7 +237,7 @@ Result<std::vector<uint8_t>> read_image_file(const std::string& path, const Deco
 Result<RgbImage> decode_image_file(const std::string& path, const DecodeLimits& limits) {
   auto bytes = read_image_file(path, limits);
   if (!bytes.ok()) return bytes.error();
-  auto image = decode_image(bytes->data(), bytes->size(), limits);
+  auto image = decode_image(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size(), limits);
   if (!image.ok()) return Error{image.error().code, path + ": " + image.error().message};
   return image;
 }

@@ -48,7 +48,7 @@ Result<int64_t> MediaEmbedder::count_image(const std::string& path) const {
   if (vision_ == nullptr) return no_encoder("vision");
   auto bytes = read_image_file(path);
   if (!bytes.ok()) return bytes.error();
-  auto size = image_size(bytes->data(), bytes->size());
+  auto size = image_size(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size());
   if (!size.ok()) return Error{size.error().code, path + ": " + size.error().message};
   const Gemma4ImageConfig config = image_config(*vision_);
   auto target = gemma4_target_size(size->height, size->width, config);
@@ -98,7 +98,8 @@ Result<PromptMedia> MediaEmbedder::image(const std::string& path) {
   const uint64_t key = content_key(bytes->data(), bytes->size(), 'i');
   return embed(key, kGemma4Image, vision_->contract().text_hidden,
                [&]() -> Result<std::vector<float>> {
-                 auto picture = decode_image(bytes->data(), bytes->size());
+                 auto picture = decode_image(reinterpret_cast<const uint8_t*>(bytes->data()),
+                                             bytes->size());
                  if (!picture.ok()) {
                    return Error{picture.error().code, path + ": " + picture.error().message};
                  }

@@ -1,7 +1,8 @@
 #include "rne/media/audio.h"
 
 #include <cstring>
-#include <fstream>
+
+#include "rne/json/file.h"
 
 namespace rne::media {
 
@@ -98,21 +99,16 @@ Result<std::vector<float>> decode_wav(const uint8_t* data, size_t size, const Wa
 }
 
 Result<std::vector<float>> decode_wav_file(const std::string& path, const WavLimits& limits) {
-  std::ifstream file(path, std::ios::binary | std::ios::ate);
-  if (!file) return Error{ErrorCode::kNotFound, "cannot open the audio file '" + path + "'"};
-  const std::streamoff size = file.tellg();
-  if (size < 0) return Error{ErrorCode::kNotFound, "cannot read the audio file '" + path + "'"};
-  if (static_cast<uint64_t>(size) > limits.max_file_bytes) {
-    return invalid("the audio file '" + path + "' is " + std::to_string(size) +
-                   " bytes, over the limit of " + std::to_string(limits.max_file_bytes) +
-                   ": split it into shorter clips");
+  std::string bytes;
+  json::FileProblem problem;
+  if (!json::read_regular_file(path, limits.max_file_bytes, bytes, problem)) {
+    const bool too_large = problem.error == json::FileError::kTooLarge;
+    return Error{too_large ? ErrorCode::kInvalidArgument : ErrorCode::kNotFound,
+                 "cannot open the audio file: " + problem.message +
+                     (too_large ? " (split it into shorter clips)" : "")};
   }
-  std::vector<uint8_t> bytes(static_cast<size_t>(size));
-  file.seekg(0);
-  if (size > 0 && !file.read(reinterpret_cast<char*>(bytes.data()), size)) {
-    return Error{ErrorCode::kNotFound, "cannot read the audio file '" + path + "'"};
-  }
-  auto samples = decode_wav(bytes.data(), bytes.size(), limits);
+  auto samples =
+      decode_wav(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), limits);
   if (!samples.ok()) return Error{samples.error().code, path + ": " + samples.error().message};
   return samples;
 }

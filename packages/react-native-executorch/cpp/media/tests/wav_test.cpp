@@ -1,9 +1,15 @@
 // The WAV reader (rne/media/audio.h) on files built here byte by byte; the audio encoder's
 // parity with transformers on WAVs is tests/test_audio_encoder.py.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -141,6 +147,31 @@ TEST(Wav, MissingFileIsNotFound) {
   auto samples = decode_wav_file("/nonexistent/clip.wav");
   ASSERT_FALSE(samples.ok());
   EXPECT_EQ(samples.error().code, ErrorCode::kNotFound);
+}
+
+TEST(Wav, SpecialFilesAreRefusedWithoutBlocking) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("rne_wav_special_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string fifo = (dir / "clip.wav").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const auto& [path, kind] : std::vector<std::pair<std::string, std::string>>{
+           {fifo, "a FIFO (named pipe)"},
+           {dir.string(), "a directory"},
+           {"/dev/zero", "a character device"}}) {
+    auto decoded = std::async(std::launch::async, [&] { return decode_wav_file(path); });
+    if (decoded.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+      // Blocked in open: a writer's open and close lets it go, so the test ends.
+      ::close(::open(fifo.c_str(), O_WRONLY | O_NONBLOCK));
+      FAIL() << path << " blocked the read";
+    }
+    auto samples = decoded.get();
+    ASSERT_FALSE(samples.ok()) << path;
+    EXPECT_EQ(samples.error().code, ErrorCode::kNotFound);
+    EXPECT_NE(samples.error().message.find(kind + ", not a regular file"), std::string::npos)
+        << samples.error().message;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -28,7 +28,8 @@ struct WavLimits {
 // (kInvalidArgument) name what the file is and what to convert it to.
 Result<std::vector<float>> decode_wav(const uint8_t* data, size_t size,
                                       const WavLimits& limits = {});
-// decode_wav of a file's bytes (kNotFound when unreadable).
+// decode_wav of a file's bytes (kNotFound when missing or unreadable, and for a FIFO, directory
+// or device, which is refused without opening it for reading, so nothing blocks).
 Result<std::vector<float>> decode_wav_file(const std::string& path, const WavLimits& limits = {});
 
 }  // namespace rne::media

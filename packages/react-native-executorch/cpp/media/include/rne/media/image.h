@@ -26,7 +26,9 @@ struct RgbImage {
 struct DecodeLimits {
   // Decoding holds the decoder's buffer and the RGB copy at once: 6 bytes per pixel for a JPEG,
   // 7 for a PNG (about 400 MB at 64 MP).
-  // Larger pictures are refused before any pixel is decoded (the header is read first).
+  // Larger pictures are refused before any pixel is decoded (the header is read first), and so
+  // is a PNG whose chunks do not fit in the file or whose compressed data is too small for its
+  // declared size.
   int64_t max_pixels = 64'000'000;
   size_t max_file_bytes = 256u << 20;
 };
@@ -39,9 +41,10 @@ struct DecodeLimits {
 // docs/multimodal.md). No EXIF orientation is applied (neither does the processor).
 Result<RgbImage> decode_image(const uint8_t* data, size_t size, const DecodeLimits& limits = {});
 Result<RgbImage> decode_image_file(const std::string& path, const DecodeLimits& limits = {});
-// The file's bytes (kNotFound when unreadable; over max_file_bytes is kInvalidArgument).
-Result<std::vector<uint8_t>> read_image_file(const std::string& path,
-                                             const DecodeLimits& limits = {});
+// The file's bytes. A regular file only: a FIFO, directory or device is refused without
+// opening it for reading, so nothing blocks (kNotFound, as for a missing or unreadable file);
+// over max_file_bytes is kInvalidArgument.
+Result<std::string> read_image_file(const std::string& path, const DecodeLimits& limits = {});
 
 // Pillow's `Image.resize(..., resample=BICUBIC)` on an RGB image, bit for bit: separable
 // convolution with Keys' cubic (a = -0.5) whose support widens with the downscale factor
