@@ -2,8 +2,10 @@
 // grammar accepts, token masks equal to a brute-force check of every token, and outputs that
 // are whole sentences whatever the token budget.
 #include <gtest/gtest.h>
+#include <pthread.h>
 
 #include <algorithm>
+#include <functional>
 #include <chrono>
 #include <cstdlib>
 #include <random>
@@ -116,6 +118,52 @@ TEST(GbnfParse, RefusesGrammarsPastTheLimits) {
   auto result = matcher.matches(std::string(12, 'a'));
   ASSERT_FALSE(result.ok());
   EXPECT_NE(result.error().message.find("kMaxGbnfStacks"), std::string::npos);
+}
+
+// Runs `body` on a thread with a phone-sized stack (an iOS secondary thread has 512 KiB; half
+// of that here), so a recursion that grows with the input fails the test by crashing it.
+void on_small_stack(const std::function<void()>& body) {
+  pthread_attr_t attr;
+  ASSERT_EQ(pthread_attr_init(&attr), 0);
+  ASSERT_EQ(pthread_attr_setstacksize(&attr, 256 * 1024), 0);
+  pthread_t thread;
+  auto run = [](void* arg) -> void* {
+    (*static_cast<const std::function<void()>*>(arg))();
+    return nullptr;
+  };
+  ASSERT_EQ(pthread_create(&thread, &attr, run, const_cast<std::function<void()>*>(&body)), 0);
+  pthread_join(thread, nullptr);
+  pthread_attr_destroy(&attr);
+}
+
+TEST(GbnfParse, DeepNestingIsAClearErrorNotAStackOverflow) {
+  on_small_stack([] {
+    const auto nested = [](size_t depth) {
+      return "root ::= " + std::string(depth, '(') + "\"x\"" + std::string(depth, ')') + "\n";
+    };
+    EXPECT_EQ(error_of(nested(kMaxGbnfNesting)), "");
+    EXPECT_TRUE(matches(nested(kMaxGbnfNesting), "x"));
+    const std::string error = error_of(nested(12000));
+    EXPECT_NE(error.find("groups nested more than 100 deep (kMaxGbnfNesting)"), std::string::npos)
+        << error;
+    EXPECT_NE(error.find("line 1, column 110"), std::string::npos) << error;
+  });
+}
+
+TEST(GbnfMatch, LongChainsOfRulesDoNotRecurse) {
+  // Each rule reads the next before any character: thousands of expansions before the first
+  // byte, which the matcher walks with a work list, not the thread's stack.
+  std::string chain = "root ::= r0\n";
+  const int length = 4000;
+  for (int i = 0; i < length; ++i) {
+    chain += "r" + std::to_string(i) + "::=e r" + std::to_string(i + 1) + "\n";
+  }
+  chain += "r" + std::to_string(length) + " ::= \"x\"\ne ::= \"\"\n";
+  ASSERT_LE(chain.size(), kMaxGbnfBytes);
+  on_small_stack([&] {
+    EXPECT_TRUE(matches(chain, "x"));
+    EXPECT_FALSE(matches(chain, "y"));
+  });
 }
 
 TEST(GbnfMatch, Arithmetic) {

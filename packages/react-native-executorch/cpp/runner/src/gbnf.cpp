@@ -3,6 +3,7 @@
 #include "code_point_ranges.h"
 
 #include <algorithm>
+#include <tuple>
 #include <unordered_map>
 
 namespace rne::runner {
@@ -192,9 +193,15 @@ class Parser {
         ++at_;
         sequence.push_back(char_class({{0, kMaxCodePoint}}));
       } else if (c == '(') {
+        if (depth_ == kMaxGbnfNesting) {
+          return fail("groups nested more than " + std::to_string(kMaxGbnfNesting) +
+                      " deep (kMaxGbnfNesting); give inner groups rules of their own");
+        }
         ++at_;
         skip_space(true);
+        ++depth_;
         auto inner = parse_alternatives(owner, /*nested=*/true);
+        --depth_;
         if (!inner.ok()) return inner.error();
         skip_space(true);
         if (peek() != ')') return fail("expected ')' to close the group opened at line " +
@@ -405,6 +412,7 @@ class Parser {
   const std::string& text_;
   size_t at_ = 0;
   size_t elements_ = 0;
+  size_t depth_ = 0;  // groups open around at_
   std::vector<Rule> rules_;
   std::unordered_map<std::string, uint32_t> ids_;
   std::vector<Ranges> classes_;
@@ -583,26 +591,46 @@ bool GbnfMatcher::add(std::vector<uint32_t>& out, uint32_t stack) {
 
 bool GbnfMatcher::expand(uint32_t pos, uint32_t parent, std::vector<uint32_t>& out) {
   const GbnfGrammar& g = *grammar_;
-  for (;;) {
-    const Element e = g.elements[pos];
-    if (e.kind == GbnfGrammar::kChar) return add(out, push(pos, parent));
-    if (e.kind == GbnfGrammar::kRule) {
-      // The rest of this alternative waits below the rule's; nothing left: pop it now, so a
-      // right-recursive repetition keeps the stack flat.
-      const uint32_t next = g.elements[pos + 1].kind == GbnfGrammar::kEnd ? parent
-                                                                           : push(pos + 1, parent);
-      for (uint32_t start : g.alternatives[e.value]) {
-        if (!expand(start, next, out)) return false;
+  // Depth first, in the order a recursive walk takes (a rule's alternatives are pushed last
+  // first), so the stacks come out in the same order.
+  pending_.clear();
+  pending_.emplace_back(pos, parent);
+  while (!pending_.empty()) {
+    std::tie(pos, parent) = pending_.back();
+    pending_.pop_back();
+    for (;;) {
+      const Element e = g.elements[pos];
+      if (e.kind == GbnfGrammar::kChar) {
+        if (!add(out, push(pos, parent))) return false;
+        break;
       }
-      return true;
+      if (e.kind == GbnfGrammar::kRule) {
+        // The rest of this alternative waits below the rule's; nothing left: pop it now, so a
+        // right-recursive repetition keeps the stack flat.
+        const uint32_t next = g.elements[pos + 1].kind == GbnfGrammar::kEnd
+                                  ? parent
+                                  : push(pos + 1, parent);
+        const auto& starts = g.alternatives[e.value];
+        for (auto it = starts.rbegin(); it != starts.rend(); ++it) {
+          pending_.emplace_back(*it, next);
+        }
+        break;
+      }
+      // kEnd: this alternative is done; go on with the frame below.
+      if (parent == 0) {
+        if (!add(out, 0)) return false;
+        break;
+      }
+      const Frame below = frames_[parent];
+      if (g.elements[below.pos].kind == GbnfGrammar::kChar) {
+        if (!add(out, parent)) return false;
+        break;
+      }
+      pos = below.pos;
+      parent = below.parent;
     }
-    // kEnd: this alternative is done; go on with the frame below.
-    if (parent == 0) return add(out, 0);
-    const Frame below = frames_[parent];
-    if (g.elements[below.pos].kind == GbnfGrammar::kChar) return add(out, parent);
-    pos = below.pos;
-    parent = below.parent;
   }
+  return true;
 }
 
 Error GbnfMatcher::too_ambiguous() {

@@ -12,8 +12,8 @@
 // - comments from `#` to the end of the line.
 // Refused with the line and column: syntax errors, undefined or twice-defined rules, left
 // recursion (a rule that can reach itself before reading a character: a top-down matcher would
-// loop; write it right-recursive or with `*`), rules that generate no string, and grammars
-// past the size limits below.
+// loop; write it right-recursive or with `*`), rules that generate no string, grammars past the
+// size limits below, and an empty grammar (no rule at all: "grammar has no 'root' rule").
 #pragma once
 
 #include <cstdint>
@@ -30,6 +30,9 @@ constexpr size_t kMaxGbnfBytes = 64 * 1024;    // grammar text
 constexpr size_t kMaxGbnfElements = 100000;    // after expanding repetitions
 constexpr uint32_t kMaxGbnfRepeat = 1000;      // m and n of {m,n}
 constexpr size_t kMaxGbnfStacks = 256;         // parse stacks alive at once (ambiguity)
+// Groups inside groups. The parser recurses once per level (a few hundred bytes of stack each),
+// so this keeps it far inside the 512 KiB an iOS secondary thread has, whatever the text.
+constexpr size_t kMaxGbnfNesting = 100;
 
 struct GbnfGrammar {
   enum Kind : uint8_t { kEnd, kChar, kRule };
@@ -101,11 +104,13 @@ class GbnfMatcher {
   bool same(uint32_t a, uint32_t b) const;
   bool add(std::vector<uint32_t>& out, uint32_t stack);
   // Pushes onto `out` every normalized stack (top on a kChar, or empty) that reading from
-  // element `pos` over `parent` can give. false: too many stacks.
+  // element `pos` over `parent` can give. false: too many stacks. Iterative (a chain of rules
+  // that read no character first can be thousands long): its work list is `pending_`.
   bool expand(uint32_t pos, uint32_t parent, std::vector<uint32_t>& out);
 
   std::shared_ptr<const GbnfGrammar> grammar_;
   std::vector<Frame> frames_;
+  std::vector<std::pair<uint32_t, uint32_t>> pending_;  // expand's (pos, parent) still to do
 };
 
 }  // namespace rne::runner
