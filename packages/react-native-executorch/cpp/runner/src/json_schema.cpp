@@ -21,12 +21,6 @@ namespace json = rne::json;
 namespace {
 
 constexpr size_t kUnknown = SIZE_MAX;         // no finite shortest value (yet)
-// not: X compiles one candidate per keyword of X that it can negate, each with the schema
-// around it (which may hold more nots): bounded in total, and per `properties`.
-constexpr size_t kMaxNegationAttempts = 2000;
-constexpr size_t kMaxNegatedProperties = 8;
-constexpr size_t kMaxOneOfProduct = 64;
-constexpr size_t kMaxFlattenSteps = 200000;  // alternatives of two merged oneOfs, multiplied
 constexpr int64_t kMaxInteger = 999999999999999;  // 15 digits: what the grammar writes
 
 Error invalid(const std::string& pointer, const std::string& what) {

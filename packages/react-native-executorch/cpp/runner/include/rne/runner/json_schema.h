@@ -37,7 +37,8 @@
 //   integers in that range (exact, and refused when the range holds none). multipleOf m
 //   generates the integers that are multiples of the least positive integer multiple of m
 //   (1.5: 3k), such that instance / m is an exact integer in floating point too (refused for a
-//   decimal m whose double is too far from it, such as 0.7); allOf of two: their lcm.
+//   decimal m whose double is too far from it, such as 0.7: |m's double / m - 1| must be at
+//   most 2^-54, which 0.1, 0.2, 0.05 and 0.01 meet); allOf of two: their lcm.
 // - strings with minLength/maxLength count code points (as JSON Schema does) and use no \u
 //   escapes (a surrogate pair would be two escapes for one code point).
 // - pattern: the regex subset of regex.h, matched anywhere in the string unless anchored (as
@@ -53,7 +54,7 @@
 //   hours; regex: letters, digits and spaces. Other formats are ignored (refused when strict). A
 //   string's pattern, format and length bounds compile into one automaton (regex.h limits);
 //   such strings use no \u escapes either, and control characters other than \b \f \n \r \t
-//   are not generated. In allOf, two different patterns (or formats) are refused.
+//   are not generated. In allOf, all patterns and formats must match (one automaton).
 // - a schema without `type` (or `true`, `{}`) allows any of the types above.
 // - nullable (OpenAPI 3.0: null allowed too; JSON Schema ignores it): null is not generated,
 //   so the output validates under both readings; write "type": [..., "null"] or anyOf for null.
@@ -62,22 +63,37 @@
 //   a tag: a property every shape declares as required with constant string values (const or
 //   enum) that no two shapes share, such as Zod's discriminated unions; that property is then
 //   generated first and its value picks the shape (in Gemma 4's syntax it must already sort
-//   first in every shape). oneOf alternatives must not overlap (differing types, distinct
-//   constants, distinct tags), which makes them exclusive: every value generated for one fails
-//   the others (a different type, constant or tag value); overlapping ones are refused. For
-//   anyOf, where two alternatives allow the same type and no tag tells them apart, the first one
-//   is generated for that type: a narrower but valid language; an anyOf alternative that
-//   cannot be compiled (unsupported or unsatisfiable) is left out the same way (refused only
-//   when every one is). Two oneOf object shapes without a tag: the first one is generated for
-//   objects when some property the other's `required` lists can be kept out of it (it never
-//   generates it), so each of its objects fails the other.
-// - not: {"type": ..., anything else} leaves those types out; not: {"required": [names]}
-//   generates only objects, never with all of the names (the last optional one is left out);
-//   not: {"anyOf": [...]} each of them; not: {"not": X} is X (refused beside unevaluated*,
-//   since not drops X's annotations); not: {} allows nothing.
+//   first in every shape). oneOf alternatives kept apart that way (differing types, distinct
+//   constants, distinct tags) are exclusive: every value generated for one fails the others.
+//   For anyOf, where two alternatives allow the same type and no tag tells them apart, the
+//   first one is generated for that type: a narrower but valid language; an anyOf alternative
+//   that cannot be compiled (unsupported or unsatisfiable) is left out the same way (refused
+//   only when every one is). Two oneOf object shapes without a tag: the first one is generated
+//   for objects when some property the other's `required` lists can be kept out of it (it
+//   never generates it), so each of its objects fails the other. oneOf alternatives that still
+//   overlap (two string shapes, a string and a constant, object shapes alike in what they
+//   require): each alternative is compiled as itself and `not` every other one (below), and
+//   those are combined as anyOf: every value generated matches exactly one; an alternative
+//   that cannot be kept apart is left out, refused when all are.
+// - not: X holds for the values X rejects, and X rejects a value when any one of its keywords
+//   does. Each keyword of X that the grammar can negate gives a candidate: type (the other
+//   types), enum/const (every other value: literals filtered, strings excluded by an
+//   automaton, integers from the widest stretch without them, null/booleans/objects/arrays by
+//   leaving out their type), pattern (the strings it does not match: automaton complement,
+//   read as widely as any engine reads it), minLength/maxLength, minItems/maxItems,
+//   minProperties/maxProperties and minimum/maximum/exclusive* (the far side of the bound),
+//   required (objects without one of the names: the last optional one left out), properties
+//   (one of the first 8 properties present with a value that fails its schema), items (a first
+//   item that fails it), anyOf (one negation of every alternative at once), not (X itself,
+//   refused beside unevaluated*, since not drops X's annotations). The candidate is merged with
+//   the schema around `not` and the first that compiles is generated: a valid, narrower
+//   language. X's $ref, allOf and if/then/else are resolved first. Refused when no keyword of X
+//   can be negated (multipleOf, format, uniqueItems, ...), naming them; not: {} and not: true
+//   allow nothing. At most kMaxNegationAttempts candidates are compiled per schema.
 // - an optional property whose schema no value satisfies (false, not: {}, allOf branches with
-//   nothing in common) is never generated; past 64 properties (kMaxProperties), the optional
-//   ones after the first are left out, and past 64 enum values the first 64 are generated.
+//   nothing in common) is never generated; of more than kMaxOptionalRun (63) optional
+//   properties in a row (before a required one, or at the end) the rest are left out (any number
+//   of required ones is fine), and past 64 enum values the first 64 are generated.
 // - a required property that properties does not declare takes any value when nothing judges
 //   undeclared names (additionalProperties, unevaluatedProperties, patternProperties,
 //   propertyNames); else it is refused. minProperties above the declared properties declares
@@ -93,7 +109,12 @@
 //   uniqueItems: true generates arrays of at most one item (exact: they have no duplicates;
 //   refused with minItems above 1).
 // - allOf: the subschemas are merged into one (types intersected, properties merged, required
-//   united, bounds tightened, enums intersected); keywords that cannot be merged are refused.
+//   united, bounds tightened, enums intersected, patterns and formats compiled into one
+//   automaton, nots united, two oneOfs into their product of at most kMaxOneOfProduct pairs,
+//   anyOf beside oneOf kept beside each alternative); a property one branch requires and another
+//   does not declare takes that branch's patternProperties or additionalProperties schema
+//   (refused, as unsatisfiable, only under additionalProperties: false); keywords that cannot be
+//   merged (two different minContains, ...) are refused.
 // - siblings of $ref, anyOf and oneOf apply too (merged into the referenced schema or each
 //   alternative).
 //
@@ -245,6 +266,12 @@ constexpr size_t kMaxMinimalValueBytes = 65536;  // the shortest value of any su
 constexpr size_t kMaxSchemaBytes = size_t{16} << 20;  // the schema's JSON text
 constexpr size_t kMaxSchemaNodes = 100000;       // compiled subschemas (allOf/anyOf expand)
 constexpr size_t kMaxSchemaNesting = 128;        // nested subschemas, $ref and allOf included
+// not: X compiles one candidate per keyword of X it can negate, each with the schema around it
+// (which may hold more nots, as overlapping oneOfs do): bounded in total, and per `properties`.
+constexpr size_t kMaxNegationAttempts = 2000;
+constexpr size_t kMaxNegatedProperties = 8;
+constexpr size_t kMaxOneOfProduct = 64;       // two merged oneOfs' alternatives, multiplied
+constexpr size_t kMaxFlattenSteps = 200000;   // allOf/$ref merges (fan-out multiplies them)
 
 // Parses `schema_json` (a JSON Schema document) and compiles it. kInvalidArgument errors name the
 // JSON pointer of the offending part and say what to change.
