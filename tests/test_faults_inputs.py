@@ -402,7 +402,7 @@ SPECIAL_FILES: dict[str, tuple[Callable[[Path], None], tuple[str, ...]]] = {
                         ("does not exist", "no such file")),
     "a socket": (_bind_socket, ("socket",)),
 }
-PATH_ARGUMENTS = ["--model", "--tokenizer", "--tokenizer-config", "--json-schema",
+PATH_ARGUMENTS = ["--model", "--tokenizer", "--tokenizer-config", "--json-schema", "--grammar",
                   "the export report"]
 
 
@@ -435,6 +435,8 @@ def test_special_files_in_every_path_argument_are_refused_without_blocking(
                     extra = ["--tokenizer-config", special]
                 elif argument == "--json-schema":
                     extra += ["--json-schema", special]
+                elif argument == "--grammar":
+                    extra += ["--grammar", special]
                 else:
                     special = model.with_suffix(".report.json")
                     special.unlink()
@@ -446,6 +448,89 @@ def test_special_files_in_every_path_argument_are_refused_without_blocking(
     finally:
         while SOCKETS:
             SOCKETS.pop().close()
+
+
+@pytest.fixture(scope="module")
+def rne_image() -> Path:
+    from conftest import _host_binary
+
+    return _host_binary("rne_image")
+
+
+def test_special_files_as_pictures_are_refused_without_blocking(rne_image: Path, tmp_path: Path) -> None:
+    """The image path (rne_image reads it as rne_llm --image does, through cpp/media): a FIFO
+    with no writer used to block the read forever."""
+    try:
+        for i, (kind, (make, causes)) in enumerate(SPECIAL_FILES.items()):
+            special = tmp_path / f"{i}.png"
+            make(special)
+            done = run_bounded(rne_image, special, tmp_path / f"out{i}")
+            outcome = bounded_outcome(f"rne_image, {kind} as the picture", done, causes)
+            assert outcome == CLEAN, LEDGER.outcomes[outcome][-1]
+    finally:
+        while SOCKETS:
+            SOCKETS.pop().close()
+
+
+def _png(width: int, height: int, *chunks: tuple[bytes, bytes]) -> bytes:
+    """A PNG signature, an 8-bit RGB IHDR and ``chunks`` (CRCs left zero: not checked)."""
+    out = b"\x89PNG\r\n\x1a\n" + struct.pack(">I4sIIBBBBBI", 13, b"IHDR", width, height, 8, 2, 0, 0, 0, 0)
+    for kind, data in chunks:
+        out += struct.pack(">I", len(data)) + kind + data + b"\0\0\0\0"
+    return out
+
+
+# Pictures that crashed the decoder path (issue #63) or made it allocate for pixels that the file
+# cannot hold, and what the error must say.
+HOSTILE_PICTURES: dict[str, tuple[bytes, str]] = {
+    "a 45-byte PNG whose chunk declares 0xFFFFFFFF bytes": (
+        _png(1, 1) + b"\xff\xff\xff\xffIDAT\0\0\0\0", "declares 4294967295 bytes"),
+    "a 4000x4000 PNG from 10 bytes of data": (
+        _png(4000, 4000, (b"IDAT", b"\x78\x9c" + bytes(8)), (b"IEND", b"")), "too few for that many"),
+    "a JPEG Huffman table of 272 codes": (
+        b"\xff\xd8\xff\xc4\x01\x23\x00" + bytes([17] * 16) + bytes(272)
+        + b"\xff\xc0\x00\x0b\x08\x00\x08\x00\x08\x01\x01\x11\x00\xff\xd9", "bad DHT header"),
+    "a PNG of 70000x70000 pixels": (_png(70000, 70000), "over the limit"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_PICTURES))
+def test_hostile_pictures_are_clear_errors(rne_image: Path, tmp_path: Path, name: str) -> None:
+    data, cause = HOSTILE_PICTURES[name]
+    picture = tmp_path / "picture"
+    picture.write_bytes(data)
+    done = run_bounded(rne_image, picture, tmp_path / "out")
+    assert bounded_outcome(f"rne_image, {name}", done, (cause,)) == CLEAN
+    assert not (tmp_path / "out.pixels.f32").exists()
+
+
+def test_empty_constraints_are_refused_not_ignored(
+    rne_llm: Path, byte_tokenizer: Path, tiny_pte: Path, tmp_path: Path
+) -> None:
+    """An empty schema or grammar file, or an empty pattern, used to mean "no constraint": the
+    run went on unconstrained and exited 0."""
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    cases = {
+        "--json-schema": (["--json-schema", empty], "is empty (expected a JSON Schema file"),
+        "--grammar": (["--grammar", empty], "is empty (expected a GBNF grammar"),
+        "--regex ''": (["--regex", ""], "--regex: the pattern is empty"),
+    }
+    for name, (flags, cause) in cases.items():
+        done = run_bounded(rne_llm, "--model", tiny_pte, "--tokenizer", byte_tokenizer, "--raw",
+                           "--max-new-tokens", "2", *flags, "hi")
+        assert bounded_outcome(f"rne_llm, an empty {name}", done, (cause,)) == CLEAN
+
+
+def test_deeply_nested_grammar_is_a_clear_error(
+    rne_llm: Path, byte_tokenizer: Path, tiny_pte: Path, tmp_path: Path
+) -> None:
+    """12,000 nested groups overflowed the GBNF parser's stack."""
+    grammar = tmp_path / "deep.gbnf"
+    grammar.write_text("root ::= " + "(" * 12000 + '"x"' + ")" * 12000 + "\n")
+    done = run_bounded(rne_llm, "--model", tiny_pte, "--tokenizer", byte_tokenizer, "--raw",
+                       "--max-new-tokens", "2", "--grammar", grammar, "hi")
+    assert bounded_outcome("rne_llm, 12,000 nested GBNF groups", done, ("kMaxGbnfNesting",)) == CLEAN
 
 
 def unusable_reports(pte_name: str, sha256: str) -> dict[str, bytes]:

@@ -204,10 +204,17 @@ Options parse_args(int argc, char** argv) {
     } else if (arg == "--stop") {
       o.generation.stop_strings.push_back(value());
     } else if (arg == "--json-schema") {
+      // An empty schema, grammar or pattern would read as "no constraint" further on: refused
+      // here, where it is still known that one was asked for.
+      const std::string path = value();
       rne::json::FileProblem problem;
-      if (!rne::json::read_regular_file(value(), kMaxSchemaFileBytes, o.generation.json_schema,
+      if (!rne::json::read_regular_file(path, kMaxSchemaFileBytes, o.generation.json_schema,
                                         problem)) {
         fail("--json-schema: " + problem.message + " (expected a JSON Schema file)");
+      }
+      if (o.generation.json_schema.empty()) {
+        fail("--json-schema: " + path + " is empty (expected a JSON Schema file; {} allows any "
+             "JSON value)");
       }
     } else if (arg == "--json-syntax") {
       const std::string syntax = value();
@@ -221,11 +228,20 @@ Options parse_args(int argc, char** argv) {
       json_syntax_given = true;
     } else if (arg == "--regex") {
       o.generation.regex = value();
+      if (o.generation.regex.empty()) {
+        fail("--regex: the pattern is empty, which allows only an empty answer; give a pattern "
+             "(.* allows any text), or leave --regex out");
+      }
     } else if (arg == "--grammar") {
+      const std::string path = value();
       rne::json::FileProblem problem;
-      if (!rne::json::read_regular_file(value(), rne::runner::kMaxGbnfBytes, o.generation.grammar,
+      if (!rne::json::read_regular_file(path, rne::runner::kMaxGbnfBytes, o.generation.grammar,
                                         problem)) {
         fail("--grammar: " + problem.message + " (expected a GBNF grammar file)");
+      }
+      if (o.generation.grammar.empty()) {
+        fail("--grammar: " + path + " is empty (expected a GBNF grammar with a `root ::= ...` "
+             "rule)");
       }
     } else if (arg.rfind("--", 0) == 0) {
       fail("unknown option " + arg + " (see --help)");
