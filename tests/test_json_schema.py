@@ -476,6 +476,9 @@ REAL_SCHEMAS: list[dict[str, Any]] = [
                {"type": "object", "properties": {"b": {"type": "null"}},
                 "patternProperties": {"_id$": {"type": "integer", "maximum": 9}},
                 "additionalProperties": {"minimum": 3}}]},
+    {"type": "object", "properties": {"foo": {"type": "string", "maxLength": 3}},
+     "allOf": [{"properties": {"bar": {"enum": [1, 2]}}, "required": ["bar"]}],
+     "unevaluatedProperties": False},
 ]
 
 

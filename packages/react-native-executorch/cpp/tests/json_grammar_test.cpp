@@ -1371,6 +1371,15 @@ TEST(JsonSchemaReal, AllOfMergesPatternsOneOfsAndClosedObjects) {
   expect_language(R"({"allOf":[{"properties":{"x_id":{"type":"integer"}},"required":["x_id"]},
       {"type":"object","patternProperties":{"_id$":{"maximum":9}},"additionalProperties":false}]})",
                   {R"({"x_id":9})"}, {R"({"x_id":10})"});
+  // unevaluatedProperties beside allOf sees its branches' properties; a branch's own does not.
+  expect_language(R"({"type":"object","properties":{"foo":{"type":"string"}},
+      "allOf":[{"properties":{"bar":{"type":"string"}},"required":["bar"]}],
+      "unevaluatedProperties":false})",
+                  {R"({"foo":"a","bar":"b"})", R"({"bar":"b"})"}, {R"({"foo":"a"})"});
+  EXPECT_FALSE(compile_json_schema(R"({"type":"object","allOf":[{"properties":{"bar":{}},
+      "required":["bar"],"unevaluatedProperties":false},{"properties":{"baz":{}},
+      "required":["baz"]}]})")
+                   .ok());
   auto closed = compile_json_schema(R"({"allOf":[{"properties":{"a":{}},"required":["a"]},
       {"type":"object","properties":{"b":{}},"additionalProperties":false}]})");
   ASSERT_FALSE(closed.ok());

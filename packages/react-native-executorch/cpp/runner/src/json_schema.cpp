@@ -1176,11 +1176,29 @@ class Compiler {
       return invalid(pointer + "/allOf", "allOf must be a non-empty array of schemas");
     }
     json::Value merged = object_without(value, {"allOf"});
+    // unevaluatedProperties beside allOf sees the properties its branches evaluate: when no
+    // branch has one of its own, it is set aside while they merge (merge() would read it as
+    // closing the object to the branches' properties) and put back after.
+    const json::Value* unevaluated = merged.find("unevaluatedProperties");
+    std::optional<json::Value> set_aside;
+    if (unevaluated != nullptr) {
+      bool branch_has_one = false;
+      for (const auto& part : parts.as_array()) {
+        auto flat = flatten(part, pointer + "/allOf");
+        if (!flat.ok()) return flat.error();
+        branch_has_one = branch_has_one || flat->find("unevaluatedProperties") != nullptr;
+      }
+      if (!branch_has_one) {
+        set_aside = *unevaluated;
+        merged = object_without(merged, {"unevaluatedProperties"});
+      }
+    }
     for (size_t i = 0; i < parts.as_array().size(); ++i) {
       auto next = merge(merged, parts.as_array()[i], pointer + "/allOf/" + std::to_string(i));
       if (!next.ok()) return next.error();
       merged = std::move(*next);
     }
+    if (set_aside) merged.as_object().emplace_back("unevaluatedProperties", std::move(*set_aside));
     return merged;
   }
 
