@@ -141,7 +141,8 @@ function writeKey(key: string): Token {
 function writeValue(value: unknown, out: Token[]): void {
   out.push(space());
   if (typeof value === 'string') out.push(writeString(value));
-  else if (typeof value === 'number') out.push({ text: String(value) });
+  // A float past 2^53 as Python prints it (`8e+19`); as digits it would read as a too-large integer.
+  else if (typeof value === 'number') out.push({ text: Number.isInteger(value) && !Number.isSafeInteger(value) ? value.toExponential() : String(value) });
   else if (value === true) out.push({ text: pick(['true', 'True']) });
   else if (value === false) out.push({ text: pick(['false', 'False']) });
   else if (value === null) out.push({ text: pick(['null', 'None']) });
@@ -269,7 +270,7 @@ describe('tool-call parser fuzz', () => {
     trailing: (tokens) => [...tokens, { text: pick(['x', ',', '}', ']', ' 1', `${Q}`, '{}']) }],
     bareWord: (tokens) => [
       punct('{'),
-      { text: `v:${pick(['hello', '0x10', '1_000', 'Infinity', 'NaN', 'undefined', '--1', '1e999', '.', '-'])}` },
+      { text: `v:${pick(['hello', '0x10', '1_000', 'Infinity', 'NaN', 'undefined', '--1', '1e999', '.', '-', '9007199254740993', '-12345678901234567890'])}` },
       ...(chance(0.5) ? [punct(','), ...tokens.slice(1)] : [punct('}')]),
     ],
   };
@@ -315,6 +316,8 @@ describe('tool-call parser fuzz', () => {
     // As deep as allowed still reads.
     const limit = GEMMA4_MAX_NESTING - 1;
     expect(read(`{a:${'['.repeat(limit)}1${']'.repeat(limit)}}`).errors).toEqual([]);
+    expect(read('{id:12345678901234567890}').errors[0]).toMatch(/the integer 12345678901234567890 is too large to read exactly/);
+    expect(read(`{id:${Number.MAX_SAFE_INTEGER},x:1e+30}`).calls[0]!.arguments).toEqual({ id: Number.MAX_SAFE_INTEGER, x: 1e30 });
     const polluted = read('{__proto__:{polluted:1}}').calls[0]!.arguments;
     expect(Object.getPrototypeOf(polluted)).toBe(Object.prototype);
     expect(Object.keys(polluted)).toEqual(['__proto__']);

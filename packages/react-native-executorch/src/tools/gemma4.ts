@@ -13,7 +13,8 @@
  * to the model. A JSON-quoted string (`"..."`, what a model trained on JSON may write) is read
  * as Python's `json.loads(strict=False)` reads it: raw newlines and tabs inside are kept as
  * written, an escape that JSON does not define is an error. A key such as `__proto__` is an
- * ordinary own key, as with `JSON.parse`.
+ * ordinary own key, as with `JSON.parse`. An integer past 2^53 (which a double would round) is
+ * an error that asks for a string.
  */
 import type { ToolCall } from '../llm/types';
 
@@ -143,7 +144,14 @@ class Reader {
     if (word === 'false' || word === 'False') return false;
     if (word === 'null' || word === 'None') return null;
     const number = Number(word);
-    if (NUMBER.test(word) && Number.isFinite(number)) return number;
+    if (NUMBER.test(word) && Number.isFinite(number)) {
+      // An integer a double cannot hold (an id, a phone number) would be rounded silently.
+      if (/^-?\d+$/.test(word) && !Number.isSafeInteger(number)) {
+        this.position -= word.length;
+        this.fail(`the integer ${word} is too large to read exactly (quote it as a string)`);
+      }
+      return number;
+    }
     this.position -= word.length;
     return this.fail(`"${word}" is not a value (strings are quoted by ${GEMMA4_QUOTE})`);
   }
