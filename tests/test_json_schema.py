@@ -479,6 +479,10 @@ REAL_SCHEMAS: list[dict[str, Any]] = [
     {"type": "object", "properties": {"foo": {"type": "string", "maxLength": 3}},
      "allOf": [{"properties": {"bar": {"enum": [1, 2]}}, "required": ["bar"]}],
      "unevaluatedProperties": False},
+    {"type": "object", "properties": {"foo": {"type": "string", "maxLength": 3}},
+     "oneOf": [{"properties": {"bar": {"const": "bar"}}, "required": ["bar"]},
+               {"properties": {"baz": {"type": "integer"}}, "required": ["baz"]}],
+     "unevaluatedProperties": False},
 ]
 
 

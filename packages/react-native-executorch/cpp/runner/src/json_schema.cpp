@@ -1533,11 +1533,12 @@ class Compiler {
       const std::string where = at + "/" + std::to_string(i);
       const json::Value& member = list.as_array()[i];
       if (member.is_bool() && !member.as_bool()) continue;  // matches nothing: never generated
+      // The siblings as the schema holding the alternative (its unevaluatedProperties sees
+      // what the alternative evaluates: the value generated matches it).
+      json::Value with_rest = rest;
+      with_rest.as_object().emplace_back("allOf", json::Value(json::Array{member}));
       const Snapshot before = snapshot();
-      auto alt = plain ? compile(member, where)
-                       : compile(json::Value(json::Object{
-                                     {"allOf", json::Value(json::Array{rest, member})}}),
-                                 where);
+      auto alt = plain ? compile(member, where) : compile(with_rest, where);
       if (!alt.ok()) {
         // anyOf: a value valid against any one alternative is valid, so an alternative that
         // cannot be compiled is left out (a narrower language). Not for oneOf: a value of
@@ -1549,9 +1550,7 @@ class Compiler {
       }
       pending.alternatives.emplace_back(*alt, where);
       if (one_of) {
-        pending.sources.push_back(
-            plain ? member
-                  : json::Value(json::Object{{"allOf", json::Value(json::Array{rest, member})}}));
+        pending.sources.push_back(plain ? member : with_rest);
       }
     }
     if (pending.alternatives.empty()) {
