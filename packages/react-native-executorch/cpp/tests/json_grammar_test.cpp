@@ -1348,6 +1348,10 @@ TEST(JsonSchemaReal, AllOfMergesPatternsOneOfsAndClosedObjects) {
                   {R"("a1b")"}, {R"("ab")", R"("a1")", R"("1b")"});
   expect_language(R"({"allOf":[{"type":"string","format":"date"},{"pattern":"-12-"}]})",
                   {R"("2024-12-01")"}, {R"("2024-11-01")"});
+  // enum and const together (a branch's enum, another's const): the values in both.
+  expect_language(R"({"allOf":[{"enum":["a","b",1]},{"const":"b"}]})", {R"("b")"},
+                  {R"("a")", "1"});
+  EXPECT_FALSE(compile_json_schema(R"({"enum":[1,2],"const":3})").ok());
   // Two oneOfs: their product (exactly one pair holds when exactly one of each side does).
   const char* product = R"({"allOf":[{"oneOf":[{"type":"string"},{"type":"integer"}]},
       {"oneOf":[{"minLength":2},{"maximum":3}]}]})";

@@ -2154,8 +2154,17 @@ class Compiler {
         if (key == "enum" && (!member.is_array() || member.as_array().empty())) {
           return invalid(at, "enum must be a non-empty array");
         }
-        if (!literal_values.empty()) return invalid(at, "give either enum or const, not both");
-        literal_values = key == "enum" ? member.as_array() : json::Array{member};
+        json::Array given = key == "enum" ? member.as_array() : json::Array{member};
+        if (!literal_values.empty()) {  // enum and const: the values in both
+          std::set<std::string> before;
+          for (const json::Value& v : literal_values) before.insert(compact(v));
+          given.erase(std::remove_if(given.begin(), given.end(),
+                                     [&](const json::Value& v) { return !before.count(compact(v)); }),
+                      given.end());
+          if (given.empty()) return unsatisfiable(at, "no value is in both enum and const");
+          node.literals.clear();
+        }
+        literal_values = std::move(given);
         for (size_t i = 0; i < literal_values.size(); ++i) {
           std::string text;
           auto written = write_compact(literal_values[i], text,
