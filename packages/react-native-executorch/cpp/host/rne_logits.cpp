@@ -12,12 +12,14 @@
 // on success; otherwise one line on stderr saying what failed.
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "rne/json/file.h"
 #include "rne/runner/model_session.h"
 
 namespace {
@@ -79,9 +81,13 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < embeds_paths.size(); ++i) {
     const std::string& path = embeds_paths[i];
     if (width == 0) fail(model + " takes no embeddings");
-    std::ifstream in(path, std::ios::binary | std::ios::ate);
-    if (!in) fail("cannot read " + path);
-    const auto bytes = static_cast<size_t>(in.tellg());
+    std::string data;
+    rne::json::FileProblem problem;
+    if (!rne::json::read_regular_file(path, tokens.size() * width * sizeof(float), data,
+                                      problem)) {
+      fail("--embeds: " + problem.message);
+    }
+    const size_t bytes = data.size();
     const size_t rows = bytes / (width * sizeof(float));
     if (rows * width * sizeof(float) != bytes || embeds_at[i] < 0 ||
         embeds_at[i] + static_cast<int64_t>(rows) > static_cast<int64_t>(tokens.size())) {
@@ -89,9 +95,7 @@ int main(int argc, char** argv) {
            " floats within the tokens from its --embeds-at");
     }
     embeds.resize(tokens.size() * width, 0.0f);
-    in.seekg(0);
-    in.read(reinterpret_cast<char*>(embeds.data() + embeds_at[i] * width),
-            static_cast<std::streamsize>(bytes));
+    std::memcpy(embeds.data() + embeds_at[i] * width, data.data(), bytes);
   }
   std::ofstream out(out_path, std::ios::binary);
   if (!out) fail("cannot write " + out_path);
