@@ -1156,6 +1156,14 @@ TEST(JsonSchemaReal, UnknownKeywordsAndFormatsAreAnnotations) {
              "required":["tag"],"example":{"tag":"t"}},
       "Tag":{"type":"string","readOnly":true,"maxLength":3}}}})",
                   {R"({"tag":"abc"})"}, {R"({"tag":"abcd"})", R"({"tag":1})"});
+  // An optional property that refers to another document (not fetched) is never generated;
+  // a required one is refused.
+  expect_language(R"({"type":"object","properties":{"lint":{"$ref":"eslintrc.json"},
+      "n":{"type":"integer"}}})",
+                  {R"({"n":1})", "{}"}, {R"({"lint":{}})"});
+  EXPECT_FALSE(compile_json_schema(R"({"type":"object","properties":{"lint":{"$ref":"x.json"}},
+      "required":["lint"]})")
+                   .ok());
   // allOf branches that give an unknown keyword different values still merge.
   expect_language(R"({"allOf":[{"type":"integer","weight":1},{"minimum":2,"weight":2}]})",
                   {"2"}, {"1"});

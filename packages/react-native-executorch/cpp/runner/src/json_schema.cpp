@@ -1026,7 +1026,11 @@ class Compiler {
     // RefResolver rewrote every $ref it found (kResolvedRef) or left its error (kRefError).
     const std::string text = ref.is_string() ? ref.as_string() : "";
     if (!text.empty() && text[0] == kRefError) {
-      return invalid(at, ref_errors_[std::stoul(text.substr(1))]);
+      Error error = invalid(at, ref_errors_[std::stoul(text.substr(1))]);
+      if (error.message.find("remote references are not fetched") != std::string::npos) {
+        remote_ = error.message;
+      }
+      return error;
     }
     if (text.size() < 2 || text[0] != kResolvedRef) {
       return invalid(at, "$ref must be a string in a subschema (a $ref inside an unknown keyword "
@@ -2206,9 +2210,10 @@ class Compiler {
           }
           const Snapshot before = snapshot();
           auto child = compile(sub, at + "/" + name);
-          if (!child.ok() && !is_required(name) && child.error().message == unsatisfiable_) {
-            // No value fits it (as with the schema false): an optional property never
-            // generated.
+          if (!child.ok() && !is_required(name) &&
+              (child.error().message == unsatisfiable_ || child.error().message == remote_)) {
+            // No value fits it (as with the schema false), or it refers to another document
+            // (not fetched): an optional property never generated, so never judged.
             restore(before);
             forbidden.push_back(name);
             continue;
@@ -3314,6 +3319,7 @@ class Compiler {
   size_t depth_ = 0;
   uint32_t any_ = 0;  // 0: not created yet
   std::string unsatisfiable_;  // the message of the last unsatisfiable() error
+  std::string remote_;         // the message of the last reference to another document
   size_t negation_attempts_ = 0;
   size_t flattened_ = 0;  // flatten() calls (see kMaxFlattenSteps)  // candidates apply_not compiled (bounded: each may recurse)
   bool names_applied_ = false;  // the next compile_keywords gets apply_name_rules' output

@@ -91,7 +91,8 @@
 //   can be negated (multipleOf, format, uniqueItems, ...), naming them; not: {} and not: true
 //   allow nothing. At most kMaxNegationAttempts candidates are compiled per schema.
 // - an optional property whose schema no value satisfies (false, not: {}, allOf branches with
-//   nothing in common) is never generated; of more than kMaxOptionalRun (63) optional
+//   nothing in common) or that refers to another document (not fetched) is never generated
+//   (never judged, so its schema does not matter); of more than kMaxOptionalRun (63) optional
 //   properties in a row (before a required one, or at the end) the rest are left out (any number
 //   of required ones is fine), and past 64 enum values the first 64 are generated.
 // - a required property that properties does not declare takes any value when nothing judges
