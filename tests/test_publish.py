@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -23,10 +22,10 @@ import pytest
 from huggingface_hub import constants as hf_constants
 
 from hub_server import RunningHub, serve_hub
+from publish_env import TOKEN, hub_env
 from rne_tools import registry
 from rne_tools.export import ExportResult
-from rne_tools.gguf_import import default_checkpoint
-from rne_tools.paths import REGISTRY_DIR, REPO_ROOT
+from rne_tools.paths import REPO_ROOT
 from rne_tools.publish import (
     DownloadError,
     PublishError,
@@ -40,47 +39,8 @@ MODEL = "smollm2_135m"
 REPO = "software-mansion/react-native-executorch-smollm2"
 PTE_PATH = "xnnpack/smollm2_135m_xnnpack_8w.pte"
 STEM = "smollm2_135m_xnnpack_8w"
-TOKEN = "hf_test_token_5b0c1e77d2"  # the only token the test Hub accepts
-
-
-@pytest.fixture(scope="session")
-def tiny_export(tiny_llama_8w) -> ExportResult:
-    """A verified 8w XNNPACK export (the registry variant's recipe) of the tiny random Llama."""
-    return tiny_llama_8w
-
-
-@pytest.fixture(scope="session")
-def tokenizer_dir() -> Path:
-    return default_checkpoint("smollm2_135m")
-
-
-@pytest.fixture
-def exports_dir(tmp_path: Path, tiny_export: ExportResult) -> Path:
-    """A writable copy of the export (tests edit reports; the cache stays pristine)."""
-    out = tmp_path / "exports"
-    out.mkdir()
-    for path in (tiny_export.pte_path, tiny_export.report_path):
-        shutil.copyfile(path, out / path.name)
-    return out
-
-
-@pytest.fixture
-def reg_dir(tmp_path: Path, tiny_export: ExportResult) -> Iterator[Path]:
-    """A copy of the registry whose SmolLM2 xnnpack variant has the tiny export's shape."""
-    real = {p.name: p.read_bytes() for p in REGISTRY_DIR.iterdir()}
-    target = tmp_path / "model-registry"
-    shutil.copytree(REGISTRY_DIR, target)
-    family = target / "smollm2.yaml"
-    text = family.read_text()
-    shape = "export: {max_context: 2048, max_chunk: 64}"
-    assert text.count(shape) == 1
-    report = tiny_export.report
-    tiny = f"export: {{max_context: {report['max_context']}, max_chunk: {report['max_chunk']}}}"
-    family.write_text(text.replace(shape, tiny))
-    yield target
-    assert {p.name: p.read_bytes() for p in REGISTRY_DIR.iterdir()} == real
-
-
+# tiny_export, tokenizer_dir, exports_dir, reg_dir
+pytest_plugins = ["publish_fixtures"]
 @pytest.fixture
 def ts_out(tmp_path: Path) -> Path:
     return tmp_path / "registry.generated.ts"
@@ -98,10 +58,7 @@ def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunningHub]
 
 
 def cli(tmp_path: Path, *args: str, token: str | None = TOKEN) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING_FACE"))}
-    env.update(HF_HOME=str(tmp_path / "hf-home"), HF_HUB_DISABLE_XET="1")
-    if token is not None:
-        env["HF_TOKEN"] = token
+    env = hub_env(tmp_path, token)
     return subprocess.run(
         [sys.executable, str(REPO_ROOT / "tools" / "publish_models.py"), *args],
         capture_output=True,

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -18,25 +17,15 @@ from pathlib import Path
 import pytest
 
 from hub_server import RunningHub, serve_hub
+from publish_env import TOKEN, hub_env
 from rne_tools.paths import REPO_ROOT
-from staged_binaries import have_compilers, stage_android, stage_ios
+from staged_binaries import have_compilers, stage_android
 
 pytestmark = pytest.mark.skipif(not have_compilers(), reason="needs gcc and aarch64-linux-gnu-gcc "
                                 "(scripts/setup.sh installs crossbuild-essential-arm64)")
-TOKEN = "hf_test_token_5b0c1e77d2"
 REPO = "software-mansion/react-native-executorch-binaries"
+pytest_plugins = ["publish_fixtures"]  # stagings
 VERSION = json.loads((REPO_ROOT / "packages/react-native-executorch/package.json").read_text())["version"]
-
-
-@pytest.fixture(scope="module")
-def stagings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    base = tmp_path_factory.mktemp("staged")
-    return {
-        "android-all": stage_android(base / "android-all", vulkan=True),
-        "android-cpu": stage_android(base / "android-cpu", vulkan=False),
-        "ios-all": stage_ios(base / "ios-all", mlx=True),
-        "ios-cpu": stage_ios(base / "ios-cpu", mlx=False),
-    }
 
 
 @pytest.fixture
@@ -46,8 +35,7 @@ def hub() -> RunningHub:
 
 
 def run(tmp_path: Path, hub: RunningHub, *staged: Path, extra: tuple[str, ...] = ()):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING_FACE"))}
-    env.update(HF_HOME=str(tmp_path / "hf-home"), HF_HUB_DISABLE_XET="1", HF_TOKEN=TOKEN)
+    env = hub_env(tmp_path)
     args = [a for s in staged for a in ("--staged", str(s))]
     return subprocess.run(
         [sys.executable, str(REPO_ROOT / "tools" / "publish_binaries.py"), *args,
