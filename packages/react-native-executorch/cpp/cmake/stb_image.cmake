@@ -97,7 +97,8 @@ endfunction()
 #   whose 16 code counts add up to more than 256 made it write past its 257-entry size list and
 #   256-entry value list, so it is refused as corrupt; and entropy-coded data that ends inside a
 #   code drove its bit count negative (undefined shifts, reads of bits that are not there), so
-#   a read past the data's end gives zero bits and a code longer than the bits left is corrupt.
+#   a read past the data's end gives zero bits and a code longer than the bits left is corrupt;
+#   an empty PNG chunk (legal) made it memcpy zero bytes to a null buffer (undefined).
 # The copy is rewritten only when its bytes change, so a reconfigure recompiles nothing.
 # Adds the line <guard> after every line <after> of the text in <source_var> (a warning where
 # there is none: another stb version, which the warning on the version also names).
@@ -141,6 +142,8 @@ function(rne_stb_image_patch header out_dir)
     "   if (j->code_bits < 1) return 0;")
   _rne_stb_guard(source "s = r & 15; // combined length"
     "            if (s > j->code_bits) return stbi__err(\"bad huffman code\",\"Corrupt JPEG\");")
+  _rne_stb_guard(source "static int stbi__getn(stbi__context *s, stbi_uc *buffer, int n)\n{"
+    "   if (n == 0) return 1;")
   set(patched "${out_dir}/stb_image.h")
   file(WRITE "${patched}.tmp" "${source}")
   file(COPY_FILE "${patched}.tmp" "${patched}" ONLY_IF_DIFFERENT)
