@@ -1395,7 +1395,7 @@ class Compiler {
         const double y = theirs.as_number();
         set(key, json::Value(lower ? std::max(x, y) : std::min(x, y)));
       } else if (key == "not") {
-        // Neither: parse_not reads not: {anyOf: [...]} as each of them.
+        // Neither: apply_not reads not: {anyOf: [...]} as every negation at once.
         set(key, json::Value(json::Object{{"anyOf", json::Value(json::Array{*ours, theirs})}}));
       } else if (key == "patternProperties") {
         // Every matching pattern applies: the union of both, a regex in both with both schemas.
@@ -2312,7 +2312,7 @@ class Compiler {
                                "nullable, enum, const, properties, required, "
                                "additionalProperties, items, prefixItems, additionalItems, "
                                "minItems, maxItems, uniqueItems, contains, minContains, "
-                               "minProperties, maxProperties, not (of types), "
+                               "minProperties, maxProperties, not, "
                                "dependentRequired, dependentSchemas, dependencies, "
                                "if/then/else, "
                                "minLength, "
