@@ -43,11 +43,12 @@ def lock(tmp_path: Path) -> Path:
 
 
 def release(tmp_path: Path, hub: RunningHub, staged: list[Path], *extra: str,
-            reg: Path, exports: Path, lock: Path, version: str = VERSION):
+            reg: Path, exports: Path | None, lock: Path, version: str = VERSION):
     args = [a for s in staged for a in ("--staged", str(s))]
+    args += ["--exports-dir", str(exports)] if exports else []
     return subprocess.run(
         [sys.executable, str(REPO_ROOT / "tools" / "release.py"), "--version", version, *args,
-         "--model", "smollm2_135m:xnnpack", "--exports-dir", str(exports),
+         "--model", "smollm2_135m:xnnpack",
          "--registry-dir", str(reg), "--ts-output", str(tmp_path / "registry.generated.ts"),
          "--allow-random-weights", "--endpoint", hub.url, "--out-dir", str(tmp_path / "out"),
          "--lock", str(lock), *extra],
@@ -164,3 +165,16 @@ def test_a_version_other_than_the_package_s_is_refused(tmp_path, hub, stagings, 
                      reg=reg_dir, exports=exports_dir, lock=lock, version="99.0.0")
     assert result.returncode == 1
     assert f"is at {VERSION}" in result.stderr and "npm version 99.0.0" in result.stderr
+
+
+def test_export_runs_the_export_pipeline_with_the_registry_s_recipe(tmp_path, hub, reg_dir, lock,
+                                                                     tiny_export):
+    # The registry copy's recipe is the cached tiny export's: the pipeline finds it, verified.
+    result = release(tmp_path, hub, [], "--export", "--random-config", "tiny", "--no-build",
+                     "--no-pack", "--dry-run", reg=reg_dir, exports=None, lock=lock)
+    assert result.returncode == 0, result.stderr
+    assert f"export {tiny_export.pte_path.name}: verification passed" in result.stdout
+    assert "not in the export cache" not in result.stdout
+    pte = next(line for line in result.stdout.splitlines() if line.strip().startswith("xnnpack/"))
+    assert tiny_export.report["sha256"] in pte
+    assert not hub.state.repos and not (tmp_path / "out").exists()

@@ -22,12 +22,16 @@ from pathlib import Path
 
 import click
 
-from rne_tools import registry
-from rne_tools.binaries.release import BUDGET_PATH, LOCK_PATH, PACKAGE_DIR
-from rne_tools.errors import RneError
-from rne_tools.paths import REPO_ROOT
-from rne_tools.publish.binaries import DEFAULT_REPO
-from rne_tools.release import ModelRequest, ReleaseError, release
+from rne_tools.runtime.quiet import configure_python_noise
+
+configure_python_noise()  # before the imports below: torchao logs its noise on import
+
+from rne_tools import registry  # noqa: E402
+from rne_tools.binaries.release import BUDGET_PATH, LOCK_PATH, PACKAGE_DIR  # noqa: E402
+from rne_tools.errors import RneError  # noqa: E402
+from rne_tools.paths import REPO_ROOT  # noqa: E402
+from rne_tools.publish.binaries import DEFAULT_REPO  # noqa: E402
+from rne_tools.release import ModelRequest, ReleaseError, release  # noqa: E402
 
 
 def _models(specs: tuple[str, ...], tokenizers: tuple[str, ...]) -> list[ModelRequest]:
@@ -55,6 +59,11 @@ def _models(specs: tuple[str, ...], tokenizers: tuple[str, ...]) -> list[ModelRe
                    "variants: all of the model's).")
 @click.option("--exports-dir", type=click.Path(path_type=Path, file_okay=False),
               help="Where tools/export_model.py (and export_encoder.py) wrote the verified exports.")
+@click.option("--export", is_flag=True,
+              help="Export the --model variants now, verified, with the registry's recipes "
+                   "(reusing identical exports in the export cache), instead of --exports-dir.")
+@click.option("--random-config", hidden=True,
+              help="With --export: a tiny random-weight config (tests only; never a release).")
 @click.option("--tokenizer-dir", "tokenizers", multiple=True,
               help="MODEL=DIR: the checkpoint directory with a model's tokenizer files (default: "
                    "the registry source's, where the tooling imports it offline).")
@@ -79,14 +88,14 @@ def _models(specs: tuple[str, ...], tokenizers: tuple[str, ...]) -> list[ModelRe
               help="Verify everything, check the Hub read-only and print the plan with sizes; "
                    "build, upload and write nothing.")
 def main(version: str, staged: tuple[Path, ...], no_build: bool, model_specs: tuple[str, ...],
-         exports_dir: Path | None, tokenizers: tuple[str, ...], repo: str, endpoint: str | None,
+         exports_dir: Path | None, export: bool, random_config: str | None, tokenizers: tuple[str, ...], repo: str, endpoint: str | None,
          out_dir: Path, lock_path: Path, budget_path: Path, registry_dir: Path, ts_output: Path,
          no_pack: bool, allow_random_weights: bool, dry_run: bool) -> None:
     """Release --version: binaries, model variants, lock and registry, npm tarball."""
     try:
         result = release(
             version, staged=staged, build=not no_build, models=_models(model_specs, tokenizers),
-            exports_dir=exports_dir, out_dir=out_dir, repo=repo, endpoint=endpoint,
+            exports_dir=exports_dir, export=export, random_config=random_config, out_dir=out_dir, repo=repo, endpoint=endpoint,
             package_dir=PACKAGE_DIR, lock_path=lock_path, budget_path=budget_path,
             registry_dir=registry_dir, ts_output=ts_output, pack=not no_pack,
             allow_random_weights=allow_random_weights, dry_run=dry_run, echo=click.echo)

@@ -214,8 +214,9 @@ def plan_models(requests: Sequence[ModelRequest], version: str, exports_dir: Pat
     if not requests:
         return []
     if exports_dir is None:
-        raise ReleaseError("--model needs --exports-dir: the directory tools/export_model.py "
-                           "--output-dir (and export_encoder.py) wrote the verified exports to")
+        raise ReleaseError("--model needs --exports-dir (the directory tools/export_model.py "
+                           "--output-dir and export_encoder.py wrote the verified exports to) or "
+                           "--export (export them now)")
     plans = []
     for r in requests:
         tokenizer_dir = r.tokenizer_dir or _default_tokenizer_dir(r.model_id, registry_dir)
@@ -223,6 +224,46 @@ def plan_models(requests: Sequence[ModelRequest], version: str, exports_dir: Pat
                                   backends=r.backends or None, registry_dir=registry_dir,
                                   allow_random_weights=allow_random_weights))
     return plans
+
+
+def export_models(requests: Sequence[ModelRequest], registry_dir: Path, exports_dir: Path, *,
+                  dry_run: bool, random_config: str | None = None,
+                  echo: Callable[[str], None] | None = None) -> None:
+    """Each requested variant through the export pipeline with ``registry_dir``'s recipe (the
+    registry the release records into), verified, into ``exports_dir``. An identical verified
+    export in the export cache is reused; a dry run exports what is not cached into a temporary
+    cache, never the machine's. ``random_config``: a tiny random-weight config (tests only)."""
+    from rne_tools.export import plan_export, run_cached_export
+    from rne_tools.export.cache import find_cached_export
+
+    reg = registry.load_registry(registry_dir)
+    exports_dir.mkdir(parents=True, exist_ok=True)
+    for r in requests:
+        spec = reg.model(r.model_id)
+        for backend in r.backends or spec.variants:
+            v = spec.variant(backend)
+            if v.encoders:
+                raise ReleaseError(
+                    f"{r.model_id}/{backend} lists encoders ({', '.join(v.encoders)}), which "
+                    "--export does not make: export the variant and its encoders with "
+                    "tools/export_model.py and tools/export_encoder.py into a directory and pass "
+                    "it with --exports-dir")
+            plan = plan_export(r.model_id, backend, v.quantization, random_config=random_config,
+                               max_context=v.max_context, max_chunk=v.max_chunk,
+                               embedding_quantization=v.embedding_quantization,
+                               group_size=v.group_size,
+                               embedding_group_size=v.embedding_group_size)
+            with tempfile.TemporaryDirectory(prefix="rne-release-cache-") as tmp:
+                result = find_cached_export(plan)
+                if result is None:
+                    _log(echo, f"exporting {r.model_id}/{backend} (not in the export cache: "
+                               "minutes)")
+                    result = run_cached_export(plan, cache_dir=Path(tmp) if dry_run else None,
+                                               progress=False)
+                for path in (result.pte_path, result.report_path):
+                    shutil.copyfile(path, exports_dir / path.name)
+            _log(echo, f"  export {result.pte_path.name}: verification "
+                       f"{result.report['verification']['status']}")
 
 
 def _default_tokenizer_dir(model_id: str, registry_dir: Path) -> Path:
@@ -347,6 +388,8 @@ def release(
     build: bool = True,
     models: Sequence[ModelRequest] = (),
     exports_dir: Path | None = None,
+    export: bool = False,
+    random_config: str | None = None,
     out_dir: Path = REPO_ROOT / "build" / "release",
     repo: str = DEFAULT_REPO,
     endpoint: str | None = None,
@@ -364,6 +407,9 @@ def release(
 ) -> ReleaseResult:
     """Release ``version`` (module docstring: the steps and their guarantees)."""
     check_version(version, package_dir)
+    if export and exports_dir is not None:
+        raise ReleaseError("pass --export (export the variants now) or --exports-dir (exported "
+                           "already), not both")
     steps = plan_builds(staged, build, can_build)
     plan = ReleasePlan(version, steps)
     _log(echo, f"release {version}")
@@ -374,6 +420,10 @@ def release(
         _log(echo, f"  {s.platform}-{s.backend_set:4} {verb}: {s.detail}")
     if dry_run:
         with tempfile.TemporaryDirectory(prefix="rne-release-") as tmp:
+            if export:
+                exports_dir = Path(tmp) / "exports"
+                export_models(models, registry_dir, exports_dir, dry_run=True,
+                              random_config=random_config, echo=echo)
             _verify(plan, staged, models, exports_dir, Path(tmp), budget_path, registry_dir,
                     package_dir, lock_path, allow_random_weights, echo)
             if token is not None or get_token():
@@ -398,6 +448,10 @@ def release(
             return result
 
     stagings = run_builds(steps, out_dir, echo)
+    if export:
+        exports_dir = out_dir / version / "exports"
+        export_models(models, registry_dir, exports_dir, dry_run=False,
+                      random_config=random_config, echo=echo)
     _verify(plan, stagings, models, exports_dir, out_dir / version, budget_path, registry_dir,
             package_dir, lock_path, allow_random_weights, echo)
     check_hub(plan, repo, endpoint, token)
