@@ -178,3 +178,26 @@ def test_export_runs_the_export_pipeline_with_the_registry_s_recipe(tmp_path, hu
     pte = next(line for line in result.stdout.splitlines() if line.strip().startswith("xnnpack/"))
     assert tiny_export.report["sha256"] in pte
     assert not hub.state.repos and not (tmp_path / "out").exists()
+
+
+def test_the_build_step_builds_what_the_host_can_and_says_why_it_skips_the_rest(stagings):
+    from rne_tools.release import plan_builds
+
+    # A host with the NDK but no Xcode, given the Android CPU-only staging.
+    steps = plan_builds([stagings["android-cpu"]], True,
+                        can_build=lambda p: None if p == "android" else "iOS builds need Xcode")
+    got = {f"{s.platform}-{s.backend_set}": s for s in steps}
+    assert got["android-cpu"].action == "staged"
+    assert got["android-cpu"].detail == str(stagings["android-cpu"])
+    assert got["android-all"].action == "build"
+    assert got["android-all"].command[1:] == (str(REPO_ROOT / "tools" / "build_binaries.py"),
+                                              "--platform", "android")
+    assert (got["ios-all"].action, got["ios-all"].detail) == ("skip", "iOS builds need Xcode")
+    assert got["ios-cpu"].action == "skip" and "stage a CPU-only xcframework" in got["ios-cpu"].detail
+    # Without a staging the CPU set is built first, so that "all" is what third-party/ keeps.
+    order = [(s.platform, s.backend_set, s.command[3:]) for s in
+             plan_builds([], True, can_build=lambda p: None) if s.action == "build"]
+    assert order == [("ios", "all", ("ios",)), ("android", "cpu", ("android", "--components",
+                                                                  "xnnpack")),
+                     ("android", "all", ("android",))]
+    assert {s.action for s in plan_builds([], False, can_build=lambda p: None)} == {"skip"}
