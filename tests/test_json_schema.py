@@ -483,6 +483,14 @@ REAL_SCHEMAS: list[dict[str, Any]] = [
      "oneOf": [{"properties": {"bar": {"const": "bar"}}, "required": ["bar"]},
                {"properties": {"baz": {"type": "integer"}}, "required": ["baz"]}],
      "unevaluatedProperties": False},
+    {"$defs": {"vars": {"oneOf": [{"$ref": "#/$defs/var"},
+                                  {"type": "array", "maxItems": 2, "items": {"$ref": "#/$defs/var"}}]},
+               "var": {"oneOf": [{"type": "string", "pattern": "[^=]+=.*", "maxLength": 6},
+                                 {"type": "object", "additionalProperties": False,
+                                  "properties": {"secure": {"type": "string"}}}]}},
+     "oneOf": [{"$ref": "#/$defs/vars"},
+               {"type": "object", "additionalProperties": False,
+                "properties": {"global": {"$ref": "#/$defs/vars"}}}]},
 ]
 
 

@@ -1545,9 +1545,10 @@ class Compiler {
       auto alt = plain ? compile(member, where) : compile(with_rest, where);
       if (!alt.ok()) {
         // anyOf: a value valid against any one alternative is valid, so an alternative that
-        // cannot be compiled is left out (a narrower language). Not for oneOf: a value of
-        // another alternative might match the one left out too.
-        if (one_of) return alt.error();
+        // cannot be compiled is left out (a narrower language). Not for oneOf, where a value of
+        // another alternative might match the one left out too, unless no value satisfies it
+        // with the siblings (every value generated satisfies them, so none matches it).
+        if (one_of && alt.error().message != unsatisfiable_) return alt.error();
         restore(before);
         if (!first_error) first_error = alt.error();
         continue;
