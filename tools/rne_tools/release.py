@@ -9,7 +9,8 @@ leaves nothing half-published:
    preflight passes (Xcode on macOS, the NDK), and skipped with the preflight's reason where not.
 3. **Verify** everything locally: every staging is checked and zipped
    (``binaries.release.plan_release``: manifest, sha256, 16 KB pages, ABI, size budget), every
-   model variant's export and tokenizer read (``publish.plan_publish``: a passed verification,
+   model variant's export (from an exports directory, or made now by the export pipeline with
+   the registry's recipe) and tokenizer read (``publish.plan_publish``: a passed verification,
    unchanged ``.pte``). Then, read-only, **against the Hub**: the token, and each repository's
    tag: absent (to be created), identical (nothing to upload) or different (refused: a tag is an
    immutable release).
@@ -375,7 +376,6 @@ def pack_package(version: str, package_dir: Path, dest: Path | None,
 @dataclass
 class ReleaseResult:
     plan: ReleasePlan
-    lock_written: bool = False
     binaries: str = ""
     models: list[str] = field(default_factory=list)
     packed: Packed | None = None
@@ -461,7 +461,6 @@ def release(
         published = publish_binaries(plan.artifacts, version, repo=repo, endpoint=endpoint,
                                      token=token)
         write_lock(lock_document(version, published.base_url, plan.artifacts), lock_path)
-        result.lock_written = True
         result.binaries = (f"{published.repo}@{published.tag} ({published.commit[:12]}) "
                            f"{'created' if published.new_tag else 'already held these binaries'}")
         _log(echo, f"published {result.binaries}; {lock_path} written")
