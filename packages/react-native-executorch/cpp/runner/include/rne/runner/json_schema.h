@@ -74,7 +74,9 @@
 //   overlap (two string shapes, a string and a constant, object shapes alike in what they
 //   require): each alternative is compiled as itself and `not` every other one (below), and
 //   those are combined as anyOf: every value generated matches exactly one; an alternative
-//   that cannot be kept apart is left out, refused when all are.
+//   that cannot be kept apart is left out, refused when all are. A oneOf alternative that no
+//   value satisfies together with the oneOf's siblings is left out too (no value generated
+//   can match it).
 // - not: X holds for the values X rejects, and X rejects a value when any one of its keywords
 //   does. Each keyword of X that the grammar can negate gives a candidate: type (the other
 //   types), enum/const (every other value: literals filtered, strings excluded by an
