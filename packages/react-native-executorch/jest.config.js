@@ -6,4 +6,6 @@ module.exports = {
   testMatch: ['<rootDir>/__tests__/**/*.test.ts?(x)'],
   // The end-to-end suites need the host build and a real export: jest.e2e.config.js runs them.
   testPathIgnorePatterns: ['/node_modules/', '<rootDir>/__tests__/e2e/'],
+  // ChatTemplate renders through the native module: the fake one's template double here.
+  setupFiles: ['<rootDir>/__tests__/support/nativeTemplateEngine.ts'],
 };

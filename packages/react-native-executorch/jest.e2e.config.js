@@ -11,6 +11,8 @@ module.exports = {
   testMatch: ['<rootDir>/__tests__/e2e/**/*.test.ts?(x)'],
   testPathIgnorePatterns: ['/node_modules/'],
   globalSetup: '<rootDir>/__tests__/e2e/globalSetup.js',
+  // ChatTemplate renders through the native module: the addon's C++ engine here.
+  setupFiles: ['<rootDir>/__tests__/e2e/support/realTemplateEngine.ts'],
   // Loads of a 540 MB program and real generations on a busy 2-core machine.
   testTimeout: 120000,
 };

@@ -63,6 +63,8 @@ Pod::Spec.new do |s|
 
   s.source_files = [
     "ios/**/*.{h,mm}",
+    "cpp/chat/include/**/*.h",
+    "cpp/chat/src/**/*.{h,cpp}",
     "cpp/jsi/**/*.{h,cpp}",
     "cpp/json/include/**/*.h",
     "cpp/json/src/**/*.cpp",
@@ -107,6 +109,7 @@ Pod::Spec.new do |s|
       "\"$(PODS_XCFRAMEWORKS_BUILD_DIR)/react-native-executorch/Headers/executorch/runtime/core/portable_type/c10\"",
       "\"$(PODS_TARGET_SRCROOT)/cpp/runner/include\"",
       "\"$(PODS_TARGET_SRCROOT)/cpp/json/include\"",
+      "\"$(PODS_TARGET_SRCROOT)/cpp/chat/include\"",
       "\"$(PODS_TARGET_SRCROOT)/cpp/media/include\"",
       "\"$(PODS_TARGET_SRCROOT)/ios/generated/stb/include\"",
       "\"$(PODS_TARGET_SRCROOT)/cpp/tokenizer/include\"",

@@ -1,5 +1,7 @@
 #include "executorch_host_object.h"
 
+#include "chat_render.h"
+
 #include <ReactCommon/CallInvoker.h>
 
 #include <functional>
@@ -212,6 +214,7 @@ j::Value ExecutorchHostObject::get(j::Runtime& rt, const j::PropNameID& prop) {
       {"countTokens", &ExecutorchHostObject::countTokens},
       {"maxContextLength", &ExecutorchHostObject::maxContextLength},
       {"release", &ExecutorchHostObject::release},
+      {"renderChatTemplate", &ExecutorchHostObject::renderChatTemplate},
   };
   const std::string name = prop.utf8(rt);
   for (const auto& [method_name, method] : kMethods) {
@@ -328,6 +331,14 @@ j::Value ExecutorchHostObject::countTokens(j::Runtime& rt, const j::Value* args,
                                          seam::kPromptShape));
   }
   return static_cast<double>(valueOrThrow(rt, core_->countTokens(handle, *prompt)));
+}
+
+// Synchronous on the JS thread: a render takes about a millisecond (chat_render.h).
+j::Value ExecutorchHostObject::renderChatTemplate(j::Runtime& rt, const j::Value* args, size_t count) {
+  if (count < 1 || !args[0].isString()) {
+    throwError(rt, seam::invalidArgument("renderChatTemplate(request) takes a JSON string"));
+  }
+  return j::String::createFromUtf8(rt, seam::renderChatTemplate(args[0].asString(rt).utf8(rt)));
 }
 
 j::Value ExecutorchHostObject::maxContextLength(j::Runtime& rt, const j::Value* args,

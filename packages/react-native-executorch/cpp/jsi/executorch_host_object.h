@@ -38,6 +38,8 @@ class ExecutorchHostObject : public facebook::jsi::HostObject {
                              size_t count);
   facebook::jsi::Value stats(facebook::jsi::Runtime& rt, const facebook::jsi::Value* args,
                              size_t count);
+  facebook::jsi::Value renderChatTemplate(facebook::jsi::Runtime& rt, const facebook::jsi::Value* args,
+                                          size_t count);
   facebook::jsi::Value countTokens(facebook::jsi::Runtime& rt, const facebook::jsi::Value* args,
                                    size_t count);
   facebook::jsi::Value maxContextLength(facebook::jsi::Runtime& rt,

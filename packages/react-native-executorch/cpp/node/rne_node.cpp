@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "rne/tokenizer/tokenizer.h"
+#include "chat_render.h"
 #include "seam_core.h"
 
 namespace rne::node {
@@ -452,6 +453,14 @@ napi_value MaxContextLength(napi_env env, napi_callback_info info) {
   return jsNumber(env, static_cast<double>(length.value()));
 }
 
+// renderChatTemplate(request: string): string, synchronous (chat_render.h).
+napi_value RenderChatTemplate(napi_env env, napi_callback_info info) {
+  Call call(env, info);
+  auto request = stringOf(env, call.arg(env, 0));
+  if (!request) return throwError(env, seam::invalidArgument("renderChatTemplate(request) takes a JSON string"));
+  return jsString(env, seam::renderChatTemplate(*request));
+}
+
 napi_callback methodFor(std::string_view name) {
   if (name == "availableBackends") return AvailableBackends;
   if (name == "platformInfo") return PlatformInfo;
@@ -462,6 +471,7 @@ napi_callback methodFor(std::string_view name) {
   if (name == "stats") return Stats;
   if (name == "countTokens") return CountTokens;
   if (name == "maxContextLength") return MaxContextLength;
+  if (name == "renderChatTemplate") return RenderChatTemplate;
   return HandleCall<&seam::SeamCore::release>;
 }
 

@@ -32,9 +32,9 @@ using runner::Result;
 using Handle = int64_t;
 
 // The seam's method names, as the hosts expose them.
-inline constexpr std::array<const char*, 10> kMethodNames{
-    "availableBackends", "platformInfo", "loadLLM",     "generate",         "interrupt",
-    "reset",             "stats",        "countTokens", "maxContextLength", "release"};
+inline constexpr std::array<const char*, 11> kMethodNames{
+    "availableBackends", "platformInfo", "loadLLM",          "generate", "interrupt",         "reset",
+    "stats",             "countTokens",  "maxContextLength", "release",  "renderChatTemplate"};
 
 // Reads the properties of one JS object; each host implements it over its own values.
 class ObjectReader {

@@ -1,4 +1,4 @@
-import { ChatTemplate } from './template';
+import { ChatTemplate, type ChatTemplateEngine } from './template';
 
 const JINJA = 'chat_template.jinja';
 const CONFIG = 'tokenizer_config.json';
@@ -37,12 +37,19 @@ async function readIfThere(readText: (path: string) => Promise<string>, path: st
 export async function loadChatTemplate(
   readText: (path: string) => Promise<string>,
   path: string,
+  engine?: ChatTemplateEngine,
 ): Promise<ChatTemplate> {
   if (path.endsWith('.jinja')) {
     const chatTemplateJinja = await readText(path);
-    return ChatTemplate.fromFiles({ chatTemplateJinja, tokenizerConfig: await readIfThere(readText, sibling(path, CONFIG)) });
+    return ChatTemplate.fromFiles(
+      { chatTemplateJinja, tokenizerConfig: await readIfThere(readText, sibling(path, CONFIG)) },
+      engine,
+    );
   }
   const tokenizerConfig = await readText(path);
-  if (hasTemplate(tokenizerConfig)) return ChatTemplate.fromTokenizerConfig(tokenizerConfig);
-  return ChatTemplate.fromFiles({ chatTemplateJinja: await readIfThere(readText, sibling(path, JINJA)), tokenizerConfig });
+  if (hasTemplate(tokenizerConfig)) return ChatTemplate.fromTokenizerConfig(tokenizerConfig, engine);
+  return ChatTemplate.fromFiles(
+    { chatTemplateJinja: await readIfThere(readText, sibling(path, JINJA)), tokenizerConfig },
+    engine,
+  );
 }

@@ -1,7 +1,7 @@
 import { ExecutorchError } from '../errors';
 import type { ToolCall, ToolDefinition } from '../llm/types';
-import type { PromptPart, TextPromptPart } from '../native/seam';
-import { PythonJinjaTemplate } from './jinja';
+import { getNativeExecutorch } from '../native';
+import type { ChatTemplateRequest, ChatTemplateResponse, NativeExecutorch, PromptPart } from '../native/seam';
 import { mediaOf, spliceMedia } from './media';
 
 /** Who wrote a message; `tool` carries the result of a tool call back to the model. */
@@ -171,40 +171,62 @@ function tokenText(spec: TokenSpec): string | undefined {
 }
 
 /**
- * A model's chat template (Jinja, as in Hugging Face's `apply_chat_template`), rendered with
- * `@huggingface/jinja`. The output is the exact prompt text the model was trained on, special
- * tokens included.
+ * What renders chat templates: the native seam's C++ engine (`cpp/chat`, through JSI on a
+ * device, the Node addon in end-to-end tests), so every host renders a template the same way.
+ */
+export type ChatTemplateEngine = Pick<NativeExecutorch, 'renderChatTemplate'>;
+
+let testEngine: ChatTemplateEngine | undefined;
+
+/**
+ * @internal For test harnesses only: the engine of templates built without one, instead of the
+ * installed native module (jest: the C++ engine's double, src/testing/templateDouble.ts; the e2e
+ * suites: the Node addon). undefined restores the native module.
+ */
+export function setTestChatTemplateEngine(engine: ChatTemplateEngine | undefined): void {
+  testEngine = engine;
+}
+
+/**
+ * A model's chat template (Jinja, as in Hugging Face's `apply_chat_template`), rendered by the
+ * native C++ engine ({@link ChatTemplateEngine}). The output is the exact prompt text the model
+ * was trained on, special tokens included.
  */
 export class ChatTemplate {
-  private readonly template: PythonJinjaTemplate;
+  private readonly source: string;
   private readonly specialTokens: Readonly<Record<string, string>>;
+  private readonly givenEngine: ChatTemplateEngine | undefined;
   private toolSupport: boolean | undefined;
   private callSyntax: ToolCallSyntax | undefined;
   private thoughtMarkers: ThoughtMarkers | null | undefined;
 
-  private constructor(source: string, specialTokens: Record<string, string>) {
-    try {
-      this.template = new PythonJinjaTemplate(source);
-    } catch (error) {
-      throw new ExecutorchError(
-        'chat_template',
-        `The chat template does not parse: ${(error as Error).message}`,
-        { cause: error },
-      );
-    }
+  private constructor(source: string, specialTokens: Record<string, string>, engine?: ChatTemplateEngine) {
+    this.source = source;
     this.specialTokens = specialTokens;
+    this.givenEngine = engine;
+    const checked = this.call({ template: source, specialTokens, check: true });
+    if ('error' in checked) {
+      throw new ExecutorchError('chat_template', `The chat template does not parse: ${describe(checked.error)}`);
+    }
   }
 
-  /** From a Jinja template string and the special tokens it refers to. */
-  static fromString(source: string, specialTokens: Record<string, string> = {}): ChatTemplate {
-    return new ChatTemplate(source, specialTokens);
+  /**
+   * From a Jinja template string and the special tokens it refers to. `engine`: what renders it
+   * (default: the installed native module).
+   */
+  static fromString(
+    source: string,
+    specialTokens: Record<string, string> = {},
+    engine?: ChatTemplateEngine,
+  ): ChatTemplate {
+    return new ChatTemplate(source, specialTokens, engine);
   }
 
   /**
    * From the contents of `tokenizer_config.json` (text or parsed). Uses its `chat_template`
    * (the one named "default" when it holds several) and its special tokens.
    */
-  static fromTokenizerConfig(config: string | object): ChatTemplate {
+  static fromTokenizerConfig(config: string | object, engine?: ChatTemplateEngine): ChatTemplate {
     const parsed = parseConfig(config);
     const source = templateOf(parsed);
     if (source === undefined) {
@@ -214,7 +236,7 @@ export class ChatTemplate {
           '`generate` with a raw prompt, or a chat (instruct) model.',
       );
     }
-    return new ChatTemplate(source, specialTokensOf(parsed));
+    return new ChatTemplate(source, specialTokensOf(parsed), engine);
   }
 
   /**
@@ -222,10 +244,13 @@ export class ChatTemplate {
    * `chat_template.jinja` when there is one, else the `chat_template` of
    * `tokenizer_config.json`; the special tokens (`bos_token`, ...) from `tokenizer_config.json`.
    */
-  static fromFiles(files: {
-    readonly chatTemplateJinja?: string | null;
-    readonly tokenizerConfig?: string | object | null;
-  }): ChatTemplate {
+  static fromFiles(
+    files: {
+      readonly chatTemplateJinja?: string | null;
+      readonly tokenizerConfig?: string | object | null;
+    },
+    engine?: ChatTemplateEngine,
+  ): ChatTemplate {
     const { chatTemplateJinja, tokenizerConfig } = files;
     if (chatTemplateJinja == null) {
       if (tokenizerConfig == null) {
@@ -234,10 +259,10 @@ export class ChatTemplate {
           'Neither chat_template.jinja nor tokenizer_config.json was given: no chat format.',
         );
       }
-      return ChatTemplate.fromTokenizerConfig(tokenizerConfig);
+      return ChatTemplate.fromTokenizerConfig(tokenizerConfig, engine);
     }
     const special = tokenizerConfig == null ? {} : specialTokensOf(parseConfig(tokenizerConfig));
-    return new ChatTemplate(chatTemplateJinja, special);
+    return new ChatTemplate(chatTemplateJinja, special, engine);
   }
 
   /**
@@ -320,33 +345,24 @@ export class ChatTemplate {
   }
 
   /**
-   * {@link renderTemplateMessages} in parts. Each content string is rendered with two private-use
-   * characters around it (inside its leading and trailing whitespace, so a template's `trim`
-   * still applies), and the spans they mark are the plain parts: the parts' text is the render
-   * byte for byte. Where the marked render is not the render with marks added (a template that
-   * compares, cuts or reorders content) or the marks are not balanced pairs, the whole prompt is
-   * template text, as before parts existed: then special-token text in content is read as those
-   * tokens. No template in this repository falls back (chatTemplateParts.test.ts). Assistant
-   * content stays template text: it is the model's own output, and re-encoding it to the ids it
-   * was generated as keeps the KV cache reusable. Object keys of tool results (Gemma 4's
-   * `tool_responses`) stay template text, since templates sort by them.
+   * {@link renderTemplateMessages} in parts: the native engine renders each content string
+   * again between two private-use characters (inside its leading and trailing whitespace, so a
+   * template's `trim` still applies), and the spans they mark are the plain parts; the parts'
+   * text is the render byte for byte. Where the marked render is not the render with marks
+   * added (a template that compares, cuts or reorders content) or the marks are not balanced
+   * pairs, the whole prompt is template text: then special-token text in content is read as
+   * those tokens. Assistant content stays template text: it is the model's own output, and
+   * re-encoding it to the ids it was generated as keeps the KV cache reusable. Object keys of
+   * tool results (Gemma 4's `tool_responses`) stay template text, since templates sort by them.
    */
   renderTemplateMessagesParts(
     messages: readonly Record<string, unknown>[],
     options: RenderOptions = {},
   ): PromptPart[] {
-    const text = this.renderTemplateMessages(messages, options);
-    const seen = text + JSON.stringify(messages);
-    const marks = markPair(seen);
-    if (marks === null) return [{ text }];
-    const wrap = (content: string) => wrapContent(content, marks);
-    let marked: string;
-    try {
-      marked = this.renderTemplateMessages(messages.map((m) => markMessage(m, wrap)), options);
-    } catch {
-      return [{ text }];
-    }
-    return splitMarked(marked, text, marks) ?? [{ text }];
+    const answer = this.renderRequest(messages, options, true);
+    return (answer.parts ?? [{ text: answer.prompt }]).map((part) =>
+      part.plain ? { text: part.text, plain: true } : { text: part.text },
+    );
   }
 
   /**
@@ -355,23 +371,50 @@ export class ChatTemplate {
    * 4's `tool_responses`).
    */
   renderTemplateMessages(messages: readonly Record<string, unknown>[], options: RenderOptions = {}): string {
-    try {
-      return this.template.render({
-        ...this.specialTokens,
-        ...options.extra,
-        messages,
-        ...(options.tools?.length ? { tools: options.tools.map(templateTool) } : {}),
-        ...(options.thinking === undefined ? {} : { enable_thinking: options.thinking }),
-        add_generation_prompt: options.addGenerationPrompt ?? true,
-      });
-    } catch (error) {
-      throw new ExecutorchError(
-        'chat_template',
-        `The chat template failed on these messages: ${(error as Error).message}`,
-        { cause: error },
-      );
-    }
+    return this.renderRequest(messages, options, false).prompt;
   }
+
+  private renderRequest(
+    messages: readonly Record<string, unknown>[],
+    options: RenderOptions,
+    parts: boolean,
+  ): { readonly prompt: string; readonly parts?: readonly { readonly text: string; readonly plain?: boolean }[] } {
+    const extra: Record<string, unknown> = { ...options.extra };
+    if (options.thinking !== undefined) extra.enable_thinking = options.thinking;
+    let tools: Record<string, unknown>[] | undefined;
+    try {
+      tools = options.tools?.length ? options.tools.map(templateTool) : undefined;
+    } catch (error) {
+      throw new ExecutorchError('chat_template', `The chat template failed on these tools: ${(error as Error).message}`, {
+        cause: error,
+      });
+    }
+    const answer = this.call({
+      template: this.source,
+      specialTokens: this.specialTokens,
+      messages,
+      ...(tools ? { tools } : {}),
+      addGenerationPrompt: options.addGenerationPrompt ?? true,
+      extra,
+      parts,
+    });
+    if ('error' in answer) {
+      throw new ExecutorchError('chat_template', `The chat template failed on these messages: ${describe(answer.error)}`);
+    }
+    if (!('prompt' in answer)) throw new ExecutorchError('chat_template', 'The template engine answered without a prompt.');
+    return answer;
+  }
+
+  private call(request: ChatTemplateRequest): ChatTemplateResponse {
+    const engine = this.givenEngine ?? testEngine ?? getNativeExecutorch();
+    return JSON.parse(engine.renderChatTemplate(JSON.stringify(request))) as ChatTemplateResponse;
+  }
+}
+
+/** "UndefinedError: 'x' is undefined (template line 3, column 7)", as the C++ engine names errors. */
+function describe(error: { readonly kind: string; readonly message: string; readonly line: number; readonly column: number }): string {
+  const where = error.line > 0 ? ` (template line ${error.line}, column ${error.column})` : '';
+  return `${error.kind}: ${error.message}${where}`;
 }
 
 function parseConfig(config: string | object): TokenizerConfig {
@@ -399,99 +442,4 @@ function specialTokensOf(config: TokenizerConfig): Record<string, string> {
     if (text !== undefined) specialTokens[key] = text;
   }
   return specialTokens;
-}
-
-/** The two characters around a content string while it is rendered in parts. */
-interface Marks {
-  readonly open: string;
-  readonly close: string;
-}
-
-/** The first pair of private-use characters (U+E000...) that appears nowhere in `seen`. */
-function markPair(seen: string): Marks | null {
-  for (let code = 0xe000; code < 0xf8ff; code += 2) {
-    const open = String.fromCharCode(code);
-    const close = String.fromCharCode(code + 1);
-    if (!seen.includes(open) && !seen.includes(close)) return { open, close };
-  }
-  return null;
-}
-
-/**
- * Whitespace Python's `str.strip()` (a template's `trim`) or JavaScript's `trim()` removes: it
- * stays outside the marks, so trimming still reaches it.
- */
-const LEADING_SPACE = /^[\s\x1c-\x1f\x85]+/;
-const TRAILING_SPACE = /[\s\x1c-\x1f\x85]+$/;
-
-/** `content` with the marks inside its leading and trailing whitespace (none when it is blank). */
-function wrapContent(content: string, { open, close }: Marks): string {
-  const lead = LEADING_SPACE.exec(content)?.[0] ?? '';
-  const rest = content.slice(lead.length);
-  const trail = TRAILING_SPACE.exec(rest)?.[0] ?? '';
-  if (rest.length === trail.length) return content;
-  return lead + open + rest.slice(0, rest.length - trail.length) + close + trail;
-}
-
-/**
- * Roles whose content is template text: the model's own output. Every other role's (user,
- * system, developer, tool, ipython, ...) is plain text.
- */
-const MODEL_ROLES = new Set(['assistant', 'model']);
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-/** Every string inside `value` (a tool's result) wrapped; keys as they are. */
-function wrapStrings(value: unknown, wrap: (text: string) => string): unknown {
-  if (typeof value === 'string') return wrap(value);
-  if (Array.isArray(value)) return value.map((item) => wrapStrings(item, wrap));
-  if (!isRecord(value)) return value;
-  return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, wrapStrings(item, wrap)]));
-}
-
-/** A template message with its plain content (text, text parts, tool results) wrapped. */
-function markMessage(message: Record<string, unknown>, wrap: (text: string) => string): Record<string, unknown> {
-  const marked = { ...message };
-  const { content } = message;
-  if (!MODEL_ROLES.has(String(message.role))) {
-    if (typeof content === 'string') {
-      marked.content = wrap(content);
-    } else if (Array.isArray(content)) {
-      marked.content = content.map((part: unknown) =>
-        isRecord(part) && part.type === 'text' && typeof part.text === 'string' ? { ...part, text: wrap(part.text) } : part,
-      );
-    }
-  }
-  // Gemma 4's form: tool results on the message whose calls they answer.
-  if (Array.isArray(message.tool_responses)) {
-    marked.tool_responses = message.tool_responses.map((response: unknown) =>
-      isRecord(response) ? { ...response, response: wrapStrings(response.response, wrap) } : response,
-    );
-  }
-  return marked;
-}
-
-/**
- * The parts of `marked` (a render with marks), or null unless the marks are balanced, not
- * nested, and removing them gives exactly `text` (the render without marks).
- */
-function splitMarked(marked: string, text: string, { open, close }: Marks): TextPromptPart[] | null {
-  const parts: TextPromptPart[] = [];
-  let start = 0;
-  let inside = false;
-  for (let i = 0; i < marked.length; i += 1) {
-    const c = marked[i];
-    if (c !== open && c !== close) continue;
-    if ((c === open) === inside) return null;
-    const piece = marked.slice(start, i);
-    if (piece) parts.push(inside ? { text: piece, plain: true } : { text: piece });
-    inside = !inside;
-    start = i + 1;
-  }
-  if (inside) return null;
-  const rest = marked.slice(start);
-  if (rest) parts.push({ text: rest });
-  return parts.map((part) => part.text).join('') === text ? parts : null;
 }

@@ -436,7 +436,8 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
       onDownloadProgress?.(1);
     }
     this.assertLive();
-    const template = await loadChatTemplate((path) => fetcher.readText(path), files.chatTemplatePath);
+    // Rendered by the native engine the model runs on (the C++ one of every host).
+    const template = await loadChatTemplate((path) => fetcher.readText(path), files.chatTemplatePath, native);
     let handle: NativeModelHandle;
     try {
       handle = await native.loadLLM({

@@ -230,7 +230,55 @@ export interface NativeExecutorch {
   stats(handle: NativeModelHandle): GenerationStats | null;
   /** Interrupts and frees the model; the handle is invalid afterwards. */
   release(handle: NativeModelHandle): void;
+  /**
+   * Renders a chat template with the C++ engine (`cpp/chat`, as transformers'
+   * `apply_chat_template`): the one template engine of every host. Synchronous (about a
+   * millisecond); JSON text in and out, see {@link ChatTemplateRequest} and
+   * {@link ChatTemplateResponse}. A template error is a response, not a throw; throws
+   * `invalid_argument` only when `request` is not a string.
+   */
+  renderChatTemplate(request: string): string;
 }
+
+/** What {@link NativeExecutorch.renderChatTemplate} takes, as JSON text. */
+export interface ChatTemplateRequest {
+  /** The Jinja source. Parsed templates are cached natively (the last few). */
+  readonly template: string;
+  /** `bos_token`, `eos_token`, ... as the template reads them. */
+  readonly specialTokens?: Readonly<Record<string, string>>;
+  /** True: only parse the template (the answer is `{ok: true}` or the syntax error). */
+  readonly check?: boolean;
+  /** Messages as templates read them (OpenAI-style `tool_calls`, content parts, ...). */
+  readonly messages?: readonly Record<string, unknown>[];
+  /** `apply_chat_template(tools=...)`; absent: the template sees None. */
+  readonly tools?: readonly Record<string, unknown>[];
+  readonly addGenerationPrompt?: boolean;
+  /** Further template variables (`enable_thinking`, ...); they override the special tokens. */
+  readonly extra?: Readonly<Record<string, unknown>>;
+  /** True: also say which stretches of the prompt are message content (`parts`). */
+  readonly parts?: boolean;
+}
+
+/** What {@link NativeExecutorch.renderChatTemplate} answers, as JSON text. */
+export type ChatTemplateResponse =
+  | { readonly ok: true }
+  | {
+      readonly prompt: string;
+      /** With `parts`: the prompt in stretches, `plain` for message content. */
+      readonly parts?: readonly { readonly text: string; readonly plain?: boolean }[];
+      /** With `parts`: false when the template edits content so no stretch could be marked. */
+      readonly plainSpansFound?: boolean;
+    }
+  | {
+      readonly error: {
+        /** Python's exception name (`UndefinedError`, `TemplateSyntaxError`, `TypeError`...) or `LimitError`. */
+        readonly kind: string;
+        readonly message: string;
+        /** 1-based template line and column; 0 when unknown. */
+        readonly line: number;
+        readonly column: number;
+      };
+    };
 
 declare global {
   // eslint-disable-next-line no-var

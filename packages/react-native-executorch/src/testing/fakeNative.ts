@@ -31,6 +31,7 @@ import type {
   PromptPart,
   StopReason,
 } from '../native/seam';
+import { renderChatTemplateDouble } from './templateDouble';
 
 export interface FakeNativeOptions {
   os?: 'ios' | 'android';
@@ -486,6 +487,17 @@ export class FakeNative implements NativeExecutorch {
     const session = this.session(handle);
     session.released = true;
     session.generation?.interrupt();
+  }
+
+  /**
+   * The template engine's JSON in and out, rendered by the jest double of the C++ engine
+   * (`./templateDouble`; why a double: see there).
+   */
+  renderChatTemplate(request: string): string {
+    if (typeof request !== 'string') {
+      throw nativeError('invalid_argument', 'renderChatTemplate(request) takes a JSON string');
+    }
+    return renderChatTemplateDouble(request);
   }
 
   /** Handles loaded and not released. */

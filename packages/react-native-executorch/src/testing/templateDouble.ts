@@ -1,4 +1,13 @@
 /**
+ * The jest double of the native template engine (NativeExecutorch.renderChatTemplate, the C++
+ * engine of cpp/chat that every host renders with): `@huggingface/jinja` with Python's Jinja
+ * behaviour added. Why a second engine here: jest runs before anything native is built (and on
+ * machines without a toolchain) and the seam's call is synchronous, so the fake native cannot
+ * reach the C++ engine; the app bundle does not import this module. What users get is checked on
+ * the real engine: tests/test_chat_template_render.py (43 templates against transformers) and the
+ * end-to-end jest suites on the Node addon. The double renders the repository's fixtures as
+ * transformers does (the jest suites check it), which is what the unit tests of LLMModule need.
+ *
  * Rendering chat templates with `@huggingface/jinja` the way Python's Jinja (what transformers'
  * `apply_chat_template` uses) renders them. The library leaves out some of Python Jinja's
  * behaviour that real templates rely on (Gemma 4's among them); this module adds it around the
@@ -14,6 +23,7 @@
  *   names, as Python's C locale), `range`, and `true` / `false` / `none` in both spellings.
  */
 import { Environment, Interpreter, Template } from '@huggingface/jinja';
+import type { ChatTemplateRequest, ChatTemplateResponse, TextPromptPart } from '../native/seam';
 
 type Program = Template['parsed'];
 type RuntimeValue = ReturnType<Interpreter['evaluate']>;
@@ -291,4 +301,147 @@ export class PythonJinjaTemplate {
     const result = new PythonInterpreter(environment).run(this.program);
     return String(result.value);
   }
+}
+
+/** Parsed templates of {@link renderChatTemplateDouble}, by source. */
+const parsed = new Map<string, PythonJinjaTemplate>();
+
+/** NativeExecutorch.renderChatTemplate over {@link PythonJinjaTemplate}, the same JSON in and out. */
+export function renderChatTemplateDouble(requestJson: string): string {
+  const request = JSON.parse(requestJson) as ChatTemplateRequest;
+  return JSON.stringify(answer(request));
+}
+
+function answer(request: ChatTemplateRequest): ChatTemplateResponse {
+  let template = parsed.get(request.template);
+  try {
+    if (!template) {
+      template = new PythonJinjaTemplate(request.template);
+      parsed.set(request.template, template);
+    }
+  } catch (error) {
+    return { error: { kind: 'TemplateSyntaxError', message: (error as Error).message, line: 0, column: 0 } };
+  }
+  if (request.check) return { ok: true };
+  const messages = request.messages ?? [];
+  const render = (chat: readonly Record<string, unknown>[]) =>
+    (template as PythonJinjaTemplate).render({
+      ...request.specialTokens,
+      ...request.extra,
+      messages: chat,
+      tools: request.tools ?? null,  // None, as the C++ engine and transformers pass it
+      add_generation_prompt: request.addGenerationPrompt ?? false,
+    });
+  let text: string;
+  try {
+    text = render(messages);
+  } catch (error) {
+    return { error: { kind: 'TemplateError', message: (error as Error).message, line: 0, column: 0 } };
+  }
+  if (!request.parts) return { prompt: text };
+  const marks = markPair(text + JSON.stringify(messages));
+  if (marks === null) return { prompt: text, parts: [{ text }], plainSpansFound: false };
+  let marked: string;
+  try {
+    marked = render(messages.map((m) => markMessage(m, (content) => wrapContent(content, marks))));
+  } catch {
+    return { prompt: text, parts: [{ text }], plainSpansFound: false };
+  }
+  const parts = splitMarked(marked, text, marks);
+  return parts ? { prompt: text, parts, plainSpansFound: true } : { prompt: text, parts: [{ text }], plainSpansFound: false };
+}
+
+/** The two characters around a content string while it is rendered in parts. */
+interface Marks {
+  readonly open: string;
+  readonly close: string;
+}
+
+/** The first pair of private-use characters (U+E000...) that appears nowhere in `seen`. */
+function markPair(seen: string): Marks | null {
+  for (let code = 0xe000; code < 0xf8ff; code += 2) {
+    const open = String.fromCharCode(code);
+    const close = String.fromCharCode(code + 1);
+    if (!seen.includes(open) && !seen.includes(close)) return { open, close };
+  }
+  return null;
+}
+
+/**
+ * Whitespace Python's `str.strip()` (a template's `trim`) or JavaScript's `trim()` removes: it
+ * stays outside the marks, so trimming still reaches it.
+ */
+const LEADING_SPACE = /^[\s\x1c-\x1f\x85]+/;
+const TRAILING_SPACE = /[\s\x1c-\x1f\x85]+$/;
+
+/** `content` with the marks inside its leading and trailing whitespace (none when it is blank). */
+function wrapContent(content: string, { open, close }: Marks): string {
+  const lead = LEADING_SPACE.exec(content)?.[0] ?? '';
+  const rest = content.slice(lead.length);
+  const trail = TRAILING_SPACE.exec(rest)?.[0] ?? '';
+  if (rest.length === trail.length) return content;
+  return lead + open + rest.slice(0, rest.length - trail.length) + close + trail;
+}
+
+/**
+ * Roles whose content is template text: the model's own output. Every other role's (user,
+ * system, developer, tool, ipython, ...) is plain text.
+ */
+const MODEL_ROLES = new Set(['assistant', 'model']);
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Every string inside `value` (a tool's result) wrapped; keys as they are. */
+function wrapStrings(value: unknown, wrap: (text: string) => string): unknown {
+  if (typeof value === 'string') return wrap(value);
+  if (Array.isArray(value)) return value.map((item) => wrapStrings(item, wrap));
+  if (!isRecord(value)) return value;
+  return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, wrapStrings(item, wrap)]));
+}
+
+/** A template message with its plain content (text, text parts, tool results) wrapped. */
+function markMessage(message: Record<string, unknown>, wrap: (text: string) => string): Record<string, unknown> {
+  const marked = { ...message };
+  const { content } = message;
+  if (!MODEL_ROLES.has(String(message.role))) {
+    if (typeof content === 'string') {
+      marked.content = wrap(content);
+    } else if (Array.isArray(content)) {
+      marked.content = content.map((part: unknown) =>
+        isRecord(part) && part.type === 'text' && typeof part.text === 'string' ? { ...part, text: wrap(part.text) } : part,
+      );
+    }
+  }
+  // Gemma 4's form: tool results on the message whose calls they answer.
+  if (Array.isArray(message.tool_responses)) {
+    marked.tool_responses = message.tool_responses.map((response: unknown) =>
+      isRecord(response) ? { ...response, response: wrapStrings(response.response, wrap) } : response,
+    );
+  }
+  return marked;
+}
+
+/**
+ * The parts of `marked` (a render with marks), or null unless the marks are balanced, not
+ * nested, and removing them gives exactly `text` (the render without marks).
+ */
+function splitMarked(marked: string, text: string, { open, close }: Marks): TextPromptPart[] | null {
+  const parts: TextPromptPart[] = [];
+  let start = 0;
+  let inside = false;
+  for (let i = 0; i < marked.length; i += 1) {
+    const c = marked[i];
+    if (c !== open && c !== close) continue;
+    if ((c === open) === inside) return null;
+    const piece = marked.slice(start, i);
+    if (piece) parts.push(inside ? { text: piece, plain: true } : { text: piece });
+    inside = !inside;
+    start = i + 1;
+  }
+  if (inside) return null;
+  const rest = marked.slice(start);
+  if (rest) parts.push({ text: rest });
+  return parts.map((part) => part.text).join('') === text ? parts : null;
 }

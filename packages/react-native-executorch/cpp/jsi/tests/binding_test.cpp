@@ -162,7 +162,16 @@ class BindingTest : public ::testing::Test {
 
 TEST_F(BindingTest, ExposesTheSeamAndThePlatform) {
   j::Array names = rt_.global().getPropertyAsObject(rt_, "__RNExecutorch").getPropertyNames(rt_);
-  EXPECT_EQ(names.size(rt_), 10u);
+  EXPECT_EQ(names.size(rt_), 11u);
+  // The one template engine: a render through JSI, JSON in and out.
+  const std::string rendered =
+      call("renderChatTemplate",
+           j::String::createFromUtf8(rt_, R"({"template": "{{ messages[0].content | upper }}{{ eos_token }}",
+                                              "specialTokens": {"eos_token": "</s>"},
+                                              "messages": [{"role": "user", "content": "hi"}]})"))
+          .getString(rt_)
+          .utf8(rt_);
+  EXPECT_EQ(rendered, R"({"prompt":"HI</s>"})");
 
   j::Array backends = call("availableBackends").getObject(rt_).getArray(rt_);
   std::vector<std::string> list;
