@@ -347,13 +347,15 @@ void save_current(const char* what) {
   (void)!::write(2, note, sizeof(note) - 1);
 }
 
+#if defined(__SANITIZE_ADDRESS__)
 void on_death() { save_current("crash"); }
-
+#else
 void on_signal(int sig) {
   save_current("crash");
   ::signal(sig, SIG_DFL);
   ::raise(sig);
 }
+#endif
 
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "rne_fuzz: " << why << "\n"
@@ -421,9 +423,12 @@ int main(int argc, char** argv) {
   for (const auto& s : seeds) cap = std::max(cap, 2 * s.size());
 
 #if defined(__SANITIZE_ADDRESS__)
+  // ASan's own handlers report signals (a stack overflow too, on their alternate stack) and then
+  // call this.
   __sanitizer_set_death_callback(on_death);
-#endif
+#else
   for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT}) ::signal(sig, on_signal);
+#endif
 
   // The watchdog: a case running past --hang-seconds is a hang.
   std::atomic<int64_t> case_started_ms{-1};
