@@ -491,6 +491,11 @@ REAL_SCHEMAS: list[dict[str, Any]] = [
      "oneOf": [{"$ref": "#/$defs/vars"},
                {"type": "object", "additionalProperties": False,
                 "properties": {"global": {"$ref": "#/$defs/vars"}}}]},
+    {"type": "array", "maxItems": 2, "items": {
+        "properties": {"fields": {"type": "array", "maxItems": 2, "items": {
+            "properties": {"name": {"type": "string", "maxLength": 3}}, "required": ["name"]}},
+            "files": {"type": "array", "maxItems": 1}, "folder": {"type": "string", "maxLength": 3}},
+        "oneOf": [{"required": ["files"]}, {"required": ["folder"]}]}},
 ]
 
 

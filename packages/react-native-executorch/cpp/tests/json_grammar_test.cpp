@@ -1367,6 +1367,20 @@ TEST(JsonSchemaReal, AllOfMergesPatternsOneOfsAndClosedObjects) {
                   {R"("a1b")"}, {R"("ab")", R"("a1")", R"("1b")"});
   expect_language(R"({"allOf":[{"type":"string","format":"date"},{"pattern":"-12-"}]})",
                   {R"("2024-12-01")"}, {R"("2024-11-01")"});
+  // items on one side still reaches the positions the other side's prefixItems give.
+  expect_language(R"({"allOf":[{"type":"array","items":{"type":"integer"}},
+      {"prefixItems":[{"minimum":3}]}]})",
+                  {"[3,1]", "[]"}, {"[1]", R"(["a"])", R"([3,"a"])"});
+  // (Netlify's collections: oneOf of required names beside the properties, so the other
+  // alternative's negation reaches into an array's first item.)
+  const char* collection = R"({"properties":{"fields":{"type":"array","items":{
+      "properties":{"name":{"type":"string"}},"required":["name"]}},"files":{"type":"array"},
+      "folder":{"type":"string"}},"oneOf":[{"required":["files"]},{"required":["folder"]}]})";
+  auto fields = compile(R"({"properties":{"fields":{"type":"array","items":{
+      "properties":{"name":{"type":"string"}},"required":["name"]}},"files":{},"folder":{}}})");
+  for (const std::string& doc : random_documents(collection, 300, 19)) {
+    if (doc[0] == '{') EXPECT_TRUE(JsonGrammar(*fields).matches(doc)) << doc;
+  }
   // enum and const together (a branch's enum, another's const): the values in both.
   expect_language(R"({"allOf":[{"enum":["a","b",1]},{"const":"b"}]})", {R"("b")"},
                   {R"("a")", "1"});

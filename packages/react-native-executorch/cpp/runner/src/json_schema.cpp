@@ -1451,6 +1451,22 @@ class Compiler {
                                "', which cannot be merged; merge them by hand");
       }
     }
+    // items (a schema) on one side applies to every item, prefixItems on the other only to
+    // the first ones: merged, the prefix schemas hold the items schema too (else `items`
+    // would no longer reach the prefix positions).
+    for (const auto& [side, other] : {std::pair{&a, &b}, std::pair{&b, &a}}) {
+      const json::Value* items = side->find("items");
+      const json::Value* prefix = other->find("prefixItems");
+      if (items == nullptr || items->is_array() || side->find("prefixItems") != nullptr ||
+          prefix == nullptr || !prefix->is_array()) {
+        continue;
+      }
+      json::Array both;
+      for (const auto& first : prefix->as_array()) {
+        both.emplace_back(json::Object{{"allOf", json::Value(json::Array{first, *items})}});
+      }
+      set("prefixItems", json::Value(std::move(both)));
+    }
     // additionalProperties in one branch also judges the properties the other declares.
     json::Value merged(std::move(out));
     // unevaluatedProperties in a branch sees only what that branch (flattened) declares: the
