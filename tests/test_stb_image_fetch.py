@@ -32,6 +32,26 @@ DEBIAN_HEADER = Path("/usr/include/stb/stb_image.h")  # libstb-dev's fixed locat
 CMAKE = shutil.which("cmake", path=str(Path(sys.executable).parent)) or shutil.which("cmake")
 BUG = b"out[i*2+0] = stbi__div4(input[w-2]*3 + input[w-1] + 2);"
 FIX = b"out[i*2+0] = stbi__div4(input[w-1]*3 + input[w-2] + 2);"
+# The guards against damaged JPEGs and empty PNG chunks (issue #63): each line after every
+# occurrence of the line before it.
+GUARDS = [
+    (b"            L -= 17;",
+     b'            if (n > 256) return stbi__err("bad DHT header","Corrupt JPEG");'),
+    (b"   if (j->code_bits < n) stbi__grow_buffer_unsafe(j);", b"   if (j->code_bits < n) return 0;"),
+    (b"   if (j->code_bits < 1) stbi__grow_buffer_unsafe(j);", b"   if (j->code_bits < 1) return 0;"),
+    (b"s = r & 15; // combined length",
+     b'            if (s > j->code_bits) return stbi__err("bad huffman code","Corrupt JPEG");'),
+    (b"static int stbi__getn(stbi__context *s, stbi_uc *buffer, int n)\n{", b"   if (n == 0) return 1;"),
+]
+
+
+def _patched(data: bytes) -> bytes:
+    """What the module must write: the 4:2:2 fix and every guard."""
+    data = data.replace(BUG, FIX)
+    for after, guard in GUARDS:
+        assert after + b"\n" in data, after
+        data = data.replace(after + b"\n", after + b"\n" + guard + b"\n")
+    return data
 
 
 def _pinned_bytes() -> bytes:
@@ -132,7 +152,7 @@ def test_fetches_verifies_and_patches_then_reuses_the_verified_copy(
     run = _script(tmp_path, f"{server.url}/good")
     assert run.returncode == 0, run.stderr
     assert (tmp_path / "upstream" / "stb_image.h").read_bytes() == server.data
-    assert (tmp_path / "include" / "stb_image.h").read_bytes() == server.data.replace(BUG, FIX)
+    assert (tmp_path / "include" / "stb_image.h").read_bytes() == _patched(server.data)
     assert _headers_left(tmp_path) == ["include/stb_image.h", "upstream/stb_image.h"]
     # A second run (every pod install, every Android configure) needs no network.
     again = _script(tmp_path, f"{server.url}/gone")
@@ -182,7 +202,7 @@ def test_a_cmake_project_includes_the_module(server: Server, tmp_path: Path) -> 
     assert run.returncode == 0, run.stderr
     include = Path((build / "include_dir.txt").read_text())
     assert include == build / "stb" / "include"
-    assert (include / "stb_image.h").read_bytes() == server.data.replace(BUG, FIX)
+    assert (include / "stb_image.h").read_bytes() == _patched(server.data)
 
 
 # --- the phone recipes ---------------------------------------------------------------------
