@@ -58,9 +58,10 @@ Result<void> check_png_chunks(const uint8_t* data, size_t size, uint32_t width, 
     const uint8_t* type = data + at + 4;
     const size_t left = size - at - 8;
     if (length > left) {
-      return invalid("the PNG's '" + chunk_name(type) + "' chunk at byte " + std::to_string(at) +
-                     " declares " + std::to_string(length) + " bytes, only " +
-                     std::to_string(left) + " follow: the file is truncated or damaged");
+      return invalid("cannot decode the PNG image: its '" + chunk_name(type) +
+                     "' chunk at byte " + std::to_string(at) + " declares " +
+                     std::to_string(length) + " bytes, only " + std::to_string(left) +
+                     " follow: the file is truncated or damaged");
     }
     if (std::memcmp(type, "IDAT", 4) == 0) idat_bytes += length;
     if (std::memcmp(type, "IEND", 4) == 0) break;
@@ -74,8 +75,8 @@ Result<void> check_png_chunks(const uint8_t* data, size_t size, uint32_t width, 
   const uint64_t row_bytes = 1 + (uint64_t{width} * channels * depth + 7) / 8;
   const uint64_t raw_bytes = row_bytes * height;
   if (raw_bytes > idat_bytes * kMaxDeflateRatio + 1024) {
-    return invalid("the PNG declares " + std::to_string(width) + "x" + std::to_string(height) +
-                   " pixels but holds " + std::to_string(idat_bytes) +
+    return invalid("cannot decode the PNG image: it declares " + std::to_string(width) + "x" +
+                   std::to_string(height) + " pixels but holds " + std::to_string(idat_bytes) +
                    " bytes of compressed image data, too few for that many (at least " +
                    std::to_string(raw_bytes / kMaxDeflateRatio) +
                    "): the file is truncated or damaged");
