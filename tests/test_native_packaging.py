@@ -91,7 +91,8 @@ def test_android_packages_libexecutorch_once() -> None:
     too is a duplicate-file error."""
     code = "\n".join(line.split("//")[0] for line in GRADLE.splitlines())
     assert "jniLibs" not in code
-    assert "-DRNE_THIRD_PARTY_DIR=${thirdPartyDir}" in GRADLE
+    # CMake gets the fetched binaries' directory of each ABI (scripts/fetch-binaries.js).
+    assert "-DRNE_THIRD_PARTY_DIR_${abi}=" in GRADLE
 
 
 def _installed_headers() -> Path:
