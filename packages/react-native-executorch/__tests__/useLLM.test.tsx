@@ -435,8 +435,10 @@ describe('useLLM errors', () => {
     expect(native.loads).toHaveLength(0);
   });
 
-  it('rejects an invalid generation config', () => {
+  it('rejects an invalid generation config', async () => {
     const { result } = setup(new FakeNative());
+    // Loaded first: a load finishing after the test would update the hook outside act().
+    await ready(result);
     expect(() => result.current.configure({ generation: { topP: 1.5 } })).toThrow(
       expect.objectContaining({ code: 'invalid_argument', message: expect.stringContaining('topP 1.5') }),
     );
