@@ -1553,10 +1553,9 @@ class Compiler {
       const std::string where = at + "/" + std::to_string(i);
       const json::Value& member = list.as_array()[i];
       if (member.is_bool() && !member.as_bool()) continue;  // matches nothing: never generated
-      // The siblings as the schema holding the alternative (its unevaluatedProperties sees
-      // what the alternative evaluates: the value generated matches it).
-      json::Value with_rest = rest;
-      with_rest.as_object().emplace_back("allOf", json::Value(json::Array{member}));
+      // The siblings as a branch beside the alternative: their unevaluatedProperties (which
+      // may have come from an allOf branch merged in) judges the alternative's properties.
+      const json::Value with_rest(json::Object{{"allOf", json::Value(json::Array{rest, member})}});
       const Snapshot before = snapshot();
       auto alt = plain ? compile(member, where) : compile(with_rest, where);
       if (!alt.ok()) {
