@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "rne/runner/gbnf.h"
+#include "small_stack.h"
 #include "rne/runner/gbnf_constraint.h"
 #include "rne/tokenizer/tokenizer.h"
 
@@ -120,24 +121,8 @@ TEST(GbnfParse, RefusesGrammarsPastTheLimits) {
   EXPECT_NE(result.error().message.find("kMaxGbnfStacks"), std::string::npos);
 }
 
-// Runs `body` on a thread with a phone-sized stack (an iOS secondary thread has 512 KiB; half
-// of that here), so a recursion that grows with the input fails the test by crashing it.
-void on_small_stack(const std::function<void()>& body) {
-  pthread_attr_t attr;
-  ASSERT_EQ(pthread_attr_init(&attr), 0);
-  ASSERT_EQ(pthread_attr_setstacksize(&attr, 256 * 1024), 0);
-  pthread_t thread;
-  auto run = [](void* arg) -> void* {
-    (*static_cast<const std::function<void()>*>(arg))();
-    return nullptr;
-  };
-  ASSERT_EQ(pthread_create(&thread, &attr, run, const_cast<std::function<void()>*>(&body)), 0);
-  pthread_join(thread, nullptr);
-  pthread_attr_destroy(&attr);
-}
-
 TEST(GbnfParse, DeepNestingIsAClearErrorNotAStackOverflow) {
-  on_small_stack([] {
+  rne::test::on_small_stack([] {
     const auto nested = [](size_t depth) {
       return "root ::= " + std::string(depth, '(') + "\"x\"" + std::string(depth, ')') + "\n";
     };
@@ -160,7 +145,7 @@ TEST(GbnfMatch, LongChainsOfRulesDoNotRecurse) {
   }
   chain += "r" + std::to_string(length) + " ::= \"x\"\ne ::= \"\"\n";
   ASSERT_LE(chain.size(), kMaxGbnfBytes);
-  on_small_stack([&] {
+  rne::test::on_small_stack([&] {
     EXPECT_TRUE(matches(chain, "x"));
     EXPECT_FALSE(matches(chain, "y"));
   });

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "rne/runner/regex.h"
+#include "small_stack.h"
 
 namespace rne::runner {
 namespace {
@@ -153,6 +154,35 @@ TEST(Regex, LimitsAreNamed) {
   auto empty = compile_regex({"^a$"}, true, 2, 5);
   ASSERT_FALSE(empty.ok());
   EXPECT_NE(empty.error().message.find("matches no string"), std::string::npos);
+}
+
+TEST(Regex, StackedQuantifiersAreRefusedAsPythonDoes) {
+  for (const char* pattern : {"a**", "a{2}{3}", "a+?*", "(a)?+"}) {
+    auto dfa = compile_regex({pattern}, true);
+    ASSERT_FALSE(dfa.ok()) << pattern;
+    EXPECT_NE(dfa.error().message.find("multiple repeat"), std::string::npos)
+        << dfa.error().message;
+  }
+  for (const char* pattern : {"^a*?$", "^(a*)*$", "^(a{2}){3}$"}) {
+    EXPECT_TRUE(compile_regex({pattern}, true).ok()) << pattern;
+  }
+}
+
+TEST(Regex, DeepGroupsAreAClearErrorNotAStackOverflow) {
+  rne::test::on_small_stack([] {
+    const auto nested = [](size_t depth) {
+      return "^" + std::string(depth, '(') + "x" + std::string(depth, ')') + "$";
+    };
+    auto deepest = compile_regex({nested(kMaxRegexNesting)}, true);
+    ASSERT_TRUE(deepest.ok()) << deepest.error().message;
+    EXPECT_TRUE(deepest->matches("x"));
+    auto deeper = compile_regex({nested(kMaxRegexNesting + 1)}, true);
+    ASSERT_FALSE(deeper.ok());
+    EXPECT_NE(deeper.error().message.find("kMaxRegexNesting"), std::string::npos);
+    // The fuzzer's crash: far more groups than fit a thread's stack.
+    auto far = compile_regex({"^" + std::string(2000, '(') + "x"}, true);
+    ASSERT_FALSE(far.ok());
+  });
 }
 
 // shortest_paths against breadth-first enumeration of all strings over a small alphabet.

@@ -196,6 +196,11 @@ class Parser {
         at_ = start;
         return fail("nothing to repeat (a quantifier after an anchor)");
       }
+      if (atom.kind == Ast::kRepeat) {
+        // "a**" or "a{2}{3}": an error in Python ("multiple repeat") and in ECMA-262.
+        at_ = start;
+        return fail("multiple repeat (a quantifier after a quantifier); group the repeated part");
+      }
       if (peek() == '?') ++at_;  // lazy: the same strings match
       Ast rep;
       rep.kind = Ast::kRepeat;
@@ -246,7 +251,13 @@ class Parser {
             return fail("unsupported group syntax '(?' (flags and the like)");
           }
         }
+        if (++depth_ > kMaxRegexNesting) {
+          at_ = open;
+          return fail("groups nest more than " + std::to_string(kMaxRegexNesting) +
+                      " deep (kMaxRegexNesting)");
+        }
         auto inner = parse_alternation();
+        --depth_;
         if (!inner.ok()) return inner;
         if (peek() != ')') return fail("missing ')'");
         ++at_;
@@ -414,6 +425,7 @@ class Parser {
   const bool wide_;
   std::vector<uint32_t> cps_;
   size_t at_ = 0;
+  size_t depth_ = 0;  // groups open at at_
 };
 
 // ---- UTF-8 byte sequences of code-point ranges ----

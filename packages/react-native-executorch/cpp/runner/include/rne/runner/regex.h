@@ -33,6 +33,9 @@ namespace rne::runner {
 constexpr size_t kMaxRegexBytes = 4096;       // pattern text
 constexpr size_t kMaxRegexNfaStates = 50000;  // after expanding {m,n} and classes
 constexpr size_t kMaxRegexStates = 16384;     // DFA states, length bounds included
+// Groups inside groups: the parser, the automaton builder and the tree's destructor recurse once
+// a level, and a phone's worker thread has a small stack.
+constexpr size_t kMaxRegexNesting = 100;
 
 // A deterministic automaton over bytes. It accepts only valid UTF-8 (no surrogates or
 // overlong forms) and every state can still reach an accepting one.
