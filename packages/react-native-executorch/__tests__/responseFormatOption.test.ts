@@ -63,3 +63,22 @@ it('sends { grammar } as responseGrammar, { regex } as responseRegex, a schema a
   ]);
   llm.release();
 });
+
+it('refuses an empty regex or grammar instead of generating unconstrained', async () => {
+  const native = new FakeNative({ answer: () => ['yes', '.'] });
+  const llm = new LLMModule({
+    model: publishOn(server),
+    resources: new ResourceFetcher({ ...nodeAdapters(docs), baseUrl: server.baseUrl }),
+    native,
+  });
+  await llm.load();
+  const ask = [{ role: 'user' as const, content: 'Yes or no?' }];
+  for (const responseFormat of [{ regex: '' }, { grammar: '' }, { grammar: ' \n' }]) {
+    await expect(llm.generate(ask, { responseFormat })).rejects.toMatchObject({
+      code: 'invalid_argument',
+      message: expect.stringContaining('is empty'),
+    });
+  }
+  expect(native.configs).toHaveLength(0);
+  llm.release();
+});

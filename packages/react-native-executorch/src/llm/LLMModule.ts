@@ -771,6 +771,13 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
     forcedCall?: ForcedCallRound,
   ): Promise<{ text: string; thought: string }> {
     const template = this.template as ChatTemplate;
+    // An empty constraint would constrain nothing: refused, as rne_llm refuses it.
+    if (responseFormat !== undefined && isOnly(responseFormat, 'regex') && responseFormat.regex === '') {
+      throw new ExecutorchError('invalid_argument', 'responseFormat.regex is empty; give a pattern or leave responseFormat out.');
+    }
+    if (responseFormat !== undefined && isOnly(responseFormat, 'grammar') && responseFormat.grammar.trim() === '') {
+      throw new ExecutorchError('invalid_argument', 'responseFormat.grammar is empty; give a GBNF grammar with a root rule or leave responseFormat out.');
+    }
     // A constrained answer (a forced call included) has no thought channel in front of it.
     const thoughtMarkers = responseFormat === undefined ? template.thoughtChannel : null;
     const gemma4Calls = Boolean(this.config.tools?.tools.length) && template.toolCallSyntax === 'gemma4';
