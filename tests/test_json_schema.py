@@ -499,9 +499,10 @@ REAL_SCHEMAS: list[dict[str, Any]] = [
 
 @pytest.fixture(scope="session")
 def json_mask_bench() -> Path:
-    from conftest import _host_binary
+    from conftest import BUILD_DIR, _host_binary
 
-    return _host_binary("rne_json_mask_bench")
+    _host_binary("rne_json_mask_bench")  # built in the host build; it lives in the runner's folder
+    return BUILD_DIR / "runner" / "rne_json_mask_bench"
 
 
 def sampled_documents(bench: Path, tokenizer: Path, schemas: list[dict[str, Any]],
