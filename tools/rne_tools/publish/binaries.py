@@ -13,11 +13,15 @@ import hashlib
 import json
 from dataclasses import dataclass
 
-from huggingface_hub import CommitOperationAdd
-
 from rne_tools.binaries.release import Artifact
 from rne_tools.publish.errors import PublishError
-from rne_tools.publish.publisher import _NETWORK_ERRORS, PlannedFile, _api, _mismatches
+from rne_tools.publish.publisher import (
+    _NETWORK_ERRORS,
+    PlannedFile,
+    _api,
+    _mismatches,
+    upload_operations,
+)
 
 DEFAULT_REPO = "software-mansion/react-native-executorch-binaries"
 
@@ -65,13 +69,8 @@ def publish_binaries(artifacts: list[Artifact], version: str, *, repo: str = DEF
                     f"{repo} already has tag {tag} with other binaries ({'; '.join(problems)}). "
                     "A tag is an immutable release: bump the package version and publish again.")
             return BinariesResult(repo, tag, tags[tag], False, base_url(api.endpoint, repo, version))
-        operations = []
-        for f in files:
-            op = CommitOperationAdd(path_in_repo=f.path, path_or_fileobj=f.source)
-            op.upload_info.sha256 = bytes.fromhex(f.sha256)  # already hashed: skip a re-read
-            operations.append(op)
         info = api.create_commit(
-            repo, operations, parent_commit=head,
+            repo, upload_operations(files), parent_commit=head,
             commit_message=f"Binaries of react-native-executorch {version}",
             commit_description=", ".join(f"{a.build.name} ({a.size} bytes)" for a in artifacts))
         api.create_tag(repo, tag=tag, revision=info.oid, tag_message=f"react-native-executorch {version}")

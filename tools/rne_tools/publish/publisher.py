@@ -304,6 +304,16 @@ def _read_encoders(
     return tuple(found.values())
 
 
+def upload_operations(files: list[PlannedFile]) -> list[CommitOperationAdd]:
+    """The Hub commit's additions for ``files``, their sha256 given so nothing is read twice."""
+    operations = []
+    for f in files:
+        op = CommitOperationAdd(path_in_repo=f.path, path_or_fileobj=f.source)
+        op.upload_info.sha256 = bytes.fromhex(f.sha256)  # already hashed: skip a re-read
+        operations.append(op)
+    return operations
+
+
 def _mismatches(
     api: HfApi, repo: str, revision: str, planned: list[PlannedFile], kept: Sequence[PublishedFile]
 ) -> list[str]:
@@ -404,14 +414,9 @@ def publish(
                     f"branch of {repo} does not hold ({'; '.join(missing)}); the new revision "
                     "would lack them. Publish those variants again together with this one."
                 )
-            operations = []
-            for f in files:
-                op = CommitOperationAdd(path_in_repo=f.path, path_or_fileobj=f.source)
-                op.upload_info.sha256 = bytes.fromhex(f.sha256)  # already hashed: skip a re-read
-                operations.append(op)
             info = api.create_commit(
                 repo,
-                operations,
+                upload_operations(files),
                 commit_message=f"Publish {plan.model.id} {tag} ({', '.join(plan.backends)})",
                 commit_description=_description(plan),
                 parent_commit=head,
