@@ -41,6 +41,7 @@ import { fakeBlobUtil } from './support/fakeBlobUtil';
 import { HfServer, bytes, sha256, type Fault, type ServedFile } from './support/hfServer';
 import { nodeAdapters } from './support/nodeAdapters';
 import { publishOn } from './support/publishedModel';
+import { rng } from './support/rng';
 
 const REPO = 'acme/faulty';
 const REV = 'r1';
@@ -529,16 +530,6 @@ const GEN: Partial<ResourceFetcherOptions> = {
 };
 const round2 = { cases: 0, recovered: 0, typed: 0, crashes: 0, hangs: 0, outside: 0, wrongFiles: 0, oversized: 0 };
 const crashes: string[] = [];
-
-function rng(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    return (x >>> 0) / 2 ** 32;
-  };
-}
 
 afterAll(() => {
   console.log(

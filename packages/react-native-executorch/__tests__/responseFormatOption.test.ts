@@ -28,9 +28,8 @@ afterEach(async () => {
   await rm(docs, { recursive: true, force: true });
 });
 
-const GRAMMAR = 'root ::= ("yes" | "no") "."\n';
-
-it('sends { grammar } as responseGrammar, { regex } as responseRegex, a schema as its JSON', async () => {
+/** An LLMModule loaded over a fake native module that answers "yes." */
+async function loaded(): Promise<{ native: FakeNative; llm: LLMModule }> {
   const native = new FakeNative({ answer: () => ['yes', '.'] });
   const llm = new LLMModule({
     model: publishOn(server),
@@ -38,6 +37,13 @@ it('sends { grammar } as responseGrammar, { regex } as responseRegex, a schema a
     native,
   });
   await llm.load();
+  return { native, llm };
+}
+
+const GRAMMAR = 'root ::= ("yes" | "no") "."\n';
+
+it('sends { grammar } as responseGrammar, { regex } as responseRegex, a schema as its JSON', async () => {
+  const { native, llm } = await loaded();
   const ask = [{ role: 'user' as const, content: 'Yes or no?' }];
   await llm.generate(ask, { responseFormat: { grammar: GRAMMAR } });
   await llm.generate(ask, { responseFormat: { regex: '(yes|no)\\.' } });
@@ -65,13 +71,7 @@ it('sends { grammar } as responseGrammar, { regex } as responseRegex, a schema a
 });
 
 it('refuses an empty regex or grammar instead of generating unconstrained', async () => {
-  const native = new FakeNative({ answer: () => ['yes', '.'] });
-  const llm = new LLMModule({
-    model: publishOn(server),
-    resources: new ResourceFetcher({ ...nodeAdapters(docs), baseUrl: server.baseUrl }),
-    native,
-  });
-  await llm.load();
+  const { native, llm } = await loaded();
   const ask = [{ role: 'user' as const, content: 'Yes or no?' }];
   for (const responseFormat of [{ regex: '' }, { grammar: '' }, { grammar: ' \n' }]) {
     await expect(llm.generate(ask, { responseFormat })).rejects.toMatchObject({

@@ -17,6 +17,7 @@
  */
 import { parseToolCalls, type ParsedAnswer } from '../src';
 import { GEMMA4_MAX_NESTING } from '../src/tools/gemma4';
+import { rng } from './support/rng';
 
 const SEED = Number(process.env.RNE_FUZZ_SEED ?? 63);
 const Q = '<|"|>';
@@ -35,16 +36,6 @@ afterAll(() => {
   expect(failures.slice(0, 5)).toEqual([]);
   expect(counts).toMatchObject({ thrown: 0, wrong: 0 });
 });
-
-function rng(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    return (x >>> 0) / 2 ** 32;
-  };
-}
 
 const random = rng(SEED);
 const int = (lo: number, hi: number) => lo + Math.floor(random() * (hi - lo + 1));
