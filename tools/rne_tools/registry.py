@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +34,7 @@ from rne_tools.backend_catalog import (
     load_catalog,
 )
 from rne_tools.errors import RegistryError
+from rne_tools.files import write_atomically
 from rne_tools.models import ARCHITECTURES
 from rne_tools.models.layers import chunk_problem
 from rne_tools.paths import PACKAGE_DIR, REGISTRY_DIR
@@ -829,16 +828,7 @@ def _write(target: Path, content: str) -> bool:
     if _matches(target, content):
         return False
     target.parent.mkdir(parents=True, exist_ok=True)
-    # A fresh file (never an existing one, which could be a FIFO or a link), renamed over it.
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(content.encode())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomically(target, content, mode=0o644)
     return True
 
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rne_tools.binaries.errors import ManifestError
+from rne_tools.files import write_atomically
 from rne_tools.hashing import sha256_file
 
 SCHEMA = 1
@@ -114,14 +114,7 @@ def write_manifest(path: Path, platform: str, build: str, entry: dict) -> dict:
     data["builds"][build] = entry
     data["builds"] = dict(sorted(data["builds"].items()))
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".manifest-", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomically(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
     return data
 
 

@@ -34,6 +34,7 @@ from rne_tools.binaries.errors import BuildError, ManifestError
 from rne_tools.binaries.manifest import load_manifest, verify_manifest
 from rne_tools.binaries.platforms import ANDROID_ABIS
 from rne_tools.binaries.sizes import loaded_bytes
+from rne_tools.files import write_atomically
 from rne_tools.hashing import sha256_file
 from rne_tools.paths import REPO_ROOT
 
@@ -301,14 +302,7 @@ def lock_document(version: str, base_url: str, artifacts: list[Artifact]) -> dic
 
 def write_lock(document: dict, path: Path = LOCK_PATH) -> None:
     """Write the lock atomically (a reader never sees half of it)."""
-    fd, tmp = tempfile.mkstemp(prefix=".binaries-lock-", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(document, indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomically(path, json.dumps(document, indent=2, sort_keys=True) + "\n")
 
 
 def package_version(package_dir: Path = PACKAGE_DIR) -> str:

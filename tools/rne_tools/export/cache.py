@@ -25,7 +25,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -40,6 +39,7 @@ from rne_tools.export.backends import BACKEND_CODES, backend_names
 from rne_tools.export.fingerprint import code_fingerprint, graph_fingerprint, syntax_fingerprint
 from rne_tools.export.pipeline import ExportResult, TracedExport, trace_export, versions
 from rne_tools.export.plan import ExportPlan, ModelSource, RequestOptions, plan_export
+from rne_tools.files import write_atomically
 from rne_tools.models import ARCHITECTURES
 from rne_tools.paths import cache_root
 
@@ -160,12 +160,6 @@ def _locked(path: Path) -> Iterator[None]:
         yield
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text)
-    tmp.replace(path)
-
-
 def _stored(out: Path, plan: ExportPlan) -> ExportResult | None:
     pte, report = out / f"{plan.stem}.pte", out / f"{plan.stem}.report.json"
     if pte.is_file() and report.is_file():
@@ -176,11 +170,15 @@ def _stored(out: Path, plan: ExportPlan) -> ExportResult | None:
 def find_cached_export(plan: ExportPlan, *, cache_dir: Path | None = None) -> ExportResult | None:
     """The export an unchanged ``plan`` resolved to before, without tracing; None if none."""
     root = (cache_root() if cache_dir is None else Path(cache_dir)) / "exports"
-    recipe = root / "recipes" / recipe_key(plan)
+    return _found(root, root / "recipes" / recipe_key(plan), plan, check_fingerprint(plan))
+
+
+def _found(root: Path, recipe: Path, plan: ExportPlan, checks: str) -> ExportResult | None:
+    """The export ``recipe`` names, if it is stored and verified under ``checks``."""
     if not recipe.is_file():
         return None
     stored = _stored(root / recipe.read_text().strip(), plan)
-    if stored is None or stored.report.get("check_fingerprint") != check_fingerprint(plan):
+    if stored is None or stored.report.get("check_fingerprint") != checks:
         return None
     return stored
 
@@ -194,7 +192,7 @@ def _reverify(stored: ExportResult, traced: TracedExport, checks: str) -> Export
             f"current checks: {verification.get('error')}."
         )
     report = {**stored.report, "verification": verification, "check_fingerprint": checks}
-    _write_atomically(stored.report_path, json.dumps(report, indent=2) + "\n")
+    write_atomically(stored.report_path, json.dumps(report, indent=2) + "\n")
     return ExportResult(stored.pte_path, stored.report_path, report, traced.plan)
 
 
@@ -223,13 +221,13 @@ def run_cached_export(
     root = (cache_root() if cache_dir is None else Path(cache_dir)) / "exports"
     (root / "recipes").mkdir(parents=True, exist_ok=True)
     recipe = root / "recipes" / recipe_key(plan)
+    checks = check_fingerprint(plan)
     with _locked(root / "recipes" / f".{recipe.name}.lock"):
-        found = find_cached_export(plan, cache_dir=root.parent)
+        found = _found(root, recipe, plan, checks)
         if found is not None:
             return found
         traced = trace_export(plan, progress=progress)
         key = program_key(traced)
-        checks = check_fingerprint(plan)
         with _locked(root / f"{key}.lock"):
             stored = _stored(root / key, plan)
             if stored is None:
@@ -239,5 +237,5 @@ def run_cached_export(
                 )
             elif stored.report.get("check_fingerprint") != checks:
                 stored = _reverify(stored, traced, checks)
-        _write_atomically(recipe, key + "\n")
+        write_atomically(recipe, key + "\n")
         return ExportResult(stored.pte_path, stored.report_path, stored.report, plan)

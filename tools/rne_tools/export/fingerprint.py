@@ -147,8 +147,6 @@ class _Canonical(ast.NodeTransformer):
                 stored.append(child.id)
             elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 stored.append(child.name)
-            elif isinstance(child, ast.arg):
-                pass
         scope: dict[str, str] = {}
         for name in [*params, *stored]:
             if name not in declared and name not in scope:

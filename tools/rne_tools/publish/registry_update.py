@@ -9,7 +9,6 @@ TypeScript is rewritten from the updated registry.
 from __future__ import annotations
 
 import io
-import os
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -21,6 +20,7 @@ from ruamel.yaml import YAML
 
 from rne_tools import registry
 from rne_tools.errors import RegistryError
+from rne_tools.files import write_atomically
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ def update_registry(
     changed = text != original
     if changed:
         _validate(registry_dir, name, text)
-        _atomic_write(path, text)
+        write_atomically(path, text)
     registry.write_typescript(registry.load_registry(registry_dir), ts_output)
     return changed
 
@@ -141,13 +141,3 @@ def _validate(registry_dir: Path, name: str, text: str) -> None:
         registry.load_registry(Path(scratch))
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.chmod(tmp, path.stat().st_mode & 0o777)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
