@@ -42,6 +42,19 @@ const char* stop_reason_name(StopReason reason) {
   return "unknown";
 }
 
+const char* drafter_name(Drafter drafter) {
+  switch (drafter) {
+    case Drafter::kNone: return "none";
+    case Drafter::kPromptLookup: return "promptLookup";
+    case Drafter::kAssistant: return "assistant";
+  }
+  return "unknown";
+}
+
+double Stats::acceptance_rate() const {
+  return drafted_tokens > 0 ? static_cast<double>(accepted_tokens) / drafted_tokens : 0.0;
+}
+
 double Stats::prefill_tokens_per_s() const {
   return prefill_ms > 0 ? prompt_tokens * 1000.0 / prefill_ms : 0.0;
 }

@@ -26,6 +26,28 @@ enum class StopReason {
 
 const char* stop_reason_name(StopReason reason);
 
+// Speculative decoding: a drafter proposes the next tokens, the program's `verify` method scores
+// them all in one forward (.pte contract, docs/design.md), and the longest prefix the target
+// itself would have produced is kept. Drafters are deterministic, so the rule "keep a drafted
+// token while the target's own sample at that position equals it" keeps the target's sampling
+// distribution exactly (it is rejection sampling with a point-mass draft), greedy or not.
+enum class Drafter {
+  kNone,
+  kPromptLookup,  // copies what followed the latest n-gram's previous occurrence in the context
+  kAssistant,     // a separate drafter program (Gemma 4's assistant)
+};
+
+const char* drafter_name(Drafter drafter);
+
+struct SpeculativeConfig {
+  Drafter drafter = Drafter::kNone;
+  // Tokens drafted per round, 1 .. the program's max_verify - 1 (0 = that bound).
+  int32_t max_draft_tokens = 0;
+  // Prompt lookup: the longest and shortest n-grams matched against the context.
+  int32_t ngram_max = 3;
+  int32_t ngram_min = 1;
+};
+
 struct GenerationConfig {
   // Upper bound on generated tokens; 0 means "until EOS or the context is full", a negative
   // value is an kInvalidArgument error. The budget actually used is
@@ -54,6 +76,7 @@ struct GenerationConfig {
   // Restricts sampling to the tokens it allows and is advanced with each generated token (a
   // grammar, e.g. JsonSchemaConstraint). Not owned; must outlive the generate() call.
   TokenConstraint* constraint = nullptr;
+  SpeculativeConfig speculative;
 };
 
 struct Stats {
@@ -71,12 +94,19 @@ struct Stats {
   int64_t reused_tokens = 0;   // prompt tokens already in the cache (generate_prompt only)
   int64_t generated_tokens = 0;
   int64_t cache_tokens = 0;    // positions in use in the KV cache after the call
+  // Speculative decoding (zero without it): tokens proposed by the drafter, how many of them
+  // were kept, and the decode forward calls (verify or plain) of this generate().
+  int64_t drafted_tokens = 0;
+  int64_t accepted_tokens = 0;
+  int64_t decode_forwards = 0;
   StopReason stop_reason = StopReason::kMaxNewTokens;
 
   double prefill_tokens_per_s() const;
   // Decode rate over the tokens that needed a T=1 forward (all but the first, which comes from
   // the prefill's logits).
   double decode_tokens_per_s() const;
+  // accepted / drafted, 0 without drafts.
+  double acceptance_rate() const;
 };
 
 // Positions of a prompt that hold an encoder's output (an image's or a clip's soft tokens): the
