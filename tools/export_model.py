@@ -80,6 +80,13 @@ QUANTIZATIONS = {name: get_backend(name).allowed_quantizations for name in backe
 @click.option("--max-context", type=int, default=None, help="KV cache capacity in tokens.")
 @click.option("--max-chunk", type=int, default=None, help="Largest prefill chunk (T upper bound).")
 @click.option(
+    "--verify-tokens",
+    type=int,
+    default=None,
+    help="Add the speculative-decoding verify method, scoring up to N tokens (the last token "
+    "and N-1 drafts) in one call; 2..max chunk, XNNPACK only. Default: none.",
+)
+@click.option(
     "--output-dir",
     "--out",
     "output_dir",
@@ -106,6 +113,7 @@ def main(
     random_config: str | None,
     max_context: int | None,
     max_chunk: int | None,
+    verify_tokens: int | None,
     output_dir: Path | None,
     cached: bool,
     no_verify: bool,
@@ -126,6 +134,7 @@ def main(
                 random_config=random_config,
                 max_context=max_context,
                 max_chunk=max_chunk,
+                verify_tokens=verify_tokens,
                 embedding_quantization=embedding_quantization,
                 group_size=group_size,
                 embedding_group_size=embedding_group_size,

@@ -233,3 +233,61 @@ def _media_check(pte_path: Path, model: nn.Module, chunk: int, in_python: bool) 
             f"token differs from eager's (max |logit diff| {diff:.4g}, logit std {std:.4g})"
         )
     return result
+
+
+def with_verify_method_check(
+    verification: dict[str, Any], pte_path: Path, model: nn.Module, plan: ExportPlan
+) -> dict[str, Any]:
+    """``verification`` with the check of the program's ``verify`` method added (``verify_method``).
+
+    After the prompt is prefilled through ``forward``, ``verify`` is fed the next
+    ``verify_tokens`` of eager's greedy answer in one call, and ``forward`` then the token after
+    them: every row of ``verify`` must predict the token that follows it, and ``forward`` must see
+    what ``verify`` wrote. Both methods work on one set of caches, so a program whose methods
+    each kept their own would fail both halves. Judged by the share of agreeing steps the
+    main verification required; a failure turns the whole verification into a mismatch.
+    """
+    if verification.get("status") != "passed":
+        return {**verification, "verify_method": {"status": "not run",
+                                                  "reason": "needs the Python runtime"}}
+    from executorch.runtime import Runtime
+
+    from rne_tools.checks.runner import _load_runtime_ops, load_forward
+
+    options = plan.options
+    expected = list(verification["expected_tokens"])
+    with torch.no_grad():
+        vocab_size = int(model(torch.zeros(1, 1, dtype=torch.long), torch.tensor([0])).shape[-1])
+    prompt, _ = verification_prompt(plan, vocab_size, len(expected))
+    k = min(options.verify_tokens, len(expected) - 2)
+    _load_runtime_ops()
+    program = Runtime.get().load_program(pte_path)
+    forward, verify = load_forward(program, pte_path), program.load_method("verify")
+    for start in range(0, len(prompt), options.max_chunk):
+        chunk = prompt[start:start + options.max_chunk]
+        forward.execute((torch.tensor([chunk]), torch.tensor([start])))
+    pos = len(prompt)
+    rows = verify.execute((torch.tensor([expected[:k]]), torch.tensor([pos])))[0]
+    after = forward.execute((torch.tensor([[expected[k]]]), torch.tensor([pos + k])))[0]
+    got = [int(t) for t in rows[0].argmax(-1)] + [int(after.argmax(-1)[0])]
+    want = expected[1:k + 2]
+    matching = sum(a == b for a, b in zip(want, got, strict=True))
+    check: dict[str, Any] = {
+        "status": "passed",
+        "chunk": k,
+        "matching_tokens": matching,
+        "steps": len(want),
+        "agreement": matching / len(want),
+        "expected_tokens": want,
+        "runtime_tokens": got,
+    }
+    if check["agreement"] < verification["required_agreement"]:
+        check["status"] = "mismatch"
+        error = (
+            f"the verify method agrees with eager at {matching} of {len(want)} steps (needs "
+            f"{verification['required_agreement']:.0%}): its rows, or forward reading what it "
+            "wrote, are wrong"
+        )
+        return {**verification, "passed": False, "status": "mismatch", "error": error,
+                "verify_method": check}
+    return {**verification, "verify_method": check}

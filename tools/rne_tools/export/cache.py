@@ -32,7 +32,7 @@ from typing import Any, Unpack
 
 from rne_tools.checks import cpp_runtime
 from rne_tools.checks.delegation import delegation_summary
-from rne_tools.checks.verify import verify_program
+from rne_tools.checks.verify import verify_program, with_verify_method_check
 from rne_tools.errors import VerificationError
 from rne_tools.export import pipeline
 from rne_tools.export.backends import BACKEND_CODES, backend_names
@@ -97,7 +97,7 @@ def recipe_key(plan: ExportPlan) -> str:
     """The recipe key of ``plan``: its options, weights, code text and versions."""
     blob = json.dumps(
         {
-            "options": plan.options.__dict__,
+            "options": plan.options.key_fields(),
             "source": _source_fingerprint(plan.source),
             "code": syntax_fingerprint(
                 _code_files(plan.options.architecture, plan.options.backend), _PACKAGE_ROOT
@@ -118,7 +118,7 @@ def lowering_fingerprint(plan: ExportPlan) -> str:
     """The code that turns a traced graph into the program and its report, by meaning."""
     backend = plan.backend
     return code_fingerprint(
-        pipeline.lower,
+        pipeline.lower_methods if plan.options.verify_tokens else pipeline.lower,
         delegation_summary,
         backend.transform_passes,
         backend.partitioners,
@@ -131,7 +131,9 @@ def check_fingerprint(plan: ExportPlan) -> str:
     """What the verification verdict depends on besides the program: the verification code and
     whether the source-built runtime can execute the backend."""
     runtime = cpp_runtime.has_backend(plan.options.backend)
-    return code_fingerprint(verify_program) + f"-runtime={int(runtime)}"
+    checks = (verify_program, with_verify_method_check) if plan.options.verify_tokens else (
+        verify_program,)
+    return code_fingerprint(*checks) + f"-runtime={int(runtime)}"
 
 
 def program_key(traced: TracedExport) -> str:
@@ -139,8 +141,12 @@ def program_key(traced: TracedExport) -> str:
     plan = traced.plan
     blob = json.dumps(
         {
-            "options": plan.options.__dict__,
+            "options": plan.options.key_fields(),
             "graph": graph_fingerprint(traced.exported),
+            **(
+                {"verify_graph": graph_fingerprint(traced.verify_exported)}
+                if traced.verify_exported is not None else {}
+            ),
             "constants": traced.constants,
             "lowering": lowering_fingerprint(plan),
             "versions": versions(),
@@ -186,6 +192,9 @@ def _found(root: Path, recipe: Path, plan: ExportPlan, checks: str) -> ExportRes
 def _reverify(stored: ExportResult, traced: TracedExport, checks: str) -> ExportResult:
     """Verify a cached program again under the current checks; rewrite its report."""
     verification = verify_program(stored.pte_path, traced.model, traced.plan)
+    if traced.plan.options.verify_tokens:
+        verification = with_verify_method_check(
+            verification, stored.pte_path, traced.model, traced.plan)
     if verification["status"] == "mismatch":
         raise VerificationError(
             f"{stored.pte_path.name} does not compute what the eager model computes under the "

@@ -13,7 +13,10 @@ input_pos[1]) -> logits[1, vocab]`` with dynamic ``1 <= T <= max_chunk``, and co
 only for raw prompts), ``get_eos_ids`` (list), ``use_kv_cache``, ``enable_dynamic_shape`` and
 ``get_backend`` (``backends.BACKEND_CODES``: 1 xnnpack, 2 vulkan, 3 mlx) and ``get_kv_ring_size``
 (the smallest ring-buffer cache in slots, 0 when every cache is flat: how far back the runner
-may rewind a cache for prompt-prefix reuse).
+may rewind a cache for prompt-prefix reuse). With ``verify_tokens`` the program also has
+``verify(tokens[1, T], input_pos[1]) -> logits[1, T, vocab]`` (``1 <= T <= verify_tokens``,
+every position's logits, for speculative decoding) over the same KV caches, and the constant
+method ``get_max_verify_len``.
 """
 
 from __future__ import annotations
@@ -34,13 +37,13 @@ from torch import nn
 from tqdm import tqdm
 
 from rne_tools.checks.delegation import delegation_summary
-from rne_tools.checks.verify import verify_program
+from rne_tools.checks.verify import verify_program, with_verify_method_check
 from rne_tools.errors import VerificationError
 from rne_tools.export.backends import BACKEND_CODES
 from rne_tools.export.plan import ExportPlan, RequestOptions, plan_export
 from rne_tools.export.quantize import spell_out_lookup_dtypes
 from rne_tools.hashing import sha256_file
-from rne_tools.models.layers import reset_caches
+from rne_tools.models.layers import reset_caches, returning_every_position
 
 
 @dataclass(frozen=True)
@@ -76,12 +79,13 @@ def _kv_cache_dtype(model: nn.Module) -> str | None:
     return ", ".join(dtypes) or None
 
 
-def trace(model: nn.Module, plan: ExportPlan) -> Any:
-    """torch.export of the transformed, quantized model with dynamic T: the graph that is
-    lowered, and what the export cache keys a program by."""
+def trace(model: nn.Module, plan: ExportPlan, chunk: int | None = None) -> Any:
+    """torch.export of the transformed, quantized model with dynamic ``1 <= T <= chunk``
+    (default: the plan's max chunk): the graph that is lowered, and what the export cache keys a
+    program by."""
     from torch.export import Dim, export
 
-    chunk = plan.options.max_chunk
+    chunk = chunk or plan.options.max_chunk
     example: tuple[torch.Tensor, ...] = (torch.zeros(1, chunk, dtype=torch.long), torch.tensor([0]))
     # A dynamic dim needs a range; with max_chunk == 1 the shape is simply static.
     seq = {1: Dim("T", min=1, max=chunk)} if chunk > 1 else None
@@ -129,6 +133,38 @@ def lower(exported: Any, plan: ExportPlan, constants: dict[str, Any]) -> Any:
     )
 
 
+def lower_methods(programs: dict[str, Any], plan: ExportPlan, constants: dict[str, Any]) -> Any:
+    """``lower`` for a program of several methods over one set of KV caches (``forward`` and
+    ``verify``): the methods share their mutable buffers, so the runtime must load them with
+    shared memory arenas (the runner does)."""
+    from executorch.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
+    from executorch.exir.passes import MemoryPlanningPass
+    from executorch.exir.passes.sym_shape_eval_pass import ConstraintBasedSymShapeEvalPass
+
+    options, backend = plan.options, plan.backend
+    edge = to_edge_transform_and_lower(
+        programs,
+        transform_passes=backend.transform_passes(options),
+        partitioner=backend.partitioners(options),
+        compile_config=backend.compile_config(),
+        constant_methods=constants,
+    )
+    for name in programs:
+        spell_out_lookup_dtypes(edge.exported_program(name).graph_module)
+    return edge.to_executorch(
+        ExecutorchBackendConfig(
+            extract_delegate_segments=True,
+            emit_mutable_buffer_names=True,
+            do_quant_fusion_and_const_prop=True,
+            # The caches are planned once, in a buffer both methods use.
+            memory_planning_pass=MemoryPlanningPass(
+                alloc_graph_input=False, share_mutable_buffers=True
+            ),
+            sym_shape_eval_pass=ConstraintBasedSymShapeEvalPass(),
+        )
+    )
+
+
 def versions() -> dict[str, str]:
     """The versions of the packages that produce the program (also part of the cache key)."""
     from importlib.metadata import version
@@ -160,6 +196,8 @@ class TracedExport:
     plan: ExportPlan
     model: nn.Module
     exported: Any  # torch.export.ExportedProgram
+    # The ``verify`` method's trace (every position's logits), when the plan asks for one.
+    verify_exported: Any | None
     # The constant methods the program carries (the .pte contract's metadata).
     constants: dict[str, Any]
     # The transform's own eager check (GPU backends), for the report.
@@ -208,9 +246,16 @@ def trace_export(plan: ExportPlan, *, verify: bool = True, progress: bool = True
         if media_ids:
             # The soft tokens whose rows the runner passes in ``embeds`` (image, audio).
             constants["get_media_token_ids"] = list(media_ids)
+        if options.verify_tokens:
+            constants["get_max_verify_len"] = options.verify_tokens
         with stage(bar, "trace", timings):
             exported = trace(model, plan)
-    return TracedExport(plan, model, exported, constants, check, timings, started)
+            verify_exported = None
+            if options.verify_tokens:
+                with returning_every_position(model):
+                    verify_exported = trace(model, plan, options.verify_tokens)
+    return TracedExport(plan, model, exported, verify_exported, constants, check, timings,
+                        started)
 
 
 def run_export(
@@ -245,7 +290,13 @@ def finish_export(
     try:
         with tqdm(total=3 if verify else 2, disable=not progress, desc="export") as bar:
             with stage(bar, "lower", timings):
-                program = lower(traced.exported, plan, constants)
+                if traced.verify_exported is None:
+                    program = lower(traced.exported, plan, constants)
+                else:
+                    program = lower_methods(
+                        {"forward": traced.exported, "verify": traced.verify_exported}, plan,
+                        constants,
+                    )
                 # Summarised after to_executorch, whose quant fusion turns dequantize +
                 # embedding into the quantized embedding kernels: this is the graph that runs.
                 delegation = delegation_summary(program)
@@ -261,6 +312,8 @@ def finish_export(
             if verify:
                 with stage(bar, "verify", timings):
                     verification = verify_program(tmp_pte, model, plan)
+                    if options.verify_tokens:
+                        verification = with_verify_method_check(verification, tmp_pte, model, plan)
         report = {
             "model": options.model_id,
             "architecture": options.architecture,
@@ -273,6 +326,7 @@ def finish_export(
             ),
             "max_context": options.max_context,
             "max_chunk": options.max_chunk,
+            "verify_tokens": options.verify_tokens,
             "vocab_size": constants["get_vocab_size"],
             "bos_id": constants["get_bos_id"],
             "eos_ids": constants["get_eos_ids"],

@@ -89,6 +89,7 @@ class RequestOptions(TypedDict, total=False):
     embedding_quantization: str
     group_size: int
     embedding_group_size: int
+    verify_tokens: int
 
 
 def plan_export(
@@ -103,6 +104,7 @@ def plan_export(
     embedding_quantization: str | None = None,
     group_size: int | None = None,
     embedding_group_size: int | None = None,
+    verify_tokens: int | None = None,
 ) -> ExportPlan:
     """Resolve and validate an export request before any weights load.
 
@@ -137,6 +139,18 @@ def plan_export(
         embedding_quantization = (variant and variant.embedding_quantization) or "8w"
     if problem := chunk_problem(max_chunk, max_context):
         raise ExportError(f"{problem}. Lower --max-chunk or raise --max-context.")
+    verify_tokens = verify_tokens or 0
+    if verify_tokens and not 2 <= verify_tokens <= max_chunk:
+        raise ExportError(
+            f"--verify-tokens {verify_tokens} must be 0 (no verify method) or 2..max chunk "
+            f"({max_chunk}): a verify chunk is the last token plus at least one draft, and it is "
+            "written into the KV cache like a prefill chunk."
+        )
+    if verify_tokens and backend_impl.verify_problem:
+        raise ExportError(
+            f"{backend} programs cannot carry a verify method yet: {backend_impl.verify_problem}. "
+            "Export without --verify-tokens (speculative decoding then stays off)."
+        )
     options = ExportOptions(
         model_id=model_id,
         architecture=spec.architecture,
@@ -147,6 +161,7 @@ def plan_export(
         embedding_quantization=embedding_quantization if quantization != "fp32" else "none",
         group_size=group_size or (variant and variant.group_size) or ExportOptions.group_size,
         embedding_group_size=embedding_group_size or (variant and variant.embedding_group_size),
+        verify_tokens=verify_tokens,
     )
     backend_impl.validate(options)
     source = _resolve_source(options, architecture, checkpoint, random_config)

@@ -391,6 +391,9 @@ class Transformer(nn.Module):
     # (docs/performance.md, "Gemma 4 E2B: file size and memory").
     half_kv_cache_when_quantized = True
 
+    # Set while the ``verify`` method is traced (``layers.returning_every_position``).
+    every_position_logits = False
+
     def __init__(self, args: ModelArgs, max_context: int, max_chunk: int) -> None:
         super().__init__()
         if problem := chunk_problem(max_chunk, max_context):
@@ -498,7 +501,7 @@ class Transformer(nn.Module):
         positions = input_pos + torch.arange(seq_len, device=input_pos.device)
         masks = self._masks(positions)
         for i, layer in enumerate(self.layers):
-            if i == self.args.first_shared_layer:
+            if i == self.args.first_shared_layer and not self.every_position_logits:
                 # Shared layers write no cache and only the last position's logits are returned,
                 # so the rest of the stack runs on the last token alone.
                 h = h[:, -1:]
@@ -513,7 +516,7 @@ class Transformer(nn.Module):
                 self.cache_for(i),
                 masks[kind],
             )
-        logits = self.output(self.norm(h[:, -1])).float()
+        logits = self.output(self.norm(h if self.every_position_logits else h[:, -1])).float()
         return self.softcap(logits) if self.softcap is not None else logits
 
     def to_dtype(self, dtype: torch.dtype) -> Transformer:

@@ -18,7 +18,9 @@ Declared interfaces, which replacements implement:
 from __future__ import annotations
 
 import abc
+import contextlib
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -194,6 +196,17 @@ class KVCache(nn.Module):
         if not self.ring:
             return j
         return last_pos - torch.remainder(last_pos - j, self.size)
+
+
+@contextlib.contextmanager
+def returning_every_position(model: nn.Module) -> Iterator[nn.Module]:
+    """``model`` returning the logits of every position of a chunk ``[1, T, vocab]`` instead of
+    the last one's: what a speculative-decoding ``verify`` method computes (docs/design.md)."""
+    model.every_position_logits = True
+    try:
+        yield model
+    finally:
+        del model.every_position_logits  # back to the class's False
 
 
 def reset_caches(model: nn.Module) -> None:

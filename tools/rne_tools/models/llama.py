@@ -10,7 +10,8 @@ Export-oriented choices:
   ``index_copy_`` at tensor positions (no ``.item()``), so one graph serves prefill and decode.
 - RoPE angles are looked up once per forward from precomputed tables (float64 angles).
 - The causal mask is read from a precomputed ``[max_context, max_context]`` table by position.
-- ``forward`` returns the logits of the last position only.
+- ``forward`` returns the logits of the last position only; with ``every_position_logits`` set
+  (the ``verify`` method of a speculative-decoding export) those of every position.
 """
 
 from __future__ import annotations
@@ -201,6 +202,8 @@ class Transformer(nn.Module):
     # Quantized variants may keep the KV cache in fp16 (half the bytes a long-context decode step
     # reads): measured on SmolLM2 to keep its agreement with fp32.
     half_kv_cache_when_quantized = True
+    # Set while the ``verify`` method is traced (``layers.returning_every_position``).
+    every_position_logits = False
 
     def __init__(self, args: ModelArgs, max_context: int, max_chunk: int) -> None:
         super().__init__()
@@ -224,7 +227,8 @@ class Transformer(nn.Module):
     def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
         """tokens: int64 [1, T]; input_pos: int64 [1] (absolute position of tokens[0, 0]).
 
-        Returns float32 logits ``[1, vocab]`` of the last position.
+        Returns float32 logits ``[1, vocab]`` of the last position (``[1, T, vocab]`` of every
+        position with ``every_position_logits``).
         """
         positions = input_pos + torch.arange(tokens.shape[1], dtype=torch.long)
         cos, sin = self.rope_cos[positions], self.rope_sin[positions]
@@ -234,7 +238,7 @@ class Transformer(nn.Module):
             # Layers get the graph input itself: a backend that reads the start position as a
             # scalar (Vulkan) can only read it from a graph input.
             h = layer(h, input_pos, cos, sin, mask)
-        h = self.norm(h[:, -1, :])
+        h = self.norm(h if self.every_position_logits else h[:, -1, :])
         return self.lm_head(h).float()
 
     def cache_for(self, layer: int) -> KVCache:

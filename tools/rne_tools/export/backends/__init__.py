@@ -11,7 +11,7 @@ custom ops, with their check), ``quantize``, ``transform_passes``, ``partitioner
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
@@ -42,10 +42,22 @@ class ExportOptions:
     # Group of the 4-bit tables only looked up (a table a head shares keeps ``group_size``);
     # None: ``group_size``.
     embedding_group_size: int | None = None
+    # Tokens of the speculative-decoding ``verify`` method's chunk (0: no such method). Added
+    # after programs were cached: keyed only when set, so programs without it keep their keys.
+    verify_tokens: int = field(default=0, metadata={"keyed_when_set": True})
 
     @property
     def table_group_size(self) -> int:
         return self.embedding_group_size or self.group_size
+
+    def key_fields(self) -> dict[str, Any]:
+        """The options as cache keys hash them: every field, except those marked
+        ``keyed_when_set`` while they hold their default."""
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if not (f.metadata.get("keyed_when_set") and getattr(self, f.name) == f.default)
+        }
 
 
 @dataclass(frozen=True)
@@ -71,6 +83,9 @@ class Backend:
     # against the eager model in float32, and runs the eager model in this precision too, to know
     # how far that precision alone moves the tokens.
     compute_dtype: torch.dtype | None
+    # Why this backend cannot carry a ``verify`` method next to ``forward`` (None: it can). The
+    # two methods must read and write one set of KV caches (``share_mutable_buffers``).
+    verify_problem: str | None = None
 
     def validate(self, options: ExportOptions) -> None:
         """Raise ExportError naming the allowed values if ``options`` cannot be exported."""

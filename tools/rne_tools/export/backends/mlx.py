@@ -45,6 +45,11 @@ class MLXBackend(Backend):
     name = "mlx"
     runtime_name = load_catalog().backend("mlx").runtime
     allowed_quantizations = ("int4",)
+    verify_problem = (
+        "MLX programs keep their KV caches inside the delegate; a verify method needs the "
+        "delegate to share them between methods, which no runtime on this host can execute to "
+        "verify"
+    )
     # bf16 activations (quantize() casts the model): verified against the same weights in fp32.
     compute_dtype = torch.bfloat16
 

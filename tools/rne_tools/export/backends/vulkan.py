@@ -115,6 +115,10 @@ class VulkanBackend(Backend):
     name = "vulkan"
     runtime_name = load_catalog().backend("vulkan").runtime
     allowed_quantizations = ("fp16", "8da4w")
+    verify_problem = (
+        "the Vulkan delegate owns the KV caches, one copy per method, so a verify method would "
+        "not see what forward wrote; it needs the verify rows computed inside forward's delegate"
+    )
     compute_dtype = torch.float16
 
     def validate(self, options: ExportOptions) -> None:

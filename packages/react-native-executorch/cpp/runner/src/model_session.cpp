@@ -176,13 +176,11 @@ Result<std::unique_ptr<ModelSession>> ModelSession::load_unguarded(
   std::unique_ptr<ModelSession> session(new ModelSession());
   session->path_ = path;
   session->file_ = file;
-  session->module_ = std::make_unique<Module>(std::make_unique<HeldBytesLoader>(std::move(file)));
-  Module& module = *session->module_;
-
+  session->module_ = std::make_unique<Module>(std::make_unique<HeldBytesLoader>(file));
   // Full FlatBuffer verification: a damaged program header must fail here, not crash later
   // (Minimal verification lets a flipped offset reach a wild read). It walks the program's
   // tables only, not the weight segments, so it is cheap even for a multi-GB file.
-  if (auto err = module.load(et::runtime::Program::Verification::InternalConsistency);
+  if (auto err = session->module_->load(et::runtime::Program::Verification::InternalConsistency);
       err != RuntimeError::Ok) {
     return load_error(path, "parsing the program", err);
   }
@@ -191,10 +189,24 @@ Result<std::unique_ptr<ModelSession>> ModelSession::load_unguarded(
       !sound.ok()) {
     return sound.error();
   }
-  auto names = module.method_names();
+  auto names = session->module_->method_names();
   if (!names.ok() || names->count("forward") == 0) {
     return contract_error(path, "method 'forward' is missing");
   }
+  // A program with a `verify` method shares its KV caches between the two methods (exported
+  // with share_mutable_buffers): the runtime must give all its methods one set of arenas, which
+  // is decided when the Module is made.
+  const bool shared_arenas = names->count("verify") == 1;
+  if (shared_arenas) {
+    session->module_ = std::make_unique<Module>(std::make_unique<HeldBytesLoader>(file), nullptr,
+                                                nullptr, nullptr, nullptr, true);
+    if (auto err =
+            session->module_->load(et::runtime::Program::Verification::InternalConsistency);
+        err != RuntimeError::Ok) {
+      return load_error(path, "parsing the program", err);
+    }
+  }
+  Module& module = *session->module_;
   if (auto err = module.load_method("forward"); err != RuntimeError::Ok) {
     return load_error(path, "loading method 'forward'", err);
   }
@@ -254,6 +266,15 @@ Result<std::unique_ptr<ModelSession>> ModelSession::load_unguarded(
     if (!media.ok()) return media.error();
     c.media_token_ids = std::move(*media);
   }
+  if (shared_arenas) {
+    auto verify = read_int(module, path, "get_max_verify_len");
+    if (!verify.ok()) return verify.error();
+    if (*verify < 2 || *verify > c.max_chunk) {
+      return contract_error(path, "get_max_verify_len=" + std::to_string(*verify) +
+                                      " is outside 2..max_chunk");
+    }
+    c.max_verify = *verify;
+  }
   if (c.max_chunk < 1 || c.max_context < 1 || c.vocab_size < 1 || c.max_chunk > c.max_context) {
     return contract_error(path, "inconsistent metadata: max_chunk=" + std::to_string(c.max_chunk) +
                                     " max_context=" + std::to_string(c.max_context) +
@@ -304,26 +325,71 @@ void ModelSession::restore_ring_state(const std::vector<uint8_t>& state) {
   }
 }
 
-Result<LogitsView> ModelSession::forward(const int64_t* tokens, int64_t count, int64_t start_pos,
-                                         const float* embeds) {
-  if (embeds != nullptr && contract_.embeds_width == 0) {
+Result<void> ModelSession::prepare_call(const char* method, const int64_t* tokens,
+                                        int64_t count, int64_t start_pos, int64_t limit) {
+  if (count < 1 || count > limit) {
     return Error{ErrorCode::kInvalidArgument,
-                 path_ + " takes token ids only: it has no input for image or audio embeddings"};
-  }
-  if (count < 1 || count > contract_.max_chunk) {
-    return Error{ErrorCode::kInvalidArgument,
-                 "forward: " + std::to_string(count) + " tokens; must be 1.." +
-                     std::to_string(contract_.max_chunk) + " (max_chunk)"};
+                 std::string(method) + ": " + std::to_string(count) + " tokens; must be 1.." +
+                     std::to_string(limit) +
+                     (std::string(method) == "forward" ? " (max_chunk)" : " (max_verify)")};
   }
   if (start_pos < 0 || start_pos + count > contract_.max_context) {
     return Error{ErrorCode::kContextFull,
-                 "forward: positions " + std::to_string(start_pos) + ".." +
+                 std::string(method) + ": positions " + std::to_string(start_pos) + ".." +
                      std::to_string(start_pos + count - 1) + " exceed the context of " +
                      std::to_string(contract_.max_context)};
   }
   if (auto whole = file_->check_still_whole(); !whole.ok()) return whole.error();
   std::copy(tokens, tokens + count, tokens_buffer_.begin());
   position_ = start_pos;
+  return {};
+}
+
+void ModelSession::count_tokens(int64_t count) {
+  tokens_since_page_drop_ += count;
+  if (tokens_since_page_drop_ >= kTokensPerPageDrop) {
+    file_->drop_looked_up_pages();
+    tokens_since_page_drop_ = 0;
+  }
+}
+
+Result<void> ModelSession::check_finite(const float* data, int64_t rows, int64_t start_pos) const {
+  // Damaged weights that load still compute: a flipped exponent bit shows up as NaN or +inf,
+  // which no sampler can turn into a meaningful token (-inf is a legitimate "never").
+  const int64_t n = rows * contract_.vocab_size;
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isnan(data[i]) || data[i] == INFINITY) {
+      return Error{ErrorCode::kExecutionFailed,
+                   path_ + ": the model at position " +
+                       std::to_string(start_pos + i / contract_.vocab_size) +
+                       " produced a non-finite logit (" + std::to_string(data[i]) + " for token " +
+                       std::to_string(i % contract_.vocab_size) +
+                       "): the weights are damaged (corrupt file); verify its sha256 and download "
+                       "or export it again"};
+    }
+  }
+  return {};
+}
+
+static Error execution_error(const std::string& path, const char* method, int64_t start_pos,
+                      int64_t count, RuntimeError error) {
+  return {ErrorCode::kExecutionFailed,
+          std::string(method) + " failed at position " + std::to_string(start_pos) + " with " +
+              std::to_string(count) + " tokens (" + runtime_error_text(error) +
+              "); if it fails again, " + path +
+              " may be a corrupt file: verify its sha256 and download or export it again"};
+}
+
+Result<LogitsView> ModelSession::forward(const int64_t* tokens, int64_t count, int64_t start_pos,
+                                         const float* embeds) {
+  if (embeds != nullptr && contract_.embeds_width == 0) {
+    return Error{ErrorCode::kInvalidArgument,
+                 path_ + " takes token ids only: it has no input for image or audio embeddings"};
+  }
+  if (auto ready = prepare_call("forward", tokens, count, start_pos, contract_.max_chunk);
+      !ready.ok()) {
+    return ready.error();
+  }
   auto tokens_tensor = et::extension::from_blob(
       tokens_buffer_.data(), {1, static_cast<et::aten::SizesType>(count)},
       et::aten::ScalarType::Long);
@@ -345,18 +411,8 @@ Result<LogitsView> ModelSession::forward(const int64_t* tokens, int64_t count, i
     inputs.emplace_back(embeds_tensor);
   }
   auto out = module_->execute("forward", inputs);
-  tokens_since_page_drop_ += count;
-  if (tokens_since_page_drop_ >= kTokensPerPageDrop) {
-    file_->drop_looked_up_pages();
-    tokens_since_page_drop_ = 0;
-  }
-  if (!out.ok()) {
-    return Error{ErrorCode::kExecutionFailed,
-                 "forward failed at position " + std::to_string(start_pos) + " with " +
-                     std::to_string(count) + " tokens (" + runtime_error_text(out.error()) +
-                     "); if it fails again, " + path_ +
-                     " may be a corrupt file: verify its sha256 and download or export it again"};
-  }
+  count_tokens(count);
+  if (!out.ok()) return execution_error(path_, "forward", start_pos, count, out.error());
   auto& logits = out->at(0).toTensor();
   if (logits.numel() != contract_.vocab_size) {
     return contract_error(path_, "forward returned " + std::to_string(logits.numel()) +
@@ -365,18 +421,46 @@ Result<LogitsView> ModelSession::forward(const int64_t* tokens, int64_t count, i
                                      " (logits of the last position only)");
   }
   float* data = logits.mutable_data_ptr<float>();
-  // Damaged weights that load still compute: a flipped exponent bit shows up as NaN or +inf,
-  // which no sampler can turn into a meaningful token (-inf is a legitimate "never").
-  for (int64_t i = 0; i < contract_.vocab_size; ++i) {
-    if (std::isnan(data[i]) || data[i] == INFINITY) {
-      return Error{ErrorCode::kExecutionFailed,
-                   path_ + ": forward at position " + std::to_string(start_pos) +
-                       " produced a non-finite logit (" + std::to_string(data[i]) + " for token " +
-                       std::to_string(i) + "): the weights are damaged (corrupt file); verify its "
-                       "sha256 and download or export it again"};
-    }
+  if (auto finite = check_finite(data, 1, start_pos + count - 1); !finite.ok()) {
+    return finite.error();
   }
-  return LogitsView{data, contract_.vocab_size};
+  return LogitsView{data, contract_.vocab_size, 1};
+}
+
+Result<LogitsView> ModelSession::verify(const int64_t* tokens, int64_t count, int64_t start_pos) {
+  if (contract_.max_verify == 0) {
+    return Error{ErrorCode::kInvalidModel,
+                 path_ + " has no 'verify' method, which speculative decoding needs: it was "
+                         "exported before the method existed or without it; re-export it with "
+                         "tools/export_model.py --verify-tokens 8 (XNNPACK), or turn "
+                         "speculative decoding off"};
+  }
+  if (auto ready = prepare_call("verify", tokens, count, start_pos, contract_.max_verify);
+      !ready.ok()) {
+    return ready.error();
+  }
+  if (!verify_loaded_) {
+    if (auto err = module_->load_method("verify"); err != RuntimeError::Ok) {
+      return load_error(path_, "loading method 'verify'", err);
+    }
+    verify_loaded_ = true;
+  }
+  auto tokens_tensor = et::extension::from_blob(
+      tokens_buffer_.data(), {1, static_cast<et::aten::SizesType>(count)},
+      et::aten::ScalarType::Long);
+  auto pos_tensor = et::extension::from_blob(&position_, {1}, et::aten::ScalarType::Long);
+  auto out = module_->execute("verify", {tokens_tensor, pos_tensor});
+  count_tokens(count);
+  if (!out.ok()) return execution_error(path_, "verify", start_pos, count, out.error());
+  auto& logits = out->at(0).toTensor();
+  if (logits.numel() != count * contract_.vocab_size) {
+    return contract_error(path_, "verify returned " + std::to_string(logits.numel()) +
+                                     " logits, expected " + std::to_string(count) + " x " +
+                                     std::to_string(contract_.vocab_size));
+  }
+  float* data = logits.mutable_data_ptr<float>();
+  if (auto finite = check_finite(data, count, start_pos); !finite.ok()) return finite.error();
+  return LogitsView{data, contract_.vocab_size, count};
 }
 
 }  // namespace rne::runner

@@ -1,5 +1,7 @@
 #include "rne/runner/text_generator.h"
 
+#include "rne/runner/prompt_lookup.h"
+
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -237,6 +239,37 @@ Result<Stats> TextGenerator::prefill(const std::vector<int64_t>& new_tokens) {
   return generate(new_tokens, config, nullptr);
 }
 
+Result<int64_t> TextGenerator::speculation_bound(const SpeculativeConfig& spec,
+                                                 bool prefill_only) const {
+  if (spec.drafter == Drafter::kNone || prefill_only) return int64_t{0};
+  if (spec.drafter == Drafter::kAssistant) {
+    return Error{ErrorCode::kInvalidArgument,
+                 "speculative drafter 'assistant' needs an assistant program for this model, and "
+                 "none is loaded: use 'promptLookup', or a variant published with its assistant"};
+  }
+  const ModelContract& c = contract();
+  if (c.max_verify == 0) {
+    return Error{ErrorCode::kInvalidModel,
+                 session_->path() + " has no 'verify' method, which speculative decoding needs: "
+                                    "re-export it with tools/export_model.py --verify-tokens 8 "
+                                    "(XNNPACK), or turn speculative decoding off"};
+  }
+  const int64_t most = c.max_verify - 1;
+  if (spec.max_draft_tokens < 0 || spec.max_draft_tokens > most) {
+    return Error{ErrorCode::kInvalidArgument,
+                 "maxDraftTokens " + std::to_string(spec.max_draft_tokens) + " must be 1.." +
+                     std::to_string(most) + ": this program verifies at most " +
+                     std::to_string(c.max_verify) + " tokens a call (the last token and " +
+                     std::to_string(most) + " drafts)"};
+  }
+  if (spec.ngram_min < 1 || spec.ngram_max < spec.ngram_min) {
+    return Error{ErrorCode::kInvalidArgument,
+                 "prompt lookup n-gram sizes must satisfy 1 <= ngramMin <= ngramMax, got " +
+                     std::to_string(spec.ngram_min) + ".." + std::to_string(spec.ngram_max)};
+  }
+  return spec.max_draft_tokens > 0 ? int64_t{spec.max_draft_tokens} : most;
+}
+
 Result<Stats> TextGenerator::generate(const std::vector<int64_t>& new_tokens,
                                       const GenerationConfig& config, const TokenSink& sink,
                                       const std::vector<MediaSpan>& media) {
@@ -303,6 +336,9 @@ Result<Stats> TextGenerator::generate(const std::vector<int64_t>& new_tokens,
     }
   }
 
+  auto max_draft = speculation_bound(config.speculative, prefill_only);
+  if (!max_draft.ok()) return max_draft.error();
+
   Stats stats;
   stats.prompt_tokens = static_cast<int64_t>(to_feed.size());
 
@@ -356,7 +392,10 @@ Result<Stats> TextGenerator::generate(const std::vector<int64_t>& new_tokens,
   stats.stop_reason = config.max_new_tokens > 0 && config.max_new_tokens <= room
                           ? StopReason::kMaxNewTokens
                           : StopReason::kContextFull;
-  for (int64_t n = 0; n < budget; ++n) {
+  // Samples the next token from `row` under the constraint, and hands it to the sink. Returns
+  // false when generation ends with this token (EOS, stop string, interrupt, budget).
+  auto next_token = [&](float* row, int64_t& token) -> Result<bool> {
+    const int64_t n = stats.generated_tokens;
     const auto sample_start = Clock::now();
     const TokenMask* allowed = nullptr;
     if (config.constraint != nullptr) {
@@ -369,7 +408,7 @@ Result<Stats> TextGenerator::generate(const std::vector<int64_t>& new_tokens,
       }
       allowed = *mask;
     }
-    const int64_t token = sampler.sample(logits.data, cached_, allowed);
+    token = sampler.sample(row, cached_, allowed);
     if (config.constraint != nullptr) {
       if (auto accepted = config.constraint->accept(token); !accepted.ok()) {
         return accepted.error();
@@ -385,24 +424,66 @@ Result<Stats> TextGenerator::generate(const std::vector<int64_t>& new_tokens,
     const bool keep_going = sink(token);
     if (config.stop_on_eos && is_eos(token)) {
       stats.stop_reason = StopReason::kEos;
-      break;
+      return false;
     }
     if (!keep_going) {
       stats.stop_reason = StopReason::kStopString;
-      break;
+      return false;
     }
     if (interrupted_.load(std::memory_order_relaxed)) {
       stats.stop_reason = StopReason::kInterrupted;
-      break;
+      return false;
     }
-    if (n + 1 == budget) break;
-    auto out = session_->forward(&token, 1, position());
+    return n + 1 < budget;
+  };
+
+  // Each round feeds the latest token, with the drafts that continue it when there are any
+  // (verify: one row of logits per position), then samples from the rows in order while the
+  // sample equals the draft the row scored. The first disagreeing sample (or the row after the
+  // last draft) is the round's own token. Rejected drafts stay in the cache past position(),
+  // where the positions mask them (flat caches) or they hold slots the window no longer reads
+  // (rings keep max_chunk - 1 spare slots, and a verify call is at most max_chunk tokens);
+  // the next call writes over them.
+  int64_t token = 0;
+  auto going = next_token(logits.data, token);
+  if (!going.ok()) return going.error();
+  std::vector<int64_t> fed;
+  while (*going) {
+    fed.assign(1, token);
+    if (*max_draft > 0) {
+      // What the model has seen, then the token to feed: the context the drafts continue.
+      cached_.push_back(token);
+      const int64_t left = budget - stats.generated_tokens - 1;
+      const auto limit = static_cast<int32_t>(std::min<int64_t>(*max_draft, left));
+      if (limit > 0) {
+        const auto draft = prompt_lookup_draft(cached_, config.speculative.ngram_min,
+                                               config.speculative.ngram_max, limit);
+        fed.insert(fed.end(), draft.begin(), draft.end());
+      }
+      cached_.pop_back();
+    }
+    const auto count = static_cast<int64_t>(fed.size());
+    auto out = count == 1 ? session_->forward(fed.data(), 1, position())
+                          : session_->verify(fed.data(), count, position());
     if (!out.ok()) return out.error();
     logits = *out;
+    ++stats.decode_forwards;
+    stats.drafted_tokens += count - 1;
+    high_water_ = std::max(high_water_, position() + count);
     cached_.push_back(token);
     cached_keys_.push_back(0);
-    high_water_ = std::max(high_water_, position());
     pending_.clear();
+    for (int64_t i = 0; i < count; ++i) {
+      going = next_token(logits.row(i), token);
+      if (!going.ok()) return going.error();
+      const bool accepted = i + 1 < count && token == fed[static_cast<size_t>(i + 1)];
+      stats.accepted_tokens += accepted ? 1 : 0;
+      if (!accepted || !*going) break;
+      // The draft is the target's own token: it is in the cache already, at its position.
+      cached_.push_back(token);
+      cached_keys_.push_back(0);
+      pending_.clear();
+    }
   }
   stats.decode_ms = stats.generated_tokens > 0 ? ms_since(first_token_at) : 0.0;
   stats.cache_tokens = position();

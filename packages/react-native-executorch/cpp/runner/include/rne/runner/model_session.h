@@ -33,13 +33,19 @@ struct ModelContract {
   // holding one of media_token_ids (get_media_token_ids). 0 / empty: token ids only.
   int64_t embeds_width = 0;
   std::vector<int64_t> media_token_ids;
+  // get_max_verify_len: the most tokens the `verify` method scores in one call (the last token
+  // and up to max_verify - 1 drafts, speculative decoding); 0 when the program has no `verify`.
+  int64_t max_verify = 0;
 };
 
-// Logits of the last position of the latest forward call. Points into the runtime's output
-// buffer: valid until the next forward() on the same session.
+// Logits of the last position of the latest forward call (verify(): `rows` rows, one per
+// position, each `size` long). Points into the runtime's output buffer: valid until the next
+// forward() or verify() on the same session.
 struct LogitsView {
   float* data = nullptr;
   int64_t size = 0;
+  int64_t rows = 1;
+  float* row(int64_t i) const { return data + i * size; }
 };
 
 class ModelSession {
@@ -69,6 +75,13 @@ class ModelSession {
   Result<LogitsView> forward(const int64_t* tokens, int64_t count, int64_t start_pos,
                              const float* embeds = nullptr);
 
+  // Runs verify(tokens[1, count], input_pos=[start_pos]): like forward() (the tokens go into the
+  // same KV caches), but returns the logits of every position, `count` rows;
+  // 1 <= count <= contract().max_verify. The method is loaded on first use (its delegate packs
+  // its own copy of the weights). A program without it is a kInvalidModel error that says to
+  // re-export with --verify-tokens.
+  Result<LogitsView> verify(const int64_t* tokens, int64_t count, int64_t start_pos);
+
   // The cache state a rewind cannot recover by itself: every mutable buffer the program names
   // (the exporter names them) that is not a flat, position-addressed cache (no dimension of
   // max_context): the sliding layers' ring caches. Empty for models without rings and for files
@@ -96,6 +109,14 @@ class ModelSession {
   ModelContract contract_;
   std::vector<Buffer> ring_buffers_;
   size_t ring_state_bytes_ = 0;
+  // Checks a forward/verify call's arguments and the file, and fills the token and position
+  // inputs; `limit` is the method's most tokens.
+  Result<void> prepare_call(const char* method, const int64_t* tokens, int64_t count,
+                            int64_t start_pos, int64_t limit);
+  // Checks `rows` rows of logits for the damage a flipped weight causes (NaN, +inf).
+  Result<void> check_finite(const float* data, int64_t rows, int64_t start_pos) const;
+  void count_tokens(int64_t count);
+  bool verify_loaded_ = false;
   std::vector<int64_t> tokens_buffer_;  // input storage the runtime reads from (max_chunk long)
   std::vector<float> embeds_buffer_;    // max_chunk x embeds_width, for programs that take media
   int64_t position_ = 0;                // storage for input_pos

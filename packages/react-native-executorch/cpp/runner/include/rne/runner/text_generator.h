@@ -67,6 +67,9 @@ struct GenerationConfig {
   // How that document is written: JSON, or Gemma 4's tool-call argument syntax (json_schema.h).
   // Gemma 4's <|"|> token quotes strings only when keep_special_tokens names it.
   JsonSyntax json_syntax = JsonSyntax::kJson;
+  // Strict: the schema's unknown keywords and `format` values are refused (kInvalidArgument)
+  // instead of ignored as annotations, so nothing in it goes unenforced (json_schema.h).
+  bool json_strict = false;
   // Applied by LlmRunner: a regex (regex.h's subset; empty = none) the whole answer must match,
   // enforced the same way. At most one of json_schema, regex and grammar.
   std::string regex;
@@ -208,6 +211,8 @@ class TextGenerator {
   Result<void> place_media(const std::vector<MediaSpan>& media,
                            const std::vector<int64_t>& new_tokens, size_t shift,
                            std::vector<uint64_t>& keys, std::vector<const float*>& rows) const;
+  // Drafts per round that `spec` asks of this program (0: plain decode), or why it cannot.
+  Result<int64_t> speculation_bound(const SpeculativeConfig& spec, bool prefill_only) const;
   // The embeds input of the chunk [offset, offset + count): null when it has no media.
   const float* chunk_embeds(const std::vector<const float*>& rows, size_t offset, size_t count);
   std::vector<float> chunk_embeds_;
