@@ -23,6 +23,7 @@ from rne_tools.binaries.platforms import LINUX_COMPONENTS
 from rne_tools.errors import RegistryError
 from rne_tools.export.backends import BACKEND_CODES, backend_names, get_backend
 from rne_tools.paths import PACKAGE_DIR, REPO_ROOT
+from rne_tools.registry import codegen, schema
 
 CATALOG_TEXT = backend_catalog.CATALOG_FILE.read_text()
 
@@ -108,7 +109,7 @@ def test_python_tables_derive_from_the_catalog(catalog: BackendCatalog) -> None:
     for info in catalog.backends:
         backend = get_backend(info.name)
         assert (backend.name, backend.runtime_name) == (info.name, info.runtime)
-    assert registry._schema()["$defs"]["backend"]["enum"] == list(catalog.names())
+    assert schema.schema()["$defs"]["backend"]["enum"] == list(catalog.names())
     # The registry's family files are the models; the catalog is not one of them.
     assert backend_catalog.CATALOG_FILE not in registry.registry_files()
 
@@ -137,13 +138,13 @@ def _ts_union(text: str, name: str) -> list[str]:
 
 
 def test_generated_typescript_and_cpp_list_exactly_the_catalog(catalog: BackendCatalog) -> None:
-    assert registry.stale_files(registry.load_registry()) == []
-    ts = registry.GENERATED_BACKENDS_TS.read_text()
+    assert codegen.stale_files(registry.load_registry()) == []
+    ts = codegen.GENERATED_BACKENDS_TS.read_text()
     assert _ts_union(ts, "Backend") == sorted(catalog.names())
     assert _ts_union(ts, "Platform") == list(catalog.platforms)
     for b in catalog.backends:
         assert f"label: '{b.label}'," in ts
-    header = registry.GENERATED_BACKENDS_H.read_text()
+    header = codegen.GENERATED_BACKENDS_H.read_text()
     rows = re.findall(r'^    \{"(\w+)", "(\w+)", (.*)\},$', header, re.MULTILINE)
     assert [(name, runtime) for name, runtime, _ in rows] == sorted(
         (b.name, b.runtime) for b in catalog.backends

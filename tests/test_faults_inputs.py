@@ -44,6 +44,7 @@ from rne_tools.gguf_import import default_checkpoint
 from rne_tools.paths import REGISTRY_DIR, REPO_ROOT, contained_path
 from rne_tools.publish import plan_publish
 from rne_tools.publish.errors import PublishError
+from rne_tools.registry import codegen
 
 CLEAN, HANDLED, CRASH, SILENT, UNCLEAR = "clean error", "handled", "crash", "silent", "unclear"
 
@@ -985,7 +986,7 @@ def test_hostile_names_are_escaped_in_the_generated_typescript(reg_dir: Path, tm
     doc["models"][0]["name"] = next(names)
     gemma.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
     ts_file = tmp_path / "registry.generated.ts"
-    registry.write_typescript(registry.load_registry(reg_dir), ts_file)
+    codegen.write_typescript(registry.load_registry(reg_dir), ts_file)
     typescript = REPO_ROOT / "node_modules" / "typescript"
     if not typescript.is_dir():
         pytest.fail("node_modules/typescript is missing: run `make setup`")
@@ -1017,7 +1018,7 @@ def test_hostile_names_are_escaped_in_the_generated_typescript(reg_dir: Path, tm
     # The rest: one model at a time, each through the same compile-and-evaluate check.
     for name in INJECTION_NAMES[2:]:
         edit_yaml(reg_dir, lambda d, name=name: smol(d).update(name=name))
-        registry.write_typescript(registry.load_registry(reg_dir), ts_file)
+        codegen.write_typescript(registry.load_registry(reg_dir), ts_file)
         done = subprocess.run(["node", "-e", script, str(typescript), str(ts_file)],
                               capture_output=True, text=True, timeout=60)
         ok = done.returncode == 0 and json.loads(done.stdout)["names"]["smollm2_135m"] == name

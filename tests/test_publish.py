@@ -34,6 +34,7 @@ from rne_tools.publish import (
     publish,
 )
 from rne_tools.publish.exports import read_encoder, read_export, text_width
+from rne_tools.registry import codegen
 
 MODEL = "smollm2_135m"
 REPO = "software-mansion/react-native-executorch-smollm2"
@@ -142,7 +143,7 @@ def test_publish_round_trip(
         data = (tokenizer_dir / f.path).read_bytes()
         assert (f.sha256, f.size) == (hashlib.sha256(data).hexdigest(), len(data))
     ts = ts_out.read_text()
-    assert ts == registry.generate_typescript(registry.load_registry(reg_dir))
+    assert ts == codegen.generate_typescript(registry.load_registry(reg_dir))
     assert f"sha256: '{variant.pte.sha256}'" in ts
 
     # The download helper fetches the variant back through huggingface_hub and verifies it.
@@ -664,7 +665,7 @@ def test_variants_are_published_with_their_encoders(
             assert enc.published and enc.file.path == path
             assert (enc.file.sha256, enc.file.size) == (hashlib.sha256(data).hexdigest(), len(data))
     ts = ts_out.read_text()
-    assert ts == registry.generate_typescript(registry.load_registry(reg_dir))
+    assert ts == codegen.generate_typescript(registry.load_registry(reg_dir))
     assert f"sha256: '{spec.variant('mlx').encoders['audio'].file.sha256}'" in ts
 
     # The model card lists the encoders, what uses each, their parity and checksums.

@@ -14,6 +14,7 @@ from rne_tools.errors import RegistryError
 from rne_tools.paths import REGISTRY_DIR
 from rne_tools.publish.model_card import CardVariant, render_model_card
 from rne_tools.publish.registry_update import PublishedFile, update_registry
+from rne_tools.registry import codegen
 
 SHA_A, SHA_B, SHA_C, SHA_D, SHA_E = "a" * 64, "b" * 64, "c" * 64, "d" * 64, "e" * 64
 VISION = "xnnpack/gemma4_e2b_vision_xnnpack_8w.pte"
@@ -106,7 +107,7 @@ def test_update_touches_only_the_published_fields(reg_dir: Path, tmp_path: Path)
             300_000_000,
         )
     assert spec.tokenizer.published
-    assert ts.read_text() == registry.generate_typescript(registry.load_registry(reg_dir))
+    assert ts.read_text() == codegen.generate_typescript(registry.load_registry(reg_dir))
     assert f"sha256: '{SHA_C}'" in ts.read_text()
 
     # Recording the same publish again changes nothing.

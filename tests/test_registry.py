@@ -1,4 +1,4 @@
-"""Validation and generation of the model registry (tools/rne_tools/registry.py)."""
+"""Validation and generation of the model registry (tools/rne_tools/registry/)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ import yaml
 
 from rne_tools import registry
 from rne_tools.errors import RegistryError
+from rne_tools.models import ARCHITECTURES
 from rne_tools.paths import PACKAGE_DIR, REGISTRY_DIR, REPO_ROOT
+from rne_tools.registry import checks, codegen, schema
 
 GOOD_SHA = "ab" * 32
 
@@ -72,7 +74,7 @@ def test_architectures_are_the_model_modules(reg_dir: Path, monkeypatch) -> None
     unknown one is refused naming them, and a new module is accepted without a schema edit."""
     edit(reg_dir, "smollm2.yaml", lambda doc: doc["models"][0].update(architecture="toyarch"))
     assert "'toyarch' is not one of ['gemma4', 'llama']" in load_error(reg_dir)
-    monkeypatch.setitem(registry.ARCHITECTURES, "toyarch", "rne_tools.models.toyarch")
+    monkeypatch.setitem(ARCHITECTURES, "toyarch", "rne_tools.models.toyarch")
     assert registry.load_registry(reg_dir).model("smollm2_135m").architecture == "toyarch"
 
 
@@ -192,19 +194,19 @@ def test_every_problem_is_reported_at_once(reg_dir: Path) -> None:
 
 
 def test_generation_is_deterministic(reg_dir: Path) -> None:
-    first = registry.generate_typescript(registry.load_registry(reg_dir))
-    assert registry.generate_typescript(registry.load_registry(reg_dir)) == first
+    first = codegen.generate_typescript(registry.load_registry(reg_dir))
+    assert codegen.generate_typescript(registry.load_registry(reg_dir)) == first
     # The key order inside the YAML files must not leak into the output.
     for path in reg_dir.glob("*.yaml"):
         path.write_text(yaml.safe_dump(yaml.safe_load(path.read_text()), sort_keys=True))
-    assert registry.generate_typescript(registry.load_registry(reg_dir)) == first
+    assert codegen.generate_typescript(registry.load_registry(reg_dir)) == first
     assert first.index("gemma4_e2b: {") < first.index("smollm2_135m: {")
     # The backend union is the backend catalog's (tests/test_backend_catalog.py).
     assert "import type { Backend, Platform } from '../backends.generated';" in first
 
 
 def test_generated_files_in_repo_are_current() -> None:
-    assert registry.stale_files(registry.load_registry()) == []
+    assert codegen.stale_files(registry.load_registry()) == []
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -237,7 +239,7 @@ def test_check_detects_a_stale_file_and_names_the_command(reg_dir: Path, tmp_pat
     stale = run_cli("--check", *common)
     assert stale.returncode == 1
     assert "src/models/registry.generated.ts is stale" in stale.stderr
-    assert registry.REGENERATE_COMMAND in stale.stderr
+    assert codegen.REGENERATE_COMMAND in stale.stderr
 
     # Each generated file is checked, not only the models' one.
     run_cli(*common)
@@ -270,7 +272,7 @@ def _schema_patterns(node: Any) -> Iterator[str]:
 def test_every_schema_pattern_is_anchored() -> None:
     """The validator matches patterns against the whole value (``re.fullmatch``); JSON Schema
     tools match them anywhere. Both agree only for patterns anchored at both ends."""
-    patterns = list(_schema_patterns(registry._schema()))
+    patterns = list(_schema_patterns(schema.schema()))
     assert len(patterns) >= 8
     for pattern in patterns:
         assert pattern.startswith("^") and pattern.endswith("$"), pattern
@@ -285,7 +287,7 @@ def test_reserved_suffixes_cover_the_downloaders_own_files() -> None:
     ]
     assert ".part" in suffixes and ".verified" in suffixes
     for suffix in suffixes:
-        assert suffix.lower().endswith(registry.RESERVED_SUFFIXES), suffix
+        assert suffix.lower().endswith(checks.RESERVED_SUFFIXES), suffix
 
 
 def raw_edit(reg_dir: Path, old: str, new: str, name: str = "smollm2.yaml") -> None:

@@ -1,4 +1,4 @@
-"""Media capabilities and encoder files in the model registry (tools/rne_tools/registry.py):
+"""Media capabilities and encoder files in the model registry (tools/rne_tools/registry/):
 `vision`/`audio` capabilities, each variant's `encoders`, their checks and the generated TS."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import yaml
 from rne_tools import registry
 from rne_tools.errors import RegistryError
 from rne_tools.paths import REGISTRY_DIR
+from rne_tools.registry import codegen
 
 GOOD_SHA = "cd" * 32
 VISION = "xnnpack/gemma4_e2b_vision_xnnpack_8w.pte"
@@ -159,7 +160,7 @@ def test_a_published_encoder_is_generated_with_its_checksum(reg_dir: Path) -> No
     edit(reg_dir, publish)
     reg = registry.load_registry(reg_dir)
     assert reg.model("gemma4_e2b").variants["mlx"].encoders["vision"].published
-    ts = registry.generate_typescript(reg)
+    ts = codegen.generate_typescript(reg)
     assert (
         "        encoders: {\n"
         "          vision: {\n"

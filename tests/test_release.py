@@ -18,7 +18,8 @@ from hub_server import Repo, RunningHub, _add_commit, _regular, serve_hub
 from publish_env import TOKEN, hub_env
 from rne_tools import registry
 from rne_tools.binaries.release import LOCK_PATH
-from rne_tools.paths import REPO_ROOT
+from rne_tools.paths import REGISTRY_DIR, REPO_ROOT
+from rne_tools.registry import codegen
 from staged_binaries import have_compilers
 
 pytestmark = pytest.mark.skipif(not have_compilers(), reason="needs gcc and aarch64-linux-gnu-gcc "
@@ -57,7 +58,7 @@ def release(tmp_path: Path, hub: RunningHub, staged: list[Path], *extra: str,
 
 def _repo_files() -> dict[Path, bytes]:
     """What a release writes in the repository by default: the lock, registry, generated TS."""
-    paths = [LOCK_PATH, registry.GENERATED_TS, *sorted(registry.REGISTRY_DIR.iterdir())]
+    paths = [LOCK_PATH, codegen.GENERATED_TS, *sorted(REGISTRY_DIR.iterdir())]
     return {p: p.read_bytes() for p in paths}
 
 
@@ -113,7 +114,7 @@ def test_release_publishes_locks_and_packs(tmp_path, hub, stagings, reg_dir, exp
     assert spec.variant("xnnpack").pte.sha256 == tiny_export.report["sha256"]
     assert tag in hub.state.repos[MODEL_REPO].tags
     ts = (tmp_path / "registry.generated.ts").read_text()
-    assert ts == registry.generate_typescript(registry.load_registry(reg_dir))
+    assert ts == codegen.generate_typescript(registry.load_registry(reg_dir))
 
     tarball = tmp_path / "out" / f"react-native-executorch-{VERSION}.tgz"
     with tarfile.open(tarball) as tar:

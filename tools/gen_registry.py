@@ -18,7 +18,8 @@ import click
 
 from rne_tools import backend_catalog, registry
 from rne_tools.errors import RegistryError
-from rne_tools.paths import PACKAGE_DIR, REPO_ROOT
+from rne_tools.paths import PACKAGE_DIR, REGISTRY_DIR, REPO_ROOT
+from rne_tools.registry import codegen
 
 
 def _shown(path: Path) -> Path:
@@ -46,7 +47,7 @@ def _fail(exc: Exception) -> NoReturn:
 @click.option(
     "--registry-dir",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
-    default=registry.REGISTRY_DIR,
+    default=REGISTRY_DIR,
     show_default=True,
     help="Directory of the family YAML files.",
 )
@@ -65,22 +66,22 @@ def main(check: bool, registry_dir: Path, package_dir: Path) -> None:
         _fail(exc)
     valid = f"{len(reg.models)} models and {len(catalog.backends)} backends valid"
     if check:
-        stale = registry.stale_files(reg, package_dir)
+        stale = codegen.stale_files(reg, package_dir)
         if stale:
             for path in stale:
                 click.echo(
                     f"error: {_shown(path)} is stale: it does not match model-registry/*.yaml.",
                     err=True,
                 )
-            click.echo(f"Regenerate with: {registry.REGENERATE_COMMAND}", err=True)
+            click.echo(f"Regenerate with: {codegen.REGENERATE_COMMAND}", err=True)
             sys.exit(1)
         click.echo(f"ok: {valid}; the generated files are up to date")
         return
     try:
-        changed = registry.write_generated(reg, package_dir)
+        changed = codegen.write_generated(reg, package_dir)
     except OSError as exc:
         _fail(exc)
-    for path in registry.generated_files(reg, package_dir):
+    for path in codegen.generated_files(reg, package_dir):
         click.echo(f"{'wrote' if path in changed else 'unchanged'}: {_shown(path)}")
     click.echo(valid)
 

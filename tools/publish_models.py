@@ -20,9 +20,10 @@ from pathlib import Path
 
 import click
 
-from rne_tools import registry
 from rne_tools.errors import RneError
+from rne_tools.paths import REGISTRY_DIR
 from rne_tools.publish import PublishPlan, plan_publish, publish
+from rne_tools.registry import codegen
 
 
 def _default_tokenizer_dir(model_id: str, registry_dir: Path) -> Path:
@@ -82,14 +83,14 @@ def _describe(plan: PublishPlan) -> None:
 @click.option(
     "--registry-dir",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
-    default=registry.REGISTRY_DIR,
+    default=REGISTRY_DIR,
     show_default=True,
     help="Directory of the family YAML files to update.",
 )
 @click.option(
     "--ts-output",
     type=click.Path(dir_okay=False, path_type=Path),
-    default=registry.GENERATED_TS,
+    default=codegen.GENERATED_TS,
     help="Generated TypeScript file to rewrite.",
 )
 @click.option(

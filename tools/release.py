@@ -26,11 +26,11 @@ from rne_tools.runtime.quiet import configure_python_noise
 
 configure_python_noise()  # before the imports below: torchao logs its noise on import
 
-from rne_tools import registry  # noqa: E402
 from rne_tools.binaries.release import BUDGET_PATH, LOCK_PATH, PACKAGE_DIR  # noqa: E402
 from rne_tools.errors import RneError  # noqa: E402
-from rne_tools.paths import REPO_ROOT  # noqa: E402
+from rne_tools.paths import REGISTRY_DIR, REPO_ROOT  # noqa: E402
 from rne_tools.publish.binaries import DEFAULT_REPO  # noqa: E402
+from rne_tools.registry import codegen  # noqa: E402
 from rne_tools.release import ModelRequest, ReleaseError, release  # noqa: E402
 
 
@@ -78,9 +78,9 @@ def _models(specs: tuple[str, ...], tokenizers: tuple[str, ...]) -> list[ModelRe
 @click.option("--budget", "budget_path", type=click.Path(path_type=Path, dir_okay=False),
               default=BUDGET_PATH, show_default=True, help="The artifacts' size budget.")
 @click.option("--registry-dir", type=click.Path(path_type=Path, file_okay=False, exists=True),
-              default=registry.REGISTRY_DIR, show_default=True, help="The registry to update.")
+              default=REGISTRY_DIR, show_default=True, help="The registry to update.")
 @click.option("--ts-output", type=click.Path(path_type=Path, dir_okay=False),
-              default=registry.GENERATED_TS, help="The generated TypeScript to rewrite.")
+              default=codegen.GENERATED_TS, help="The generated TypeScript to rewrite.")
 @click.option("--no-pack", is_flag=True, help="Skip `npm pack`.")
 @click.option("--allow-random-weights", is_flag=True, hidden=True,
               help="Accept exports of random-weight test configs (tests only; never a release).")

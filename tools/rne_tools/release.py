@@ -65,11 +65,12 @@ from rne_tools.binaries.release import (
     write_lock,
 )
 from rne_tools.errors import RneError
-from rne_tools.paths import REPO_ROOT
+from rne_tools.paths import REGISTRY_DIR, REPO_ROOT
 from rne_tools.publish import PublishPlan, plan_publish, publish
 from rne_tools.publish.binaries import DEFAULT_REPO, base_url, planned_files, publish_binaries
 from rne_tools.publish.publisher import _NETWORK_ERRORS, PlannedFile, _api, _mismatches
 from rne_tools.publish.registry_update import PublishedFile
+from rne_tools.registry import codegen
 
 BUILD_TOOL = REPO_ROOT / "tools" / "build_binaries.py"
 
@@ -397,8 +398,8 @@ def release(
     package_dir: Path = PACKAGE_DIR,
     lock_path: Path = LOCK_PATH,
     budget_path: Path = BUDGET_PATH,
-    registry_dir: Path = registry.REGISTRY_DIR,
-    ts_output: Path = registry.GENERATED_TS,
+    registry_dir: Path = REGISTRY_DIR,
+    ts_output: Path = codegen.GENERATED_TS,
     pack: bool = True,
     allow_random_weights: bool = False,
     dry_run: bool = False,

@@ -16,7 +16,7 @@ from tqdm import tqdm
 
 from rne_tools import registry
 from rne_tools.hashing import sha256_file
-from rne_tools.paths import contained_path
+from rne_tools.paths import REGISTRY_DIR, contained_path
 from rne_tools.publish.errors import DownloadError
 from rne_tools.registry import FileSpec
 
@@ -51,7 +51,7 @@ def download_variant(
     backend: str,
     dest: Path,
     *,
-    registry_dir: Path = registry.REGISTRY_DIR,
+    registry_dir: Path = REGISTRY_DIR,
     endpoint: str | None = None,
     token: str | bool | None = None,
 ) -> DownloadedVariant:

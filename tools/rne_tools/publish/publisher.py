@@ -29,7 +29,7 @@ from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.utils import sha
 
 from rne_tools import registry
-from rne_tools.paths import contained_path
+from rne_tools.paths import REGISTRY_DIR, contained_path
 from rne_tools.publish.errors import PublishError
 from rne_tools.publish.exports import (
     EncoderArtifact,
@@ -40,7 +40,7 @@ from rne_tools.publish.exports import (
 )
 from rne_tools.publish.model_card import CardEncoder, CardVariant, render_model_card
 from rne_tools.publish.registry_update import PublishedFile, update_registry
-from rne_tools.registry import FileSpec, ModelSpec
+from rne_tools.registry import FileSpec, ModelSpec, codegen
 
 README = "README.md"
 _COMMIT_OID = re.compile(r"^[0-9a-f]{7,40}$")
@@ -130,7 +130,7 @@ def plan_publish(
     exports_dir: Path,
     tokenizer_dir: Path,
     backends: Sequence[str] | None = None,
-    registry_dir: Path = registry.REGISTRY_DIR,
+    registry_dir: Path = REGISTRY_DIR,
     allow_random_weights: bool = False,
 ) -> PublishPlan:
     """Check everything locally and build the commit; ``PublishError`` says what to fix.
@@ -380,8 +380,8 @@ def publish(
     *,
     endpoint: str | None = None,
     token: str | None = None,
-    registry_dir: Path = registry.REGISTRY_DIR,
-    ts_output: Path = registry.GENERATED_TS,
+    registry_dir: Path = REGISTRY_DIR,
+    ts_output: Path = codegen.GENERATED_TS,
 ) -> PublishResult:
     """Upload ``plan`` in one commit, tag it, then record it in the registry.
 

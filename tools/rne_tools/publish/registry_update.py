@@ -21,6 +21,8 @@ from ruamel.yaml import YAML
 from rne_tools import registry
 from rne_tools.errors import RegistryError
 from rne_tools.files import write_atomically
+from rne_tools.paths import REGISTRY_DIR
+from rne_tools.registry import codegen
 
 
 @dataclass(frozen=True)
@@ -90,8 +92,8 @@ def update_registry(
     revision: str,
     tokenizer: list[PublishedFile],
     variants: Mapping[str, list[PublishedFile]],
-    registry_dir: Path = registry.REGISTRY_DIR,
-    ts_output: Path = registry.GENERATED_TS,
+    registry_dir: Path = REGISTRY_DIR,
+    ts_output: Path = codegen.GENERATED_TS,
     encoders: Sequence[PublishedFile] = (),
 ) -> bool:
     """Mark ``variants`` (backend -> files), their ``encoders`` and the tokenizer of
@@ -128,7 +130,7 @@ def update_registry(
     if changed:
         _validate(registry_dir, name, text)
         write_atomically(path, text)
-    registry.write_typescript(registry.load_registry(registry_dir), ts_output)
+    codegen.write_typescript(registry.load_registry(registry_dir), ts_output)
     return changed
 
 

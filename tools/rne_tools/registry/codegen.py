@@ -1,0 +1,432 @@
+"""What the npm package derives from the registry: the TypeScript ``models`` object
+(``registry.generated.ts``) and, from the backend catalog (``model-registry/backends.yaml``,
+``rne_tools.backend_catalog``), the TypeScript backend tables and the C++ header of the native
+seam. Generation is deterministic, and a file is rewritten only when its content changes."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from rne_tools import strict_yaml
+from rne_tools.backend_catalog import (
+    CATALOG_FILE,
+    PROCESSORS,
+    SIMULATOR_RULES,
+    BackendCatalog,
+    load_catalog,
+)
+from rne_tools.files import write_atomically
+from rne_tools.paths import PACKAGE_DIR
+from rne_tools.registry.schema import schema
+from rne_tools.registry.specs import MEDIA_CAPABILITIES, FileSpec, ModelSpec, Registry
+
+GENERATED_TS = PACKAGE_DIR / "src" / "models" / "registry.generated.ts"
+GENERATED_BACKENDS_TS = PACKAGE_DIR / "src" / "backends.generated.ts"
+GENERATED_BACKENDS_H = PACKAGE_DIR / "cpp" / "seam" / "backend_catalog.generated.h"
+REGENERATE_COMMAND = ".venv/bin/python tools/gen_registry.py"
+
+
+# --- The models object ---------------------------------------------------------------------
+
+
+def _generated_header(comment: str, source: str) -> str:
+    return (
+        f"{comment} GENERATED FILE: do not edit. Source: model-registry/{source}.\n"
+        f"{comment} Regenerate with: {REGENERATE_COMMAND}\n"
+    )
+
+
+_TS_HEADER = _generated_header("//", "<family>.yaml") + "/* eslint-disable */\n"
+
+_TS_TYPES = """\
+import type {{ Backend, Platform }} from '../backends.generated';
+
+export type {{ Backend, Platform }};
+
+/** A weight/activation quantization scheme of a variant. */
+export type Quantization = {quantizations};
+
+/** A model capability. */
+export type Capability = {capabilities};
+
+/** A file with the checksum and size the client verifies before first use. */
+export interface PublishedFile {{
+  readonly path: string;
+  readonly sha256: string;
+  readonly size: number;
+}}
+
+/** A file that is not published yet: it has no checksum, so clients refuse to download it. */
+export interface UnpublishedFile {{
+  readonly path: string;
+}}
+
+/** Files published together; `status` says whether they can be downloaded. */
+export type FileSet =
+  | {{ readonly status: 'published'; readonly files: readonly PublishedFile[] }}
+  | {{ readonly status: 'unpublished'; readonly files: readonly UnpublishedFile[] }};
+
+/** Minimum OS versions: iOS as "major.minor", Android as an API level. */
+export interface MinPlatform {{
+  readonly ios?: string;
+  readonly android?: number;
+}}
+
+/** A media capability: the model takes images (`vision`) or audio (`audio`) through an encoder. */
+export type MediaCapability = {media_capabilities};
+
+/**
+ * An encoder program of a variant: published with its checksum and size, or not yet (then it is
+ * never downloaded and the model loads without it).
+ */
+export type EncoderDescriptor =
+  | ({{ readonly status: 'published' }} & PublishedFile)
+  | ({{ readonly status: 'unpublished' }} & UnpublishedFile);
+
+/** One exported `.pte` variant of a model for one backend. */
+export type VariantDescriptor<B extends Backend = Backend> = FileSet & {{
+  readonly backend: B;
+  readonly quantization: Quantization;
+  /** KV capacity the variant was exported with (prompt + generated tokens). */
+  readonly maxContext: number;
+  readonly minPlatform: MinPlatform;
+  /** The encoder of each media capability of the model (one for each it declares). */
+  readonly encoders?: {{ readonly [C in MediaCapability]?: EncoderDescriptor }};
+}};
+
+/** Default generation settings of a model (the model authors' recommendations). */
+export interface GenerationDefaults {{
+  readonly temperature: number;
+  readonly topK?: number;
+  readonly topP?: number;
+  readonly minP?: number;
+  readonly repetitionPenalty?: number;
+  readonly maxNewTokens: number;
+}}
+
+/** Tokenizer files and which of them holds the chat template. */
+export type TokenizerDescriptor = FileSet & {{
+  readonly chatTemplate: string;
+}};
+
+/** A model of the registry. `B` is the union of the backends it ships. */
+export interface LLMDescriptor<B extends Backend = Backend> {{
+  readonly kind: 'llm';
+  readonly id: string;
+  readonly name: string;
+  readonly family: string;
+  readonly architecture: string;
+  readonly license: string;
+  readonly hf: {{ readonly repo: string; readonly revision: string }};
+  readonly contextLength: number;
+  readonly capabilities: readonly Capability[];
+  readonly generation: GenerationDefaults;
+  readonly tokenizer: TokenizerDescriptor;
+  readonly platformDefaults: {{ readonly [P in Platform]: B }};
+  readonly variants: {{ readonly [K in B]: VariantDescriptor<K> }};
+}}
+"""
+
+_GENERATION_KEYS = {
+    "temperature": "temperature",
+    "top_k": "topK",
+    "top_p": "topP",
+    "min_p": "minP",
+    "repetition_penalty": "repetitionPenalty",
+    "max_new_tokens": "maxNewTokens",
+}
+
+
+def _ts(value: Any, indent: int) -> str:
+    """Render a JSON-like value as a TypeScript literal (stable key order as given)."""
+    pad = "  " * indent
+    inner = "  " * (indent + 1)
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        items = [f"{inner}{_ts_key(k)}: {_ts(v, indent + 1)}," for k, v in value.items()]
+        return "{\n" + "\n".join(items) + f"\n{pad}}}"
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return "[]"
+        items = [f"{inner}{_ts(v, indent + 1)}," for v in value]
+        return "[\n" + "\n".join(items) + f"\n{pad}]"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return _ts_string(value)
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        return repr(value)
+    raise TypeError(f"cannot render {type(value).__name__} as TypeScript")
+
+
+def _ts_string(text: str) -> str:
+    """A single-quoted TypeScript string literal with JSON escaping (backslashes, control
+    characters, every non-ASCII character incl. U+2028/U+2029) plus `'`, so no registry text can
+    end the literal. JSON always escapes `"`, and the literal does not need it escaped."""
+    body = json.dumps(text, ensure_ascii=True)[1:-1]
+    return "'" + body.replace('\\"', '"').replace("'", "\\'") + "'"
+
+
+def _ts_comment(text: str) -> str:
+    """Registry text inside a /** */ comment: one escaped line that cannot close the comment."""
+    return json.dumps(text, ensure_ascii=True)[1:-1].replace("*/", "*\\/")
+
+
+def _ts_key(key: str) -> str:
+    return key if key.isascii() and key.isidentifier() else _ts_string(key)
+
+
+def _file_entries(files: Iterable[FileSpec]) -> list[dict[str, Any]]:
+    out = []
+    for f in files:
+        entry: dict[str, Any] = {"path": f.path}
+        if f.sha256 is not None:
+            entry["sha256"] = f.sha256
+            entry["size"] = f.size
+        out.append(entry)
+    return out
+
+
+def _descriptor(spec: ModelSpec) -> dict[str, Any]:
+    variants = {}
+    for backend, v in spec.variants.items():
+        variants[backend] = {
+            "backend": backend,
+            "quantization": v.quantization,
+            "status": v.status,
+            "maxContext": v.max_context,
+            "minPlatform": dict(sorted(v.min_platform.items())),
+            "files": _file_entries(v.files),
+        }
+        if v.encoders:
+            variants[backend]["encoders"] = {
+                kind: {"status": e.status, **_file_entries([e.file])[0]}
+                for kind, e in sorted(v.encoders.items(), key=lambda item: MEDIA_CAPABILITIES.index(item[0]))
+            }
+    return {
+        "kind": "llm",
+        "id": spec.id,
+        "name": spec.name,
+        "family": spec.family,
+        "architecture": spec.architecture,
+        "license": spec.license,
+        "hf": {"repo": spec.hf_repo, "revision": spec.revision},
+        "contextLength": spec.context_length,
+        "capabilities": list(spec.capabilities),
+        "generation": {
+            ts_key: spec.generation[key]
+            for key, ts_key in _GENERATION_KEYS.items()
+            if key in spec.generation
+        },
+        "tokenizer": {
+            "status": spec.tokenizer.status,
+            "chatTemplate": spec.chat_template,
+            "files": _file_entries(spec.tokenizer.files),
+        },
+        "platformDefaults": {p: spec.platform_defaults[p] for p in ("ios", "android")},
+        "variants": variants,
+    }
+
+
+def _union(values: Iterable[str]) -> str:
+    return " | ".join(_ts_string(v) for v in values)
+
+
+def generate_typescript(registry: Registry) -> str:
+    """The content of ``registry.generated.ts``: types plus the ``models`` object.
+
+    Deterministic: models are sorted by id, keys keep the registry's order.
+    """
+    defs = schema()["$defs"]
+    capabilities = defs["model"]["properties"]["capabilities"]["items"]["enum"]
+    parts = [
+        _TS_HEADER,
+        _TS_TYPES.format(
+            quantizations=_union(defs["quantization"]["enum"]),
+            capabilities=_union(capabilities),
+            media_capabilities=_union(MEDIA_CAPABILITIES),
+        ),
+    ]
+    entries = []
+    for model_id in sorted(registry.models):
+        spec = registry.models[model_id]
+        backends = _union(spec.variants)
+        entries.append(
+            f"  /** {_ts_comment(spec.name)} ({spec.family}); ships: {', '.join(spec.variants)}. */\n"
+            f"  {_ts_key(model_id)}: {_ts(_descriptor(spec), 1)} as const satisfies "
+            f"LLMDescriptor<{backends}>,"
+        )
+    parts.append(
+        "/** Every LLM of the registry, by id. */\n"
+        "const llm = {\n" + "\n".join(entries) + "\n};\n\n"
+        "/** The model registry: `models.llm.<id>`. */\n"
+        "export const models = { llm } as const;\n\n"
+        "/** Id of a model in the registry. */\n"
+        "export type LLMModelId = keyof typeof llm;\n"
+    )
+    return "\n".join(parts)
+
+
+def _matches(target: Path, content: str) -> bool:
+    """Whether ``target`` is a regular file holding exactly ``content`` (read without blocking:
+    a FIFO or a device there is simply not a match)."""
+    expected = content.encode()
+    try:
+        return strict_yaml.read_regular(target, len(expected)) == expected
+    except strict_yaml.FileReadError:
+        return False
+
+
+def _write(target: Path, content: str) -> bool:
+    """Write ``target`` atomically; returns whether its content changed. ``OSError`` if the
+    target's folder cannot take it."""
+    if _matches(target, content):
+        return False
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(target, content, mode=0o644)
+    return True
+
+
+def write_typescript(registry: Registry, target: Path = GENERATED_TS) -> bool:
+    """Write the generated file (atomically); returns whether its content changed."""
+    return _write(target, generate_typescript(registry))
+
+
+# --- Backend catalog outputs ---------------------------------------------------------------
+
+_BACKENDS_TS = """\
+/** A platform the SDK runs on. */
+export type Platform = {platforms};
+
+/** A compute backend a model variant is exported for. */
+export type Backend = {backends};
+
+/**
+ * How a backend may run on a platform's simulator or emulator: `never` (not even when asked
+ * for), `explicit_only` (when asked for by name, never chosen automatically) or `allowed`.
+ */
+export type SimulatorRule = {rules};
+
+/** What the SDK knows of a backend. */
+export interface BackendInfo {{
+  readonly name: Backend;
+  /** Its name in messages: "MLX". */
+  readonly title: string;
+  /** Its name in UIs: "MLX (GPU)". */
+  readonly label: string;
+  readonly processor: {processors};
+  /** The rule on each platform's simulator or emulator. */
+  readonly simulator: {{ readonly [P in Platform]: SimulatorRule }};
+}}
+
+/** Every backend, by name. */
+export const BACKENDS: {{ readonly [B in Backend]: BackendInfo }} = {table};
+
+/** Backends each platform prefers, best first (after the model's own default). */
+export const PLATFORM_PREFERENCE: {{ readonly [P in Platform]: readonly Backend[] }} = {preference};
+"""
+
+
+def generate_backends_typescript(catalog: BackendCatalog) -> str:
+    """The content of ``backends.generated.ts``: the ``Backend`` union and the catalog as data."""
+    table = {
+        b.name: {
+            "name": b.name,
+            "title": b.title,
+            "label": b.label,
+            "processor": b.processor,
+            "simulator": {p: b.simulator_rule(p) for p in catalog.platforms},
+        }
+        for b in sorted(catalog.backends, key=lambda b: b.name)
+    }
+    body = _BACKENDS_TS.format(
+        platforms=_union(catalog.platforms),
+        backends=_union(sorted(catalog.names())),
+        rules=_union(SIMULATOR_RULES),
+        processors=_union(PROCESSORS),
+        table=_ts(table, 0),
+        preference=_ts({p: list(catalog.preference(p)) for p in catalog.platforms}, 0),
+    )
+    return _generated_header("//", CATALOG_FILE.name) + "/* eslint-disable */\n\n" + body
+
+
+def _cpp_string(text: str) -> str:
+    # The catalog's loader allows only [A-Za-z0-9 .+_-] in the strings written here.
+    return json.dumps(text, ensure_ascii=True)
+
+
+def _cpp_enumerator(rule: str) -> str:
+    return "k" + "".join(part.capitalize() for part in rule.split("_"))  # explicit_only: kExplicitOnly
+
+
+def generate_backends_header(catalog: BackendCatalog) -> str:
+    """The content of ``backend_catalog.generated.h``: the catalog as the native seam uses it."""
+    rules = ", ".join(_cpp_enumerator(r) for r in SIMULATOR_RULES)
+    fields = "".join(
+        f"  SimulatorRule {p}_simulator;  // the rule on the {p} simulator / emulator\n"
+        for p in catalog.platforms
+    )
+    rows = "".join(
+        f"    {{{_cpp_string(b.name)}, {_cpp_string(b.runtime)}, "
+        + ", ".join(f"SimulatorRule::{_cpp_enumerator(b.simulator_rule(p))}" for p in catalog.platforms)
+        + "},\n"
+        for b in sorted(catalog.backends, key=lambda b: b.name)
+    )
+    lookups = "".join(
+        f'  if (os == "{p}") return backend.{p}_simulator;\n' for p in catalog.platforms
+    )
+    return (
+        _generated_header("//", CATALOG_FILE.name)
+        + "#pragma once\n\n#include <array>\n#include <string_view>\n\n"
+        "namespace rne::seam {\n\n"
+        "// How a backend may run on a platform's simulator or emulator: never (not even when asked\n"
+        "// for), explicit only (when asked for by name, never chosen automatically), or allowed.\n"
+        f"enum class SimulatorRule {{ {rules} }};\n\n"
+        "struct BackendInfo {\n"
+        '  const char* name;     // the SDK\'s name, as TypeScript passes it ("xnnpack")\n'
+        '  const char* runtime;  // the delegate\'s name in the ExecuTorch runtime ("XnnpackBackend")\n'
+        f"{fields}"
+        "};\n\n"
+        "// Every backend, by name.\n"
+        f"inline constexpr std::array<BackendInfo, {len(catalog.backends)}> kBackendCatalog{{{{\n"
+        f"{rows}"
+        "}};\n\n"
+        '// The backend\'s rule on the simulator of `os` ("ios", "android"); allowed elsewhere.\n'
+        "constexpr SimulatorRule simulator_rule(const BackendInfo& backend, std::string_view os) {\n"
+        f"{lookups}"
+        "  return SimulatorRule::kAllowed;\n"
+        "}\n\n"
+        "}  // namespace rne::seam\n"
+    )
+
+
+def generated_files(registry: Registry, package_dir: Path = PACKAGE_DIR) -> dict[Path, str]:
+    """Every file the registry and the backend catalog generate, with its content, placed in
+    ``package_dir`` as in the npm package."""
+    catalog = load_catalog()
+    outputs = {
+        GENERATED_TS: generate_typescript(registry),
+        GENERATED_BACKENDS_TS: generate_backends_typescript(catalog),
+        GENERATED_BACKENDS_H: generate_backends_header(catalog),
+    }
+    return {package_dir / p.relative_to(PACKAGE_DIR): text for p, text in outputs.items()}
+
+
+def write_generated(registry: Registry, package_dir: Path = PACKAGE_DIR) -> list[Path]:
+    """Write every generated file; returns those whose content changed."""
+    files = generated_files(registry, package_dir)
+    return [path for path, content in files.items() if _write(path, content)]
+
+
+def stale_files(registry: Registry, package_dir: Path = PACKAGE_DIR) -> list[Path]:
+    """The generated files that differ from what the registry and catalog generate now."""
+    return [
+        path
+        for path, content in generated_files(registry, package_dir).items()
+        if not _matches(path, content)
+    ]
