@@ -158,6 +158,13 @@ BAD_FLAGS = [
     (["--prompt-ids", "1,999999"], "outside the vocabulary"),
     (["--prompt-ids", "1,x"], "--prompt-ids expects a number"),
     (["--frobnicate"], "unknown option --frobnicate"),
+    (["--speculative", "ngram"], "--speculative: unknown drafter 'ngram'"),
+    (["--speculative", "prompt-lookup", "--max-draft-tokens", "-1"], "max_draft_tokens must be >= 1"),
+    (["--speculative", "prompt-lookup", "--max-draft-tokens", "2.5"], "--max-draft-tokens expects a number"),
+    (["--speculative", "prompt-lookup", "--ngram-min", "0"], "ngram_min must be >= 1"),
+    (["--speculative", "prompt-lookup", "--ngram-min", "3", "--ngram-max", "2"],
+     "ngram_max (2) must be >= ngram_min (3)"),
+    (["--max-draft-tokens", "4"], "tune a speculative drafter, and none is chosen"),
 ]
 
 

@@ -59,6 +59,7 @@ export type {
   GenerationConfig,
   LLMConfig,
   LLMOptions,
+  SpeculativeConfig,
   ToolCall,
   ToolDefinition,
   ToolsConfig,

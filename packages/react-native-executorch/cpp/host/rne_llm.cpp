@@ -22,6 +22,7 @@
 #include "rne/json/json.h"
 #include "model_integrity.h"
 #include "rne/runner/llm_runner.h"
+#include "rne/runner/speculative_options.h"
 #ifdef RNE_WITH_MEDIA
 #include "rne/media/media_embedder.h"
 #endif
@@ -75,6 +76,15 @@ options:
                             sampling; the subset in runner/include/rne/runner/regex.h)
   --grammar FILE            answer with a sentence of the GBNF grammar in FILE (its `root` rule;
                             the syntax in runner/include/rne/runner/gbnf.h)
+  --speculative prompt-lookup|assistant
+                            speculative decoding: the drafter proposes the next tokens and one
+                            forward verifies them all; the answer is the one without it, in fewer
+                            forwards (default: off). prompt-lookup copies what followed an earlier
+                            occurrence of the latest n-gram; assistant is the model's own drafter
+  --max-draft-tokens N      tokens drafted per forward (default 0 = as many as the model verifies)
+  --ngram-max N --ngram-min N
+                            prompt lookup's longest and shortest n-gram (default: the runner's,
+                            SpeculativeConfig in runner/include/rne/runner/text_generator.h)
   --ignore-eos              keep generating past EOS (benchmarks)
   --json                    print one JSON object (text, token ids, stats) instead of streaming
   --list-backends           print the ExecuTorch backends compiled in, then exit
@@ -243,6 +253,22 @@ Options parse_args(int argc, char** argv) {
         fail("--grammar: " + path + " is empty (expected a GBNF grammar with a `root ::= ...` "
              "rule)");
       }
+    } else if (arg == "--speculative") {
+      const std::string drafter = value();
+      if (drafter == "prompt-lookup") {
+        o.generation.speculative.drafter = rne::runner::Drafter::kPromptLookup;
+      } else if (drafter == "assistant") {
+        o.generation.speculative.drafter = rne::runner::Drafter::kAssistant;
+      } else {
+        fail("--speculative: unknown drafter '" + drafter +
+             "' (expected prompt-lookup or assistant)");
+      }
+    } else if (arg == "--max-draft-tokens") {
+      o.generation.speculative.max_draft_tokens = parse_number<int32_t>(arg, value());
+    } else if (arg == "--ngram-max") {
+      o.generation.speculative.ngram_max = parse_number<int32_t>(arg, value());
+    } else if (arg == "--ngram-min") {
+      o.generation.speculative.ngram_min = parse_number<int32_t>(arg, value());
     } else if (arg.rfind("--", 0) == 0) {
       fail("unknown option " + arg + " (see --help)");
     } else {
@@ -253,6 +279,10 @@ Options parse_args(int argc, char** argv) {
   if (o.list_backends) return o;
   if (auto valid = rne::runner::validate(o.generation.sampling); !valid.ok()) {
     fail("invalid sampling option: " + valid.error().message);
+  }
+  if (auto valid = rne::runner::validate(o.generation.speculative); !valid.ok()) {
+    fail("invalid speculative option (--speculative, --max-draft-tokens, --ngram-max, "
+         "--ngram-min): " + valid.error().message);
   }
   require_utf8(o.prompt, "the prompt");
   require_utf8(o.system, "--system");
@@ -314,6 +344,18 @@ void print_stats(const Stats& s, bool with_load) {
                s.ttft_ms, static_cast<long long>(s.generated_tokens), s.decode_tokens_per_s(),
                rne::runner::stop_reason_name(s.stop_reason),
                static_cast<long long>(s.cache_tokens));
+  if (s.drafted_tokens > 0) {
+    // The first token comes from the prefill's logits; the rest from the decode forwards.
+    std::fprintf(stderr,
+                 "-- speculative: %lld drafted, %lld accepted (%.0f%%) | %lld forwards, %.2f "
+                 "tokens per forward\n",
+                 static_cast<long long>(s.drafted_tokens),
+                 static_cast<long long>(s.accepted_tokens), 100.0 * s.acceptance_rate(),
+                 static_cast<long long>(s.decode_forwards),
+                 s.decode_forwards > 0
+                     ? static_cast<double>(s.generated_tokens - 1) / s.decode_forwards
+                     : 0.0);
+  }
 }
 
 std::string stats_json(const Stats& s) {
@@ -325,7 +367,10 @@ std::string stats_json(const Stats& s) {
     << ",\"prompt_tokens\":" << s.prompt_tokens << ",\"generated_tokens\":" << s.generated_tokens
     << ",\"cache_tokens\":" << s.cache_tokens
     << ",\"prefill_tokens_per_s\":" << s.prefill_tokens_per_s()
-    << ",\"decode_tokens_per_s\":" << s.decode_tokens_per_s() << ",\"stop_reason\":\""
+    << ",\"decode_tokens_per_s\":" << s.decode_tokens_per_s()
+    << ",\"drafted_tokens\":" << s.drafted_tokens << ",\"accepted_tokens\":" << s.accepted_tokens
+    << ",\"decode_forwards\":" << s.decode_forwards
+    << ",\"acceptance_rate\":" << s.acceptance_rate() << ",\"stop_reason\":\""
     << rne::runner::stop_reason_name(s.stop_reason) << "\"}";
   return o.str();
 }

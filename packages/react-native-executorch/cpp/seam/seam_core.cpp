@@ -1,6 +1,8 @@
 #include "seam_core.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <exception>
 #include <new>
 #include <string_view>
@@ -8,6 +10,7 @@
 
 #include "backend_catalog.generated.h"
 #include "rne/runner/backends.h"
+#include "rne/runner/speculative_options.h"
 #include "rne/tokenizer/tokenizer.h"
 #ifdef RNE_WITH_MEDIA
 #include "rne/media/media_embedder.h"
@@ -23,6 +26,7 @@ namespace {
 // TypeScript omits it keeps the field's default) and its TypeScript field (SamplingOptions).
 using runner::GenerationConfig;
 using runner::SamplerConfig;
+using Speculative = runner::SpeculativeConfig;
 
 enum class Presence { kRequired, kOptional };
 
@@ -49,6 +53,12 @@ Result<void> readOption(const ObjectReader& object, const char* name, Presence p
   if constexpr (std::is_arithmetic_v<Field>) {
     auto value = object.number(name);
     if (!value) return wrong("a number");
+    // A fraction or an out-of-range count would be truncated or wrap (undefined for NaN).
+    if constexpr (std::is_same_v<Field, int32_t>) {
+      if (!(*value >= INT32_MIN && *value <= INT32_MAX) || *value != std::trunc(*value)) {
+        return wrong("a 32-bit integer");
+      }
+    }
     field = static_cast<Field>(*value);
   } else if constexpr (std::is_same_v<Field, std::string>) {
     auto value = object.string(name);
@@ -63,6 +73,11 @@ Result<void> readOption(const ObjectReader& object, const char* name, Presence p
     } else {
       return wrong("\"json\" or \"gemma4\"");
     }
+  } else if constexpr (std::is_same_v<Field, runner::Drafter>) {
+    auto value = object.string(name);
+    auto drafter = value ? runner::drafter_named(*value) : std::nullopt;
+    if (!drafter) return wrong("\"promptLookup\" or \"assistant\"");
+    field = *drafter;
   } else {
     static_assert(std::is_same_v<Field, std::vector<std::string>>, "no JS type for this field");
     auto value = object.strings(name);
@@ -83,6 +98,8 @@ constexpr GenerationOption option(const char* name, Presence presence = Presence
   return {name, presence, &readOption<Path...>};
 }
 
+constexpr auto kSpeculative = &GenerationConfig::speculative;
+
 constexpr GenerationOption kGenerationOptions[] = {
     option<&GenerationConfig::max_new_tokens>("maxNewTokens"),
     option<&GenerationConfig::sampling, &SamplerConfig::temperature>("temperature"),
@@ -102,6 +119,11 @@ constexpr GenerationOption kGenerationOptions[] = {
     option<&GenerationConfig::json_syntax>("responseSyntax", Presence::kOptional),
     // Special tokens the streamed text keeps (a chat format's markers its parsers read).
     option<&GenerationConfig::keep_special_tokens>("keepSpecialTokens", Presence::kOptional),
+    // Speculative decoding (speculative in TypeScript): off without a drafter; the rest tunes it.
+    option<kSpeculative, &Speculative::drafter>("drafter", Presence::kOptional),
+    option<kSpeculative, &Speculative::max_draft_tokens>("maxDraftTokens", Presence::kOptional),
+    option<kSpeculative, &Speculative::ngram_max>("ngramMax", Presence::kOptional),
+    option<kSpeculative, &Speculative::ngram_min>("ngramMin", Presence::kOptional),
 };
 
 // Runs `body`, turning an exception from below the runner's no-throw API (running out of memory
@@ -206,6 +228,7 @@ Result<runner::GenerationConfig> parseGenerationConfig(const ObjectReader& objec
     }
   }
   if (auto valid = runner::validate(config.sampling); !valid.ok()) return valid.error();
+  if (auto valid = runner::validate(config.speculative); !valid.ok()) return valid.error();
   return config;
 }
 
@@ -220,7 +243,11 @@ StatsFields statsFields(const runner::Stats& stats) {
        {"prefillMs", stats.prefill_ms},
        {"decodeMs", stats.decode_ms},
        {"prefillTokensPerSecond", stats.prefill_tokens_per_s()},
-       {"tokensPerSecond", stats.decode_tokens_per_s()}},
+       {"tokensPerSecond", stats.decode_tokens_per_s()},
+       {"draftedTokens", static_cast<double>(stats.drafted_tokens)},
+       {"acceptedTokens", static_cast<double>(stats.accepted_tokens)},
+       {"decodeForwards", static_cast<double>(stats.decode_forwards)},
+       {"acceptanceRate", stats.acceptance_rate()}},
       runner::stop_reason_name(stats.stop_reason)};
 }
 

@@ -1,10 +1,13 @@
 // generate()'s config read through the seam's option table (seam_core.cpp, kGenerationOptions):
 // each name lands in its GenerationConfig field, required options are named when missing or of
-// another type, optional ones keep their defaults when absent, and the sampler's ranges apply.
+// another type, optional ones keep their defaults when absent, and the sampler's and the
+// speculative options' ranges apply. The stats carry the speculative counts.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -107,6 +110,92 @@ TEST(SeamOptions, TheSamplersRangesApply) {
   auto parsed = rne::seam::parseGenerationConfig(config);
   ASSERT_FALSE(parsed.ok());
   EXPECT_NE(parsed.error().message.find("top_p"), std::string::npos) << parsed.error().message;
+}
+
+TEST(SeamOptions, SpeculativeOptionsLandInTheirFields) {
+  using rne::runner::Drafter;
+  MapReader config = fullConfig();
+  config.values["drafter"] = std::string("promptLookup");
+  config.values["maxDraftTokens"] = 5.0;
+  config.values["ngramMax"] = 4.0;
+  config.values["ngramMin"] = 2.0;
+  auto parsed = rne::seam::parseGenerationConfig(config);
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+  const rne::runner::SpeculativeConfig& s = parsed.value().speculative;
+  EXPECT_EQ(s.drafter, Drafter::kPromptLookup);
+  EXPECT_EQ(s.max_draft_tokens, 5);
+  EXPECT_EQ(s.ngram_max, 4);
+  EXPECT_EQ(s.ngram_min, 2);
+
+  MapReader assistant = fullConfig();
+  assistant.values["drafter"] = std::string("assistant");
+  parsed = rne::seam::parseGenerationConfig(assistant);
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+  EXPECT_EQ(parsed.value().speculative.drafter, Drafter::kAssistant);
+  EXPECT_EQ(parsed.value().speculative.max_draft_tokens, 0);  // the model's bound
+
+  parsed = rne::seam::parseGenerationConfig(fullConfig());
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+  EXPECT_EQ(parsed.value().speculative.drafter, Drafter::kNone);
+}
+
+TEST(SeamOptions, BadSpeculativeOptionsAreNamed) {
+  const std::string drafters = R"(config.drafter must be "promptLookup" or "assistant")";
+  const std::string integer = "config.maxDraftTokens must be a 32-bit integer";
+  const int32_t default_max = rne::runner::SpeculativeConfig{}.ngram_max;
+  const struct {
+    std::vector<std::pair<const char*, Value>> options;
+    std::string message;
+  } cases[] = {
+      {{{"drafter", std::string("none")}}, drafters},
+      {{{"drafter", std::string("prompt-lookup")}}, drafters},
+      {{{"drafter", 1.0}}, drafters},
+      {{{"drafter", std::string("promptLookup")}, {"maxDraftTokens", 2.5}}, integer},
+      {{{"drafter", std::string("promptLookup")}, {"maxDraftTokens", 1e10}}, integer},
+      {{{"drafter", std::string("promptLookup")}, {"maxDraftTokens", std::nan("")}}, integer},
+      {{{"drafter", std::string("promptLookup")}, {"maxDraftTokens", -1.0}},
+       "max_draft_tokens must be >= 1 (0 = as many as the model verifies in one forward), got -1"},
+      {{{"drafter", std::string("promptLookup")}, {"ngramMin", 0.0}},
+       "ngram_min must be >= 1 (the shortest n-gram prompt lookup matches), got 0"},
+      {{{"drafter", std::string("promptLookup")}, {"ngramMin", 3.0}, {"ngramMax", 2.0}},
+       "ngram_max (2) must be >= ngram_min (3)"},
+      // Against the default ngram_max.
+      {{{"drafter", std::string("promptLookup")}, {"ngramMin", double(default_max + 1)}},
+       "ngram_max (" + std::to_string(default_max) + ") must be >= ngram_min (" +
+           std::to_string(default_max + 1) + ")"},
+      {{{"maxDraftTokens", 4.0}},
+       "max_draft_tokens, ngram_max and ngram_min tune a speculative drafter, and none is "
+       "chosen: choose one or leave them out"},
+  };
+  for (const auto& c : cases) {
+    MapReader config = fullConfig();
+    for (const auto& [name, value] : c.options) config.values[name] = value;
+    auto parsed = rne::seam::parseGenerationConfig(config);
+    ASSERT_FALSE(parsed.ok()) << c.message;
+    EXPECT_EQ(parsed.error().code, rne::runner::ErrorCode::kInvalidArgument);
+    EXPECT_EQ(parsed.error().message, c.message);
+  }
+}
+
+TEST(SeamStats, SpeculativeCountsAreReported) {
+  auto field = [](const rne::seam::StatsFields& fields, std::string_view name) {
+    for (const auto& [key, value] : fields.numbers) {
+      if (key == name) return value;
+    }
+    ADD_FAILURE() << "no stats field " << name;
+    return -1.0;
+  };
+  rne::runner::Stats stats;
+  stats.generated_tokens = 21;
+  stats.drafted_tokens = 16;
+  stats.accepted_tokens = 12;
+  stats.decode_forwards = 8;
+  const rne::seam::StatsFields fields = rne::seam::statsFields(stats);
+  EXPECT_EQ(field(fields, "draftedTokens"), 16);
+  EXPECT_EQ(field(fields, "acceptedTokens"), 12);
+  EXPECT_EQ(field(fields, "decodeForwards"), 8);
+  EXPECT_DOUBLE_EQ(field(fields, "acceptanceRate"), 0.75);
+  EXPECT_EQ(field(rne::seam::statsFields(rne::runner::Stats{}), "acceptanceRate"), 0);
 }
 
 }  // namespace

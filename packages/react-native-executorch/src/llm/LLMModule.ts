@@ -25,7 +25,15 @@ import type { DownloadControl, DownloadStatus, ModelFiles, ResourceFetcher } fro
 import { runToolRounds, toolCallSchema, ToolPrompt, type GenerateRound, type ToolTurn } from '../tools';
 import { GEMMA4_CALL_CLOSE, GEMMA4_CALL_OPEN, GEMMA4_QUOTE, GEMMA4_RESPONSE_OPEN } from '../tools/gemma4';
 import { fitContext, resolveContextSettings, type ContextSettings } from './context';
-import type { ChatConfig, GenerationConfig, LLMConfig, LLMOptions, ToolDefinition, ToolsConfig } from './types';
+import type {
+  ChatConfig,
+  GenerationConfig,
+  LLMConfig,
+  LLMOptions,
+  SpeculativeConfig,
+  ToolDefinition,
+  ToolsConfig,
+} from './types';
 
 /** Options of {@link LLMModule.load}. */
 export interface LoadOptions {
@@ -305,6 +313,46 @@ function checkGenerationConfig(config: GenerationConfig): void {
   if (maxNewTokens !== undefined && !(Number.isInteger(maxNewTokens) && maxNewTokens > 0)) {
     bad(`maxNewTokens ${maxNewTokens} is not an integer > 0`);
   }
+  if (config.speculative !== undefined) checkSpeculative(config.speculative, bad);
+}
+
+const DRAFTERS: readonly SpeculativeConfig['drafter'][] = ['promptLookup', 'assistant'];
+
+/**
+ * The least value of each numeric speculative option (the native side refuses the same:
+ * cpp/runner/include/rne/runner/speculative_options.h). An absent one keeps the native default.
+ */
+const SPECULATIVE_MINIMUMS = { maxDraftTokens: 1, ngramMax: 1, ngramMin: 1 } as const;
+
+function checkSpeculative(speculative: SpeculativeConfig, bad: (what: string) => never): void {
+  if (typeof speculative !== 'object' || speculative === null) {
+    bad(`speculative must be an object like { drafter: 'promptLookup' }, got ${JSON.stringify(speculative)}`);
+  }
+  const { drafter, ...numbers } = speculative;
+  if (!DRAFTERS.includes(drafter)) {
+    bad(`speculative.drafter ${JSON.stringify(drafter)} is not one of ${DRAFTERS.map((d) => `'${d}'`).join(', ')}`);
+  }
+  for (const [name, value] of Object.entries(numbers)) {
+    if (!(name in SPECULATIVE_MINIMUMS)) {
+      bad(`speculative.${name} is not an option (${['drafter', ...Object.keys(SPECULATIVE_MINIMUMS)].join(', ')})`);
+    }
+    const minimum = SPECULATIVE_MINIMUMS[name as keyof typeof SPECULATIVE_MINIMUMS];
+    if (value !== undefined && !(Number.isInteger(value) && value >= minimum)) {
+      bad(`speculative.${name} ${value} is not an integer >= ${minimum}`);
+    }
+  }
+  const { ngramMin, ngramMax } = numbers;
+  if (ngramMin !== undefined && ngramMax !== undefined && ngramMin > ngramMax) {
+    bad(`speculative.ngramMin ${ngramMin} is above ngramMax ${ngramMax}`);
+  }
+}
+
+/** `speculative` as the native side's flat options; absent ones keep the runner's defaults. */
+function nativeSpeculative({
+  drafter,
+  ...tuning
+}: SpeculativeConfig): Pick<NativeGenerationConfig, 'drafter' | 'maxDraftTokens' | 'ngramMax' | 'ngramMin'> {
+  return { drafter, ...setFields(tuning) };
 }
 
 /**
@@ -680,13 +728,18 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
    * "off". Every option flows through by name, so a new one needs no line here.
    */
   private nativeConfig(): NativeGenerationConfig {
-    const { seed, stopStrings, ...options } = {
+    const { seed, stopStrings, speculative, ...options } = {
       ...SAMPLING_OFF,
       ...setFields(this.model.generation),
       ...setFields(this.config.generation),
     };
     const randomSeed = () => Math.floor(Math.random() * 2 ** 31);
-    return { ...options, seed: seed ?? randomSeed(), stopStrings: stopStrings ?? [] };
+    return {
+      ...options,
+      seed: seed ?? randomSeed(),
+      stopStrings: stopStrings ?? [],
+      ...(speculative ? nativeSpeculative(speculative) : {}),
+    };
   }
 
   private withSystemPrompt(messages: readonly Message[]): Message[] {

@@ -66,6 +66,17 @@ export interface NativeGenerationConfig extends SamplingOptions {
    * rejects with `invalid_argument`. Absent: none kept.
    */
   readonly keepSpecialTokens?: readonly string[];
+  /**
+   * Speculative decoding (`GenerationConfig.speculative`): the drafter proposes tokens that one
+   * forward verifies; the answer is the one without it. Absent: off.
+   */
+  readonly drafter?: 'promptLookup' | 'assistant';
+  /** Tokens drafted per verify forward, >= 1; absent or 0: as many as the model verifies. */
+  readonly maxDraftTokens?: number;
+  /** Prompt lookup's longest n-gram matched against the context (absent: the runner's default). */
+  readonly ngramMax?: number;
+  /** Prompt lookup's shortest n-gram, 1 <= ngramMin <= ngramMax (absent: the runner's default). */
+  readonly ngramMin?: number;
 }
 
 /** Why a generation ended. */
@@ -96,6 +107,18 @@ export interface GenerationStats {
   readonly prefillTokensPerSecond: number;
   /** Decode rate: generated tokens (after the first) per second. */
   readonly tokensPerSecond: number;
+  /** Tokens the speculative drafter proposed (0 without speculative decoding). */
+  readonly draftedTokens: number;
+  /** Drafted tokens the model kept: each saved a forward. */
+  readonly acceptedTokens: number;
+  /**
+   * Forward calls of the decode (plain, or verifying a draft). The first token comes from the
+   * prefill, so `(generatedTokens - 1) / decodeForwards` is the tokens per decode forward: 1
+   * without speculative decoding, up to `maxDraftTokens + 1` with it.
+   */
+  readonly decodeForwards: number;
+  /** `acceptedTokens / draftedTokens`, 0 without drafts. */
+  readonly acceptanceRate: number;
   readonly stopReason: StopReason;
 }
 

@@ -305,6 +305,11 @@ export class FakeGeneration {
       decodeMs,
       prefillTokensPerSecond: prefillMs > 0 ? (plan.promptTokens * 1000) / prefillMs : plan.promptTokens * 1000,
       tokensPerSecond: decodeMs > 0 ? ((generated - 1) * 1000) / decodeMs : 0,
+      // The fake decodes one token per forward, as the runner does without speculative decoding.
+      draftedTokens: 0,
+      acceptedTokens: 0,
+      decodeForwards: Math.max(generated - 1, 0),
+      acceptanceRate: 0,
       stopReason,
       ...(this.measured ? {} : NO_TIMINGS),
       ...overrides,
