@@ -22,6 +22,7 @@
 #include "rne/json/json.h"
 #include "model_integrity.h"
 #include "rne/runner/llm_runner.h"
+#include "rne/runner/session_file.h"
 #include "rne/runner/speculative_options.h"
 #ifdef RNE_WITH_MEDIA
 #include "rne/media/media_embedder.h"
@@ -56,6 +57,18 @@ options:
   --audio-encoder FILE      the audio encoder program (tools/export_encoder.py --encoder audio)
   --interactive             chat on stdin after the first answer; each turn re-renders the whole
                             conversation and the KV cache keeps the prefix it shares
+  --load-session FILE       continue the conversation saved in FILE (rne_llm --save-session, the
+                            app's saveSession) before the first turn; needs --prompt-ids or --raw
+                            (their tokens are appended to it as they are)
+  --save-session FILE       save the conversation to FILE after the last turn (docs/design.md,
+                            "Session files")
+  --session-tokens-only     --save-session writes the tokens only (a small file; loading it
+                            prefills them again instead of copying the caches back)
+  --turn-ids 1,2,3          after the answer, one more turn with these ids appended to the
+                            conversation (repeatable; with --prompt-ids or --raw)
+  --logits-out FILE         write, per turn, the logits of its last forward call (float32,
+                            vocab_size per row): with --max-new-tokens 1 those the answer was
+                            sampled from. For the session exactness tests
   --sha256 HEX              verify the model file against this sha256 (the registry's) before
                             loading it; a mismatch is a "corrupt file" error. Without it, the
                             sha256 in the exporter's MODEL.report.json next to the file is used
@@ -119,6 +132,9 @@ struct Options {
   std::string model, tokenizer, tokenizer_config, system, prompt, prompt_ids, sha256;
   std::string vision_encoder, audio_encoder;
   std::vector<std::string> images, audios;
+  std::string load_session, save_session, logits_out;
+  bool session_tokens_only = false;
+  std::vector<std::string> turn_ids;  // --turn-ids, in order
   bool raw = false, interactive = false, json = false, list_backends = false;
   GenerationConfig generation;
 };
@@ -181,6 +197,16 @@ Options parse_args(int argc, char** argv) {
       o.audios.push_back(value());
     } else if (arg == "--prompt-ids") {
       o.prompt_ids = value();
+    } else if (arg == "--load-session") {
+      o.load_session = value();
+    } else if (arg == "--save-session") {
+      o.save_session = value();
+    } else if (arg == "--session-tokens-only") {
+      o.session_tokens_only = true;
+    } else if (arg == "--turn-ids") {
+      o.turn_ids.push_back(value());
+    } else if (arg == "--logits-out") {
+      o.logits_out = value();
     } else if (arg == "--raw") {
       o.raw = true;
     } else if (arg == "--interactive") {
@@ -294,6 +320,16 @@ Options parse_args(int argc, char** argv) {
   for (const auto& stop : o.generation.stop_strings) require_utf8(stop, "--stop");
   if (o.model.empty() || o.tokenizer.empty()) fail("--model and --tokenizer are required (see --help)");
   if (o.prompt.empty() && o.prompt_ids.empty()) fail("no prompt given (see --help)");
+  // A chat-template prompt renders a whole conversation, which rne_llm does not keep across
+  // processes: a loaded session or a further turn takes token ids or raw text appended as is.
+  const bool appended = !o.prompt_ids.empty() || o.raw;
+  if ((!o.load_session.empty() || !o.turn_ids.empty()) && (!appended || o.interactive)) {
+    fail("--load-session and --turn-ids need --prompt-ids or --raw (not a chat-template prompt "
+         "or --interactive)");
+  }
+  if (o.session_tokens_only && o.save_session.empty()) {
+    fail("--session-tokens-only applies to --save-session; give a file too");
+  }
 #ifdef RNE_WITH_MEDIA
   if (!o.images.empty() && o.vision_encoder.empty()) {
     fail("--image needs --vision-encoder FILE.pte (the model's vision encoder program)");
@@ -438,6 +474,24 @@ int run(int argc, char** argv) {
   if (!loaded.ok()) fail(loaded.error().message);
   LlmRunner& runner = **loaded;
   g_runner.store(&runner);
+  std::string session_json;  // ,"session_loaded":{...},"session_saved":{...} for --json
+  auto session_fields = [](const rne::runner::SessionInfo& info) {
+    std::ostringstream out;
+    out << "{\"file_bytes\":" << info.file_bytes << ",\"tokens\":" << info.tokens
+        << ",\"restored\":\"" << rne::runner::session_restore_name(info.restore)
+        << "\",\"ms\":" << info.ms << "}";
+    return out.str();
+  };
+  if (!o.load_session.empty()) {
+    auto loaded_session = rne::runner::SessionFile::load(runner.generator(), o.load_session);
+    if (!loaded_session.ok()) fail(loaded_session.error().message);
+    session_json += ",\"session_loaded\":" + session_fields(*loaded_session);
+    if (!o.json) {
+      std::fprintf(stderr, "-- session: %lld tokens from %s (%s, %.0f ms)\n",
+                   static_cast<long long>(loaded_session->tokens), o.load_session.c_str(),
+                   rne::runner::session_restore_name(loaded_session->restore), loaded_session->ms);
+    }
+  }
 
   std::signal(SIGINT, on_sigint);
 
@@ -579,6 +633,43 @@ int run(int argc, char** argv) {
   stats->media_encode_ms = media_encode_ms;
   stats->ttft_ms += media_encode_ms;
 
+  // Per turn: its answer's ids, stats and last logits (--logits-out).
+  std::vector<std::vector<int64_t>> turn_tokens{runner.last_tokens()};
+  std::vector<Stats> turn_stats{*stats};
+  std::vector<float> logits_rows;
+  auto keep_logits = [&]() {
+    const auto logits = runner.generator().last_logits();
+    logits_rows.insert(logits_rows.end(), logits.data, logits.data + logits.size);
+  };
+  keep_logits();
+  for (const auto& ids : o.turn_ids) {
+    auto turn = runner.generate(parse_ids(ids), o.generation, on_text);
+    if (!turn.ok()) fail(turn.error().message);
+    turn_tokens.push_back(runner.last_tokens());
+    turn_stats.push_back(*turn);
+    keep_logits();
+  }
+  if (!o.logits_out.empty()) {
+    std::FILE* out = std::fopen(o.logits_out.c_str(), "wb");
+    if (out == nullptr ||
+        std::fwrite(logits_rows.data(), sizeof(float), logits_rows.size(), out) !=
+            logits_rows.size() ||
+        std::fclose(out) != 0) {
+      fail("cannot write --logits-out " + o.logits_out);
+    }
+  }
+  if (!o.save_session.empty()) {
+    auto saved = rne::runner::SessionFile::save(runner.generator(), o.save_session,
+                                                o.session_tokens_only);
+    if (!saved.ok()) fail(saved.error().message);
+    session_json += ",\"session_saved\":" + session_fields(*saved);
+    if (!o.json) {
+      std::fprintf(stderr, "-- session: %lld tokens saved to %s, %llu bytes (%.0f ms)\n",
+                   static_cast<long long>(saved->tokens), o.save_session.c_str(),
+                   static_cast<unsigned long long>(saved->file_bytes), saved->ms);
+    }
+  }
+
   if (o.json) {
     std::string text_json;
     rne::json::write_string(text, text_json);
@@ -591,11 +682,17 @@ int run(int argc, char** argv) {
               << ",\"tokens\":" << ids_json(runner.last_tokens()) << ",\"max_chunk\":"
               << runner.contract().max_chunk << ",\"max_context\":" << runner.contract().max_context
               << ",\"chat_template\":" << template_json
-              << ",\"integrity\":\"" << integrity << "\",\"stats\":" << stats_json(*stats)
+              << ",\"integrity\":\"" << integrity << "\",\"stats\":" << stats_json(*stats) << session_json << ",\"turns\":[";
+    for (size_t i = 0; i < turn_tokens.size(); ++i) {
+      std::cout << (i ? "," : "") << "{\"tokens\":" << ids_json(turn_tokens[i])
+                << ",\"stats\":" << stats_json(turn_stats[i]) << "}";
+    }
+    std::cout << "]"
               << "}\n";
     return 0;
   }
   print_stats(*stats, /*with_load=*/true);
+  for (size_t i = 1; i < turn_stats.size(); ++i) print_stats(turn_stats[i], /*with_load=*/false);
 
   if (!o.interactive || !chat) return 0;
   // Later turns re-render the whole conversation (a template may rewrite earlier turns, e.g.

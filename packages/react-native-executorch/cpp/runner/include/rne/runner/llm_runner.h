@@ -74,6 +74,9 @@ class LlmRunner {
 
   void interrupt() { generator_->interrupt(); }  // any thread; generate() returns kInterrupted
   void reset() { generator_->reset(); }
+  // The token-level conversation, e.g. to save or load it (session_file.h). Not while a
+  // generate() runs.
+  TextGenerator& generator() { return *generator_; }
 
   const ModelContract& contract() const { return generator_->contract(); }
   int64_t position() const { return generator_->position(); }  // KV positions in use

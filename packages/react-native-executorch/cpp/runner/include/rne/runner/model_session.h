@@ -93,6 +93,7 @@ class ModelSession {
   void restore_ring_state(const std::vector<uint8_t>& state);
 
  private:
+  friend class SessionAccess;  // session_file.cpp: reads and writes the named buffers
   struct Buffer {
     uint8_t* data;
     size_t bytes;

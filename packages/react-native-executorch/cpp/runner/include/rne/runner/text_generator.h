@@ -193,6 +193,7 @@ class TextGenerator {
   int64_t position() const { return static_cast<int64_t>(cached_.size()); }
 
  private:
+  friend class SessionAccess;  // session_file.cpp: saves and restores the conversation
   std::unique_ptr<ModelSession> session_;
   std::vector<int64_t> cached_;   // tokens in the KV cache
   std::vector<uint64_t> cached_keys_;  // per cached position: its MediaSpan key, 0 for text
