@@ -18,8 +18,21 @@ import yaml
 
 from rne_tools import backend_catalog, registry
 from rne_tools.backend_catalog import BackendCatalog, load_catalog, parse_catalog
-from rne_tools.binaries import ANDROID_ABIS, build_plan, load_lock, platform_series, shared_library
-from rne_tools.binaries.platforms import LINUX_COMPONENTS
+from rne_tools.binaries import (
+    ANDROID_ABIS,
+    build_plan,
+    load_lock,
+    platform_series,
+    shared_library,
+    sizes,
+)
+from rne_tools.binaries.platforms import (
+    IOS_SLICES,
+    LINUX_COMPONENTS,
+    backend_flags,
+    ios_archives,
+    ios_backends,
+)
 from rne_tools.errors import RegistryError
 from rne_tools.export.backends import BACKEND_CODES, backend_names, get_backend
 from rne_tools.paths import PACKAGE_DIR, REPO_ROOT
@@ -85,6 +98,12 @@ def _mlx(doc: dict[str, Any]) -> dict[str, Any]:
         (lambda d: _mlx(d).update(simulator={"android": "never"}), "backends.yaml: backends[2].simulator.android: the backend does not run on 'android'"),
         (lambda d: d.update(backends=[_mlx(d)]), "backends.yaml: platforms: no backend runs on 'android'"),
         (lambda d: d.update(extra=1), "backends.yaml: extra: unknown field"),
+        (lambda d: _mlx(d).pop("archives"), "backends.yaml: backends[2]: 'archives' is a required field"),
+        (lambda d: _mlx(d)["archives"].pop("linked"), "backends.yaml: backends[2].archives: 'linked' is a required field"),
+        (lambda d: _mlx(d)["archives"].update(whole=[]), "backends.yaml: backends[2].archives.whole: empty"),
+        (lambda d: _mlx(d)["archives"].update(linked=["../libx.a"]), "backends.yaml: backends[2].archives.linked[0]: '../libx.a' is not a relative path"),
+        (lambda d: _mlx(d)["archives"].update(shared=[]), "backends.yaml: backends[2].archives.shared: unknown field"),
+        (lambda d: _mlx(d).update(sdk_libraries=["mlx.dll"]), "backends.yaml: backends[2].sdk_libraries: must be a list of shared library names"),
     ],
 )
 def test_a_bad_declaration_names_the_file_and_field(change: Callable, expected: str) -> None:
@@ -129,6 +148,61 @@ def test_native_builds_hold_each_platforms_backends(catalog: BackendCatalog) -> 
         text = json.dumps(plan.to_json())
         for b in catalog.backends:
             assert (f"-D{b.build_flag}=ON" in text) == (b.name in on), (platform, b.name)
+
+
+# A backend as a new one is declared: only its backends.yaml entry, no other edit.
+TOY_BACKEND = """
+  - name: toy
+    title: Toy
+    processor: GPU
+    runtime: ToyBackend
+    pte_code: 9
+    build_flag: EXECUTORCH_BUILD_TOY
+    platforms: {ios: 3, android: 3}
+    archives:
+      whole: [backends/toy/libtoy_backend.a]
+      linked: [backends/toy/libtoy_kernels.a]
+      external: [backends/toy/sdk/libtoy_sdk.a]
+    sdk_libraries: [libexecutorch_backend_toy.so]
+"""
+
+
+def _missing_from_build_tables(catalog: BackendCatalog) -> list[str]:
+    """Where a backend of ``catalog`` is missing from a table the native builds derive from it."""
+    missing = []
+    components = shared_library.components(catalog)
+    android = shared_library.android_components(catalog)
+    sdk = sizes.sdk_components(catalog)
+    for b in catalog.backends:
+        arc = b.archives
+        if components.get(b.name) != shared_library.Component(arc.whole, arc.linked + arc.external):
+            missing.append(f"{b.name}: shared_library components")
+        if ("android" in b.platforms) != (b.name in android):
+            missing.append(f"{b.name}: Android components")
+        if sdk.get(b.name, ()) != b.sdk_libraries:
+            missing.append(f"{b.name}: the SDK size rows")
+        if f"-D{b.build_flag}=ON" not in backend_flags(catalog.names(), (b.name,), catalog):
+            missing.append(f"{b.name}: the build flags")
+        for s in IOS_SLICES:
+            on = b.name in ios_backends(s.simulator, catalog)
+            held = set(ios_archives(s, catalog))
+            expected = {f"$BUILD/{s.name}/lib/Release/{a.rsplit('/', 1)[-1]}" for a in arc.whole}
+            expected |= {f"$BUILD/{s.name}/{a}" for a in arc.external}
+            if on != ("ios" in b.platforms and not (s.simulator and b.simulator_rule("ios") == "never")):
+                missing.append(f"{b.name}: the backends of iOS slice {s.name}")
+            if on and not expected <= held:
+                missing.append(f"{b.name}: the archives of iOS slice {s.name}")
+    return missing
+
+
+def test_every_declared_backend_reaches_the_derived_build_tables(catalog: BackendCatalog) -> None:
+    """A backend is declared once: its build flag, archives and size row reach every table the
+    native builds use, for the real catalog and for one with a new backend added."""
+    assert _missing_from_build_tables(catalog) == []
+    toy = parse_catalog(CATALOG_TEXT + TOY_BACKEND, Path("backends.yaml"))
+    assert _missing_from_build_tables(toy) == []
+    assert "$BUILD/ios-device/backends/toy/sdk/libtoy_sdk.a" in ios_archives(IOS_SLICES[0], toy)
+    assert sizes.sdk_components(toy)["toy"] == ("libexecutorch_backend_toy.so",)
 
 
 def _ts_union(text: str, name: str) -> list[str]:

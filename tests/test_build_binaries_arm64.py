@@ -77,8 +77,7 @@ def test_source_plan_is_the_android_recipe_cross_built_from_the_locked_source():
         assert f"-D{flag}" in et.argv
     so = next(s for s in runs if s.description.startswith("configure the aarch64 libexecutorch"))
     whole, linked = shared_library.archives("$CACHE/build/executorch-cff6f4dd32e6-aarch64",
-                                            ("runtime", "kernels", "xnnpack"),
-                                            shared_library.ARM64_ARCHIVES)
+                                            ("runtime", "kernels", "xnnpack"), arm64=True)
     assert f"-DRNE_WHOLE_ARCHIVES={';'.join(whole)}" in so.argv
     assert f"-DRNE_ARCHIVES={';'.join(linked)}" in so.argv
     core = next(s for s in runs if s.description.startswith("configure the C++ core"))

@@ -102,8 +102,7 @@ def test_android_links_its_libexecutorch_so_with_the_shared_library_recipe():
     assert len(links) == 2
     for link, abi in zip(links, ANDROID_ABIS, strict=True):
         whole, linked = shared_library.archives(
-            f"$BUILD/android-{abi}", shared_library.ANDROID_COMPONENTS,
-            shared_library.ARM64_ARCHIVES if abi == "arm64-v8a" else ())
+            f"$BUILD/android-{abi}", shared_library.ANDROID_COMPONENTS, arm64=abi == "arm64-v8a")
         assert f"-DRNE_WHOLE_ARCHIVES={';'.join(whole)}" in link.argv
         assert f"-DRNE_ARCHIVES={';'.join(linked)}" in link.argv
         assert f"-DANDROID_ABI={abi}" in link.argv and "-DANDROID_STL=c++_shared" in link.argv

@@ -1,7 +1,8 @@
 """The backend catalog: ``model-registry/backends.yaml``, every compute backend declared once.
 
 A backend's identity (its SDK name, the ExecuTorch delegate's runtime name, its ``.pte`` code,
-UI label, CMake build flag, platforms with their preference order, simulator rules) is read
+UI label, CMake build flag, static libraries, platforms with their preference order,
+simulator rules) is read
 from here by every Python table that needs it, and ``tools/gen_registry.py`` writes it out for
 TypeScript and C++ (``registry.codegen.generated_files``). The loader is strict: every problem is
 reported at once as ``backends.yaml: <field path>: <what is wrong>``.
@@ -35,8 +36,25 @@ _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _RUNTIME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _BUILD_FLAG = re.compile(r"^EXECUTORCH_BUILD_[A-Z0-9_]+$")
 _TITLE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 .+_-]*$")
-_FIELDS = ("name", "title", "processor", "runtime", "pte_code", "build_flag", "platforms")
-_OPTIONAL_FIELDS = ("simulator",)
+# An archive path inside an ExecuTorch build directory; a shared library of the wheel's SDK.
+_ARCHIVE = re.compile(r"^(?:[A-Za-z0-9_+-][A-Za-z0-9_.+-]*/)*lib[A-Za-z0-9_.+-]+\.a$")
+_SDK_LIBRARY = re.compile(r"^lib[A-Za-z0-9_.+-]+\.so$")
+_FIELDS = (
+    "name", "title", "processor", "runtime", "pte_code", "build_flag", "platforms", "archives"
+)
+_OPTIONAL_FIELDS = ("simulator", "sdk_libraries")
+_ARCHIVE_LISTS = ("whole", "linked")
+_OPTIONAL_ARCHIVE_LISTS = ("external", "arm64")
+
+
+@dataclass(frozen=True)
+class Archives:
+    """A backend's static libraries, as paths in an ExecuTorch build directory (Ninja layout)."""
+
+    whole: tuple[str, ...]  # register the delegate from a static initializer: linked whole
+    linked: tuple[str, ...]  # taken as needed
+    external: tuple[str, ...]  # from the delegate's own ExternalProject (at this path on iOS too)
+    arm64: tuple[str, ...]  # in arm64 builds only
 
 
 @dataclass(frozen=True)
@@ -53,6 +71,9 @@ class BackendInfo:
     ranks: Mapping[str, int]
     # Platform -> rule on its simulator/emulator; platforms not listed: "allowed".
     simulator: Mapping[str, SimulatorRule]
+    archives: Archives
+    # The shared libraries the executorch wheel's C++ SDK ships it as (none: it does not).
+    sdk_libraries: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -176,6 +197,11 @@ def _entry_problems(entry: Any, where: str, platforms: list[str]) -> Iterator[st
                 yield f"{where}.platforms.{platform}: not a platform (platforms: {', '.join(platforms)})"
             if not _positive_int(rank):
                 yield f"{where}.platforms.{platform}: {rank!r} is not a rank (a positive integer)"
+    if "archives" in entry:
+        yield from _archives_problems(entry["archives"], f"{where}.archives")
+    libraries = entry.get("sdk_libraries", [])
+    if not isinstance(libraries, list) or not all(_matches(_SDK_LIBRARY, n) for n in libraries):
+        yield f"{where}.sdk_libraries: must be a list of shared library names (lib<name>.so)"
     rules = entry.get("simulator", {})
     if not isinstance(rules, dict):
         yield f"{where}.simulator: must map a platform to a rule ({', '.join(SIMULATOR_RULES)})"
@@ -185,6 +211,31 @@ def _entry_problems(entry: Any, where: str, platforms: list[str]) -> Iterator[st
             yield f"{where}.simulator.{platform}: the backend does not run on {platform!r}"
         if rule not in SIMULATOR_RULES:
             yield f"{where}.simulator.{platform}: {rule!r} is not one of {', '.join(SIMULATOR_RULES)}"
+
+
+def _archives_problems(archives: Any, where: str) -> Iterator[str]:
+    allowed = _ARCHIVE_LISTS + _OPTIONAL_ARCHIVE_LISTS
+    if not isinstance(archives, dict):
+        yield f"{where}: must map {', '.join(allowed)} to lists of archive paths"
+        return
+    for key in _ARCHIVE_LISTS:
+        if key not in archives:
+            yield f"{where}: {key!r} is a required field (an empty list if it has none)"
+    for key in sorted(set(archives) - set(allowed), key=str):
+        yield f"{where}.{key}: unknown field (allowed: {', '.join(allowed)})"
+    for key in allowed:
+        paths = archives.get(key, [])
+        if not isinstance(paths, list):
+            yield f"{where}.{key}: must be a list of archive paths"
+            continue
+        for i, path in enumerate(paths):
+            if not _matches(_ARCHIVE, path) or ".." in path.split("/"):
+                yield (
+                    f"{where}.{key}[{i}]: {path!r} is not a relative path to a static library "
+                    "in the build directory (such as backends/xnnpack/libxnnpack_backend.a)"
+                )
+    if isinstance(archives.get("whole"), list) and not archives["whole"]:
+        yield f"{where}.whole: empty: the delegate registers itself from one of its archives"
 
 
 def _matches(pattern: re.Pattern[str], value: Any) -> bool:
@@ -216,6 +267,10 @@ def parse_catalog(text: str, source: Path) -> BackendCatalog:
             build_flag=b["build_flag"],
             ranks=MappingProxyType(dict(b["platforms"])),
             simulator=MappingProxyType(cast(dict[str, SimulatorRule], dict(b.get("simulator", {})))),
+            archives=Archives(
+                **{key: tuple(b["archives"].get(key, ())) for key in Archives.__dataclass_fields__}
+            ),
+            sdk_libraries=tuple(b.get("sdk_libraries", ())),
         )
         for b in doc["backends"]
     )

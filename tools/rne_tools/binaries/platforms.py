@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rne_tools.backend_catalog import load_catalog
+from rne_tools.backend_catalog import BackendCatalog, load_catalog
 from rne_tools.binaries import shared_library, wheel_sdk
 from rne_tools.binaries.errors import BuildError
 from rne_tools.binaries.lock import SourceLock
@@ -52,9 +52,14 @@ def _on(flag: bool) -> str:
     return "ON" if flag else "OFF"
 
 
-def _backend_flag(backend: str, on: bool) -> str:
-    """The CMake switch that builds ``backend``'s delegate (its ``build_flag`` in the catalog)."""
-    return f"-D{load_catalog().backend(backend).build_flag}={_on(on)}"
+def backend_flags(backends: tuple[str, ...], built: tuple[str, ...],
+                  catalog: BackendCatalog | None = None) -> tuple[str, ...]:
+    """The CMake switch of each of ``backends`` (its ``build_flag`` in the catalog, in the
+    catalog's order): ON for those in ``built``, OFF for the others."""
+    catalog = catalog or load_catalog()
+    return tuple(f"-D{b.build_flag}={_on(b.name in built)}"
+                 for b in catalog.backends if b.name in backends)
+
 
 # ---------------------------------------------------------------------------------------------
 # iOS
@@ -64,17 +69,26 @@ def _backend_flag(backend: str, on: bool) -> str:
 class IosSlice:
     name: str  # build subdirectory
     platform: str  # ios-cmake PLATFORM value
-    mlx: bool  # MLX (Metal) only runs on devices: the simulator has no MLX backend
+    simulator: bool
+    arm64: bool
 
 
 IOS_SLICES = (
-    IosSlice("ios-device", "OS64", True),
-    IosSlice("ios-simulator-arm64", "SIMULATORARM64", False),
-    IosSlice("ios-simulator-x86_64", "SIMULATOR64", False),
+    IosSlice("ios-device", "OS64", simulator=False, arm64=True),
+    IosSlice("ios-simulator-arm64", "SIMULATORARM64", simulator=True, arm64=True),
+    IosSlice("ios-simulator-x86_64", "SIMULATOR64", simulator=True, arm64=False),
 )
 
+
+def ios_backends(simulator: bool, catalog: BackendCatalog | None = None) -> tuple[str, ...]:
+    """The backends an iOS slice builds: the catalog's iOS backends, but on a simulator slice
+    not those whose rule there is `never` (MLX: the simulator's Metal cannot run it)."""
+    catalog = catalog or load_catalog()
+    return tuple(b.name for b in catalog.backends if "ios" in b.platforms
+                 and not (simulator and b.simulator_rule("ios") == "never"))
+
 # Static libraries of ExecuTorch's CMake targets that go into our merged libexecutorch.a, by
-# component. Our own runner (cpp/runner) and tokenizer (cpp/tokenizer) replace ExecuTorch's
+# component (each backend's come from its declaration: ios_archives). Our own runner (cpp/runner) and tokenizer (cpp/tokenizer) replace ExecuTorch's
 # LLM runner and its tokenizers (abseil, re2, sentencepiece), so from the LLM extension only
 # its custom ops (kernels_llm: sdpa, KV-cache update) are linked.
 IOS_ARCHIVES: dict[str, tuple[str, ...]] = {
@@ -88,7 +102,6 @@ IOS_ARCHIVES: dict[str, tuple[str, ...]] = {
         "libextension_tensor.a",
     ),
     "threadpool": ("libcpuinfo.a", "libextension_threadpool.a", "libpthreadpool.a"),
-    "xnnpack": ("libXNNPACK.a", "libxnnpack_backend.a", "libxnnpack-microkernels-prod.a"),
     "kernels_optimized": (
         "libcpublas.a",
         "liboptimized_kernels.a",
@@ -97,10 +110,7 @@ IOS_ARCHIVES: dict[str, tuple[str, ...]] = {
     ),
     "kernels_quantized": ("libquantized_kernels.a", "libquantized_ops_lib.a"),
     "kernels_llm": ("libcustom_ops.a",),
-    # The MLX delegate keeps its KV caches in extension_llm_cache's CacheRegistry.
-    "mlx": ("libmlxdelegate.a", "libextension_llm_cache.a"),
 }
-_ARM_ONLY_ARCHIVES = ("libkleidiai.a",)  # XNNPACK's Arm KleidiAI kernels
 
 
 def _ios_configure_flags(s: IosSlice) -> tuple[str, ...]:
@@ -129,24 +139,28 @@ def _ios_configure_flags(s: IosSlice) -> tuple[str, ...]:
         "-DEXECUTORCH_BUILD_EXTENSION_TENSOR=ON",
         "-DEXECUTORCH_BUILD_EXTENSION_LLM=ON",
         "-DEXECUTORCH_BUILD_EXTENSION_LLM_RUNNER=OFF",
-        _backend_flag("xnnpack", True),
         "-DEXECUTORCH_XNNPACK_SHARED_WORKSPACE=ON",
         "-DEXECUTORCH_BUILD_KERNELS_OPTIMIZED=ON",
         "-DEXECUTORCH_BUILD_KERNELS_QUANTIZED=ON",
         "-DEXECUTORCH_BUILD_KERNELS_LLM=ON",
-        _backend_flag("mlx", s.mlx),
+        *backend_flags(ios_backends(simulator=False), ios_backends(s.simulator)),
     )
 
 
-def _ios_archives(s: IosSlice) -> tuple[str, ...]:
+def ios_archives(s: IosSlice, catalog: BackendCatalog | None = None) -> tuple[str, ...]:
+    """What the slice's merged archive holds. The Xcode build collects every CMake target's
+    archive in lib/ (``CMAKE_ARCHIVE_OUTPUT_DIRECTORY``); a backend's ``external`` archives stay
+    in their ExternalProject's tree."""
+    catalog = catalog or load_catalog()
     libdir = f"$BUILD/{s.name}/lib/{BUILD_TYPE}"  # the Xcode generator adds the config dir
-    names = [n for comp, ns in IOS_ARCHIVES.items() if comp != "mlx" or s.mlx for n in ns]
-    if s.platform != "SIMULATOR64":
-        names += _ARM_ONLY_ARCHIVES
-    paths = [f"{libdir}/{n}" for n in names]
-    if s.mlx:  # MLX itself is an ExternalProject with its own build tree
-        paths.append(f"$BUILD/{s.name}/backends/mlx/mlx/libmlx.a")
-    return tuple(paths)
+    backends = [catalog.backend(n).archives for n in ios_backends(s.simulator, catalog)]
+    in_lib = [n for ns in IOS_ARCHIVES.values() for n in ns] + [
+        a.rsplit("/", 1)[-1]
+        for arc in backends
+        for a in arc.whole + arc.linked + (arc.arm64 if s.arm64 else ())
+    ]
+    external = [f"$BUILD/{s.name}/{a}" for arc in backends for a in arc.external]
+    return tuple(f"{libdir}/{n}" for n in in_lib) + tuple(external)
 
 
 MLX_METALLIB = "$BUILD/ios-device/backends/mlx/mlx/mlx/backend/metal/kernels/mlx.metallib"
@@ -170,7 +184,7 @@ def _ios_steps(jobs: int) -> tuple[list[Step], dict[str, tuple[str, ...]]]:
             Run(f"build ExecuTorch for {s.name}",
                 ("cmake", "--build", f"$BUILD/{s.name}", "--config", BUILD_TYPE, "-j", str(jobs)))
         )
-        archives = _ios_archives(s)
+        archives = ios_archives(s)
         steps.append(
             Run(f"merge the {s.name} static libraries into one archive",
                 ("xcrun", "libtool", "-static", "-o", f"$BUILD/{s.name}/merged/libexecutorch.a",
@@ -182,7 +196,7 @@ def _ios_steps(jobs: int) -> tuple[list[Step], dict[str, tuple[str, ...]]]:
             ("cmake", "--install", "$BUILD/ios-device", "--config", BUILD_TYPE,
              "--prefix", "$BUILD/ios-device/install"))
     )
-    sims = tuple(f"$BUILD/{s.name}/merged/libexecutorch.a" for s in IOS_SLICES if not s.mlx)
+    sims = tuple(f"$BUILD/{s.name}/merged/libexecutorch.a" for s in IOS_SLICES if s.simulator)
     steps.append(
         Run("join the simulator slices (arm64 + x86_64) into one fat archive",
             ("xcrun", "lipo", "-create", *sims, "-output",
@@ -221,6 +235,7 @@ ANDROID_BUILD_COMPONENTS = tuple(c for c in shared_library.ANDROID_COMPONENTS if
 
 def _android_configure_flags(abi: str, components: tuple[str, ...]) -> tuple[str, ...]:
     vulkan = "vulkan" in components
+    backends = tuple(c for c in ANDROID_BUILD_COMPONENTS if c != "kernels")
     return (
         "-G",
         "Ninja",
@@ -246,11 +261,10 @@ def _android_configure_flags(abi: str, components: tuple[str, ...]) -> tuple[str
         "-DEXECUTORCH_BUILD_EXTENSION_TRAINING=OFF",
         "-DEXECUTORCH_BUILD_QNN=OFF",
         "-DEXECUTORCH_BUILD_NEURON=OFF",
-        _backend_flag("vulkan", vulkan),
+        *backend_flags(backends, components),
         # ExecuTorch looks for glslc on PATH and in $VULKAN_SDK/bin only, and the NDK's glslc
         # cannot compile its shaders (no GL_EXT_integer_dot_product): the LunarG SDK's, named.
         *(("-DGLSLC_PATH=$VULKAN_SDK/bin/glslc",) if vulkan else ()),
-        _backend_flag("xnnpack", True),
         "-DEXECUTORCH_XNNPACK_SHARED_WORKSPACE=ON",
         "-DEXECUTORCH_BUILD_EXTENSION_DATA_LOADER=ON",
         "-DEXECUTORCH_BUILD_EXTENSION_FLAT_TENSOR=ON",
@@ -293,8 +307,7 @@ def _android_steps(abis: tuple[str, ...], jobs: int,
         steps.append(Run(f"install ExecuTorch's headers for Android {abi}",
                          ("cmake", "--install", bdir), env=env))
         whole, linked = shared_library.archives(
-            bdir, ("runtime", *components),
-            shared_library.ARM64_ARCHIVES if abi == "arm64-v8a" else ())
+            bdir, ("runtime", *components), arm64=abi == "arm64-v8a")
         so_dir = f"{bdir}/shared"
         so_cfg = shared_library.configure_argv(
             so_dir, whole, linked, toolchain_flags=_android_shared_library_flags(abi))
@@ -352,7 +365,7 @@ LINUX_BUILD = "build/linux"
 LINUX_SHARED_LIBRARY_BUILD = "build/linux-shared/so"
 # The same recipe without the GPU delegates: what opting out of Vulkan (and MLX) saves an app.
 LINUX_CPU_SHARED_LIBRARY_BUILD = "build/linux-shared/cpu"
-CPU_COMPONENTS = ("kernels", "xnnpack")
+CPU_COMPONENTS = ("kernels", *(b.name for b in load_catalog().backends if b.processor == "CPU"))
 _ET_BUILD = "$CACHE/build/executorch-{short}"
 _GLSLC_BUILD = "$CACHE/build/glslc-{short}"
 
@@ -393,6 +406,7 @@ LINUX_COMPONENTS = ("kernels", *load_catalog().names())
 
 def _linux_configure_flags(paths: dict[str, str], components: tuple[str, ...]) -> tuple[str, ...]:
     kernels, vulkan, mlx = ("kernels" in components, "vulkan" in components, "mlx" in components)
+    backends = load_catalog().names()
     return (
         "-G", "Ninja",
         f"-DCMAKE_BUILD_TYPE={BUILD_TYPE}",
@@ -418,10 +432,8 @@ def _linux_configure_flags(paths: dict[str, str], components: tuple[str, ...]) -
         f"-DEXECUTORCH_BUILD_KERNELS_OPTIMIZED={_on(kernels)}",
         f"-DEXECUTORCH_BUILD_KERNELS_QUANTIZED={_on(kernels)}",
         f"-DEXECUTORCH_BUILD_KERNELS_LLM={_on(kernels)}",
-        _backend_flag("xnnpack", "xnnpack" in components),
-        _backend_flag("vulkan", vulkan),
+        *backend_flags(backends, components),
         *((f"-DGLSLC_PATH={paths['glslc']}",) if vulkan else ()),
-        _backend_flag("mlx", mlx),
         # MLX's own configure would download these; the locked local copies instead.
         *(("-DFETCHCONTENT_SOURCE_DIR_JSON=$SOURCE/third-party/json",
            f"-DFETCHCONTENT_SOURCE_DIR_FMT={paths['fmt_source']}") if mlx else ()),
@@ -529,7 +541,7 @@ def _linux_arm64_executorch_steps(lock: SourceLock, jobs: int) -> tuple[list[Ste
               # GCC 12's loop vectoriser crashes on one KleidiAI kernel (the file says which).
               f"-DCMAKE_PROJECT_KleidiAI_INCLUDE=$REPO/{HOST_PROJECT}/cmake/kleidiai_gcc12.cmake")
     whole, linked = shared_library.archives(paths["et_build"], ("runtime", *CPU_COMPONENTS),
-                                            shared_library.ARM64_ARCHIVES)
+                                            arm64=True)
     so_cfg = shared_library.configure_argv(
         LINUX_ARM64_SHARED_LIBRARY_BUILD, whole, linked,
         toolchain_flags=(f"-DCMAKE_TOOLCHAIN_FILE={ARM64_TOOLCHAIN}",))

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from rne_tools.backend_catalog import load_catalog
+from rne_tools.backend_catalog import BackendCatalog, load_catalog
 
 # Relative to the repository root, like every step's working directory.
 PROJECT = "packages/react-native-executorch/cpp/shared_library"
@@ -34,7 +34,8 @@ class Component:
     linked: tuple[str, ...]
 
 
-COMPONENTS: dict[str, Component] = {
+# The parts that are not a backend; each backend's archives are its declaration's (backends.yaml).
+_CORE: dict[str, Component] = {
     # The API our runner calls is linked whole too: nothing inside the library references
     # Module or the tensor helpers, and the linker only exports what it pulled in.
     "runtime": Component(
@@ -68,36 +69,38 @@ COMPONENTS: dict[str, Component] = {
             "kernels/quantized/libquantized_kernels.a",
         ),
     ),
-    "xnnpack": Component(
-        whole=("backends/xnnpack/libxnnpack_backend.a",),
-        linked=(
-            "backends/xnnpack/third-party/XNNPACK/libXNNPACK.a",
-            "backends/xnnpack/third-party/XNNPACK/libxnnpack-microkernels-prod.a",
-        ),
-    ),
-    "vulkan": Component(whole=("backends/vulkan/libvulkan_backend.a",), linked=()),
-    # Linux only (MLX runs on Apple GPUs; Linux proves the delegate on MLX's CPU backend).
-    "mlx": Component(
-        whole=("backends/mlx/libmlxdelegate.a",),
-        linked=("extension/llm/cache/libextension_llm_cache.a", "backends/mlx/mlx/libmlx.a"),
-    ),
 }
 
-# The runtime, the CPU kernels and every backend the catalog runs on Android.
-ANDROID_COMPONENTS = (
-    "runtime",
-    "kernels",
-    *(b.name for b in load_catalog().backends if "android" in b.platforms),
-)
-# XNNPACK's Arm KleidiAI kernels exist only in arm64 builds (XNNPACK adds them to the top-level
-# build directory: ${CMAKE_BINARY_DIR}/kleidiai).
-ARM64_ARCHIVES = ("kleidiai/libkleidiai.a",)
+
+def components(catalog: BackendCatalog) -> dict[str, Component]:
+    """Every component the library can hold: the runtime, the CPU kernels and each backend of
+    ``catalog`` (a backend's ``arm64`` archives are added by ``archives`` for arm64 builds)."""
+    backends = {
+        b.name: Component(whole=b.archives.whole, linked=b.archives.linked + b.archives.external)
+        for b in catalog.backends
+    }
+    return {**_CORE, **backends}
+
+
+def android_components(catalog: BackendCatalog) -> tuple[str, ...]:
+    """The runtime, the CPU kernels and every backend ``catalog`` runs on Android."""
+    return ("runtime", "kernels", *(b.name for b in catalog.backends if "android" in b.platforms))
+
+
+COMPONENTS = components(load_catalog())
+ANDROID_COMPONENTS = android_components(load_catalog())
+
+
+def _arm64_archives(names: tuple[str, ...]) -> dict[str, str]:
+    """Archive path -> backend, for the arm64-only archives of the backends in ``names``."""
+    catalog = load_catalog()
+    return {a: n for n in names if n in catalog.names() for a in catalog.backend(n).archives.arm64}
 
 
 def component_of_archive() -> dict[str, str]:
     """Archive file name -> its component: how a link map's bytes are attributed (sizes.py)."""
     names = {Path(a).name: c for c, comp in COMPONENTS.items() for a in comp.whole + comp.linked}
-    names.update({Path(a).name: "xnnpack" for a in ARM64_ARCHIVES})
+    names.update({Path(a).name: c for a, c in _arm64_archives(tuple(COMPONENTS)).items()})
     return names
 
 
@@ -106,16 +109,18 @@ def link_map(so: str) -> str:
     return so[: -len(".so")] + ".map"
 
 
-def archives(build_dir: str, components: tuple[str, ...],
-             extra_linked: tuple[str, ...] = ()) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(whole, linked) archive paths under ``build_dir`` for ``components``, in link order."""
+def archives(build_dir: str, components: tuple[str, ...], *,
+             arm64: bool = False) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(whole, linked) archive paths under ``build_dir`` for ``components``, in link order;
+    ``arm64``: an arm64 build, which adds its backends' arm64-only archives."""
     unknown = [c for c in components if c not in COMPONENTS]
     if unknown:
         raise ValueError(f"unknown shared-library component {', '.join(unknown)}; "
                          f"choose from {', '.join(COMPONENTS)}")
     whole = tuple(f"{build_dir}/{a}" for c in components for a in COMPONENTS[c].whole)
     linked = tuple(f"{build_dir}/{a}" for c in components for a in COMPONENTS[c].linked)
-    return whole, linked + tuple(f"{build_dir}/{a}" for a in extra_linked)
+    extra = tuple(_arm64_archives(components)) if arm64 else ()
+    return whole, linked + tuple(f"{build_dir}/{a}" for a in extra)
 
 
 def configure_argv(out_dir: str, whole: tuple[str, ...], linked: tuple[str, ...],

@@ -15,15 +15,22 @@ import re
 import struct
 from pathlib import Path
 
+from rne_tools.backend_catalog import BackendCatalog, load_catalog
 from rne_tools.binaries.elf import ElfError
 from rne_tools.binaries.errors import ManifestError
 
-# Component -> the SDK's shared libraries that make it up (executorch/lib of the wheel).
-SDK_COMPONENTS: dict[str, tuple[str, ...]] = {
-    "runtime": ("libexecutorch.so", "libexecutorch_threadpool.so"),
-    "kernels": ("libexecutorch_kernels_optimized.so", "libexecutorch_kernels_quantized.so"),
-    "xnnpack": ("libexecutorch_backend_xnnpack.so",),
-}
+
+def sdk_components(catalog: BackendCatalog) -> dict[str, tuple[str, ...]]:
+    """Component -> the SDK's shared libraries that make it up (executorch/lib of the wheel):
+    the runtime, the CPU kernels and each backend the catalog says the SDK ships."""
+    return {
+        "runtime": ("libexecutorch.so", "libexecutorch_threadpool.so"),
+        "kernels": ("libexecutorch_kernels_optimized.so", "libexecutorch_kernels_quantized.so"),
+        **{b.name: b.sdk_libraries for b in catalog.backends if b.sdk_libraries},
+    }
+
+
+SDK_COMPONENTS = sdk_components(load_catalog())
 CORE_MODULE = "node/rne_node.node"
 _PT_LOAD = 1
 
