@@ -184,6 +184,25 @@ describe('chatting', () => {
   });
 });
 
+describe('prompt lookup', () => {
+  test('off by default; the setting turns speculative decoding by prompt lookup on and off', async () => {
+    const { user, native } = await openChat(['Yes', '.']);
+    const setting = () => screen.getByRole('button', { name: 'Draft tokens by prompt lookup' });
+    expect(setting()).toHaveTextContent('Prompt lookup: off');
+    await send(user, 'One');
+    await screen.findByRole('button', { name: 'Send' });
+    await user.press(setting());
+    expect(setting()).toHaveTextContent('Prompt lookup: on');
+    await send(user, 'Two');
+    await screen.findByRole('button', { name: 'Send' });
+    await user.press(setting());
+    expect(setting()).toHaveTextContent('Prompt lookup: off');
+    await send(user, 'Three');
+    await screen.findByRole('button', { name: 'Send' });
+    expect(native.configs.map((c) => c.drafter)).toEqual([undefined, 'promptLookup', undefined]);
+  });
+});
+
 describe('thinking', () => {
   // Gemma 4 opens a thought channel only when the prompt does not close it (thinking on).
   const thinker = (prompt: string) =>

@@ -92,6 +92,19 @@ describe('an app screen on the mocked useLLM', () => {
     ]);
   });
 
+  test('shows the share of drafted tokens accepted when speculative decoding drafted any', async () => {
+    const user = renderChat();
+    await act(async () => llmMock.finishLoading());
+    await send(user, 'Repeat: a b c');
+    act(() => llmMock.streamToken('a b c'));
+    await act(async () =>
+      llmMock.finishGeneration({ tokensPerSecond: 30, draftedTokens: 12, acceptedTokens: 9, acceptanceRate: 0.75 }),
+    );
+    expect(screen.getByLabelText('Stats')).toHaveTextContent(
+      'first token 0 ms · prefill 0.0 tok/s · decode 30.0 tok/s · 75% of drafts accepted · 1 tokens, finished',
+    );
+  });
+
   test('answers by itself with respondWith, and Stop interrupts', async () => {
     const user = renderChat();
     await act(async () => llmMock.finishLoading());

@@ -35,6 +35,8 @@ export function ChatScreen({ selection, resources, onBack, onRetry }: ChatScreen
   const [draft, setDraft] = useState('');
   // Off by default, as the chat templates default; a template without thinking ignores it.
   const [thinking, setThinking] = useState(false);
+  // Speculative decoding by prompt lookup: off by default, as in the SDK.
+  const [promptLookup, setPromptLookup] = useState(false);
   // The message of a failed generation, so that Retry can send it again.
   const [failedMessage, setFailedMessage] = useState<Outgoing | null>(null);
   // The last send's failure: a generation's (also in llm.error), or one refused before
@@ -158,6 +160,11 @@ export function ChatScreen({ selection, resources, onBack, onRetry }: ChatScreen
     setThinking(!thinking);
   };
 
+  const togglePromptLookup = () => {
+    llm.configure({ generationConfig: { speculative: promptLookup ? undefined : { drafter: 'promptLookup' } } });
+    setPromptLookup(!promptLookup);
+  };
+
   const shownError = sendError ?? (llm.error !== dismissed ? llm.error : null);
   const canSend = recording === null && (draft.trim() !== '' || image !== null || audio !== null);
 
@@ -264,6 +271,14 @@ export function ChatScreen({ selection, resources, onBack, onRetry }: ChatScreen
         selected={thinking}
         disabled={llm.isGenerating}
         onPress={toggleThinking}
+      />
+      <Button
+        small
+        title={promptLookup ? 'Prompt lookup: on' : 'Prompt lookup: off'}
+        label="Draft tokens by prompt lookup"
+        selected={promptLookup}
+        disabled={llm.isGenerating}
+        onPress={togglePromptLookup}
       />
       <Button
         small

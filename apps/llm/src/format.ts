@@ -31,7 +31,8 @@ const STOP_REASONS: Record<StopReason, string> = {
 
 /**
  * The stats line under the chat: time to first token, the image/audio encoders' time (only for
- * a prompt with media), prefill and decode rates, why it ended.
+ * a prompt with media), prefill and decode rates, the share of drafted tokens the model kept
+ * (only with speculative decoding), why it ended.
  */
 export function formatStats(stats: GenerationStats): string {
   return (
@@ -39,6 +40,7 @@ export function formatStats(stats: GenerationStats): string {
     (stats.mediaEncodeMs > 0 ? `encode ${Math.round(stats.mediaEncodeMs)} ms · ` : '') +
     `prefill ${stats.prefillTokensPerSecond.toFixed(1)} tok/s · ` +
     `decode ${stats.tokensPerSecond.toFixed(1)} tok/s · ` +
+    (stats.draftedTokens > 0 ? `${Math.round(stats.acceptanceRate * 100)}% of drafts accepted · ` : '') +
     `${stats.generatedTokens} tokens, ${STOP_REASONS[stats.stopReason]}`
   );
 }
