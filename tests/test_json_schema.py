@@ -8,6 +8,7 @@
   document that parses and validates; a budget below the schema's shortest document is an error
   before anything is generated;
 - a schema the grammar cannot guarantee, or a file that is not JSON, is an error naming it;
+  --json-strict refuses the unknown keywords and formats a lenient run ignores;
 - Zod-style schemas (unions, nullables, a recursive type via $defs, allOf, bounded strings and
   integers, patterns and formats) and a generated set of random schemas over every supported
   construct: the random model's constrained outputs validate with jsonschema (2020-12, formats
@@ -186,6 +187,29 @@ def test_bad_schemas_are_errors_that_name_the_problem(
     assert "not valid JSON" in error("{'type': 'string'}")
     missing = error(None)
     assert "missing.json" in missing and "no such file" in missing
+
+
+def test_json_strict_refuses_what_the_lenient_run_ignores(
+    rne_llm, tiny_llama_fp32, byte_tokenizer, tmp_path
+):
+    # OpenAPI-style annotations: `example` is no JSON Schema keyword, `int64` no format it knows.
+    schema = {"type": "object", "properties": {"id": {"type": "integer", "format": "int64",
+                                                      "example": 7}}, "required": ["id"]}
+    base = [rne_llm, "--model", tiny_llama_fp32.pte_path, "--tokenizer", byte_tokenizer, "--raw",
+            "--json-schema", write_schema(tmp_path, schema), "--temperature", "1", "--seed", "1",
+            "--max-new-tokens", "40"]
+    out = run_json(*base, "{")
+    assert out["stats"]["stop_reason"] == "eos", out
+    jsonschema.validate(json.loads(out["text"][:-1]), schema)
+    done = subprocess.run([*base, "--json-strict", "{"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 1, "strict generated: --json-strict did not reach the compiler"
+    assert "format 'int64'" in done.stderr or "keyword 'example'" in done.stderr, done.stderr
+    alone = subprocess.run([rne_llm, "--model", tiny_llama_fp32.pte_path, "--tokenizer",
+                            byte_tokenizer, "--json-strict", "hi"], capture_output=True,
+                           text=True, timeout=120)
+    assert alone.returncode != 0
+    assert "--json-strict applies to --json-schema" in alone.stderr
 
 
 # What Zod's toJSONSchema emits for typical app types: unions and nullables as anyOf, a recursive

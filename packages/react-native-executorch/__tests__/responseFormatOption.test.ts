@@ -1,7 +1,8 @@
 /**
  * generate(messages, { responseFormat }) picks the native option by the format's shape: an
  * object with only a string `grammar` is a GBNF grammar (responseGrammar), only a string `regex`
- * a regex (responseRegex), anything else a JSON Schema sent as its JSON text (responseFormat).
+ * a regex (responseRegex), only `jsonSchema` and a boolean `strict` that schema (responseFormat) with
+ * responseStrict, anything else a JSON Schema sent as its JSON text (responseFormat).
  * @jest-environment node
  */
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -66,6 +67,27 @@ it('sends { grammar } as responseGrammar, { regex } as responseRegex, a schema a
     },
     { responseFormat: '{"grammar":3}', responseRegex: undefined, responseGrammar: undefined },
     { responseFormat: undefined, responseRegex: undefined, responseGrammar: undefined },
+  ]);
+  llm.release();
+});
+
+it('sends { jsonSchema, strict } as the schema and responseStrict; other keys make it a schema', async () => {
+  const { native, llm } = await loaded();
+  const ask = [{ role: 'user' as const, content: 'Yes or no?' }];
+  const schema = { type: 'string', format: 'int64' };
+  await llm.generate(ask, { responseFormat: { jsonSchema: schema, strict: true } });
+  await llm.generate(ask, { responseFormat: { jsonSchema: schema, strict: false } });
+  await llm.generate(ask, { responseFormat: { jsonSchema: true } });
+  // Not only `jsonSchema` and a boolean `strict`: a JSON Schema of its own.
+  await llm.generate(ask, { responseFormat: { jsonSchema: schema, strict: 'yes' } });
+  await llm.generate(ask, { responseFormat: { jsonSchema: schema, type: 'object' } });
+  const formats = native.configs.map(({ responseFormat, responseStrict }) => ({ responseFormat, responseStrict }));
+  expect(formats).toEqual([
+    { responseFormat: JSON.stringify(schema), responseStrict: true },
+    { responseFormat: JSON.stringify(schema), responseStrict: undefined },
+    { responseFormat: 'true', responseStrict: undefined },
+    { responseFormat: JSON.stringify({ jsonSchema: schema, strict: 'yes' }), responseStrict: undefined },
+    { responseFormat: JSON.stringify({ jsonSchema: schema, type: 'object' }), responseStrict: undefined },
   ]);
   llm.release();
 });

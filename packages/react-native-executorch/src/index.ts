@@ -47,6 +47,7 @@ export {
   type LoadOptions,
   type MediaOptions,
   type SendMessageOptions,
+  type JsonSchemaFormat,
   type RegexFormat,
   type GrammarFormat,
 } from './llm/LLMModule';

@@ -4,7 +4,8 @@
  * (grammar-constrained sampling in the C++ sampler), also when maxNewTokens cuts the answer short
  * (the constraint closes the document within it); a Zod-style schema (a union, a nullable, a
  * recursive type, a pattern and a format) holds; `{ regex }` and `{ grammar }` (GBNF) constrain a
- * whole answer; a schema, regex or grammar the constraint cannot guarantee, or a maxNewTokens
+ * whole answer; `{ jsonSchema, strict: true }` refuses the unknown format a plain schema
+ * ignores; a schema, regex or grammar the constraint cannot guarantee, or a maxNewTokens
  * below the schema's shortest document, is an invalid_argument error that says so.
  * @jest-environment node
  */
@@ -208,6 +209,23 @@ it('refuses a schema keyword or a regex feature it cannot guarantee, naming it',
   const regex = llm.generate([{ role: 'user', content: 'hi' }], { responseFormat: { regex: '(a)\\1' } });
   await expect(regex).rejects.toThrow('backreferences are not supported');
   expect(await codeOf(regex)).toBe('invalid_argument');
+});
+
+it('with { jsonSchema, strict: true } refuses the unknown format a plain schema ignores', async () => {
+  // OpenAPI's int64: an annotation to JSON Schema, so the plain schema generates.
+  const schema: JsonSchema = {
+    type: 'object',
+    properties: { id: { type: 'integer', format: 'int64' } },
+    required: ['id'],
+  };
+  const ask = [{ role: 'user' as const, content: 'Give a record id as JSON.' }];
+  expect(Number.isInteger(JSON.parse(await llm.generate(ask, { responseFormat: schema })).id)).toBe(true);
+  expect(Number.isInteger(JSON.parse(await llm.generate(ask, { responseFormat: { jsonSchema: schema } })).id)).toBe(
+    true,
+  );
+  const strict = llm.generate(ask, { responseFormat: { jsonSchema: schema, strict: true } });
+  await expect(strict).rejects.toThrow("format 'int64' is not supported by constrained generation");
+  expect(await codeOf(strict)).toBe('invalid_argument');
 });
 
 const SUMMARY: JsonSchema = {

@@ -85,6 +85,8 @@ options:
                             runner/include/rne/runner/json_schema.h)
   --json-syntax json|gemma4 how the --json-schema document is written: JSON (default) or Gemma 4's
                             tool-call argument syntax ({key:<|"|>text<|"|>,n:3}, see json_schema.h)
+  --json-strict             refuse the --json-schema's unknown keywords and formats instead of
+                            ignoring them as annotations (nothing in the schema goes unenforced)
   --regex REGEX             answer with text that matches REGEX as a whole (grammar-constrained
                             sampling; the subset in runner/include/rne/runner/regex.h)
   --grammar FILE            answer with a sentence of the GBNF grammar in FILE (its `root` rule;
@@ -262,6 +264,8 @@ Options parse_args(int argc, char** argv) {
         fail("--json-syntax: unknown syntax '" + syntax + "' (expected json or gemma4)");
       }
       json_syntax_given = true;
+    } else if (arg == "--json-strict") {
+      o.generation.json_strict = true;
     } else if (arg == "--regex") {
       o.generation.regex = value();
       if (o.generation.regex.empty()) {
@@ -316,6 +320,9 @@ Options parse_args(int argc, char** argv) {
   require_utf8(o.generation.grammar, "--grammar");
   if (json_syntax_given && o.generation.json_schema.empty()) {
     fail("--json-syntax applies to --json-schema; give a schema too");
+  }
+  if (o.generation.json_strict && o.generation.json_schema.empty()) {
+    fail("--json-strict applies to --json-schema; give a schema too");
   }
   for (const auto& stop : o.generation.stop_strings) require_utf8(stop, "--stop");
   if (o.model.empty() || o.tokenizer.empty()) fail("--model and --tokenizer are required (see --help)");

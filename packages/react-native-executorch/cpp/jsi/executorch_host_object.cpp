@@ -80,6 +80,10 @@ class JsiObjectReader : public seam::ObjectReader {
     j::Value value = object_.getProperty(rt_, name);
     return value.isNumber() ? std::optional(value.asNumber()) : std::nullopt;
   }
+  std::optional<bool> boolean(const char* name) const override {
+    j::Value value = object_.getProperty(rt_, name);
+    return value.isBool() ? std::optional(value.getBool()) : std::nullopt;
+  }
   std::optional<std::string> string(const char* name) const override {
     j::Value value = object_.getProperty(rt_, name);
     return value.isString() ? std::optional(value.asString(rt_).utf8(rt_)) : std::nullopt;

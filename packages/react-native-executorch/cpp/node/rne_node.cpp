@@ -210,6 +210,13 @@ class NapiObjectReader : public seam::ObjectReader {
     napi_get_value_double(env_, value, &number);
     return number;
   }
+  std::optional<bool> boolean(const char* name) const override {
+    napi_value value = property(name);
+    bool flag = false;
+    if (typeOf(env_, value) != napi_boolean) return std::nullopt;
+    napi_get_value_bool(env_, value, &flag);
+    return flag;
+  }
   std::optional<std::string> string(const char* name) const override {
     return stringOf(env_, property(name));
   }

@@ -21,7 +21,7 @@ namespace {
 
 // generate()'s options: one row per field of NativeGenerationConfig (src/native/seam.ts), with
 // the GenerationConfig field it sets; the JS type read (number, string, array of strings, or
-// for an enum one of its names) follows from the field's C++ type. Adding a sampler option: its
+// for an enum one of its names, boolean for a bool) follows from the field's C++ type. Adding a sampler option: its
 // SamplerConfig field and range check (runner::validate), a kOptional row here (an app whose
 // TypeScript omits it keeps the field's default) and its TypeScript field (SamplingOptions).
 using runner::GenerationConfig;
@@ -50,7 +50,11 @@ Result<void> readOption(const ObjectReader& object, const char* name, Presence p
   const auto wrong = [name](const char* type) {
     return invalidArgument(std::string("config.") + name + " must be " + type);
   };
-  if constexpr (std::is_arithmetic_v<Field>) {
+  if constexpr (std::is_same_v<Field, bool>) {
+    auto value = object.boolean(name);
+    if (!value) return wrong("a boolean");
+    field = *value;
+  } else if constexpr (std::is_arithmetic_v<Field>) {
     auto value = object.number(name);
     if (!value) return wrong("a number");
     // A fraction or an out-of-range count would be truncated or wrap (undefined for NaN).
@@ -117,6 +121,8 @@ constexpr GenerationOption kGenerationOptions[] = {
     option<&GenerationConfig::grammar>("responseGrammar", Presence::kOptional),
     // The syntax responseFormat's documents are written in (Gemma 4's tool-call arguments).
     option<&GenerationConfig::json_syntax>("responseSyntax", Presence::kOptional),
+    // responseFormat's unknown keywords and formats refused instead of ignored.
+    option<&GenerationConfig::json_strict>("responseStrict", Presence::kOptional),
     // Special tokens the streamed text keeps (a chat format's markers its parsers read).
     option<&GenerationConfig::keep_special_tokens>("keepSpecialTokens", Presence::kOptional),
     // Speculative decoding (speculative in TypeScript): off without a drafter; the rest tunes it.

@@ -44,6 +44,7 @@ class ObjectReader {
   virtual bool has(const char* name) const = 0;
   // nullopt when the property is missing or of another type.
   virtual std::optional<double> number(const char* name) const = 0;
+  virtual std::optional<bool> boolean(const char* name) const = 0;
   virtual std::optional<std::string> string(const char* name) const = 0;
   virtual std::optional<std::vector<std::string>> strings(const char* name) const = 0;
 };

@@ -629,6 +629,39 @@ TEST_F(SmolLM2Test, BudgetBelowTheShortestDocumentIsRefusedBeforeThePrefill) {
   EXPECT_EQ(runner_->position(), 0) << "nothing was prefilled";
 }
 
+// json_strict reaches the schema's compiler: the same schema with a format the engine does not
+// know (an annotation, ignored) generates, and under strict is refused before the prefill, also
+// right after the lenient run cached its constraint. Strict without a schema is refused.
+TEST_F(SmolLM2Test, StrictRefusesTheUnknownFormatTheLenientRunIgnores) {
+  constexpr const char* kInt64Schema =
+      R"({"type":"object","properties":{"summary":{"type":"string"},
+          "year":{"type":"integer","format":"int64"}},"required":["summary"]})";
+  const auto prompt = ids(turn("user", "Summarize Hamlet as JSON.") + "<|im_start|>assistant\n");
+  GenerationConfig config = greedy(24);
+  config.json_schema = kInt64Schema;
+  std::string text;
+  auto lenient = runner_->generate(prompt, config, [&](std::string_view piece) { text += piece; });
+  ASSERT_TRUE(lenient.ok()) << lenient.error().message;
+  auto schema = compile_json_schema(kInt64Schema);
+  ASSERT_TRUE(schema.ok());
+  EXPECT_TRUE(JsonGrammar(**schema).matches(text)) << text;
+
+  runner_->reset();
+  config.json_strict = true;
+  auto strict = runner_->generate(prompt, config, nullptr);
+  ASSERT_FALSE(strict.ok()) << "strict generated: the flag did not reach the compiler";
+  EXPECT_EQ(strict.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(strict.error().message.find("format 'int64'"), std::string::npos)
+      << strict.error().message;
+  EXPECT_EQ(runner_->position(), 0) << "refused before the prefill";
+
+  config.json_schema.clear();
+  auto alone = runner_->generate(prompt, config, nullptr);
+  ASSERT_FALSE(alone.ok());
+  EXPECT_NE(alone.error().message.find("strict applies to a JSON schema"), std::string::npos)
+      << alone.error().message;
+}
+
 // The budget rule on SmolLM2's real 49,152-token vocabulary: random generations (long tokens
 // preferred, so budgets bind) under every budget from the least up end with EOS in budget with
 // a document the grammar accepts; every allowed token leaves a completion that fits, and with

@@ -15,7 +15,7 @@
 
 namespace {
 
-using Value = std::variant<double, std::string, std::vector<std::string>>;
+using Value = std::variant<double, std::string, std::vector<std::string>, bool>;
 
 // A JS object as a map of its properties.
 class MapReader : public rne::seam::ObjectReader {
@@ -24,6 +24,7 @@ class MapReader : public rne::seam::ObjectReader {
 
   bool has(const char* name) const override { return values.count(name) > 0; }
   std::optional<double> number(const char* name) const override { return get<double>(name); }
+  std::optional<bool> boolean(const char* name) const override { return get<bool>(name); }
   std::optional<std::string> string(const char* name) const override {
     return get<std::string>(name);
   }
@@ -52,6 +53,7 @@ TEST(SeamOptions, EachOptionLandsInItsField) {
   MapReader config = fullConfig();
   config.values["responseFormat"] = std::string(R"({"type":"object"})");
   config.values["responseSyntax"] = std::string("gemma4");
+  config.values["responseStrict"] = true;
   config.values["keepSpecialTokens"] = std::vector<std::string>{"<|channel>", "<channel|>"};
   auto parsed = rne::seam::parseGenerationConfig(config);
   ASSERT_TRUE(parsed.ok()) << parsed.error().message;
@@ -66,6 +68,7 @@ TEST(SeamOptions, EachOptionLandsInItsField) {
   EXPECT_EQ(c.stop_strings, std::vector<std::string>{"END"});
   EXPECT_EQ(c.json_schema, R"({"type":"object"})");
   EXPECT_EQ(c.json_syntax, rne::runner::JsonSyntax::kGemma4);
+  EXPECT_TRUE(c.json_strict);
   EXPECT_EQ(c.keep_special_tokens, (std::vector<std::string>{"<|channel>", "<channel|>"}));
 }
 
@@ -74,6 +77,7 @@ TEST(SeamOptions, OptionalOptionsKeepTheirDefaultsWhenAbsent) {
   ASSERT_TRUE(parsed.ok()) << parsed.error().message;
   EXPECT_EQ(parsed.value().json_schema, "");
   EXPECT_EQ(parsed.value().json_syntax, rne::runner::JsonSyntax::kJson);
+  EXPECT_FALSE(parsed.value().json_strict);
   EXPECT_TRUE(parsed.value().keep_special_tokens.empty());
 }
 
@@ -101,6 +105,13 @@ TEST(SeamOptions, MissingOrMistypedOptionsAreNamed) {
     auto bad = rne::seam::parseGenerationConfig(syntax);
     ASSERT_FALSE(bad.ok());
     EXPECT_EQ(bad.error().message, R"(config.responseSyntax must be "json" or "gemma4")");
+  }
+  for (const Value& value : {Value(1.0), Value(std::string("true"))}) {
+    MapReader strict = fullConfig();
+    strict.values["responseStrict"] = value;
+    auto bad = rne::seam::parseGenerationConfig(strict);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(bad.error().message, "config.responseStrict must be a boolean");
   }
 }
 

@@ -64,11 +64,12 @@ export interface GenerateOptions {
    * validates against it, enforced while sampling (keywords it cannot guarantee are an
    * `invalid_argument` error naming them). Or `{ regex }`: the whole answer matches the regex.
    * Or `{ grammar }`: the whole answer is a sentence of a GBNF grammar (llama.cpp's format).
+   * Or `{ jsonSchema, strict: true }`: that schema, its unknown keywords and formats refused.
    * The answer closes within `maxNewTokens` (a string that runs long is cut short); a budget
    * below the shortest answer is an `invalid_argument` error. See the README's "Structured
    * output".
    */
-  readonly responseFormat?: JsonSchema | RegexFormat | GrammarFormat;
+  readonly responseFormat?: JsonSchema | JsonSchemaFormat | RegexFormat | GrammarFormat;
 }
 
 /**
@@ -198,7 +199,19 @@ export interface GrammarFormat {
   readonly grammar: string;
 }
 
-type ResponseFormat = JsonSchema | RegexFormat | GrammarFormat;
+/**
+ * A JSON Schema with its options. `strict: true` refuses the schema's keywords and `format` values
+ * the engine does not know (an `invalid_argument` error naming them) where by default they are
+ * annotations and ignored, as JSON Schema says: nothing in the schema goes unenforced. An object
+ * with only a `jsonSchema` (an object or a boolean) and a boolean `strict` is read as this, not
+ * as a JSON Schema.
+ */
+export interface JsonSchemaFormat {
+  readonly jsonSchema: JsonSchema;
+  readonly strict?: boolean;
+}
+
+type ResponseFormat = JsonSchema | JsonSchemaFormat | RegexFormat | GrammarFormat;
 
 function isOnly<K extends string>(format: ResponseFormat, key: K): format is ResponseFormat & Record<K, string> {
   return (
@@ -206,6 +219,28 @@ function isOnly<K extends string>(format: ResponseFormat, key: K): format is Res
     Object.keys(format).length === 1 &&
     typeof (format as Record<string, unknown>)[key] === 'string'
   );
+}
+
+function isSchemaFormat(format: ResponseFormat): format is JsonSchemaFormat {
+  if (typeof format !== 'object' || !('jsonSchema' in format)) return false;
+  const { jsonSchema, strict, ...rest } = format as Record<string, unknown>;
+  return (
+    Object.keys(rest).length === 0 &&
+    (typeof jsonSchema === 'boolean' || (typeof jsonSchema === 'object' && jsonSchema !== null && !Array.isArray(jsonSchema))) &&
+    (strict === undefined || typeof strict === 'boolean')
+  );
+}
+
+/** The native options of a generation's `responseFormat`. */
+function nativeFormat(
+  format: ResponseFormat,
+): Pick<NativeGenerationConfig, 'responseFormat' | 'responseStrict' | 'responseRegex' | 'responseGrammar'> {
+  if (isOnly(format, 'regex')) return { responseRegex: format.regex };
+  if (isOnly(format, 'grammar')) return { responseGrammar: format.grammar };
+  if (isSchemaFormat(format)) {
+    return { responseFormat: JSON.stringify(format.jsonSchema), ...(format.strict ? { responseStrict: true } : {}) };
+  }
+  return { responseFormat: JSON.stringify(format) };
 }
 
 /** The settings {@link LLMModule.configure} accumulated, in one normalised form. */
@@ -843,13 +878,7 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
       // After its calls Gemma 4 opens the tool response itself: the answer ends there, and the
       // results are rendered in that place next round.
       ...(gemma4Calls ? { stopStrings: [...base.stopStrings, GEMMA4_RESPONSE_OPEN] } : {}),
-      ...(responseFormat === undefined
-        ? {}
-        : isOnly(responseFormat, 'regex')
-          ? { responseRegex: responseFormat.regex }
-          : isOnly(responseFormat, 'grammar')
-            ? { responseGrammar: responseFormat.grammar }
-            : { responseFormat: JSON.stringify(responseFormat) }),
+      ...(responseFormat === undefined ? {} : nativeFormat(responseFormat)),
       ...(forcedCall ? { responseSyntax: forcedCall.syntax } : {}),
       ...(keepSpecialTokens.length ? { keepSpecialTokens } : {}),
     };

@@ -49,6 +49,8 @@ export interface NativeGenerationConfig extends SamplingOptions {
    * (grammar-constrained sampling in the C++ sampler). Absent: free text.
    */
   readonly responseFormat?: string;
+  /** `responseFormat`'s unknown keywords and formats refused instead of ignored (absent: false). */
+  readonly responseStrict?: boolean;
   /** A regex (C++ regex.h's subset) the whole answer matches, sampled the same way. */
   readonly responseRegex?: string;
   /** A GBNF grammar (C++ gbnf.h) whose `root` the whole answer is a sentence of, sampled the same way. */

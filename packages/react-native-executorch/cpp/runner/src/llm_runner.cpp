@@ -67,6 +67,11 @@ Result<std::unique_ptr<LlmRunner>> LlmRunner::load(std::shared_ptr<const ModelFi
 Result<GenerationConfig> LlmRunner::with_json_constraint(const GenerationConfig& config) {
   const int formats = int{!config.json_schema.empty()} + int{!config.regex.empty()} +
                       int{!config.grammar.empty()};
+  if (config.json_strict && config.json_schema.empty()) {
+    return Error{ErrorCode::kInvalidArgument,
+                 "strict applies to a JSON schema (its unknown keywords and formats refused); "
+                 "give a JSON schema with it, or leave strict out"};
+  }
   if (formats == 0) return config;
   if (formats > 1) {
     return Error{ErrorCode::kInvalidArgument,
@@ -77,9 +82,9 @@ Result<GenerationConfig> LlmRunner::with_json_constraint(const GenerationConfig&
   std::vector<std::string> kept = config.keep_special_tokens;
   std::sort(kept.begin(), kept.end());
   kept.erase(std::unique(kept.begin(), kept.end()), kept.end());
-  // What the cached constraint was built for: the syntax, the kept tokens, and the schema's
-  // text or the regex or grammar marked apart.
-  std::string key(1, static_cast<char>(config.json_syntax));
+  // What the cached constraint was built for: the syntax, strictness, the kept tokens, and the
+  // schema's text or the regex or grammar marked apart.
+  std::string key{static_cast<char>(config.json_syntax), config.json_strict ? 's' : '-'};
   for (const std::string& text : kept) key += text + '\0';
   key += !config.grammar.empty() ? "\x01grammar:" + config.grammar
          : !config.regex.empty() ? "\x01regex:" + config.regex
@@ -102,8 +107,9 @@ Result<GenerationConfig> LlmRunner::with_json_constraint(const GenerationConfig&
     if (!compiled.ok()) return compiled.error();
     grammar = *compiled;
   } else {
-    schema = config.regex.empty() ? compile_json_schema(config.json_schema, config.json_syntax)
-                                  : compile_regex_format(config.regex);
+    schema = config.regex.empty()
+                 ? compile_json_schema(config.json_schema, config.json_syntax, config.json_strict)
+                 : compile_regex_format(config.regex);
     if (!schema.ok()) return schema.error();
   }
   if (!token_trie_ || kept != token_trie_kept_) {
