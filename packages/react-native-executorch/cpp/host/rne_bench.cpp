@@ -10,6 +10,10 @@
 //     peak during the load, the prefill and the decode, each phase's peak counted from the end
 //     of the phase before, and what is resident after each, split into anonymous memory and
 //     pages of mapped files.
+//   rne_bench --model FILE.pte --verify-sweep 1 [--prompt-tokens 128] [--iterations 20]
+//     what speculative decoding pays per round: after a prompt of --prompt-tokens, the median
+//     ms of one forward(T=1) and of verify(T=k) for k = 1 .. the program's max_verify, the calls
+//     interleaved at the same position (each rewrites the same cache slots).
 //   rne_bench --sampler-vocab 262144 [--iterations 200]
 //     sampler ms/token per configuration, median (logits shaped like an LM's: a heavy head on
 //     noise).
@@ -244,6 +248,37 @@ void bench_memory(const std::string& path, int prompt_tokens, int new_tokens) {
   std::printf("}}\n");
 }
 
+void bench_verify(const std::string& path, int prompt_tokens, int iterations) {
+  auto session = ModelSession::load(path);
+  if (!session.ok()) fail(session.error().message);
+  ModelSession& model = **session;
+  const auto& contract = model.contract();
+  if (contract.max_verify == 0) fail(path + " has no verify method (export with --verify-tokens)");
+  std::vector<int64_t> prompt(static_cast<size_t>(prompt_tokens));
+  for (int i = 0; i < prompt_tokens; ++i) prompt[i] = (i * 37 + 5) % contract.vocab_size;
+  for (int at = 0; at < prompt_tokens; at += static_cast<int>(contract.max_chunk)) {
+    const int64_t n = std::min<int64_t>(contract.max_chunk, prompt_tokens - at);
+    if (auto out = model.forward(prompt.data() + at, n, at); !out.ok()) fail(out.error().message);
+  }
+  std::vector<int64_t> chunk(static_cast<size_t>(contract.max_verify), 11);
+  std::vector<std::vector<double>> ms(static_cast<size_t>(contract.max_verify) + 1);
+  for (int i = 0; i < iterations + 2; ++i) {  // the first two warm up (verify loads lazily)
+    for (int64_t k = 0; k <= contract.max_verify; ++k) {
+      const auto t = Clock::now();
+      auto out = k == 0 ? model.forward(chunk.data(), 1, prompt_tokens)
+                        : model.verify(chunk.data(), k, prompt_tokens);
+      if (!out.ok()) fail(out.error().message);
+      if (i >= 2) ms[static_cast<size_t>(k)].push_back(seconds_since(t) * 1000.0);
+    }
+  }
+  std::printf("{\"model\":\"%s\",\"prompt_tokens\":%d,\"iterations\":%d,\"forward_ms\":%.3f,"
+              "\"verify_ms\":[", path.c_str(), prompt_tokens, iterations, median(ms[0]));
+  for (int64_t k = 1; k <= contract.max_verify; ++k) {
+    std::printf("%s%.3f", k > 1 ? "," : "", median(ms[static_cast<size_t>(k)]));
+  }
+  std::printf("]}\n");
+}
+
 void bench_sampler(int64_t vocab, int iterations) {
   std::mt19937 gen(1);
   std::normal_distribution<float> noise(0.0f, 2.5f);
@@ -295,8 +330,8 @@ void bench_sampler(int64_t vocab, int iterations) {
 int main(int argc, char** argv) {
   et::runtime::register_pal(et::runtime::PalImpl::create(quiet_log, __FILE__));
   std::string model;
-  int prompt_tokens = 128, new_tokens = 64, repeat = 5, iterations = 200, with_bare = 1;
-  int memory = 0;
+  int prompt_tokens = 128, new_tokens = 64, repeat = 5, iterations = 0, with_bare = 1;
+  int memory = 0, verify_sweep = 0;
   int64_t sampler_vocab = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -308,16 +343,18 @@ int main(int argc, char** argv) {
     else if (arg == "--repeat") repeat = std::stoi(value);
     else if (arg == "--bare") with_bare = std::stoi(value);
     else if (arg == "--memory") memory = std::stoi(value);
+    else if (arg == "--verify-sweep") verify_sweep = std::stoi(value);
     else if (arg == "--sampler-vocab") sampler_vocab = std::stoll(value);
     else if (arg == "--iterations") iterations = std::stoi(value);
     else fail("unknown option " + arg);
   }
   if (sampler_vocab > 0) {
-    bench_sampler(sampler_vocab, iterations);
+    bench_sampler(sampler_vocab, iterations > 0 ? iterations : 200);
     return 0;
   }
   if (model.empty()) fail("--model FILE.pte or --sampler-vocab N is required");
-  if (memory != 0) bench_memory(model, prompt_tokens, new_tokens);
+  if (verify_sweep != 0) bench_verify(model, prompt_tokens, iterations > 0 ? iterations : 20);
+  else if (memory != 0) bench_memory(model, prompt_tokens, new_tokens);
   else bench_model(model, prompt_tokens, new_tokens, repeat, with_bare != 0);
   return 0;
 }
