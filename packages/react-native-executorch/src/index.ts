@@ -100,5 +100,7 @@ export type {
   ImagePromptPart,
   AudioPromptPart,
   SamplingOptions,
+  SessionInfo,
+  NativeSessionInfo,
   StopReason,
 } from './native/seam';

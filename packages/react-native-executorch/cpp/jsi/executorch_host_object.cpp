@@ -219,6 +219,8 @@ j::Value ExecutorchHostObject::get(j::Runtime& rt, const j::PropNameID& prop) {
       {"maxContextLength", &ExecutorchHostObject::maxContextLength},
       {"release", &ExecutorchHostObject::release},
       {"renderChatTemplate", &ExecutorchHostObject::renderChatTemplate},
+      {"saveSession", &ExecutorchHostObject::saveSession},
+      {"loadSession", &ExecutorchHostObject::loadSession},
   };
   const std::string name = prop.utf8(rt);
   for (const auto& [method_name, method] : kMethods) {
@@ -353,6 +355,59 @@ j::Value ExecutorchHostObject::maxContextLength(j::Runtime& rt, const j::Value* 
 j::Value ExecutorchHostObject::release(j::Runtime& rt, const j::Value* args, size_t count) {
   throwIfError(rt, core_->release(handleArg(rt, args, count)));
   return j::Value::undefined();
+}
+
+j::Value ExecutorchHostObject::sessionPromise(
+    j::Runtime& rt, const std::function<seam::Result<void>(seam::SeamCore::SessionDone)>& start) {
+  return makePromise(rt, [&](j::Runtime& rt, PendingPtr pending) {
+    auto done = [invoker = js_invoker_, pending](seam::Result<runner::SessionInfo> result) {
+      invoker->invokeAsync([result = std::move(result), pending](j::Runtime& rt) {
+        if (!result.ok()) {
+          pending->reject.call(rt, makeError(rt, result.error()));
+          return;
+        }
+        const runner::SessionInfo& info = result.value();
+        j::Object object(rt);
+        object.setProperty(rt, "fileBytes", static_cast<double>(info.file_bytes));
+        object.setProperty(rt, "tokens", static_cast<double>(info.tokens));
+        object.setProperty(rt, "restored",
+                           j::String::createFromAscii(rt, runner::session_restore_name(info.restore)));
+        object.setProperty(rt, "ms", info.ms);
+        object.setProperty(rt, "appData", j::String::createFromUtf8(rt, info.app_data));
+        pending->resolve.call(rt, std::move(object));
+      });
+    };
+    auto started = start(std::move(done));
+    if (!started.ok()) pending->reject.call(rt, makeError(rt, started.error()));
+  });
+}
+
+// saveSession(handle, path, tokensOnly, appData): a promise of the session's facts.
+j::Value ExecutorchHostObject::saveSession(j::Runtime& rt, const j::Value* args, size_t count) {
+  const Handle handle = handleArg(rt, args, count);
+  if (count < 4 || !args[1].isString() || !args[2].isBool() || !args[3].isString()) {
+    throwError(rt, seam::invalidArgument(
+                       "saveSession(handle, path: string, tokensOnly: boolean, appData: string)"));
+  }
+  std::string path = args[1].asString(rt).utf8(rt);
+  std::string app_data = args[3].asString(rt).utf8(rt);
+  const bool tokens_only = args[2].getBool();
+  return sessionPromise(rt, [&](seam::SeamCore::SessionDone done) {
+    return core_->saveSession(handle, std::move(path), tokens_only, std::move(app_data),
+                              std::move(done));
+  });
+}
+
+// loadSession(handle, path): a promise of the session's facts (appData: what was saved).
+j::Value ExecutorchHostObject::loadSession(j::Runtime& rt, const j::Value* args, size_t count) {
+  const Handle handle = handleArg(rt, args, count);
+  if (count < 2 || !args[1].isString()) {
+    throwError(rt, seam::invalidArgument("loadSession(handle, path: string)"));
+  }
+  std::string path = args[1].asString(rt).utf8(rt);
+  return sessionPromise(rt, [&](seam::SeamCore::SessionDone done) {
+    return core_->loadSession(handle, std::move(path), std::move(done));
+  });
 }
 
 void install(j::Runtime& runtime, std::shared_ptr<CallInvoker> js_invoker, PlatformInfo platform) {

@@ -46,6 +46,14 @@ class ExecutorchHostObject : public facebook::jsi::HostObject {
                                         const facebook::jsi::Value* args, size_t count);
   facebook::jsi::Value release(facebook::jsi::Runtime& rt, const facebook::jsi::Value* args,
                                size_t count);
+  facebook::jsi::Value saveSession(facebook::jsi::Runtime& rt, const facebook::jsi::Value* args,
+                                   size_t count);
+  facebook::jsi::Value loadSession(facebook::jsi::Runtime& rt, const facebook::jsi::Value* args,
+                                   size_t count);
+  // saveSession / loadSession's promise; `start` calls the core with the completion.
+  facebook::jsi::Value sessionPromise(
+      facebook::jsi::Runtime& rt,
+      const std::function<seam::Result<void>(seam::SeamCore::SessionDone)>& start);
 
   std::shared_ptr<facebook::react::CallInvoker> js_invoker_;
   std::shared_ptr<seam::SeamCore> core_;

@@ -412,6 +412,62 @@ napi_value Generate(napi_env env, napi_callback_info info) {
   return promise;
 }
 
+// A SessionInfo as {fileBytes, tokens, restored: 'cache' | 'prefill', ms, appData}.
+napi_value sessionInfoToJs(napi_env env, const runner::SessionInfo& info) {
+  napi_value object;
+  napi_create_object(env, &object);
+  napi_set_named_property(env, object, "fileBytes", jsNumber(env, static_cast<double>(info.file_bytes)));
+  napi_set_named_property(env, object, "tokens", jsNumber(env, static_cast<double>(info.tokens)));
+  napi_set_named_property(env, object, "restored",
+                          jsString(env, runner::session_restore_name(info.restore)));
+  napi_set_named_property(env, object, "ms", jsNumber(env, info.ms));
+  napi_set_named_property(env, object, "appData", jsString(env, info.app_data));
+  return object;
+}
+
+// saveSession(handle, path, tokensOnly, appData) / loadSession(handle, path): a promise of the
+// session's facts (seam_core.h).
+napi_value SessionCall(napi_env env, napi_callback_info info, bool save) {
+  Call call(env, info);
+  auto handle = handleArg(env, call);
+  auto path = stringOf(env, call.arg(env, 1));
+  bool tokens_only = false;
+  std::optional<std::string> app_data = std::string();
+  if (save) {
+    app_data = stringOf(env, call.arg(env, 3));
+    if (napi_get_value_bool(env, call.arg(env, 2), &tokens_only) != napi_ok) app_data.reset();
+  }
+  if (!handle || !path || !app_data) {
+    return throwError(env, seam::invalidArgument(
+                               save ? "saveSession(handle, path: string, tokensOnly: boolean, "
+                                      "appData: string)"
+                                    : "loadSession(handle, path: string)"));
+  }
+  auto pending = std::make_shared<Pending>();
+  napi_value promise;
+  napi_create_promise(env, &pending->deferred, &promise);
+  std::shared_ptr<JsThread> js = call.host->js;
+  auto done = [js, pending](Result<runner::SessionInfo> result) {
+    js->post([js, pending, result = std::move(result)](napi_env env) {
+      pending->settle(env, *js, result.ok(),
+                      result.ok() ? sessionInfoToJs(env, result.value())
+                                  : makeError(env, result.error()));
+    });
+  };
+  auto started = save ? call.host->core->saveSession(*handle, std::move(*path), tokens_only,
+                                                     std::move(*app_data), std::move(done))
+                      : call.host->core->loadSession(*handle, std::move(*path), std::move(done));
+  if (!started.ok()) {
+    napi_reject_deferred(env, pending->deferred, makeError(env, started.error()));
+    return promise;
+  }
+  js->hold(env);
+  return promise;
+}
+
+napi_value SaveSession(napi_env env, napi_callback_info info) { return SessionCall(env, info, true); }
+napi_value LoadSession(napi_env env, napi_callback_info info) { return SessionCall(env, info, false); }
+
 // interrupt / reset / release: undefined, or a thrown coded error.
 template <Result<void> (seam::SeamCore::*Method)(Handle)>
 napi_value HandleCall(napi_env env, napi_callback_info info) {
@@ -479,6 +535,8 @@ napi_callback methodFor(std::string_view name) {
   if (name == "countTokens") return CountTokens;
   if (name == "maxContextLength") return MaxContextLength;
   if (name == "renderChatTemplate") return RenderChatTemplate;
+  if (name == "saveSession") return SaveSession;
+  if (name == "loadSession") return LoadSession;
   return HandleCall<&seam::SeamCore::release>;
 }
 

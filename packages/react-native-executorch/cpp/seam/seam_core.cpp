@@ -503,6 +503,46 @@ Result<int64_t> SeamCore::maxContextLength(Handle handle) {
   return (*model)->max_context;
 }
 
+Result<void> SeamCore::saveSession(Handle handle, std::string path, bool tokens_only,
+                                   std::string app_data, SessionDone done) {
+  auto found = find(handle);
+  if (!found.ok()) return found.error();
+  std::shared_ptr<Model> model = *found;
+  // The generation flag also keeps generate() and reset() out until the file is written.
+  if (model->running.exchange(true)) {
+    return Error{runner::ErrorCode::kBusy,
+                 "saveSession() while generating; await the generation or interrupt() first"};
+  }
+  worker_->post([model, path = std::move(path), tokens_only, app_data = std::move(app_data),
+                 done = std::move(done)] {
+    auto saved = guarded("saving the session", [&] {
+      return runner::SessionFile::save(model->runner->generator(), path, tokens_only, app_data);
+    });
+    model->running.store(false);
+    done(std::move(saved));
+  });
+  return {};
+}
+
+Result<void> SeamCore::loadSession(Handle handle, std::string path, SessionDone done) {
+  auto found = find(handle);
+  if (!found.ok()) return found.error();
+  std::shared_ptr<Model> model = *found;
+  if (model->running.exchange(true)) {
+    return Error{runner::ErrorCode::kBusy,
+                 "loadSession() while generating; await the generation or interrupt() first "
+                 "(the conversation is unchanged)"};
+  }
+  worker_->post([model, path = std::move(path), done = std::move(done)] {
+    auto loaded = guarded("loading the session", [&] {
+      return runner::SessionFile::load(model->runner->generator(), path);
+    });
+    model->running.store(false);
+    done(std::move(loaded));
+  });
+  return {};
+}
+
 Result<void> SeamCore::release(Handle handle) {
   std::shared_ptr<Model> model;
   {

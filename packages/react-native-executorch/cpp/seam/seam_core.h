@@ -23,6 +23,7 @@
 
 #include "platform_info.h"
 #include "rne/runner/llm_runner.h"
+#include "rne/runner/session_file.h"
 #include "work_queue.h"
 
 namespace rne::seam {
@@ -32,9 +33,10 @@ using runner::Result;
 using Handle = int64_t;
 
 // The seam's method names, as the hosts expose them.
-inline constexpr std::array<const char*, 11> kMethodNames{
+inline constexpr std::array<const char*, 13> kMethodNames{
     "availableBackends", "platformInfo", "loadLLM",          "generate", "interrupt",         "reset",
-    "stats",             "countTokens",  "maxContextLength", "release",  "renderChatTemplate"};
+    "stats",             "countTokens",  "maxContextLength", "release",  "renderChatTemplate",
+    "saveSession",       "loadSession"};
 
 // Reads the properties of one JS object; each host implements it over its own values.
 class ObjectReader {
@@ -129,6 +131,14 @@ class SeamCore : public std::enable_shared_from_this<SeamCore> {
   // The model's KV-cache capacity (get_max_context_len).
   Result<int64_t> maxContextLength(Handle handle);
   Result<void> release(Handle handle);
+  // Saved sessions (runner/session_file.h), run on the worker after the model's queued work.
+  // Errors now: invalid_argument (unknown handle), busy (a generation or another session call
+  // runs; the conversation is unchanged). Otherwise `done` on the worker: the file's facts, or
+  // the save's or load's error (a load that fails leaves the conversation as it was).
+  using SessionDone = std::function<void(Result<runner::SessionInfo>)>;
+  Result<void> saveSession(Handle handle, std::string path, bool tokens_only,
+                           std::string app_data, SessionDone done);
+  Result<void> loadSession(Handle handle, std::string path, SessionDone done);
 
  private:
   struct Model;

@@ -19,6 +19,7 @@ import type {
   NativeModelHandle,
   NativePrompt,
   PromptPart,
+  SessionInfo,
 } from '../native/seam';
 import { resolveResourceFetcher } from '../resources/defaultFetcher';
 import type { DownloadControl, DownloadStatus, ModelFiles, ResourceFetcher } from '../resources/fetcher';
@@ -714,6 +715,58 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
     this.assertCanGenerate();
     this.history = [];
     this.native?.reset(this.handle as NativeModelHandle);
+  }
+
+  /**
+   * Saves the conversation to `path` (a file the app owns, e.g. in its documents directory):
+   * the native KV cache up to its fill and the message history, so that after the app is
+   * killed, {@link loadSession} in a new process continues it with only the new message to
+   * prefill. `tokensOnly` writes the token ids but no cache: a file a few KB long whose load
+   * prefills them again. Rejects with `busy` while a generation runs.
+   */
+  async saveSession(path: string, options: { readonly tokensOnly?: boolean } = {}): Promise<SessionInfo> {
+    this.assertCanGenerate();
+    const { native, handle } = this.loaded();
+    const appData = JSON.stringify({ history: this.history });
+    try {
+      const info = await native.saveSession(handle, path, options.tokensOnly ?? false, appData);
+      return { fileBytes: info.fileBytes, tokens: info.tokens, restored: info.restored, ms: info.ms };
+    } catch (error) {
+      throw fromNativeError(error);
+    }
+  }
+
+  /**
+   * Replaces the conversation (the native KV cache and {@link messageHistory}) with the one
+   * saved at `path` by {@link saveSession}, with this model. `restored` says whether the caches
+   * were copied back (`'cache'`) or the tokens prefilled again (`'prefill'`: a tokens-only file,
+   * or a backend that keeps its caches inside its delegate, Vulkan and MLX). A file of another
+   * model, a damaged, truncated or newer-format one rejects (`invalid_argument`, `not_found`)
+   * and the current conversation stays as it was; `busy` while a generation runs.
+   */
+  async loadSession(path: string): Promise<SessionInfo> {
+    this.assertCanGenerate();
+    const { native, handle } = this.loaded();
+    let loaded;
+    try {
+      loaded = await native.loadSession(handle, path);
+    } catch (error) {
+      throw fromNativeError(error);
+    }
+    const { appData, ...info } = loaded;
+    // A file written without a history (rne_llm) continues with an empty one: the next turn's
+    // prompt keeps what it shares with the cache.
+    const history = appData === '' ? [] : (JSON.parse(appData) as { history?: unknown }).history;
+    if (!Array.isArray(history)) {
+      native.reset(handle);
+      this.history = [];
+      throw new ExecutorchError(
+        'invalid_argument',
+        `${path} holds no message history LLMModule can read; the conversation was cleared.`,
+      );
+    }
+    this.history = history as Message[];
+    return info;
   }
 
   /** Stops the running generation; its promise resolves with the text so far. */

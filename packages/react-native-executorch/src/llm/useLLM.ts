@@ -4,7 +4,7 @@ import type { BackendOf } from '../backend';
 import type { Message, MessageInput } from '../chat/template';
 import { ExecutorchError } from '../errors';
 import type { AnyLLMDescriptor } from '../models';
-import type { GenerationStats } from '../native/seam';
+import type { GenerationStats, SessionInfo } from '../native/seam';
 import { DownloadControl, type DownloadStatus } from '../resources/fetcher';
 import {
   initialHistoryOf,
@@ -76,6 +76,10 @@ export interface LLMController<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
   clearHistory(): void;
   /** Deletes the message at `index` and every later one from `messageHistory`. */
   deleteMessage(index: number): void;
+  /** Saves the conversation to a file ({@link LLMModule.saveSession}). */
+  saveSession(path: string, options?: { readonly tokensOnly?: boolean }): Promise<SessionInfo>;
+  /** Continues the conversation saved in a file ({@link LLMModule.loadSession}); updates `messageHistory`. */
+  loadSession(path: string): Promise<SessionInfo>;
   /** Tokens of a text, or of the prompt messages render into (system prompt included). */
   countTokens(input: string | readonly MessageInput[]): number;
   /** The model's context length in tokens. */
@@ -319,6 +323,22 @@ export function useLLM<M extends AnyLLMDescriptor>(options: UseLLMOptions<M>): L
     [update],
   );
 
+  const saveSession = useCallback(
+    (path: string, options?: { readonly tokensOnly?: boolean }) =>
+      requireModule(moduleRef.current).saveSession(path, options),
+    [],
+  );
+
+  const loadSession = useCallback(
+    async (path: string) => {
+      const module = requireModule(moduleRef.current);
+      const info = await module.loadSession(path);
+      update({ messageHistory: module.messageHistory, response: '', token: '', thought: '' });
+      return info;
+    },
+    [update],
+  );
+
   const countTokens = useCallback(
     (input: string | readonly MessageInput[]) => requireModule(moduleRef.current).countTokens(input),
     [],
@@ -338,6 +358,8 @@ export function useLLM<M extends AnyLLMDescriptor>(options: UseLLMOptions<M>): L
     configure,
     clearHistory,
     deleteMessage,
+    saveSession,
+    loadSession,
     countTokens,
     getMaxContextLength,
     getGeneratedTokenCount,

@@ -215,6 +215,27 @@ export type NativeModelHandle = number;
  * media part is one unit of that comparison: its positions are reused only when the same media
  * (the same file, or equal samples) is at the same place as before.
  */
+/** What a saved session file holds and how it came back (docs/design.md, "Session files"). */
+export interface SessionInfo {
+  /** Size of the session file in bytes. */
+  readonly fileBytes: number;
+  /** Positions of the conversation it holds. */
+  readonly tokens: number;
+  /**
+   * `'cache'`: the KV caches were copied back, nothing was computed again. `'prefill'`: the
+   * tokens were prefilled again (a tokens-only file, or a backend whose delegate keeps its
+   * caches inside itself: Vulkan, MLX).
+   */
+  readonly restored: 'cache' | 'prefill';
+  /** The whole save or load, in milliseconds. */
+  readonly ms: number;
+}
+
+/** {@link SessionInfo} and the bytes the app stored with the session (`appData`). */
+export interface NativeSessionInfo extends SessionInfo {
+  readonly appData: string;
+}
+
 export interface NativeExecutorch {
   /** Backends the linked binary can run on this device. */
   availableBackends(): Backend[];
@@ -263,6 +284,25 @@ export interface NativeExecutorch {
    * `invalid_argument` only when `request` is not a string.
    */
   renderChatTemplate(request: string): string;
+  /**
+   * Writes the conversation in the KV cache to `path` (atomically: the old file or the new one,
+   * never half), with `appData` (at most 16 MiB). `tokensOnly` saves no cache (a small file
+   * that loading prefills again). Rejects with `busy` while a generation runs, `not_found` when
+   * the path cannot be written, `invalid_argument` for a directory at the path.
+   */
+  saveSession(
+    handle: NativeModelHandle,
+    path: string,
+    tokensOnly: boolean,
+    appData: string,
+  ): Promise<NativeSessionInfo>;
+  /**
+   * Replaces the conversation in the KV cache with the one saved at `path`. Every check comes
+   * first (the file's format version, checksum, the model it was saved with), so a rejection
+   * leaves the conversation as it was: `busy` while a generation runs, `not_found` (missing, a
+   * directory or FIFO), `invalid_argument` (truncated, damaged, a newer format, another model).
+   */
+  loadSession(handle: NativeModelHandle, path: string): Promise<NativeSessionInfo>;
 }
 
 /** What {@link NativeExecutorch.renderChatTemplate} takes, as JSON text. */

@@ -26,6 +26,7 @@ import type {
   NativeLoadOptions,
   NativeModelHandle,
   NativePlatformInfo,
+  NativeSessionInfo,
   MediaPromptPart,
   NativePrompt,
   PromptPart,
@@ -82,6 +83,12 @@ interface Session {
   /** The media parts encoded last (their fake texts), oldest first. */
   encoded: string[];
 }
+
+/** FakeNative's saved sessions by path (see FakeNative.saveSession). */
+const FAKE_SESSION_FILES = new Map<
+  string,
+  { model: string; conversation: string; cacheTokens: number; appData: string; tokensOnly: boolean }
+>();
 
 export function nativeError(code: string, message: string): Error {
   return Object.assign(new Error(message), { code });
@@ -503,6 +510,40 @@ export class FakeNative implements NativeExecutorch {
       throw nativeError('invalid_argument', 'renderChatTemplate(request) takes a JSON string');
     }
     return renderChatTemplateDouble(request);
+  }
+
+  /**
+   * A session "file" in memory, shared by every FakeNative (a new instance plays a new process):
+   * the fake conversation and the app's data, keyed by path.
+   */
+  async saveSession(
+    handle: NativeModelHandle,
+    path: string,
+    tokensOnly: boolean,
+    appData: string,
+  ): Promise<NativeSessionInfo> {
+    this.calls.push('saveSession');
+    const session = this.session(handle);
+    if (session.generation) throw nativeError('busy', 'saveSession() while generating; await it or interrupt() first');
+    await sleep(1);
+    const saved = { model: session.options.modelPath, conversation: session.conversation, cacheTokens: session.cacheTokens, appData, tokensOnly };
+    FAKE_SESSION_FILES.set(path, saved);
+    return { fileBytes: JSON.stringify(saved).length, tokens: saved.cacheTokens, restored: tokensOnly ? 'prefill' : 'cache', ms: 1, appData };
+  }
+
+  async loadSession(handle: NativeModelHandle, path: string): Promise<NativeSessionInfo> {
+    this.calls.push('loadSession');
+    const session = this.session(handle);
+    if (session.generation) throw nativeError('busy', 'loadSession() while generating; await it or interrupt() first');
+    await sleep(1);
+    const saved = FAKE_SESSION_FILES.get(path);
+    if (!saved) throw nativeError('not_found', `cannot open the session file ${path}`);
+    if (saved.model !== session.options.modelPath) {
+      throw nativeError('invalid_argument', `${path}: was saved with another model; the current conversation is unchanged`);
+    }
+    session.conversation = saved.conversation;
+    session.cacheTokens = saved.cacheTokens;
+    return { fileBytes: JSON.stringify(saved).length, tokens: saved.cacheTokens, restored: saved.tokensOnly ? 'prefill' : 'cache', ms: 1, appData: saved.appData };
   }
 
   /** Handles loaded and not released. */

@@ -299,7 +299,7 @@ uint64_t max_file_bytes(const ModelContract& c, const std::vector<SessionBuffer>
     bound += 64 + b.name.size() + b.sizes.size() * 8 +
              b.filled_bytes(c.max_context);
   }
-  return bound + TextGenerator::kMaxCheckpoints * (24 + ring_bytes);
+  return bound + TextGenerator::kMaxCheckpoints * (24 + ring_bytes) + kMaxSessionAppBytes;
 }
 
 }  // namespace
@@ -309,8 +309,13 @@ const char* session_restore_name(SessionRestore restore) {
 }
 
 Result<SessionInfo> SessionFile::save(TextGenerator& generator, const std::string& path,
-                                      bool tokens_only) {
+                                      bool tokens_only, const std::string& app_data) {
   const auto start = Clock::now();
+  if (app_data.size() > kMaxSessionAppBytes) {
+    return Error{ErrorCode::kInvalidArgument,
+                 "the session's app data is " + std::to_string(app_data.size()) +
+                     " bytes; at most " + std::to_string(kMaxSessionAppBytes) + " are stored"};
+  }
   if (SessionAccess::running(generator)) {
     return Error{ErrorCode::kBusy, "cannot save the session while a generation runs; wait for "
                                    "it to finish or interrupt it first"};
@@ -379,6 +384,8 @@ Result<SessionInfo> SessionFile::save(TextGenerator& generator, const std::strin
     w.put(static_cast<uint64_t>(cp.rings.size()));
     w.bytes(cp.rings.data(), cp.rings.size());
   }
+  w.put(static_cast<uint64_t>(app_data.size()));
+  w.bytes(app_data.data(), app_data.size());
   bool ok = w.finish();
   int err = w.error();
   if (ok && ::fsync(fd) != 0) {
@@ -400,6 +407,7 @@ Result<SessionInfo> SessionFile::save(TextGenerator& generator, const std::strin
   }
   SessionInfo info;
   info.file_bytes = w.written();
+  info.app_data = app_data;
   info.tokens = position + static_cast<int64_t>(state.pending.size());
   info.restore = tokens ? SessionRestore::kPrefill : SessionRestore::kCache;
   info.ms = ms_since(start);
@@ -575,9 +583,14 @@ Result<SessionInfo> SessionFile::load(TextGenerator& generator, const std::strin
     cp.rings.assign(rings, rings + ring_bytes);
     state.checkpoints.push_back(std::move(cp));
   }
+  uint64_t app_bytes;
+  if (!body.get(app_bytes) || app_bytes > kMaxSessionAppBytes) return truncated();
+  const uint8_t* app = body.take(static_cast<size_t>(app_bytes));
+  if (app == nullptr) return truncated();
   if (body.left() != 0) return bad_file(path, "has bytes after its last field");
 
   SessionInfo info;
+  info.app_data.assign(reinterpret_cast<const char*>(app), static_cast<size_t>(app_bytes));
   info.file_bytes = size;
   info.tokens = position + pending_count;
   if (tokens) {

@@ -9,7 +9,8 @@
 //
 // Where the program names no mutable buffer (a delegate keeps its caches inside itself: Vulkan,
 // MLX), or when the caller asks for a tokens-only file, the file holds the tokens only and
-// loading prefills them again (SessionRestore::kPrefill).
+// loading prefills them again (SessionRestore::kPrefill). The caller may store its own bytes
+// with them (SessionInfo::app_data).
 #pragma once
 
 #include <cstdint>
@@ -32,7 +33,12 @@ struct SessionInfo {
   int64_t tokens = 0;  // positions of the conversation (cached + pending)
   SessionRestore restore = SessionRestore::kCache;
   double ms = 0;  // the whole save or load (a load's prefill included)
+  // The caller's own bytes, stored with the conversation (LLMModule: its message history as
+  // JSON, which the next turn renders). At most kMaxSessionAppBytes.
+  std::string app_data;
 };
+
+inline constexpr size_t kMaxSessionAppBytes = size_t{16} << 20;
 
 // The newest format this build writes and reads. A file of a newer one is refused.
 inline constexpr uint32_t kSessionFormatVersion = 1;
@@ -45,7 +51,7 @@ class SessionFile {
   // the path's directory is missing or not writable, kInvalidArgument when a directory or other
   // non-regular file is at `path`.
   static Result<SessionInfo> save(TextGenerator& generator, const std::string& path,
-                                  bool tokens_only = false);
+                                  bool tokens_only = false, const std::string& app_data = {});
   // Replaces `generator`'s conversation with the one saved in `path`. Everything is read and
   // checked (format, version, checksum, program identity, every length against this model)
   // before anything changes: on any error the current conversation is left as it was.

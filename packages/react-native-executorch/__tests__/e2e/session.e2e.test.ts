@@ -1,0 +1,122 @@
+/**
+ * Saved sessions end to end: LLMModule.saveSession / loadSession on the real SmolLM2 through the
+ * Node-API addon (a new seam object plays the new process after the app was killed), and the
+ * same flow on the fake native module. The restored conversation answers exactly as the
+ * uninterrupted one; bad files and a load during a generation are refused and change nothing.
+ * @jest-environment node
+ */
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { LLMModule, ResourceFetcher, type GenerationStats, type LLMDescriptor, type ModelFiles } from '../../src';
+import { HfServer } from '../support/hfServer';
+import { codeOf } from '../support/errorCode';
+import { nodeAdapters } from '../support/nodeAdapters';
+import { publishSmollm2, smollm2Files, TARGETS, type SeamTarget } from './support/targets';
+
+const GREEDY = { temperature: 0, maxNewTokens: 16 } as const;
+const FIRST = 'Name one colour.';
+const SECOND = 'And one animal?';
+
+let server: HfServer;
+let docs: string;
+let model: LLMDescriptor<'xnnpack'>;
+let files: ModelFiles;
+
+beforeAll(async () => {
+  server = new HfServer();
+  await server.start();
+  docs = mkdtempSync(join(tmpdir(), 'rne-e2e-session-'));
+  model = publishSmollm2(server, smollm2Files());
+  files = await fetcher().fetchModel(model, 'xnnpack');
+});
+
+afterAll(async () => {
+  await server.stop();
+  rmSync(docs, { recursive: true, force: true });
+});
+
+function fetcher(): ResourceFetcher {
+  return new ResourceFetcher({ ...nodeAdapters(docs), baseUrl: server.baseUrl });
+}
+
+describe.each(TARGETS.map((t) => [t.name, t] as const))('Saved sessions on %s', (_, target: SeamTarget) => {
+  const modules: LLMModule[] = [];
+  afterEach(() => modules.splice(0).forEach((m) => m.release()));
+
+  /** A module on a seam of its own: a fresh process as far as the native side goes. */
+  async function fresh(): Promise<LLMModule> {
+    const llm = new LLMModule({ model, localFiles: files, native: target.create(), resources: fetcher() });
+    modules.push(llm);
+    llm.configure({ generation: GREEDY });
+    await llm.load();
+    return llm;
+  }
+
+  it('continues a saved conversation in a new process exactly as if it never stopped', async () => {
+    const whole = await fresh();
+    await whole.sendMessage(FIRST);
+    const uninterrupted = await whole.sendMessage(SECOND);
+    const uninterruptedStats = whole.stats as GenerationStats;
+
+    const before = await fresh();
+    await before.sendMessage(FIRST);
+    const path = join(docs, 'chat.session');
+    const saved = await before.saveSession(path);
+    expect(saved.restored).toBe('cache');
+    expect(saved.tokens).toBeGreaterThan(10);
+
+    const after = await fresh();
+    const loaded = await after.loadSession(path);
+    expect(loaded).toMatchObject({ restored: 'cache', tokens: saved.tokens, fileBytes: saved.fileBytes });
+    expect(after.messageHistory).toEqual(before.messageHistory);
+    const answer = await after.sendMessage(SECOND);
+    expect(after.messageHistory).toEqual(whole.messageHistory);
+    if (target.real) {
+      expect(answer).toBe(uninterrupted);
+      // Only the new turn was prefilled: the rest came back from the file.
+      const stats = after.stats as GenerationStats;
+      expect(stats.promptTokens).toBe(uninterruptedStats.promptTokens);
+      expect(stats.reusedTokens).toBe(uninterruptedStats.reusedTokens);
+    }
+  });
+
+  it('refuses bad session files and a load during a generation, changing nothing', async () => {
+    const other = await fresh();
+    await other.sendMessage(FIRST);
+    const good = join(docs, 'good.session');
+    await other.saveSession(good);
+    const expected = await other.sendMessage(SECOND);
+
+    const llm = await fresh();
+    await llm.sendMessage(FIRST);
+    const history = llm.messageHistory;
+    expect(await codeOf(llm.loadSession(join(docs, 'absent.session')))).toBe('not_found');
+    if (target.real) {
+      const bytes = readFileSync(good);
+      const truncated = join(docs, 'truncated.session');
+      writeFileSync(truncated, bytes.subarray(0, bytes.length >> 1));
+      const altered = join(docs, 'altered.session');
+      const flipped = Buffer.from(bytes);
+      flipped[flipped.length >> 1] ^= 1;
+      writeFileSync(altered, flipped);
+      const newer = join(docs, 'newer.session');
+      const future = Buffer.from(bytes);
+      future.writeUInt32LE(2, 8);
+      writeFileSync(newer, future);
+      const directory = join(docs, 'directory.session');
+      mkdirSync(directory, { recursive: true });
+      for (const bad of [truncated, altered, newer]) {
+        expect(await codeOf(llm.loadSession(bad))).toBe('invalid_argument');
+      }
+      expect(await codeOf(llm.loadSession(directory))).toBe('not_found');
+    }
+    // A load while a generation runs is refused; the generation goes on as if it were not asked.
+    const running = llm.sendMessage(SECOND);
+    expect(await codeOf(llm.loadSession(good))).toBe('busy');
+    const answer = await running;
+    expect(llm.messageHistory).toEqual([...history, { role: 'user', content: SECOND }, { role: 'assistant', content: answer }]);
+    if (target.real) expect(answer).toBe(expected);
+  });
+});
