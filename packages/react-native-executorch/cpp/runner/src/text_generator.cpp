@@ -1,6 +1,7 @@
 #include "rne/runner/text_generator.h"
 
 #include "rne/runner/prompt_lookup.h"
+#include "rne/runner/speculative_options.h"
 
 #include <algorithm>
 #include <chrono>
@@ -241,6 +242,7 @@ Result<Stats> TextGenerator::prefill(const std::vector<int64_t>& new_tokens) {
 
 Result<int64_t> TextGenerator::speculation_bound(const SpeculativeConfig& spec,
                                                  bool prefill_only) const {
+  if (auto valid = validate(spec); !valid.ok()) return valid.error();
   if (spec.drafter == Drafter::kNone || prefill_only) return int64_t{0};
   if (spec.drafter == Drafter::kAssistant) {
     return Error{ErrorCode::kInvalidArgument,
@@ -255,17 +257,12 @@ Result<int64_t> TextGenerator::speculation_bound(const SpeculativeConfig& spec,
                                     "(XNNPACK), or turn speculative decoding off"};
   }
   const int64_t most = c.max_verify - 1;
-  if (spec.max_draft_tokens < 0 || spec.max_draft_tokens > most) {
+  if (spec.max_draft_tokens > most) {
     return Error{ErrorCode::kInvalidArgument,
-                 "maxDraftTokens " + std::to_string(spec.max_draft_tokens) + " must be 1.." +
-                     std::to_string(most) + ": this program verifies at most " +
+                 "max_draft_tokens " + std::to_string(spec.max_draft_tokens) + " must be 1.." +
+                     std::to_string(most) + " for this model: its program verifies at most " +
                      std::to_string(c.max_verify) + " tokens a call (the last token and " +
                      std::to_string(most) + " drafts)"};
-  }
-  if (spec.ngram_min < 1 || spec.ngram_max < spec.ngram_min) {
-    return Error{ErrorCode::kInvalidArgument,
-                 "prompt lookup n-gram sizes must satisfy 1 <= ngramMin <= ngramMax, got " +
-                     std::to_string(spec.ngram_min) + ".." + std::to_string(spec.ngram_max)};
   }
   return spec.max_draft_tokens > 0 ? int64_t{spec.max_draft_tokens} : most;
 }
