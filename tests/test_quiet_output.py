@@ -97,3 +97,29 @@ def test_lines_from_a_process_that_aborts_still_print():
     result = run_child(code)
     assert result.returncode != 0
     assert "fatal: about to abort" in result.stderr
+
+
+SCOPED_IMPORT = textwrap.dedent(
+    """
+    import logging
+    from rne_tools.runtime.quiet import quiet_library_loggers
+
+    with quiet_library_loggers():
+        import torchao  # noqa: F401  (what transformers imports inside from_pretrained)
+        logging.getLogger("torchao").error("a real torchao error")
+    logging.getLogger("torchao").warning("a torchao warning after the block")
+    """
+)
+
+
+def test_a_lazy_library_import_is_quiet_only_inside_its_scope():
+    """gguf_import's checkpoint conversion imports torchao through transformers: its CUDA
+    extension failures and torch's register_constant deprecation are dropped there, an error
+    still prints, and the loggers' levels are back after the block."""
+    plain = run_child("import torchao")
+    assert "Failed to load" in plain.stderr and "register_constant" in plain.stderr
+    scoped = run_child(SCOPED_IMPORT)
+    assert scoped.returncode == 0, scoped.stderr
+    assert "Failed to load" not in scoped.stderr and "register_constant" not in scoped.stderr
+    assert "a real torchao error" in scoped.stderr
+    assert "a torchao warning after the block" in scoped.stderr

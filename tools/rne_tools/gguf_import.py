@@ -18,6 +18,7 @@ from pathlib import Path
 from rne_tools.errors import CheckpointError, ExportError
 from rne_tools.hashing import sha256_file
 from rne_tools.paths import REGISTRY_DIR, cache_root
+from rne_tools.runtime.quiet import quiet_library_loggers
 
 
 def packaged_gguf_path(source: dict[str, str]) -> Path:
@@ -52,9 +53,14 @@ def import_gguf(gguf_path: Path, output_dir: Path) -> Path:
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=output_dir.name + ".tmp-", dir=output_dir.parent))
     try:
-        model = AutoModelForCausalLM.from_pretrained(
-            str(gguf_path.parent), gguf_file=gguf_path.name, dtype=torch.float32
-        )
+        # transformers imports torchao inside this call. On import torchao logs that its
+        # CUDA-only extensions (_C_mxfp8, _C_cutlass_90a) cannot load on this CPU machine, and
+        # torch warns that torchao registers Enums through the deprecated register_constant:
+        # noise, at WARNING, the first time the demo imports a checkpoint.
+        with quiet_library_loggers():
+            model = AutoModelForCausalLM.from_pretrained(
+                str(gguf_path.parent), gguf_file=gguf_path.name, dtype=torch.float32
+            )
         tokenizer = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
         config = model.config.to_dict()
         config.pop("quantization_config", None)

@@ -70,6 +70,21 @@ def configure_python_noise() -> None:
     )
 
 
+@contextlib.contextmanager
+def quiet_library_loggers() -> Iterator[None]:
+    """``NOISY_LOGGERS`` held at their levels for the block only, then restored: for library
+    code that imports those libraries lazily and runs without ``configure_python_noise`` (a
+    helper called from a shell script, not a CLI). Errors still print."""
+    saved = {name: logging.getLogger(name).level for name in NOISY_LOGGERS}
+    for name, level in NOISY_LOGGERS.items():
+        logging.getLogger(name).setLevel(level)
+    try:
+        yield
+    finally:
+        for name, level in saved.items():
+            logging.getLogger(name).setLevel(level)
+
+
 class _LogLineFilter:
     """``sys.stderr`` inside ``filtered_native_stderr``: drops the noise lines the runtime's
     Python bindings print, passes everything else through.
