@@ -35,6 +35,7 @@ from rne_tools import cpp_tokenizer
 from rne_tools.paths import PACKAGE_DIR
 
 FIXTURES = PACKAGE_DIR / "__tests__" / "fixtures"
+CORPUS = Path(__file__).resolve().parent / "fixtures" / "chat_templates"
 GEMMA4 = FIXTURES / "gemma4"
 GEMMA4_SPECIALS = {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>",
                    "unk_token": "<unk>"}
@@ -86,22 +87,17 @@ def render_cpp(binary: Path, template: str, cases: list[Case], tmp: Path) -> lis
     return json.loads(done.stdout.decode("utf-8"))
 
 
-def _python_kind(error: Exception) -> str:
-    import jinja2
+def _load_corpus_maker() -> Any:
+    """The corpus's make_expected.py, a script rather than a module: its python_kind is the one
+    way Python's errors are named on both sides, its SPECIALS the corpus's special tokens."""
+    spec = importlib.util.spec_from_file_location("make_expected", CORPUS / "make_expected.py")
+    assert spec is not None and spec.loader is not None
+    maker = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(maker)
+    return maker
 
-    if isinstance(error, jinja2.exceptions.UndefinedError):
-        return "UndefinedError"
-    if isinstance(error, jinja2.exceptions.TemplateSyntaxError | jinja2.exceptions.TemplateAssertionError):
-        return "TemplateSyntaxError"
-    if isinstance(error, jinja2.exceptions.SecurityError):
-        return "SecurityError"
-    if isinstance(error, jinja2.exceptions.TemplateError):
-        return "TemplateError"
-    if isinstance(error, TypeError):
-        return "TypeError"
-    if isinstance(error, ValueError | ArithmeticError):
-        return "ValueError"
-    raise error
+
+CORPUS_MAKER = _load_corpus_maker()
 
 
 def render_python(template: str, case: Case) -> dict:
@@ -119,7 +115,7 @@ def render_python(template: str, case: Case) -> dict:
     try:
         return {"prompt": tokenizer.apply_chat_template(messages, tokenize=False, **kwargs)}
     except Exception as error:  # noqa: BLE001 - every kind is compared below
-        return {"error": {"kind": _python_kind(error), "message": str(error)}}
+        return {"error": {"kind": CORPUS_MAKER.python_kind(error), "message": str(error)}}
 
 
 def assert_same(template_name: str, cases: list[Case], ours: list[dict], theirs: list[dict]) -> None:
@@ -589,7 +585,6 @@ def test_hostile_templates_fail_with_limit_errors(rne_chat_render, tmp_path):
 
 # ---- the corpus: real templates of many families, expected renders made by transformers ----
 
-CORPUS = Path(__file__).resolve().parent / "fixtures" / "chat_templates"
 
 
 def _corpus_template(entry: dict[str, Any]) -> str:
@@ -603,10 +598,6 @@ def corpus_differences(binary: Path, tmp: Path) -> tuple[int, dict[tuple[str, st
     """Renders every corpus case with the C++ engine: (renders, {(template, case): what differs})."""
     expected = json.loads((CORPUS / "expected.json").read_text(encoding="utf-8"))
     sources = json.loads((CORPUS / "sources.json").read_text(encoding="utf-8"))["templates"]
-    spec = importlib.util.spec_from_file_location("make_expected", CORPUS / "make_expected.py")
-    assert spec is not None and spec.loader is not None
-    maker = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(maker)
     cases = [{k: v for k, v in c.items() if k != "name"} for c in expected["cases"]]
     names = [c["name"] for c in expected["cases"]]
     renders = 0
@@ -614,7 +605,7 @@ def corpus_differences(binary: Path, tmp: Path) -> tuple[int, dict[tuple[str, st
     for entry in sources:
         (tmp / "template.jinja").write_text(_corpus_template(entry), encoding="utf-8")
         (tmp / "cases.json").write_text(json.dumps(
-            [c | maker.SPECIALS[entry["specials"]] for c in cases], ensure_ascii=False),
+            [c | CORPUS_MAKER.SPECIALS[entry["specials"]] for c in cases], ensure_ascii=False),
             encoding="utf-8")
         done = subprocess.run([binary, "--template", tmp / "template.jinja", "--input",
                                tmp / "cases.json", "--batch", "--now", str(expected["now"])],
