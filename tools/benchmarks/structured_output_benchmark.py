@@ -7,10 +7,11 @@ tokenizer (Gemma 3's real 262k-token tokenizer.json with Gemma 4's special token
 cached by packages/react-native-executorch/__tests__/fixtures/make_gemma4_fixtures.py). Each
 engine reads that tokenizer.json its own way, as it would in an app.
 
-Corpus: data/schemas/ (manifest.json gives each file's source, commit and license), in four
+Corpus: data/schemas/ (manifest.json gives each file's source, commit and license), in five
 categories: the official JSON-Schema-Test-Suite (draft 2020-12 and draft 7; every test group's
-schema is one case), function-calling tool schemas, Zod 4 ``z.toJSONSchema`` output, and
-SchemaStore configuration schemas.
+schema is one case), function-calling tool schemas, Zod 4 ``z.toJSONSchema`` output,
+SchemaStore configuration schemas, and components of public OpenAPI specs (openapi/extract.py
+says which and how).
 
 Per engine and category:
 - coverage: schemas the engine compiles (its refusals are listed by message);
@@ -65,7 +66,7 @@ import click
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parents[1]
 CORPUS = HERE / "data" / "schemas"
-CATEGORIES = ("test_suite", "function_calling", "zod", "schemastore")
+CATEGORIES = ("test_suite", "function_calling", "zod", "schemastore", "openapi")
 ENGINES = ("ours", "xgrammar", "llguidance")
 EOS_ID = 1  # Gemma's <eos>
 SHORT_STEP_SHARE = 0.7  # sampling: the share of steps that pick among single-byte tokens/EOS
@@ -124,7 +125,7 @@ def load_corpus(categories: tuple[str, ...]) -> list[Case]:
                     cases.append(Case(f"{draft_dir.name}/{path.stem}#{index}", "test_suite",
                                       group["schema"], draft,
                                       compact(valid[0]) if valid else None))
-    for category in ("function_calling", "zod"):
+    for category in ("function_calling", "zod", "openapi"):
         if category not in categories:
             continue
         data = json.loads((CORPUS / category / f"{category}.json").read_text())

@@ -21,7 +21,10 @@
 // with a timeout): the compile time and error, the document's replay (mask time per token, the
 // first token it rejected) and N random masked samples of at most M tokens (the driver
 // validates them): per step one allowed token uniformly at random, 70% of the steps among the
-// single-byte tokens and EOS only, so that strings and containers end.
+// single-byte tokens and EOS only, so that strings and containers end. A schema whose shortest
+// document needs more than M tokens is sampled within that least budget ("min_tokens"), as an
+// app raises max_new_tokens to it (the runner refuses a smaller one, naming the number).
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -167,6 +170,8 @@ void report_case(const json::Value& row, const rne::tokenizer::Tokenizer& tokeni
     json::write_string(error, out);
     out += ",\"mask_us\":" + list(mask_us) + "}";
   }
+  const int64_t budget = std::max(options.max_tokens, constraint.min_tokens());
+  if (budget > options.max_tokens) out += ",\"min_tokens\":" + std::to_string(budget);
   out += ",\"samples\":[";
   std::mt19937_64 rng(options.seed + case_index);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
@@ -176,9 +181,9 @@ void report_case(const json::Value& row, const rne::tokenizer::Tokenizer& tokeni
     std::string text, error;
     std::vector<double> mask_us;
     bool finished = false;
-    for (int64_t step = 0; step < options.max_tokens && !finished && error.empty(); ++step) {
+    for (int64_t step = 0; step < budget && !finished && error.empty(); ++step) {
       start = Clock::now();
-      auto mask = constraint.allowed(options.max_tokens - step);
+      auto mask = constraint.allowed(budget - step);
       mask_us.push_back(us_since(start));
       if (!mask.ok()) {
         error = mask.error().message;
