@@ -5,8 +5,9 @@
     python tools/build_hermes.py --print-paths         # the paths CMake and the test need, JSON
 
 Builds only libhermesvm.so and hermesc, Release, niced, with ninja. On a shared 2-core machine
-this takes the better part of an hour (docs/distribution.md), so scripts/setup.sh does not run it;
-tests/test_hermes_host.py runs where it was built and prints one NOT RUN line elsewhere.
+this takes far longer than a cold CI run can spare (docs/distribution.md), so scripts/setup.sh
+does not run it; tests/test_hermes_host.py runs where it was built and prints one NOT RUN line
+elsewhere.
 """
 
 from __future__ import annotations

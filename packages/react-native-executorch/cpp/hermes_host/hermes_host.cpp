@@ -19,6 +19,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -76,6 +77,10 @@ class EventLoop {
   int run(Clock::time_point deadline) {
     rt_.drainMicrotasks();
     while (!finished_) {
+      if (Clock::now() >= deadline) {
+        std::cerr << "rne_hermes_host: the driver did not finish in time\n";
+        return 124;
+      }
       Task task;
       std::shared_ptr<j::Function> timer;
       {
@@ -94,9 +99,6 @@ class EventLoop {
         timer = std::move(next->second.callback);
         timers_.erase(next);
         timer->call(rt_);
-      } else if (Clock::now() >= deadline) {
-        std::cerr << "rne_hermes_host: the driver did not finish in time\n";
-        return 124;
       }
       rt_.drainMicrotasks();
     }
@@ -247,15 +249,15 @@ void installHost(j::Runtime& rt, EventLoop& loop, const std::string& pte,
   rt.global().setProperty(rt, "__rneHost", host);
 
   j::Object global = rt.global();
-  setFunction(rt, global, "setTimeout", 2, [&loop](j::Runtime& rt, const j::Value* args, size_t count) {
+  setFunction(rt, global, "setTimeout", 1, [&loop](j::Runtime& rt, const j::Value* args, size_t count) {
     if (!args[0].isObject() || !args[0].asObject(rt).isFunction(rt)) {
       throw j::JSError(rt, "setTimeout(callback, ms): callback must be a function");
     }
     const double ms = count > 1 && args[1].isNumber() ? std::max(0.0, args[1].getNumber()) : 0;
     return j::Value(loop.setTimeout(args[0].asObject(rt).asFunction(rt), ms));
   });
-  setFunction(rt, global, "clearTimeout", 1, [&loop](j::Runtime&, const j::Value* args, size_t) {
-    if (args[0].isNumber()) loop.clearTimeout(args[0].getNumber());
+  setFunction(rt, global, "clearTimeout", 0, [&loop](j::Runtime&, const j::Value* args, size_t count) {
+    if (count > 0 && args[0].isNumber()) loop.clearTimeout(args[0].getNumber());
     return j::Value::undefined();
   });
 }
@@ -280,26 +282,29 @@ int run(const std::string& bundle_path, const std::string& pte, const std::strin
   // React Native runs promise jobs as microtasks the host drains after each task.
   auto runtime = facebook::hermes::makeHermesRuntime(
       ::hermes::vm::RuntimeConfig::Builder().withMicrotaskQueue(true).build());
+  EventLoop loop(*runtime);
+  rne::jsi::install(*runtime, std::make_shared<LoopInvoker>(loop), {"android", false, "34"});
+  installHost(*runtime, loop, pte, tokenizer_dir);
   int code = 0;
-  {
-    EventLoop loop(*runtime);
-    auto invoker = std::make_shared<LoopInvoker>(loop);
-    rne::jsi::install(*runtime, invoker, {"android", false, "34"});
-    installHost(*runtime, loop, pte, tokenizer_dir);
-    try {
-      runtime->evaluateJavaScript(buffer, bundle_path);
-      code = loop.run(Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
-    } catch (const j::JSError& error) {
-      std::cerr << "rne_hermes_host: uncaught JS error: " << error.getMessage() << "\n"
-                << error.getStack() << "\n";
-      code = 1;
-    }
-    // What the driver left reachable goes with the runtime; a last collection first shows that
-    // the binding's objects survive a GC that runs with no JS on the stack.
-    runtime->instrumentation().collectGarbage("rne_hermes_host exit");
+  try {
+    runtime->evaluateJavaScript(buffer, bundle_path);
+    code = loop.run(Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+  } catch (const j::JSIException& error) {  // a JS error (with its stack) or a JSI failure
+    std::cerr << "rne_hermes_host: uncaught: " << error.what() << std::endl;
+    code = 1;
   }
+  if (code != 0) {
+    // A failed driver may leave a generation running on the binding's worker, which would
+    // deliver into a runtime being torn down: exit without the teardown.
+    std::cout.flush();
+    std::_Exit(code);
+  }
+  // What the driver left reachable goes with the runtime; a last collection first, with no JS on
+  // the stack, shows the binding's objects survive one. The runtime (and with it the binding and
+  // its worker, idle now) goes before the loop its invoker posts to.
+  runtime->instrumentation().collectGarbage("rne_hermes_host exit");
   runtime.reset();
-  return code;
+  return 0;
 }
 
 }  // namespace
