@@ -5,7 +5,9 @@
  * engines' answers can be compared. It drives LLMModule as an app does, through
  * `globalThis.__RNExecutorch` (no `native` option): load, a streamed answer, an interrupt, a
  * JSON-schema answer, a forced tool call, release, a garbage collection that must collect the
- * released module, and a second load that must find the first model's memory freed. Each step's failure names the step; the last line is `RESULT <json>`.
+ * released module, and a second load that must find the first model's memory freed. A failed
+ * check names its step; the last line is `RESULT <json>`. The package's modules load before the
+ * globals below are installed (imports come first): none of them touches those at load time.
  */
 import { LLMModule, models, type GenerationStats, type ResourceAdapters, type ToolCall } from '../../src';
 
