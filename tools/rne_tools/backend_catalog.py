@@ -171,11 +171,7 @@ def _entry_problems(entry: Any, where: str, platforms: list[str]) -> Iterator[st
     if not isinstance(entry, dict):
         yield f"{where}: must be a mapping"
         return
-    for key in _FIELDS:
-        if key not in entry:
-            yield f"{where}: {key!r} is a required field"
-    for key in sorted(set(entry) - set(_FIELDS) - set(_OPTIONAL_FIELDS), key=str):
-        yield f"{where}.{key}: unknown field (allowed: {', '.join(_FIELDS + _OPTIONAL_FIELDS)})"
+    yield from _field_problems(entry, where, _FIELDS, _OPTIONAL_FIELDS)
     checks: list[tuple[str, bool, str]] = [
         ("name", _matches(_NAME, entry.get("name")), "a lowercase name ([a-z][a-z0-9_]*)"),
         ("title", _matches(_TITLE, entry.get("title")), "a short human name such as MLX"),
@@ -213,16 +209,23 @@ def _entry_problems(entry: Any, where: str, platforms: list[str]) -> Iterator[st
             yield f"{where}.simulator.{platform}: {rule!r} is not one of {', '.join(SIMULATOR_RULES)}"
 
 
+def _field_problems(mapping: dict[str, Any], where: str, required: tuple[str, ...],
+                    optional: tuple[str, ...], missing: str = "") -> Iterator[str]:
+    """A required key that is absent, and every key that is neither required nor optional."""
+    for key in required:
+        if key not in mapping:
+            yield f"{where}: {key!r} is a required field{missing}"
+    for key in sorted(set(mapping) - set(required) - set(optional), key=str):
+        yield f"{where}.{key}: unknown field (allowed: {', '.join(required + optional)})"
+
+
 def _archives_problems(archives: Any, where: str) -> Iterator[str]:
     allowed = _ARCHIVE_LISTS + _OPTIONAL_ARCHIVE_LISTS
     if not isinstance(archives, dict):
         yield f"{where}: must map {', '.join(allowed)} to lists of archive paths"
         return
-    for key in _ARCHIVE_LISTS:
-        if key not in archives:
-            yield f"{where}: {key!r} is a required field (an empty list if it has none)"
-    for key in sorted(set(archives) - set(allowed), key=str):
-        yield f"{where}.{key}: unknown field (allowed: {', '.join(allowed)})"
+    yield from _field_problems(archives, where, _ARCHIVE_LISTS, _OPTIONAL_ARCHIVE_LISTS,
+                               missing=" (an empty list if it has none)")
     for key in allowed:
         paths = archives.get(key, [])
         if not isinstance(paths, list):

@@ -17,6 +17,7 @@ import sysconfig
 import tarfile
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from rne_tools.errors import RneError
 from rne_tools.paths import CACHE_DIR, PACKAGE_DIR, REPO_ROOT
@@ -91,33 +92,29 @@ def encode_with_cpp(binary: Path, tokenizer_json: Path, texts: list[str]) -> lis
     ``ids_no_special``, ``decoded``, ``decoded_skip_special`` and ``stream`` (the stream decoder's
     pieces joined).
     """
-    payload = "".join(json.dumps(t) + "\n" for t in texts)
+    return _run_jsonl(binary, tokenizer_json, "--jsonl", texts)
+
+
+def decode_with_cpp(binary: Path, tokenizer_json: Path, id_lists: list[list[int]]) -> list[dict]:
+    """Run ``rne_tokenize --decode-jsonl``: per id list, ``decoded`` and
+    ``decoded_skip_special``."""
+    return _run_jsonl(binary, tokenizer_json, "--decode-jsonl", id_lists)
+
+
+def _run_jsonl(binary: Path, tokenizer_json: Path, mode: str, items: list[Any]) -> list[dict]:
+    """One JSON line in per item, one JSON line out per item, in order."""
+    payload = "".join(json.dumps(item) + "\n" for item in items)
     proc = subprocess.run(
-        [str(binary), str(tokenizer_json), "--jsonl"],
+        [str(binary), str(tokenizer_json), mode],
         input=payload.encode(), capture_output=True, check=False,
     )
     if proc.returncode != 0:
         raise CppTokenizerError(f"rne_tokenize failed: {proc.stderr.decode(errors='replace')}")
     # Split on "\n" only: str.splitlines() would also break at U+2028 and U+0085 in the text.
     rows = [json.loads(line) for line in proc.stdout.decode().split("\n") if line]
-    if len(rows) != len(texts):
-        raise CppTokenizerError(f"rne_tokenize answered {len(rows)} lines for {len(texts)} texts")
-    return rows
-
-
-def decode_with_cpp(binary: Path, tokenizer_json: Path, id_lists: list[list[int]]) -> list[dict]:
-    """Run ``rne_tokenize --decode-jsonl``: per id list, ``decoded`` and
-    ``decoded_skip_special``."""
-    payload = "".join(json.dumps(ids) + "\n" for ids in id_lists)
-    proc = subprocess.run(
-        [str(binary), str(tokenizer_json), "--decode-jsonl"],
-        input=payload.encode(), capture_output=True, check=False,
-    )
-    if proc.returncode != 0:
-        raise CppTokenizerError(f"rne_tokenize failed: {proc.stderr.decode(errors='replace')}")
-    rows = [json.loads(line) for line in proc.stdout.decode().split("\n") if line]
-    if len(rows) != len(id_lists):
-        raise CppTokenizerError(f"rne_tokenize answered {len(rows)} lines for {len(id_lists)}")
+    if len(rows) != len(items):
+        raise CppTokenizerError(f"rne_tokenize {mode} answered {len(rows)} lines for "
+                                f"{len(items)} inputs")
     return rows
 
 

@@ -48,6 +48,13 @@ BUILD_TYPE = "Release"
 _POLICY_FLOOR = "-DCMAKE_POLICY_VERSION_MINIMUM=3.5"
 
 
+# The runtime API our runner calls (Module, tensors, the data loaders), on every platform.
+_RUNTIME_EXTENSIONS = tuple(
+    f"-DEXECUTORCH_BUILD_EXTENSION_{name}=ON"
+    for name in ("DATA_LOADER", "FLAT_TENSOR", "MODULE", "NAMED_DATA_MAP", "TENSOR")
+)
+
+
 def _on(flag: bool) -> str:
     return "ON" if flag else "OFF"
 
@@ -132,11 +139,7 @@ def _ios_configure_flags(s: IosSlice) -> tuple[str, ...]:
         "-DEXECUTORCH_BUILD_MPS=OFF",
         "-DEXECUTORCH_BUILD_EXTENSION_APPLE=OFF",
         "-DEXECUTORCH_BUILD_EXTENSION_LLM_APPLE=OFF",
-        "-DEXECUTORCH_BUILD_EXTENSION_DATA_LOADER=ON",
-        "-DEXECUTORCH_BUILD_EXTENSION_FLAT_TENSOR=ON",
-        "-DEXECUTORCH_BUILD_EXTENSION_MODULE=ON",
-        "-DEXECUTORCH_BUILD_EXTENSION_NAMED_DATA_MAP=ON",
-        "-DEXECUTORCH_BUILD_EXTENSION_TENSOR=ON",
+        *_RUNTIME_EXTENSIONS,
         "-DEXECUTORCH_BUILD_EXTENSION_LLM=ON",
         "-DEXECUTORCH_BUILD_EXTENSION_LLM_RUNNER=OFF",
         "-DEXECUTORCH_XNNPACK_SHARED_WORKSPACE=ON",
@@ -266,11 +269,7 @@ def _android_configure_flags(abi: str, components: tuple[str, ...]) -> tuple[str
         # cannot compile its shaders (no GL_EXT_integer_dot_product): the LunarG SDK's, named.
         *(("-DGLSLC_PATH=$VULKAN_SDK/bin/glslc",) if vulkan else ()),
         "-DEXECUTORCH_XNNPACK_SHARED_WORKSPACE=ON",
-        "-DEXECUTORCH_BUILD_EXTENSION_DATA_LOADER=ON",
-        "-DEXECUTORCH_BUILD_EXTENSION_FLAT_TENSOR=ON",
-        "-DEXECUTORCH_BUILD_EXTENSION_MODULE=ON",
-        "-DEXECUTORCH_BUILD_EXTENSION_NAMED_DATA_MAP=ON",
-        "-DEXECUTORCH_BUILD_EXTENSION_TENSOR=ON",
+        *_RUNTIME_EXTENSIONS,
         # Our runner and tokenizer replace ExecuTorch's LLM runner and its tokenizers; of the
         # LLM extension only the custom ops (KERNELS_LLM) are built, as on linux.
         "-DEXECUTORCH_BUILD_EXTENSION_LLM=OFF",
@@ -419,11 +418,7 @@ def _linux_configure_flags(paths: dict[str, str], components: tuple[str, ...]) -
         "-DBUILD_TESTING=OFF",
         "-DEXECUTORCH_BUILD_EXECUTOR_RUNNER=OFF",
         "-DEXECUTORCH_ENABLE_LOGGING=ON",
-        "-DEXECUTORCH_BUILD_EXTENSION_DATA_LOADER=ON",
-        "-DEXECUTORCH_BUILD_EXTENSION_FLAT_TENSOR=ON",
-        "-DEXECUTORCH_BUILD_EXTENSION_MODULE=ON",
-        "-DEXECUTORCH_BUILD_EXTENSION_NAMED_DATA_MAP=ON",
-        "-DEXECUTORCH_BUILD_EXTENSION_TENSOR=ON",
+        *_RUNTIME_EXTENSIONS,
         # Our runner and tokenizer replace the LLM runner and its tokenizers; of the LLM
         # extension only the KV-cache registry (MLX, patch 0002) and custom ops are built.
         "-DEXECUTORCH_BUILD_EXTENSION_LLM=OFF",
@@ -634,6 +629,16 @@ def _apply_patches(patches: list[str]) -> ApplyPatches:
                         "$SOURCE", tuple(f"$REPO/third-party/patches/{p}" for p in patches))
 
 
+def _chosen(what: str, chosen: tuple[str, ...] | None, known: tuple[str, ...]) -> tuple[str, ...]:
+    """``chosen`` (all of ``known`` when None); a ``BuildError`` names what is not known."""
+    chosen = known if chosen is None else chosen
+    unknown = [c for c in chosen if c not in known]
+    if unknown or not chosen:
+        raise BuildError(f"unknown {what} {', '.join(unknown) or '(none)'}; "
+                         f"choose from {', '.join(known)}")
+    return chosen
+
+
 def build_plan(
     platform: str,
     *,
@@ -685,12 +690,8 @@ def build_plan(
 
     steps: list[Step] = []
     if platform == "linux":  # the source comes from the cache (source_cache), never fetched here
-        components = LINUX_COMPONENTS if components is None else components
+        components = _chosen("linux component", components, LINUX_COMPONENTS)
         steps.append(_apply_patches(patches))
-        unknown = [c for c in components if c not in LINUX_COMPONENTS]
-        if unknown or not components:
-            raise BuildError(f"unknown linux component {', '.join(unknown) or '(none)'}; "
-                             f"choose from {', '.join(LINUX_COMPONENTS)}")
         build_steps, flags = _linux_steps(lock, jobs, components)
         steps += build_steps
         steps.append(WriteManifest(
@@ -712,16 +713,8 @@ def build_plan(
         ))
         return Plan("ios", tuple(steps))
 
-    unknown = [a for a in abis if a not in ANDROID_ABIS]
-    if unknown or not abis:
-        raise BuildError(
-            f"unknown Android ABI {', '.join(unknown) or '(none)'}; choose from {', '.join(ANDROID_ABIS)}"
-        )
-    components = ANDROID_BUILD_COMPONENTS if components is None else components
-    unknown = [c for c in components if c not in ANDROID_BUILD_COMPONENTS]
-    if unknown or not components:
-        raise BuildError(f"unknown Android component {', '.join(unknown) or '(none)'}; "
-                         f"choose from {', '.join(ANDROID_BUILD_COMPONENTS)}")
+    abis = _chosen("Android ABI", abis, ANDROID_ABIS)
+    components = _chosen("Android component", components, ANDROID_BUILD_COMPONENTS)
     build_steps, flags = _android_steps(abis, jobs, components)
     steps += build_steps
     for abi in abis:
