@@ -82,6 +82,35 @@ describe.each(TARGETS.map((t) => [t.name, t] as const))('Saved sessions on %s', 
     }
   });
 
+  it('forks a conversation at a message without prefilling the shared part again', async () => {
+    const reference = await fresh();
+    await reference.sendMessage(FIRST);
+    const branchAnswer = await reference.sendMessage('And one fruit?');
+    const referenceStats = reference.stats as GenerationStats;
+
+    const llm = await fresh();
+    await llm.sendMessage(FIRST);
+    await llm.sendMessage(SECOND);
+    const history = llm.messageHistory;
+    expect(await codeOf(llm.fork(4, join(docs, 'nowhere.session')))).toBe('invalid_argument');
+    const path = join(docs, 'branch.session');
+    await llm.fork(1, path); // after the first answer
+    expect(llm.messageHistory).toEqual(history); // the current conversation goes on unchanged
+
+    const branch = await fresh();
+    await branch.loadSession(path);
+    expect(branch.messageHistory).toEqual(history.slice(0, 2));
+    const answer = await branch.sendMessage('And one fruit?');
+    if (target.real) {
+      expect(answer).toBe(branchAnswer);
+      // The first turn came from the copied cache: the branch prefilled at most what the
+      // reference's second turn did (less where the longer conversation shares more with it).
+      const stats = branch.stats as GenerationStats;
+      expect(stats.promptTokens).toBeLessThanOrEqual(referenceStats.promptTokens);
+      expect(stats.promptTokens + stats.reusedTokens).toBe(referenceStats.promptTokens + referenceStats.reusedTokens);
+    }
+  });
+
   it('refuses bad session files and a load during a generation, changing nothing', async () => {
     const other = await fresh();
     await other.sendMessage(FIRST);
@@ -99,7 +128,8 @@ describe.each(TARGETS.map((t) => [t.name, t] as const))('Saved sessions on %s', 
       writeFileSync(truncated, bytes.subarray(0, bytes.length >> 1));
       const altered = join(docs, 'altered.session');
       const flipped = Buffer.from(bytes);
-      flipped[flipped.length >> 1] ^= 1;
+      const middle = flipped.length >> 1;
+      flipped.writeUInt8(flipped.readUInt8(middle) ^ 1, middle);
       writeFileSync(altered, flipped);
       const newer = join(docs, 'newer.session');
       const future = Buffer.from(bytes);

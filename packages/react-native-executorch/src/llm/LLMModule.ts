@@ -726,10 +726,36 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
    */
   async saveSession(path: string, options: { readonly tokensOnly?: boolean } = {}): Promise<SessionInfo> {
     this.assertCanGenerate();
+    return this.writeSession(path, this.history, options.tokensOnly ?? false);
+  }
+
+  /**
+   * A branch of the conversation that ends at message `messageIndex` (e.g. to regenerate an
+   * answer or ask something else from there), saved to `path` without changing the current
+   * conversation. {@link loadSession} of `path` switches to it: the history becomes messages
+   * 0..messageIndex, and the next message prefills only itself, since the cache (copied with
+   * its filled span) keeps every token the branch shares with it. On models with sliding-window
+   * ring caches whose rings have turned since that message, the shared part is prefilled again
+   * (a ring keeps no older keys; docs/design.md, "Session files"). Rejects with
+   * `invalid_argument` for a message that does not exist.
+   */
+  async fork(messageIndex: number, path: string): Promise<SessionInfo> {
+    this.assertCanGenerate();
+    if (!Number.isInteger(messageIndex) || messageIndex < 0 || messageIndex >= this.history.length) {
+      throw new ExecutorchError(
+        'invalid_argument',
+        `fork(${messageIndex}): no such message; the history has ${this.history.length} ` +
+          `(indices 0..${this.history.length - 1}).`,
+      );
+    }
+    return this.writeSession(path, this.history.slice(0, messageIndex + 1), false);
+  }
+
+  private async writeSession(path: string, history: readonly Message[], tokensOnly: boolean): Promise<SessionInfo> {
     const { native, handle } = this.loaded();
-    const appData = JSON.stringify({ history: this.history });
+    const appData = JSON.stringify({ history });
     try {
-      const info = await native.saveSession(handle, path, options.tokensOnly ?? false, appData);
+      const info = await native.saveSession(handle, path, tokensOnly, appData);
       return { fileBytes: info.fileBytes, tokens: info.tokens, restored: info.restored, ms: info.ms };
     } catch (error) {
       throw fromNativeError(error);

@@ -80,6 +80,8 @@ export interface LLMController<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
   saveSession(path: string, options?: { readonly tokensOnly?: boolean }): Promise<SessionInfo>;
   /** Continues the conversation saved in a file ({@link LLMModule.loadSession}); updates `messageHistory`. */
   loadSession(path: string): Promise<SessionInfo>;
+  /** Saves a branch ending at message `messageIndex` to a file ({@link LLMModule.fork}); load it to switch. */
+  fork(messageIndex: number, path: string): Promise<SessionInfo>;
   /** Tokens of a text, or of the prompt messages render into (system prompt included). */
   countTokens(input: string | readonly MessageInput[]): number;
   /** The model's context length in tokens. */
@@ -329,6 +331,11 @@ export function useLLM<M extends AnyLLMDescriptor>(options: UseLLMOptions<M>): L
     [],
   );
 
+  const fork = useCallback(
+    (messageIndex: number, path: string) => requireModule(moduleRef.current).fork(messageIndex, path),
+    [],
+  );
+
   const loadSession = useCallback(
     async (path: string) => {
       const module = requireModule(moduleRef.current);
@@ -360,6 +367,7 @@ export function useLLM<M extends AnyLLMDescriptor>(options: UseLLMOptions<M>): L
     deleteMessage,
     saveSession,
     loadSession,
+    fork,
     countTokens,
     getMaxContextLength,
     getGeneratedTokenCount,
