@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -150,21 +151,27 @@ def test_native_builds_hold_each_platforms_backends(catalog: BackendCatalog) -> 
             assert (f"-D{b.build_flag}=ON" in text) == (b.name in on), (platform, b.name)
 
 
-# A backend as a new one is declared: only its backends.yaml entry, no other edit.
-TOY_BACKEND = """
-  - name: toy
-    title: Toy
-    processor: GPU
-    runtime: ToyBackend
-    pte_code: 9
-    build_flag: EXECUTORCH_BUILD_TOY
-    platforms: {ios: 3, android: 3}
-    archives:
-      whole: [backends/toy/libtoy_backend.a]
-      linked: [backends/toy/libtoy_kernels.a]
-      external: [backends/toy/sdk/libtoy_sdk.a]
-    sdk_libraries: [libexecutorch_backend_toy.so]
-"""
+def _with_toy_backend(catalog: BackendCatalog) -> BackendCatalog:
+    """``catalog`` with a backend added as a new one is: its backends.yaml entry, nothing else
+    (a free code and the last rank on every platform, so it fits whatever the catalog holds)."""
+    code = max(catalog.pte_codes().values()) + 1
+    ranks = ", ".join(f"{p}: {max(b.ranks.get(p, 0) for b in catalog.backends) + 1}"
+                      for p in catalog.platforms)
+    entry = textwrap.dedent(f"""
+      - name: toy_scratch
+        title: Toy
+        processor: GPU
+        runtime: ToyScratchBackend
+        pte_code: {code}
+        build_flag: EXECUTORCH_BUILD_TOY_SCRATCH
+        platforms: {{{ranks}}}
+        archives:
+          whole: [backends/toy/libtoy_backend.a]
+          linked: [backends/toy/libtoy_kernels.a]
+          external: [backends/toy/sdk/libtoy_sdk.a]
+        sdk_libraries: [libexecutorch_backend_toy.so]
+    """)
+    return parse_catalog(CATALOG_TEXT + textwrap.indent(entry, "  "), Path("backends.yaml"))
 
 
 def _missing_from_build_tables(catalog: BackendCatalog) -> list[str]:
@@ -199,10 +206,11 @@ def test_every_declared_backend_reaches_the_derived_build_tables(catalog: Backen
     """A backend is declared once: its build flag, archives and size row reach every table the
     native builds use, for the real catalog and for one with a new backend added."""
     assert _missing_from_build_tables(catalog) == []
-    toy = parse_catalog(CATALOG_TEXT + TOY_BACKEND, Path("backends.yaml"))
+    toy = _with_toy_backend(catalog)
+    assert "toy_scratch" in toy.names()
     assert _missing_from_build_tables(toy) == []
     assert "$BUILD/ios-device/backends/toy/sdk/libtoy_sdk.a" in ios_archives(IOS_SLICES[0], toy)
-    assert sizes.sdk_components(toy)["toy"] == ("libexecutorch_backend_toy.so",)
+    assert sizes.sdk_components(toy)["toy_scratch"] == ("libexecutorch_backend_toy.so",)
 
 
 def _ts_union(text: str, name: str) -> list[str]:
