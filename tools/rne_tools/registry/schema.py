@@ -1,8 +1,9 @@
 """The registry's JSON Schema (``model-registry/schema.json``) and the validator that applies it.
 
-Its backend enum comes from the backend catalog and its architecture enum from the model modules,
-so neither is listed twice. Patterns must match the whole value (a trailing newline is not "the
-end"); numbers are finite and integers exact in JavaScript.
+Its backend enum comes from the backend catalog, its architecture enum from the model modules and
+its media capabilities from ``MEDIA_CAPABILITIES``, so none is listed twice. Patterns must match
+the whole value (a trailing newline is not "the end"); numbers are finite and integers exact in
+JavaScript.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from rne_tools.backend_catalog import load_catalog
 from rne_tools.models import ARCHITECTURES
 from rne_tools.paths import REGISTRY_DIR
 from rne_tools.registry.problems import clip, short
+from rne_tools.registry.specs import MEDIA_CAPABILITIES
 
 SCHEMA_FILE = "schema.json"
 
@@ -53,11 +55,17 @@ Validator = jsonschema.validators.extend(
 
 
 def schema() -> dict[str, Any]:
-    """The registry's JSON Schema, its backend enum filled in from the backend catalog and its
-    architecture enum from the model modules."""
+    """The registry's JSON Schema, its backend enum filled in from the backend catalog, its
+    architecture enum from the model modules and its media capabilities (a capability, and the
+    key of its encoder) from ``MEDIA_CAPABILITIES``."""
     doc = json.loads((REGISTRY_DIR / SCHEMA_FILE).read_text())
     doc["$defs"]["backend"]["enum"] = list(load_catalog().names())
     doc["$defs"]["architecture"]["enum"] = sorted(ARCHITECTURES)
+    model = doc["$defs"]["model"]["properties"]
+    model["capabilities"]["items"]["enum"] += MEDIA_CAPABILITIES
+    variant = doc["$defs"]["variant"]["properties"]
+    encoders = {kind: {"$ref": "#/$defs/encoder"} for kind in MEDIA_CAPABILITIES}
+    variant["encoders"]["properties"] = encoders
     return doc
 
 
