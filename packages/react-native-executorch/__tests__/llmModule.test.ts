@@ -45,7 +45,13 @@ describe('LLMModule', () => {
     expect(progress.length).toBeGreaterThan(3);
     const root = join(docs, 'react-native-executorch/models/acme/smol-published/r1');
     expect(native.loads).toEqual([
-      { modelPath: join(root, 'xnnpack/smol.pte'), tokenizerPath: join(root, 'tokenizer.json'), backend: 'xnnpack' },
+      {
+        modelPath: join(root, 'xnnpack/smol.pte'),
+        tokenizerPath: join(root, 'tokenizer.json'),
+        backend: 'xnnpack',
+        // The registry's measured peak, for the native memory check before the load.
+        peakMemoryBytes: 235302502,
+      },
     ]);
 
     const pieces: string[] = [];

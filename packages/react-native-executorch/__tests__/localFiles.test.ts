@@ -60,7 +60,9 @@ test('with a filesystem adapter, localFiles load without any HTTP request', asyn
   const llm = new LLMModule({ model: smol, localFiles: files, native, resources });
   await llm.load({ onDownloadProgress: (p) => progress.push(p) });
   expect(llm.isReady).toBe(true);
-  expect(native.loads).toEqual([{ modelPath: files.modelPath, tokenizerPath: files.tokenizerPath, backend: 'xnnpack' }]);
+  expect(native.loads).toEqual([
+    { modelPath: files.modelPath, tokenizerPath: files.tokenizerPath, backend: 'xnnpack', peakMemoryBytes: smol.variants.xnnpack.peakMemoryBytes },
+  ]);
   expect(requests).toEqual([]);
   expect(progress).toEqual([1]);
   llm.release();

@@ -163,6 +163,7 @@ describe('LLMModule with images and audio', () => {
         backend: 'xnnpack',
         visionEncoderPath: join(root(), 'xnnpack/vision.pte'),
         audioEncoderPath: join(root(), 'xnnpack/audio.pte'),
+        peakMemoryBytes: 1477443584, // the registry's measured E2B peak
       },
     ]);
     expect(server.requests.map((r) => r.path).filter((p) => p.endsWith('vision.pte'))).toHaveLength(1);

@@ -90,7 +90,8 @@ describe('useLLM lifecycle', () => {
     expect(result.current.downloadProgress).toBe(1);
     expect(result.current.error).toBeNull();
     expect(native.loads).toEqual([
-      { modelPath: files.modelPath, tokenizerPath: files.tokenizerPath, backend: 'xnnpack' },
+      // With the registry's measured peak, for the native memory check before the load.
+      { modelPath: files.modelPath, tokenizerPath: files.tokenizerPath, backend: 'xnnpack', peakMemoryBytes: 235302502 },
     ]);
   });
 

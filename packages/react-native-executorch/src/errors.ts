@@ -66,7 +66,9 @@ export type ExecutorchErrorCode =
   | 'context_full'
   | 'execution_failed'
   /** `generate` was called while another generation runs. */
-  | 'busy';
+  | 'busy'
+  /** A load the device does not have the memory for (the numbers and a smaller variant in the message). */
+  | 'insufficient_memory';
 
 /** Codes the native runner reports on its errors (`error.code` of a rejected native call). */
 export const NATIVE_ERROR_CODES = [
@@ -77,6 +79,7 @@ export const NATIVE_ERROR_CODES = [
   'context_full',
   'execution_failed',
   'busy',
+  'insufficient_memory',
 ] as const satisfies readonly ExecutorchErrorCode[];
 
 export type NativeErrorCode = (typeof NATIVE_ERROR_CODES)[number];

@@ -94,6 +94,11 @@ export type VariantDescriptor<B extends Backend = Backend> = FileSet & {{
   /** KV capacity the variant was exported with (prompt + generated tokens). */
   readonly maxContext: number;
   readonly minPlatform: MinPlatform;
+  /**
+   * The runner's measured peak resident memory with this variant, in bytes: LLMModule refuses
+   * to load it (`insufficient_memory`) where the OS offers less. Absent: not measured.
+   */
+  readonly peakMemoryBytes?: number;
   /** The encoder of each media capability of the model (one for each it declares). */
   readonly encoders?: {{ readonly [C in MediaCapability]?: EncoderDescriptor }};
 }};
@@ -203,6 +208,8 @@ def _descriptor(spec: ModelSpec) -> dict[str, Any]:
             "minPlatform": dict(sorted(v.min_platform.items())),
             "files": _file_entries(v.files),
         }
+        if v.peak_memory_bytes is not None:
+            variants[backend]["peakMemoryBytes"] = v.peak_memory_bytes
         if v.encoders:
             variants[backend]["encoders"] = {
                 kind: {"status": e.status, **_file_entries([e.file])[0]}

@@ -44,6 +44,7 @@ def _model_spec(raw: dict[str, Any], family: str, source_file: Path) -> ModelSpe
             group_size=v["export"].get("group_size"),
             embedding_group_size=v["export"].get("embedding_group_size"),
             min_platform=dict(v["min_platform"]),
+            peak_memory_bytes=v.get("peak_memory_bytes"),
             encoders={
                 kind: EncoderSpec(e["status"], FileSpec(e["path"], e.get("sha256"), e.get("size")))
                 for kind, e in v.get("encoders", {}).items()

@@ -63,6 +63,8 @@ class VariantSpec:
     embedding_group_size: int | None = None
     # The encoder of each media capability ("vision", "audio") the model declares.
     encoders: dict[str, EncoderSpec] = field(default_factory=dict)
+    # The runner's measured peak resident memory; None: not measured (nothing is checked).
+    peak_memory_bytes: int | None = None
 
     @property
     def published(self) -> bool:

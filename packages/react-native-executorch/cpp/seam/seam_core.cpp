@@ -223,6 +223,28 @@ Result<LoadOptions> parseLoadOptions(const ObjectReader& options) {
     if (!value) return invalidArgument(std::string(name) + " must be a string");
     *field = std::move(*value);
   }
+  // The registry's measured peaks (peakMemoryBytes) of this variant and of the smallest other
+  // variant of the model the device can run (smallerVariant, smallerVariantPeakBytes).
+  for (auto [name, field] :
+       {std::pair{"peakMemoryBytes", &parsed.memory.peak_bytes},
+        std::pair{"smallerVariantPeakBytes", &parsed.memory.smaller_variant_peak_bytes},
+        std::pair{"availableMemoryBytes", static_cast<uint64_t*>(nullptr)}}) {
+    if (!options.has(name)) continue;
+    auto value = options.number(name);
+    if (!value || !(*value >= 0) || *value > 9.0e15) {
+      return invalidArgument(std::string(name) + " must be a byte count");
+    }
+    if (field == nullptr) {
+      parsed.memory.available_bytes = static_cast<uint64_t>(*value);
+    } else {
+      *field = static_cast<uint64_t>(*value);
+    }
+  }
+  if (options.has("smallerVariant")) {
+    auto value = options.string("smallerVariant");
+    if (!value) return invalidArgument("smallerVariant must be a string");
+    parsed.memory.smaller_variant = std::move(*value);
+  }
   return parsed;
 }
 
@@ -321,6 +343,12 @@ Result<void> SeamCore::loadLLM(LoadOptions options, LoadDone done) {
                            "(cpp/media); load the model without its encoders");
   }
 #endif
+  // Refused before anything is mapped: a load the system cannot hold gets the app killed.
+  const auto available = options.memory.available_bytes ? options.memory.available_bytes
+                                                         : availableMemoryBytes();
+  if (auto fits = checkMemory(options.memory, available); !fits.ok()) {
+    return fits.error();
+  }
   worker_->post([this, options = std::move(options), done = std::move(done)] {
     auto loaded = guarded("loading the model", [&] {
       return runner::LlmRunner::load(options.model_path, options.tokenizer_path);

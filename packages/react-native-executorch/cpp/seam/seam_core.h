@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "memory_guard.h"
 #include "platform_info.h"
 #include "rne/runner/llm_runner.h"
 #include "rne/runner/session_file.h"
@@ -57,6 +58,7 @@ struct LoadOptions {
   std::string backend;  // a TypeScript backend name ("xnnpack")
   std::string vision_encoder_path;  // optional: the model's vision encoder program
   std::string audio_encoder_path;   // optional: the model's audio encoder program
+  MemoryNeed memory;                // optional: the variant's measured peak (memory_guard.h)
 };
 
 // loadLLM's options object; invalid_argument names the bad field.

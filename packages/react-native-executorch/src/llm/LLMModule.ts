@@ -10,7 +10,14 @@ import {
 import { loadChatTemplate } from '../chat/files';
 import { ThoughtSplitter } from '../chat/thought';
 import { ExecutorchError, fromNativeError, UnsupportedInputError, type InputKind } from '../errors';
-import { models, type AnyLLMDescriptor, type HasCapability, type MediaCapability } from '../models';
+import {
+  models,
+  type AnyLLMDescriptor,
+  type Backend,
+  type HasCapability,
+  type MediaCapability,
+  type VariantDescriptor,
+} from '../models';
 import { getNativeExecutorch } from '../native';
 import type {
   GenerationStats,
@@ -531,6 +538,7 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
         // Only the encoders of capabilities the model declares (a stray local path is not loaded).
         ...(files.visionEncoderPath && this.declares('vision') ? { visionEncoderPath: files.visionEncoderPath } : {}),
         ...(files.audioEncoderPath && this.declares('audio') ? { audioEncoderPath: files.audioEncoderPath } : {}),
+        ...this.memoryNeed(backend, native.availableBackends()),
       });
     } catch (error) {
       throw fromNativeError(error);
@@ -548,6 +556,29 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
         (c) => this.declares(c) && (c === 'vision' ? files.visionEncoderPath : files.audioEncoderPath),
       ),
     );
+  }
+
+  /**
+   * The registry's measured peak memory of the `backend` variant, for the native check before
+   * the load, and the smallest other variant this device can run, which the refusal names.
+   */
+  private memoryNeed(
+    backend: Backend,
+    runnable: readonly Backend[],
+  ): { peakMemoryBytes?: number; smallerVariant?: string; smallerVariantPeakBytes?: number } {
+    const variants = Object.values(this.model.variants) as VariantDescriptor[];
+    const peak = variants.find((v) => v.backend === backend)?.peakMemoryBytes;
+    if (peak === undefined) return {};
+    const smaller = variants
+      .filter((v) => v.backend !== backend && runnable.includes(v.backend) && (v.peakMemoryBytes ?? peak) < peak)
+      .sort((a, b) => (a.peakMemoryBytes ?? 0) - (b.peakMemoryBytes ?? 0))[0];
+    return smaller?.peakMemoryBytes === undefined
+      ? { peakMemoryBytes: peak }
+      : {
+          peakMemoryBytes: peak,
+          smallerVariant: `${smaller.backend} ${smaller.quantization}`,
+          smallerVariantPeakBytes: smaller.peakMemoryBytes,
+        };
   }
 
   private declares(capability: MediaCapability): boolean {

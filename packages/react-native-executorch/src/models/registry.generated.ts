@@ -53,6 +53,11 @@ export type VariantDescriptor<B extends Backend = Backend> = FileSet & {
   /** KV capacity the variant was exported with (prompt + generated tokens). */
   readonly maxContext: number;
   readonly minPlatform: MinPlatform;
+  /**
+   * The runner's measured peak resident memory with this variant, in bytes: LLMModule refuses
+   * to load it (`insufficient_memory`) where the OS offers less. Absent: not measured.
+   */
+  readonly peakMemoryBytes?: number;
   /** The encoder of each media capability of the model (one for each it declares). */
   readonly encoders?: { readonly [C in MediaCapability]?: EncoderDescriptor };
 };
@@ -174,6 +179,7 @@ const llm = {
             path: 'xnnpack/gemma4_e2b_xnnpack_8da4w.pte',
           },
         ],
+        peakMemoryBytes: 1477443584,
         encoders: {
           vision: {
             status: 'unpublished',
@@ -264,6 +270,7 @@ const llm = {
             path: 'xnnpack/smollm2_135m_xnnpack_8w.pte',
           },
         ],
+        peakMemoryBytes: 235302502,
       },
     },
   } as const satisfies LLMDescriptor<'xnnpack'>,

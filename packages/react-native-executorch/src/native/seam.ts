@@ -139,6 +139,18 @@ export interface NativeLoadOptions {
    * Absent: the model takes no audio; an audio part rejects with `invalid_argument`.
    */
   readonly audioEncoderPath?: string;
+  /**
+   * The variant's measured peak memory (the registry's `peakMemoryBytes`). When it exceeds what
+   * the OS says the app may still use (iOS `os_proc_available_memory`, Linux/Android
+   * `MemAvailable`; `RNE_AVAILABLE_MEMORY_BYTES` overrides it), `loadLLM` rejects with
+   * `insufficient_memory` naming both numbers before loading anything. Absent: not checked.
+   */
+  readonly peakMemoryBytes?: number;
+  /** The smallest other variant of the model this device runs ("xnnpack 8da4w"), named in that refusal when it fits. */
+  readonly smallerVariant?: string;
+  readonly smallerVariantPeakBytes?: number;
+  /** Replaces the OS's available-memory figure for this load (tests). */
+  readonly availableMemoryBytes?: number;
 }
 
 /**

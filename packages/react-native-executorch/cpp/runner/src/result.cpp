@@ -11,6 +11,7 @@ const char* error_code_name(ErrorCode code) {
     case ErrorCode::kContextFull: return "context_full";
     case ErrorCode::kExecutionFailed: return "execution_failed";
     case ErrorCode::kBusy: return "busy";
+    case ErrorCode::kInsufficientMemory: return "insufficient_memory";
   }
   return "unknown";
 }

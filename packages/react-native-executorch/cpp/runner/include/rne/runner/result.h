@@ -16,6 +16,7 @@ enum class ErrorCode {
   kContextFull,       // the prompt does not fit in the KV cache
   kExecutionFailed,   // the ExecuTorch runtime returned an error
   kBusy,              // generate() called while another generate() runs
+  kInsufficientMemory,  // a load the system does not have the memory for (seam memory_guard.h)
 };
 
 // A short machine-readable name ("context_full"), stable for bindings and logs.

@@ -1,0 +1,77 @@
+/**
+ * Memory-aware loading through the real Node-API addon: the registry's measured peak of the
+ * variant, passed by LLMModule, against the available memory the native side reads (here a fake
+ * figure, the seam's availableMemoryBytes option), refused before anything is loaded.
+ * @jest-environment node
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import {
+  ExecutorchError,
+  LLMModule,
+  ResourceFetcher,
+  type LLMDescriptor,
+  type ModelFiles,
+  type NativeExecutorch,
+} from '../../src';
+import { HfServer } from '../support/hfServer';
+import { nodeAdapters } from '../support/nodeAdapters';
+import { createRealNative } from './support/realNative';
+import { publishSmollm2, smollm2Files } from './support/targets';
+
+const PLATFORM = { os: 'android', isSimulator: false, osVersion: '34' } as const;
+
+let server: HfServer;
+let docs: string;
+let model: LLMDescriptor<'xnnpack'>;
+let files: ModelFiles;
+
+beforeAll(async () => {
+  server = new HfServer();
+  await server.start();
+  docs = mkdtempSync(join(tmpdir(), 'rne-e2e-memory-'));
+  model = publishSmollm2(server, smollm2Files());
+  files = await new ResourceFetcher({ ...nodeAdapters(docs), baseUrl: server.baseUrl }).fetchModel(model, 'xnnpack');
+});
+
+afterAll(async () => {
+  await server.stop();
+  rmSync(docs, { recursive: true, force: true });
+});
+
+/** A module on the real seam, whose loads see `available` bytes of free memory. */
+function module(available: number): LLMModule {
+  const real = createRealNative(PLATFORM);
+  const native: NativeExecutorch = Object.assign(Object.create(real) as NativeExecutorch, {
+    loadLLM: (options: Parameters<NativeExecutorch['loadLLM']>[0]) =>
+      real.loadLLM({ ...options, availableMemoryBytes: available }),
+  });
+  return new LLMModule({
+    model,
+    localFiles: files,
+    native,
+    resources: new ResourceFetcher({ ...nodeAdapters(docs), baseUrl: server.baseUrl }),
+  });
+}
+
+it('refuses a load the available memory cannot hold, naming both numbers', async () => {
+  const peak = model.variants.xnnpack.peakMemoryBytes;
+  expect(peak).toBeGreaterThan(100 * 2 ** 20); // the registry carries the measured figure
+  const refused = module(100 * 2 ** 20);
+  const error = await refused.load().then(
+    () => null,
+    (e: unknown) => e,
+  );
+  refused.release();
+  expect(error).toBeInstanceOf(ExecutorchError);
+  expect((error as ExecutorchError).code).toBe('insufficient_memory');
+  expect((error as ExecutorchError).message).toContain(`about ${Math.round(peak! / 2 ** 20)} MiB`);
+  expect((error as ExecutorchError).message).toContain('only 100 MiB are available');
+
+  const fits = module(peak!);
+  await fits.load();
+  expect(fits.isReady).toBe(true);
+  fits.release();
+});
