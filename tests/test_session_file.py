@@ -22,6 +22,15 @@ def llm(request) -> Path:
     return Path(override) if override else request.getfixturevalue("rne_llm")
 
 
+# The multimodal tiny Gemma 4 of tests/test_multimodal_decoder.py (decoder, vision encoder, the
+# Gemma-4-shaped tokenizer with the real template, a photo).
+from test_multimodal_decoder import checkpoint  # noqa: E402,F401  (a fixture the others use)
+from test_multimodal_decoder import decoder as mm_decoder  # noqa: E402,F401
+from test_multimodal_decoder import encoder as vision_encoder  # noqa: E402,F401
+from test_multimodal_decoder import media_files  # noqa: E402,F401
+from test_multimodal_decoder import tokenizer_dir as gemma4_tokenizer_dir  # noqa: E402,F401
+
+
 @pytest.fixture(scope="session")
 def tiny_gemma4():
     # The tiny Gemma 4 of the execution tests: sliding window 6 in a 64-position context, so its
@@ -125,6 +134,27 @@ def test_a_saved_smollm2_conversation_continues_exactly(llm, smollm2_fp32, smoll
     saved = first["session_saved"]
     print(f"\nSMOLLM2 session: {saved['tokens']} tokens, {saved['file_bytes']} bytes, saved in "
           f"{saved['ms']:.1f} ms, loaded in {second['session_loaded']['ms']:.1f} ms")
+
+
+def test_a_gemma4_conversation_with_an_image_in_it_continues_exactly(
+        llm, mm_decoder, vision_encoder, gemma4_tokenizer_dir, media_files, tmp_path):
+    """Media in the history: the image's soft tokens are in the saved cache with their content
+    key, so the next turn reuses them without the encoder (none is given to the second run)."""
+    tokenizer = gemma4_tokenizer_dir / "tokenizer.json"
+    first = ["--vision-encoder", vision_encoder, "--image", media_files["image"],
+             "--max-new-tokens", 6, "What is in the picture?"]
+    turn2 = [int(i) for i in range(300, 312)]
+    whole = run(llm, mm_decoder, tokenizer, *first, "--turn-ids", ids(turn2),
+                "--logits-out", tmp_path / "whole.f32")
+    session = tmp_path / "picture.session"
+    run(llm, mm_decoder, tokenizer, *first, "--save-session", session,
+        "--logits-out", tmp_path / "first.f32")
+    second = run(llm, mm_decoder, tokenizer, "--load-session", session, "--prompt-ids",
+                 ids(turn2), "--max-new-tokens", 6, "--logits-out", tmp_path / "second.f32")
+    assert second["session_loaded"]["restored"] == "cache"
+    assert second["turns"][0]["tokens"] == whole["turns"][1]["tokens"]
+    rows = np.fromfile(tmp_path / "whole.f32", dtype=np.float32).reshape(2, -1)
+    assert np.array_equal(rows[1], np.fromfile(tmp_path / "second.f32", dtype=np.float32))
 
 
 # --- refusals ---------------------------------------------------------------------------------

@@ -65,7 +65,7 @@ options:
   --session-tokens-only     --save-session writes the tokens only (a small file; loading it
                             prefills them again instead of copying the caches back)
   --turn-ids 1,2,3          after the answer, one more turn with these ids appended to the
-                            conversation (repeatable; with --prompt-ids or --raw)
+                            conversation (repeatable)
   --logits-out FILE         write, per turn, the logits of its last forward call (float32,
                             vocab_size per row): with --max-new-tokens 1 those the answer was
                             sampled from. For the session exactness tests
@@ -328,12 +328,12 @@ Options parse_args(int argc, char** argv) {
   if (o.model.empty() || o.tokenizer.empty()) fail("--model and --tokenizer are required (see --help)");
   if (o.prompt.empty() && o.prompt_ids.empty()) fail("no prompt given (see --help)");
   // A chat-template prompt renders a whole conversation, which rne_llm does not keep across
-  // processes: a loaded session or a further turn takes token ids or raw text appended as is.
-  const bool appended = !o.prompt_ids.empty() || o.raw;
-  if ((!o.load_session.empty() || !o.turn_ids.empty()) && (!appended || o.interactive)) {
-    fail("--load-session and --turn-ids need --prompt-ids or --raw (not a chat-template prompt "
-         "or --interactive)");
+  // processes: a loaded session continues with token ids or raw text appended as is.
+  if (!o.load_session.empty() && ((o.prompt_ids.empty() && !o.raw) || o.interactive)) {
+    fail("--load-session needs --prompt-ids or --raw (not a chat-template prompt or "
+         "--interactive)");
   }
+  if (!o.turn_ids.empty() && o.interactive) fail("--turn-ids and --interactive exclude each other");
   if (o.session_tokens_only && o.save_session.empty()) {
     fail("--session-tokens-only applies to --save-session; give a file too");
   }
