@@ -41,6 +41,21 @@ function fetcher(): ResourceFetcher {
   return new ResourceFetcher({ ...nodeAdapters(docs), baseUrl: server.baseUrl });
 }
 
+it('the real seam refuses a session load or save while a generation runs, as busy', async () => {
+  const native = TARGETS.find((t) => t.real)!.create();
+  const handle = await native.loadLLM({ modelPath: files.modelPath, tokenizerPath: files.tokenizerPath, backend: 'xnnpack' });
+  const path = join(docs, 'busy.session');
+  await native.saveSession(handle, path, false, '');
+  const config = { temperature: 0, topK: 0, topP: 1, minP: 0, repetitionPenalty: 1, seed: 1, maxNewTokens: 8, stopStrings: [] };
+  const running = native.generate(handle, 'Hello', config, () => {});
+  const refusal = (call: () => Promise<unknown>) => call().then(() => 'resolved', (e: { code?: string }) => e.code);
+  expect(await refusal(() => native.loadSession(handle, path))).toBe('busy');
+  expect(await refusal(() => native.saveSession(handle, path, false, ''))).toBe('busy');
+  expect((await running).generatedTokens).toBe(8); // the generation went on untouched
+  expect((await native.loadSession(handle, path)).tokens).toBe(0);
+  native.release(handle);
+});
+
 describe.each(TARGETS.map((t) => [t.name, t] as const))('Saved sessions on %s', (_, target: SeamTarget) => {
   const modules: LLMModule[] = [];
   afterEach(() => modules.splice(0).forEach((m) => m.release()));
