@@ -44,8 +44,7 @@ BUDGET_PATH = REPO_ROOT / "third-party" / "release-size-budget.json"
 LOCK_SCHEMA = 1
 RELEASE_MANIFEST = "rne-binaries.json"
 RELEASE_PLATFORMS = ("ios", "android")
-# The delegate that makes a platform's "all" set; "cpu" is XNNPACK alone.
-GPU_BACKEND = {"ios": "mlx", "android": "vulkan"}
+# "all": a build with a GPU delegate of its platform (the catalog's processor); "cpu": without.
 BACKEND_SETS = ("all", "cpu")
 # e_machine of the ELF header for each Android ABI we ship.
 _ABI_MACHINE = {"arm64-v8a": 183, "x86_64": 62}
@@ -110,7 +109,9 @@ def _backend_set(platform: str, backends: tuple[str, ...], where: Path) -> str:
     if "xnnpack" not in backends:
         raise ReleaseError(f"{where}: the build has no XNNPACK delegate (its recorded CMake flags "
                            "do not turn EXECUTORCH_BUILD_XNNPACK on); every release needs it")
-    return "all" if GPU_BACKEND[platform] in backends else "cpu"
+    gpu = {b.name for b in load_catalog().backends
+           if b.processor == "GPU" and platform in b.platforms}
+    return "all" if gpu & set(backends) else "cpu"
 
 
 def _files(root: Path, entry: str) -> list[str]:
