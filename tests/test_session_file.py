@@ -14,21 +14,20 @@ import pytest
 
 from rne_tools.export import cached_export
 
+# The multimodal tiny Gemma 4 of tests/test_multimodal_decoder.py, as fixtures here: its decoder
+# (and the checkpoint it is exported from), vision encoder, Gemma-4-shaped tokenizer with the
+# real template, and a photo.
+from test_multimodal_decoder import checkpoint, media_files  # noqa: F401
+from test_multimodal_decoder import decoder as mm_decoder  # noqa: F401
+from test_multimodal_decoder import encoder as vision_encoder  # noqa: F401
+from test_multimodal_decoder import tokenizer_dir as gemma4_tokenizer_dir  # noqa: F401
+
 
 @pytest.fixture(scope="session")
 def llm(request) -> Path:
     """The host rne_llm, or RNE_LLM (an engineer's own build)."""
     override = os.environ.get("RNE_LLM")
     return Path(override) if override else request.getfixturevalue("rne_llm")
-
-
-# The multimodal tiny Gemma 4 of tests/test_multimodal_decoder.py (decoder, vision encoder, the
-# Gemma-4-shaped tokenizer with the real template, a photo).
-from test_multimodal_decoder import checkpoint  # noqa: E402,F401  (a fixture the others use)
-from test_multimodal_decoder import decoder as mm_decoder  # noqa: E402,F401
-from test_multimodal_decoder import encoder as vision_encoder  # noqa: E402,F401
-from test_multimodal_decoder import media_files  # noqa: E402,F401
-from test_multimodal_decoder import tokenizer_dir as gemma4_tokenizer_dir  # noqa: E402,F401
 
 
 @pytest.fixture(scope="session")
@@ -119,8 +118,9 @@ def test_a_tokens_only_session_is_restored_by_prefilling(llm, tiny_gemma4, byte_
 @pytest.mark.slow
 def test_a_saved_smollm2_conversation_continues_exactly(llm, smollm2_fp32, smollm2_checkpoint,
                                                         tmp_path):
-    from rne_tools.runtime.text import ChatTokenizer
     from tokenizers import Tokenizer
+
+    from rne_tools.runtime.text import ChatTokenizer
 
     tokenizer = smollm2_checkpoint / "tokenizer.json"
     turn1 = ChatTokenizer(smollm2_checkpoint).user_prompt_ids(
@@ -137,7 +137,7 @@ def test_a_saved_smollm2_conversation_continues_exactly(llm, smollm2_fp32, smoll
 
 
 def test_a_gemma4_conversation_with_an_image_in_it_continues_exactly(
-        llm, mm_decoder, vision_encoder, gemma4_tokenizer_dir, media_files, tmp_path):
+        llm, mm_decoder, vision_encoder, gemma4_tokenizer_dir, media_files, tmp_path):  # noqa: F811
     """Media in the history: the image's soft tokens are in the saved cache with their content
     key, so the next turn reuses them without the encoder (none is given to the second run)."""
     tokenizer = gemma4_tokenizer_dir / "tokenizer.json"
