@@ -61,11 +61,11 @@ def host(hermes: HermesLayout) -> dict[str, Path]:
     # The binding is compiled against React Native's jsi.h and run by a VM built with Hermes's.
     ours, theirs = RN / "ReactCommon" / "jsi" / "jsi" / "jsi.h", hermes.source / "API" / "jsi" / "jsi" / "jsi.h"
     assert ours.read_bytes() == theirs.read_bytes(), f"{ours} and {theirs} differ: the JSI ABI may not match"
-    if not (BUILD / "CMakeCache.txt").is_file():
-        _run([str(BIN / "cmake"), "-S", str(SOURCE), "-B", str(BUILD), "-G", "Ninja",
-              f"-DCMAKE_MAKE_PROGRAM={BIN / 'ninja'}", "-DCMAKE_BUILD_TYPE=Release",
-              f"-DRNE_PYTHON={sys.executable}", f"-DRNE_HERMES_SOURCE_DIR={hermes.source}",
-              f"-DRNE_HERMES_VM_LIBRARY={hermes.vm_library}"])
+    # Configured every time (seconds): a new pin moves the Hermes paths.
+    _run([str(BIN / "cmake"), "-S", str(SOURCE), "-B", str(BUILD), "-G", "Ninja",
+          f"-DCMAKE_MAKE_PROGRAM={BIN / 'ninja'}", "-DCMAKE_BUILD_TYPE=Release",
+          f"-DRNE_PYTHON={sys.executable}", f"-DRNE_HERMES_SOURCE_DIR={hermes.source}",
+          f"-DRNE_HERMES_VM_LIBRARY={hermes.vm_library}"])
     _run([str(BIN / "cmake"), "--build", str(BUILD), "--target", "rne_hermes_host", "rne_node",
           "--parallel", "2"])
     return {"host": BUILD / "rne_hermes_host", "addon": BUILD / "rne_cpp" / "node" / "rne_node.node"}
