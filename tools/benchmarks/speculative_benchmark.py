@@ -116,9 +116,6 @@ class LlamaCpp:
 
 
 # --- Our runner's side --------------------------------------------------------------------------
-# Written against rne_llm's flags and its --json stats (drafted_tokens, accepted_tokens,
-# decode_forwards, acceptance_rate); the lead finishes it once the speculative loop lands:
-# the export (verify length) and the draft-length sweep are still to be chosen from measurements.
 
 def run_ours(rne_llm: Path, pte: Path, tokenizer: Path, prompt: str, max_new_tokens: int,
              speculative: dict[str, int] | None) -> dict:
@@ -195,6 +192,8 @@ def ratio(a: float, b: float) -> float:
               help="Our export's verify length (drafts per forward + 1).")
 @click.option("--sweep", default="2,4,16", show_default=True,
               help="llama.cpp num_pred_tokens values run besides its default (10); '' for none.")
+@click.option("--ours-sweep", default="2,4", show_default=True,
+              help="Our --max-draft-tokens values run besides the default (verify length - 1).")
 @click.option("--rounds", default=3, show_default=True)
 @click.option("--max-new-tokens", default=256, show_default=True)
 @click.option("--threads", default=2, show_default=True, help="llama.cpp threads.")
@@ -202,7 +201,7 @@ def ratio(a: float, b: float) -> float:
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Also write every best run (tokens included) here.")
 def main(llamacpp_python: Path | None, ours: bool, rne_llm: Path | None, verify_tokens: int,
-         sweep: str, rounds: int, max_new_tokens: int, threads: int, only: str,
+         sweep: str, ours_sweep: str, rounds: int, max_new_tokens: int, threads: int, only: str,
          json_path: Path | None) -> None:
     from rne_tools.gguf_import import default_checkpoint, packaged_gguf_path
     from rne_tools.registry import load_registry
@@ -250,6 +249,11 @@ def main(llamacpp_python: Path | None, ours: bool, rne_llm: Path | None, verify_
         runners["ours PLD"] = lambda p: run_ours(binary, export.pte_path, tokenizer, p.text,
                                                  max_new_tokens, {})
         plain_of["ours PLD"] = "ours"
+        for k in (int(k) for k in ours_sweep.split(",") if k):
+            mode = f"ours PLD{k}"
+            runners[mode] = lambda p, k=k: run_ours(binary, export.pte_path, tokenizer, p.text,
+                                                    max_new_tokens, {"max-draft-tokens": k})
+            plain_of[mode] = "ours"
 
     best = {mode: {p.id: Best() for p in prompts} for mode in runners}
     try:
