@@ -57,6 +57,9 @@ GenerationConfig config(int32_t max_new_tokens, int32_t max_draft) {
   if (max_draft > 0) {
     c.speculative.drafter = Drafter::kPromptLookup;
     c.speculative.max_draft_tokens = max_draft;
+    // Random weights repeat single tokens, not phrases: drafting from 1-grams keeps the tests
+    // speculating often.
+    c.speculative.ngram_min = 1;
   }
   return c;
 }

@@ -427,7 +427,7 @@ Result<LogitsView> ModelSession::forward(const int64_t* tokens, int64_t count, i
   return LogitsView{data, contract_.vocab_size, 1};
 }
 
-Result<LogitsView> ModelSession::verify(const int64_t* tokens, int64_t count, int64_t start_pos) {
+Result<void> ModelSession::load_verify() {
   if (contract_.max_verify == 0) {
     return Error{ErrorCode::kInvalidModel,
                  path_ + " has no 'verify' method, which speculative decoding needs: it was "
@@ -435,16 +435,21 @@ Result<LogitsView> ModelSession::verify(const int64_t* tokens, int64_t count, in
                          "tools/export_model.py --verify-tokens 8 (XNNPACK), or turn "
                          "speculative decoding off"};
   }
-  if (auto ready = prepare_call("verify", tokens, count, start_pos, contract_.max_verify);
-      !ready.ok()) {
-    return ready.error();
-  }
   if (!verify_loaded_) {
     if (auto err = module_->load_method("verify"); err != RuntimeError::Ok) {
       return load_error(path_, "loading method 'verify'", err);
     }
     verify_loaded_ = true;
   }
+  return {};
+}
+
+Result<LogitsView> ModelSession::verify(const int64_t* tokens, int64_t count, int64_t start_pos) {
+  if (auto ready = prepare_call("verify", tokens, count, start_pos, contract_.max_verify);
+      !ready.ok()) {
+    return ready.error();
+  }
+  if (auto loaded = load_verify(); !loaded.ok()) return loaded.error();
   auto tokens_tensor = et::extension::from_blob(
       tokens_buffer_.data(), {1, static_cast<et::aten::SizesType>(count)},
       et::aten::ScalarType::Long);

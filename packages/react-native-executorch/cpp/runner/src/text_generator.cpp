@@ -335,6 +335,9 @@ Result<Stats> TextGenerator::generate(const std::vector<int64_t>& new_tokens,
 
   auto max_draft = speculation_bound(config.speculative, prefill_only);
   if (!max_draft.ok()) return max_draft.error();
+  if (*max_draft > 0) {
+    if (auto loaded = session_->load_verify(); !loaded.ok()) return loaded.error();
+  }
 
   Stats stats;
   stats.prompt_tokens = static_cast<int64_t>(to_feed.size());

@@ -81,6 +81,9 @@ class ModelSession {
   // its own copy of the weights). A program without it is a kInvalidModel error that says to
   // re-export with --verify-tokens.
   Result<LogitsView> verify(const int64_t* tokens, int64_t count, int64_t start_pos);
+  // Loads `verify` now (its delegate packs its weights: tens to hundreds of ms), so the first
+  // speculative round does not pay for it inside decode. Same errors as verify().
+  Result<void> load_verify();
 
   // The cache state a rewind cannot recover by itself: every mutable buffer the program names
   // (the exporter names them) that is not a flat, position-addressed cache (no dimension of

@@ -43,9 +43,12 @@ struct SpeculativeConfig {
   Drafter drafter = Drafter::kNone;
   // Tokens drafted per round, 1 .. the program's max_verify - 1 (0 = that bound).
   int32_t max_draft_tokens = 0;
-  // Prompt lookup: the longest and shortest n-grams matched against the context.
+  // Prompt lookup: the longest and shortest n-grams matched against the context. A single
+  // token recurs too often to predict what follows it: on SmolLM2's copy-heavy and chat prompts
+  // (tools/benchmarks/speculative_benchmark.py) n-grams of 2 or more keep more drafts and
+  // decode faster than 1.
   int32_t ngram_max = 3;
-  int32_t ngram_min = 1;
+  int32_t ngram_min = 2;
 };
 
 struct GenerationConfig {
