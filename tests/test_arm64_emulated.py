@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import SMOLLM2_8DA4W
 from rne_tools.paths import REPO_ROOT
 
 BUILD = REPO_ROOT / "build" / "linux-arm64"
@@ -150,7 +151,8 @@ def test_smollm2_answers_paris(quantization, tmp_path):
     from rne_tools.gguf_import import default_checkpoint
     from rne_tools.runtime.text import ChatTokenizer
 
-    _, pte, _ = cached_export_of("smollm2_135m", "xnnpack", quantization)
+    request = SMOLLM2_8DA4W if quantization == "8da4w" else {}
+    _, pte, _ = cached_export_of("smollm2_135m", "xnnpack", quantization, **request)
     checkpoint = default_checkpoint("smollm2_135m")
     question = "What is the capital of France?"
     done = subprocess.run(

@@ -37,6 +37,7 @@ from typing import Any
 import pytest
 import yaml
 
+from conftest import SMOLLM2_8DA4W
 from rne_tools import cpp_tokenizer, registry
 from rne_tools.errors import RegistryError, RneError, UnsafePathError
 from rne_tools.export import cached_export
@@ -672,7 +673,7 @@ def test_a_model_truncated_while_it_runs_does_not_kill_the_run(rne_llm: Path, tm
             patch.delenv("RNE_CACHE_DIR", raising=False)
         else:
             patch.setenv("RNE_CACHE_DIR", MACHINE_CACHE_DIR)
-        export = cached_export("smollm2_135m", "xnnpack", "8da4w", progress=False)
+        export = cached_export("smollm2_135m", "xnnpack", "8da4w", progress=False, **SMOLLM2_8DA4W)
         checkpoint = default_checkpoint("smollm2_135m")
     model = model_dir(export.pte_path, tmp_path / "m")
     chat = subprocess.Popen(

@@ -11,9 +11,7 @@ import json
 import subprocess
 from pathlib import Path
 
-import pytest
-
-from rne_tools.export import ExportResult, cached_export
+from rne_tools.export import ExportResult
 
 ARTICLE = (
     "The river Wen rises in the hills above Marlow and runs forty miles to the sea. In 1852 the "
@@ -28,11 +26,6 @@ TO_REPEAT = (
     "forty miles to the sea. In 1852 the town built a stone bridge with five arches, which still "
     "carries the main road."
 )
-
-
-@pytest.fixture(scope="module")
-def smollm2_verify() -> ExportResult:
-    return cached_export("smollm2_135m", "xnnpack", "8da4w", verify_tokens=8, progress=False)
 
 
 def run(rne_llm: Path, export: ExportResult, checkpoint: Path, *args: str) -> dict:
@@ -52,9 +45,9 @@ def both(rne_llm: Path, export: ExportResult, checkpoint: Path, *args: str) -> t
 
 
 def test_copying_prompt_gives_the_same_tokens_with_fewer_forwards(
-    rne_llm, smollm2_verify, smollm2_checkpoint
+    rne_llm, smollm2_8da4w, smollm2_checkpoint
 ):
-    plain, fast = both(rne_llm, smollm2_verify, smollm2_checkpoint, "--max-new-tokens", "80",
+    plain, fast = both(rne_llm, smollm2_8da4w, smollm2_checkpoint, "--max-new-tokens", "80",
                        TO_REPEAT)
     assert fast["tokens"] == plain["tokens"]
     stats = fast["stats"]
@@ -65,16 +58,16 @@ def test_copying_prompt_gives_the_same_tokens_with_fewer_forwards(
     assert stats["decode_forwards"] < (stats["generated_tokens"] - 1) / 2, stats
 
 
-def test_sampled_text_is_the_same_for_the_same_seed(rne_llm, smollm2_verify, smollm2_checkpoint):
+def test_sampled_text_is_the_same_for_the_same_seed(rne_llm, smollm2_8da4w, smollm2_checkpoint):
     # One draw per kept token, from the same logits: the seed decides the same tokens.
-    plain, fast = both(rne_llm, smollm2_verify, smollm2_checkpoint, "--max-new-tokens", "60",
+    plain, fast = both(rne_llm, smollm2_8da4w, smollm2_checkpoint, "--max-new-tokens", "60",
                        "--temperature", "0.7", "--top-p", "0.9",
                        f"Summarise in two sentences: {ARTICLE}")
     assert fast["tokens"] == plain["tokens"]
     assert fast["stats"]["drafted_tokens"] > 0
 
 
-def test_json_schema_constrains_drafted_tokens(rne_llm, smollm2_verify, smollm2_checkpoint,
+def test_json_schema_constrains_drafted_tokens(rne_llm, smollm2_8da4w, smollm2_checkpoint,
                                                tmp_path):
     schema = tmp_path / "bridge.json"
     schema.write_text(json.dumps({
@@ -84,7 +77,7 @@ def test_json_schema_constrains_drafted_tokens(rne_llm, smollm2_verify, smollm2_
         "required": ["river", "bridge_built", "flood_year"],
         "additionalProperties": False,
     }))
-    plain, fast = both(rne_llm, smollm2_verify, smollm2_checkpoint, "--json-schema", str(schema),
+    plain, fast = both(rne_llm, smollm2_8da4w, smollm2_checkpoint, "--json-schema", str(schema),
                        "--max-new-tokens", "60",
                        f"{ARTICLE}\nExtract the river, the year the bridge was built and the "
                        "year of the flood as JSON.")
@@ -93,9 +86,9 @@ def test_json_schema_constrains_drafted_tokens(rne_llm, smollm2_verify, smollm2_
     assert fast["stats"]["drafted_tokens"] > 0
 
 
-def test_a_stop_string_inside_a_draft_stops_at_the_same_place(rne_llm, smollm2_verify,
+def test_a_stop_string_inside_a_draft_stops_at_the_same_place(rne_llm, smollm2_8da4w,
                                                                 smollm2_checkpoint):
-    plain, fast = both(rne_llm, smollm2_verify, smollm2_checkpoint, "--max-new-tokens", "80",
+    plain, fast = both(rne_llm, smollm2_8da4w, smollm2_checkpoint, "--max-new-tokens", "80",
                        "--stop", "five arches", TO_REPEAT)
     assert plain["stats"]["stop_reason"] == "stop_string", plain["text"]
     assert fast["text"] == plain["text"]
@@ -103,10 +96,9 @@ def test_a_stop_string_inside_a_draft_stops_at_the_same_place(rne_llm, smollm2_v
     assert fast["stats"]["accepted_tokens"] > 0
 
 
-def test_a_program_without_verify_names_the_re_export(rne_llm, smollm2_8da4w,
-                                                      smollm2_checkpoint):
+def test_a_program_without_verify_names_the_re_export(rne_llm, smollm2_8w, smollm2_checkpoint):
     done = subprocess.run(
-        [rne_llm, "--model", str(smollm2_8da4w.pte_path), "--tokenizer",
+        [rne_llm, "--model", str(smollm2_8w.pte_path), "--tokenizer",
          str(smollm2_checkpoint / "tokenizer.json"), "--speculative", "prompt-lookup", "hi"],
         capture_output=True, text=True, timeout=600,
     )
