@@ -2,7 +2,8 @@
 """Validate model-registry/ and generate what the npm package derives from it.
 
 From the model family files (*.yaml): the TypeScript `models` object; from the backend catalog
-(backends.yaml): the TypeScript backend tables and the C++ header of the native seam.
+(backends.yaml): the TypeScript backend tables and the C++ header of the native seam; from the
+sampler's options (cpp/runner/sampler_options.yaml): the ranges C++ and TypeScript check.
 
 python tools/gen_registry.py            # validate, then (re)write the generated files
 python tools/gen_registry.py --check    # validate; exit 1 if a generated file is stale
@@ -20,6 +21,7 @@ from rne_tools import backend_catalog, registry
 from rne_tools.errors import RegistryError
 from rne_tools.paths import PACKAGE_DIR, REGISTRY_DIR, REPO_ROOT
 from rne_tools.registry import codegen
+from rne_tools.registry.sampler_options import load_sampler_options
 
 
 def _shown(path: Path) -> Path:
@@ -62,6 +64,7 @@ def main(check: bool, registry_dir: Path, package_dir: Path) -> None:
     try:
         catalog = backend_catalog.load_catalog()
         reg = registry.load_registry(registry_dir)
+        load_sampler_options()
     except RegistryError as exc:
         _fail(exc)
     valid = f"{len(reg.models)} models and {len(catalog.backends)} backends valid"
@@ -70,7 +73,7 @@ def main(check: bool, registry_dir: Path, package_dir: Path) -> None:
         if stale:
             for path in stale:
                 click.echo(
-                    f"error: {_shown(path)} is stale: it does not match model-registry/*.yaml.",
+                    f"error: {_shown(path)} is stale: it does not match its declaration.",
                     err=True,
                 )
             click.echo(f"Regenerate with: {codegen.REGENERATE_COMMAND}", err=True)

@@ -1,7 +1,9 @@
 """What the npm package derives from the registry: the TypeScript ``models`` object
-(``registry.generated.ts``) and, from the backend catalog (``model-registry/backends.yaml``,
+(``registry.generated.ts``); from the backend catalog (``model-registry/backends.yaml``,
 ``rne_tools.backend_catalog``), the TypeScript backend tables and the C++ header of the native
-seam. Generation is deterministic, and a file is rewritten only when its content changes."""
+seam; and from the sampler's options (``cpp/runner/sampler_options.yaml``), the ranges C++ and
+TypeScript check. Generation is deterministic, and a file is rewritten only when its content
+changes."""
 
 from __future__ import annotations
 
@@ -20,13 +22,22 @@ from rne_tools.backend_catalog import (
     load_catalog,
 )
 from rne_tools.files import write_atomically
-from rne_tools.paths import PACKAGE_DIR
+from rne_tools.paths import PACKAGE_DIR, REPO_ROOT
+from rne_tools.registry.sampler_options import (
+    SAMPLER_OPTIONS_FILE,
+    SamplerOption,
+    load_sampler_options,
+)
 from rne_tools.registry.schema import schema
 from rne_tools.registry.specs import MEDIA_CAPABILITIES, FileSpec, ModelSpec, Registry
 
 GENERATED_TS = PACKAGE_DIR / "src" / "models" / "registry.generated.ts"
 GENERATED_BACKENDS_TS = PACKAGE_DIR / "src" / "backends.generated.ts"
 GENERATED_BACKENDS_H = PACKAGE_DIR / "cpp" / "seam" / "backend_catalog.generated.h"
+GENERATED_SAMPLING_TS = PACKAGE_DIR / "src" / "llm" / "sampling.generated.ts"
+GENERATED_SAMPLING_H = (
+    PACKAGE_DIR / "cpp" / "runner" / "include" / "rne" / "runner" / "sampler_ranges.generated.h"
+)
 REGENERATE_COMMAND = ".venv/bin/python tools/gen_registry.py"
 
 
@@ -412,14 +423,117 @@ def generate_backends_header(catalog: BackendCatalog) -> str:
     )
 
 
+# --- The sampler's ranges --------------------------------------------------------------------
+
+
+def _sampler_source() -> str:
+    return SAMPLER_OPTIONS_FILE.relative_to(REPO_ROOT).as_posix()
+
+
+def _sampler_header_comment(comment: str) -> str:
+    return (
+        f"{comment} GENERATED FILE: do not edit. Source: {_sampler_source()}.\n"
+        f"{comment} Regenerate with: {REGENERATE_COMMAND}\n"
+    )
+
+
+def _ts_number(value: float) -> str:
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    return str(int(value)) if value == int(value) else repr(value)
+
+
+def generate_sampling_typescript(options: Iterable[SamplerOption]) -> str:
+    """The content of ``sampling.generated.ts``: each option's range, and the values that turn
+    the options off."""
+    options = tuple(options)
+    union = " | ".join(f"'{o.js_name}'" for o in options)
+    rows = "".join(
+        f"  {o.js_name}: {{ integer: {str(o.integer).lower()}, "
+        f"low: {_ts_number(o.low)}, lowInclusive: {str(o.low_inclusive).lower()}, "
+        f"high: {_ts_number(o.high)}, highInclusive: {str(o.high_inclusive).lower()}, "
+        f"range: {_ts_string(o.range_text)} }},\n"
+        for o in options
+    )
+    off = ", ".join(f"{o.js_name}: {_ts_number(o.off)}" for o in options)
+    return (
+        _sampler_header_comment("//")
+        + "/* eslint-disable */\n\n"
+        + f"/** The sampler's options that have a range. */\nexport type RangedSamplingOption = {union};\n\n"
+        "/** A finite value with `low` <(=) value <(=) `high`, an integer where `integer`. */\n"
+        "export interface SamplingRange {\n"
+        "  readonly integer: boolean;\n"
+        "  readonly low: number;\n"
+        "  readonly lowInclusive: boolean;\n"
+        "  readonly high: number;\n"
+        "  readonly highInclusive: boolean;\n"
+        "  /** The range as errors say it (`in (0, 1]`). */\n"
+        "  readonly range: string;\n"
+        "}\n\n"
+        "/** Each option's range: the native sampler refuses the same values (runner::validate). */\n"
+        "export const SAMPLING_RANGES: { readonly [O in RangedSamplingOption]: SamplingRange } = {\n"
+        f"{rows}"
+        "};\n\n"
+        "/** The value that turns each option off (the native defaults). */\n"
+        f"export const SAMPLING_OFF = {{ {off} }} as const;\n"
+    )
+
+
+def _cpp_number(value: float) -> str:
+    if math.isinf(value):
+        return f"{'' if value > 0 else '-'}std::numeric_limits<double>::infinity()"
+    return f"{value!r}"
+
+
+def generate_sampling_header(options: Iterable[SamplerOption]) -> str:
+    """The content of ``sampler_ranges.generated.h``: each option's range, as runner::validate
+    checks it, and the options' values in the same order."""
+    options = tuple(options)
+    rows = "".join(
+        f"    {{{_cpp_string(o.field)}, {_cpp_number(o.low)}, {str(o.low_inclusive).lower()}, "
+        f"{_cpp_number(o.high)}, {str(o.high_inclusive).lower()}, {str(o.integer).lower()}, "
+        f"{_cpp_string(o.range_text)}, {_cpp_string(o.off_text)}}},\n"
+        for o in options
+    )
+    values = ",\n".join(f"      static_cast<double>(config.{o.field})" for o in options)
+    return (
+        _sampler_header_comment("//")
+        + "#pragma once\n\n#include <array>\n#include <limits>\n\n"
+        '#include "rne/runner/sampler.h"\n\n'
+        "namespace rne::runner {\n\n"
+        "// A finite value with low <(=) value <(=) high, an integer where `integer`.\n"
+        "struct SamplerRange {\n"
+        "  const char* name;  // the SamplerConfig field\n"
+        "  double low;\n"
+        "  bool low_inclusive;\n"
+        "  double high;\n"
+        "  bool high_inclusive;\n"
+        "  bool integer;\n"
+        '  const char* range;  // the range as errors say it ("in (0, 1]")\n'
+        '  const char* off;    // what the off value does ("1 = off")\n'
+        "};\n\n"
+        f"inline constexpr std::array<SamplerRange, {len(options)}> kSamplerRanges{{{{\n"
+        f"{rows}"
+        "}};\n\n"
+        "// The options' values, in kSamplerRanges' order.\n"
+        f"inline std::array<double, {len(options)}> sampler_values(const SamplerConfig& config) {{\n"
+        f"  return {{{{\n{values},\n  }}}};\n"
+        "}\n\n"
+        "}  // namespace rne::runner\n"
+    )
+
+
 def generated_files(registry: Registry, package_dir: Path = PACKAGE_DIR) -> dict[Path, str]:
-    """Every file the registry and the backend catalog generate, with its content, placed in
-    ``package_dir`` as in the npm package."""
+    """Every file the registry, the backend catalog and the sampler's options generate, with its
+    content, placed in ``package_dir`` as in the npm package."""
     catalog = load_catalog()
+    sampler_options = load_sampler_options()
     outputs = {
         GENERATED_TS: generate_typescript(registry),
         GENERATED_BACKENDS_TS: generate_backends_typescript(catalog),
         GENERATED_BACKENDS_H: generate_backends_header(catalog),
+        GENERATED_SAMPLING_TS: generate_sampling_typescript(sampler_options),
+        GENERATED_SAMPLING_H: generate_sampling_header(sampler_options),
     }
     return {package_dir / p.relative_to(PACKAGE_DIR): text for p, text in outputs.items()}
 

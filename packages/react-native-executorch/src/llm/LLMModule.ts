@@ -33,6 +33,7 @@ import type { DownloadControl, DownloadStatus, ModelFiles, ResourceFetcher } fro
 import { runToolRounds, toolCallSchema, ToolPrompt, type GenerateRound, type ToolTurn } from '../tools';
 import { GEMMA4_CALL_CLOSE, GEMMA4_CALL_OPEN, GEMMA4_QUOTE, GEMMA4_RESPONSE_OPEN } from '../tools/gemma4';
 import { fitContext, resolveContextSettings, type ContextSettings } from './context';
+import { SAMPLING_OFF, samplingProblem } from './sampling';
 import type {
   ChatConfig,
   GenerationConfig,
@@ -333,9 +334,6 @@ interface ForcedCallRound {
   readonly promptSuffix: string;
 }
 
-/** The value that turns each optional sampling filter off (what the native defaults are). */
-const SAMPLING_OFF = { topK: 0, topP: 1, minP: 0, repetitionPenalty: 1 } as const;
-
 /** `object` without its unset (undefined or null) fields, so spreading it keeps earlier values. */
 function setFields<T extends object>(object: T): T {
   return Object.fromEntries(Object.entries(object).filter(([, value]) => value != null)) as T;
@@ -345,14 +343,9 @@ function checkGenerationConfig(config: GenerationConfig): void {
   const bad = (what: string) => {
     throw new ExecutorchError('invalid_argument', `Invalid generation config: ${what}.`);
   };
-  const { temperature, topK, topP, minP, repetitionPenalty, maxNewTokens } = config;
-  if (temperature !== undefined && !(temperature >= 0)) bad(`temperature ${temperature} < 0`);
-  if (topK !== undefined && !(Number.isInteger(topK) && topK >= 0)) bad(`topK ${topK} is not an integer >= 0`);
-  if (topP !== undefined && !(topP > 0 && topP <= 1)) bad(`topP ${topP} is not in (0, 1]`);
-  if (minP !== undefined && !(minP >= 0 && minP < 1)) bad(`minP ${minP} is not in [0, 1)`);
-  if (repetitionPenalty !== undefined && !(repetitionPenalty > 0)) {
-    bad(`repetitionPenalty ${repetitionPenalty} is not > 0`);
-  }
+  const sampling = samplingProblem(config);
+  if (sampling) bad(sampling);
+  const { maxNewTokens } = config;
   if (maxNewTokens !== undefined && !(Number.isInteger(maxNewTokens) && maxNewTokens > 0)) {
     bad(`maxNewTokens ${maxNewTokens} is not an integer > 0`);
   }

@@ -6,6 +6,8 @@
 #include <limits>
 #include <string>
 
+#include "rne/runner/sampler_ranges.generated.h"
+
 namespace rne::runner {
 
 namespace {
@@ -139,21 +141,22 @@ constexpr size_t kCopies = 4;
 
 }  // namespace
 
+// The ranges are declared in sampler_options.yaml, which TypeScript's checks come from too.
 Result<void> validate(const SamplerConfig& c) {
-  auto bad = [](const std::string& what) { return Error{ErrorCode::kInvalidArgument, what}; };
-  if (!(c.temperature >= 0.0f) || !std::isfinite(c.temperature)) {
-    return bad("temperature must be >= 0 (0 = greedy), got " + std::to_string(c.temperature));
-  }
-  if (c.top_k < 0) return bad("top_k must be >= 0 (0 = off), got " + std::to_string(c.top_k));
-  if (!(c.top_p > 0.0f && c.top_p <= 1.0f)) {
-    return bad("top_p must be in (0, 1] (1 = off), got " + std::to_string(c.top_p));
-  }
-  if (!(c.min_p >= 0.0f && c.min_p < 1.0f)) {
-    return bad("min_p must be in [0, 1) (0 = off), got " + std::to_string(c.min_p));
-  }
-  if (!(c.repetition_penalty > 0.0f) || !std::isfinite(c.repetition_penalty)) {
-    return bad("repetition_penalty must be > 0 (1 = off), got " +
-               std::to_string(c.repetition_penalty));
+  const auto values = sampler_values(c);
+  for (size_t i = 0; i < kSamplerRanges.size(); ++i) {
+    const SamplerRange& range = kSamplerRanges[i];
+    const double value = values[i];
+    const bool inside = std::isfinite(value) &&
+                        (range.low_inclusive ? value >= range.low : value > range.low) &&
+                        (range.high_inclusive ? value <= range.high : value < range.high);
+    if (!inside) {
+      const std::string got = range.integer ? std::to_string(static_cast<int64_t>(value))
+                                            : std::to_string(value);
+      return Error{ErrorCode::kInvalidArgument, std::string(range.name) + " must be " +
+                                                    range.range + " (" + range.off + "), got " +
+                                                    got};
+    }
   }
   return {};
 }

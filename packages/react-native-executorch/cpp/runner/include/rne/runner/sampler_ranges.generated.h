@@ -1,0 +1,43 @@
+// GENERATED FILE: do not edit. Source: packages/react-native-executorch/cpp/runner/sampler_options.yaml.
+// Regenerate with: .venv/bin/python tools/gen_registry.py
+#pragma once
+
+#include <array>
+#include <limits>
+
+#include "rne/runner/sampler.h"
+
+namespace rne::runner {
+
+// A finite value with low <(=) value <(=) high, an integer where `integer`.
+struct SamplerRange {
+  const char* name;  // the SamplerConfig field
+  double low;
+  bool low_inclusive;
+  double high;
+  bool high_inclusive;
+  bool integer;
+  const char* range;  // the range as errors say it ("in (0, 1]")
+  const char* off;    // what the off value does ("1 = off")
+};
+
+inline constexpr std::array<SamplerRange, 5> kSamplerRanges{{
+    {"temperature", 0.0, true, std::numeric_limits<double>::infinity(), true, false, ">= 0", "0 = greedy"},
+    {"top_k", 0.0, true, std::numeric_limits<double>::infinity(), true, true, ">= 0", "0 = off"},
+    {"top_p", 0.0, false, 1.0, true, false, "in (0, 1]", "1 = off"},
+    {"min_p", 0.0, true, 1.0, false, false, "in [0, 1)", "0 = off"},
+    {"repetition_penalty", 0.0, false, std::numeric_limits<double>::infinity(), true, false, "> 0", "1 = off"},
+}};
+
+// The options' values, in kSamplerRanges' order.
+inline std::array<double, 5> sampler_values(const SamplerConfig& config) {
+  return {{
+      static_cast<double>(config.temperature),
+      static_cast<double>(config.top_k),
+      static_cast<double>(config.top_p),
+      static_cast<double>(config.min_p),
+      static_cast<double>(config.repetition_penalty),
+  }};
+}
+
+}  // namespace rne::runner
