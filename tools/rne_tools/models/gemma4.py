@@ -393,6 +393,9 @@ class Transformer(nn.Module):
 
     # Set while the ``verify`` method is traced (``layers.returning_every_position``).
     every_position_logits = False
+    # Set in programs with an assistant drafter (``gemma4_assistant.returning_hidden``): forward
+    # and verify also return the normed last hidden state of the positions they return logits of.
+    returns_hidden = False
 
     def __init__(self, args: ModelArgs, max_context: int, max_chunk: int) -> None:
         super().__init__()
@@ -516,8 +519,11 @@ class Transformer(nn.Module):
                 self.cache_for(i),
                 masks[kind],
             )
-        logits = self.output(self.norm(h if self.every_position_logits else h[:, -1])).float()
-        return self.softcap(logits) if self.softcap is not None else logits
+        h = self.norm(h if self.every_position_logits else h[:, -1])
+        logits = self.output(h).float()
+        logits = self.softcap(logits) if self.softcap is not None else logits
+        # The assistant drafter's input (gemma4_assistant): the normed state the head reads.
+        return (logits, h) if self.returns_hidden else logits
 
     def to_dtype(self, dtype: torch.dtype) -> Transformer:
         """Cast weights and caches to ``dtype``, keeping RoPE frequencies in float32 and never

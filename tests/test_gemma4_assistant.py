@@ -1,0 +1,153 @@
+"""Gemma 4's assistant drafter (rne_tools.models.gemma4_assistant) against transformers'
+``Gemma4AssistantForCausalLM``: for the same target state (our tiny Gemma 4 and transformers'
+with identical weights, the same prompt), the assistant's logits and drafted tokens agree, for
+several draft steps of a round and prompts longer than the sliding window. The assistant is a
+tiny random checkpoint written with ``save_pretrained`` and loaded back by our loader.
+
+transformers 5.23 cannot build an assistant: ``Gemma4TextConfig.kv_sharing_modes`` refuses a
+config whose every layer is KV-shared, which is what an assistant is. ``hf_assistant_configs``
+patches that property to say "reuse" for every layer, the meaning the assistant's own code
+(``Gemma4TextAttention`` reading ``shared_kv_states``) relies on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from rne_tools.errors import CheckpointError
+from rne_tools.models import gemma4, gemma4_assistant
+
+ATOL = 1e-3  # float32, as tests/test_gemma4_parity.py (observed: ~1e-5)
+
+
+@contextlib.contextmanager
+def hf_assistant_configs() -> Iterator[None]:
+    from transformers import Gemma4TextConfig
+
+    original = Gemma4TextConfig.kv_sharing_modes
+
+    def modes(self):  # every layer of an assistant reads the target's states
+        if self.num_kv_shared_layers == self.num_hidden_layers:
+            return ["reuse"] * self.num_hidden_layers
+        return original.fget(self)
+
+    Gemma4TextConfig.kv_sharing_modes = property(modes)
+    try:
+        yield
+    finally:
+        Gemma4TextConfig.kv_sharing_modes = original
+
+
+def hf_assistant(config: dict, seed: int):
+    """transformers' assistant for ``config`` with seeded random weights (norms around 1, a
+    random token ordering), as the reference of our loader."""
+    from transformers import Gemma4AssistantConfig, Gemma4AssistantForCausalLM
+
+    fields = {k: v for k, v in config.items() if k != "model_type"}
+    with hf_assistant_configs():
+        cfg = Gemma4AssistantConfig(**fields)
+        cfg.text_config._attn_implementation = "eager"
+        model = Gemma4AssistantForCausalLM(cfg).eval()
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 1:
+                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
+            else:
+                p.copy_(torch.randn(p.shape, generator=g) / math.sqrt(p.shape[-1]))
+        for layer in model.model.layers:
+            layer.layer_scalar.copy_(0.5 + torch.rand(1, generator=g))
+        ordering = model.masked_embedding.token_ordering
+        ordering.copy_(torch.randperm(ordering.numel(), generator=g))
+    model.generation_config.num_assistant_tokens = 4
+    return model
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    """(HF target, HF assistant, our target, our assistant loaded from a saved checkpoint)."""
+    target_cfg = gemma4.RANDOM_CONFIGS["tiny"]
+    ref = gemma4.reference_model(target_cfg, seed=0)
+    args = gemma4.ModelArgs.from_hf_config(target_cfg)
+    ours = gemma4.Transformer(args, max_context=64, max_chunk=8)
+    state = {gemma4.hf_to_local_name(k): v for k, v in ref.state_dict().items()}
+    ours.load_state_dict({k: v for k, v in state.items() if k is not None}, strict=True)
+    hf = hf_assistant(gemma4_assistant.tiny_config(target_cfg), seed=1)
+    directory = tmp_path_factory.mktemp("assistant")
+    with hf_assistant_configs():
+        hf.save_pretrained(directory)
+    assistant, _ = gemma4_assistant.load_assistant(directory)
+    return ref, hf, ours.eval(), assistant
+
+
+def hf_drafts(ref, hf, prompt: torch.Tensor, steps: int):
+    """transformers' first round of drafts after the prompt: per step, (logits, token)."""
+    out = ref(prompt, output_hidden_states=True, return_shared_kv_states=True)
+    token = out.logits[:, -1:].argmax(-1)
+    hidden = out.hidden_states[-1][:, -1:]
+    position = torch.tensor([[prompt.shape[1]]])
+    drafts = []
+    for _ in range(steps):
+        embedding = ref.get_input_embeddings()(token)
+        step = hf(inputs_embeds=torch.cat([embedding, hidden], dim=-1), position_ids=position,
+                  shared_kv_states=out.shared_kv_states, attention_mask=None)
+        token = step.logits.argmax(-1)
+        hidden = step.last_hidden_state
+        drafts.append((step.logits[0, 0], int(token)))
+    return drafts
+
+
+def our_drafts(target, assistant, prompt: torch.Tensor, steps: int):
+    """The same round from our target's caches and our assistant (forward and propose)."""
+    from rne_tools.models.layers import reset_caches
+
+    reset_caches(target)
+    n = prompt.shape[1]
+    with gemma4_assistant.returning_hidden(target):
+        for start in range(0, n, target.max_chunk):  # prefill in chunks, as the runner does
+            logits, hidden = target(prompt[:, start : start + target.max_chunk],
+                                    torch.tensor([start]))
+    hidden = hidden.reshape(1, 1, -1)
+    token = logits.argmax(-1).reshape(1, 1)
+    drafts = []
+    for _ in range(steps):
+        embedding = target.tok_embeddings(token) * target.embed_scale
+        step_logits, next_hidden = assistant(embedding, hidden, torch.tensor([n]), target)
+        chosen, same_hidden = assistant.propose(embedding, hidden, torch.tensor([n]), target)
+        torch.testing.assert_close(same_hidden, next_hidden)
+        assert int(chosen) == int(step_logits.argmax())
+        drafts.append((step_logits, int(chosen)))
+        token, hidden = chosen.reshape(1, 1), next_hidden
+    return drafts
+
+
+@pytest.mark.parametrize("length", [3, 6, 20])  # shorter than, equal to, past the window (6)
+def test_drafts_match_transformers(pair, length):
+    ref, hf, ours, assistant = pair
+    prompt = torch.randint(3, 256, (1, length), generator=torch.Generator().manual_seed(length))
+    with torch.no_grad():
+        expected = hf_drafts(ref, hf, prompt, steps=4)
+        got = our_drafts(ours, assistant, prompt, steps=4)
+    for (want_logits, want_token), (logits, token) in zip(expected, got, strict=True):
+        torch.testing.assert_close(logits, want_logits, atol=ATOL, rtol=0)
+        assert token == want_token
+
+
+def test_checkpoint_for_another_target_is_refused(pair):
+    _, _, ours, assistant = pair
+    assert assistant.args.target_problem(ours.args) is None
+    other = gemma4.ModelArgs.from_hf_config(gemma4.RANDOM_CONFIGS["tiny_mqa"])
+    problem = assistant.args.target_problem(other)
+    assert problem is not None and "kv heads" in problem
+
+
+def test_non_assistant_checkpoint_is_refused(tmp_path: Path):
+    (tmp_path / "config.json").write_text('{"model_type": "gemma4_text"}')
+    with pytest.raises(CheckpointError, match="gemma4_assistant"):
+        gemma4_assistant.load_assistant(tmp_path)
