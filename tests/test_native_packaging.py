@@ -106,7 +106,8 @@ def _installed_headers() -> Path:
 def _compile(include: Path, defines: list[str], c10: bool) -> subprocess.CompletedProcess[str]:
     """Our runner's Module user, compiled as the glue would against ExecuTorch's headers."""
     argv = ["c++", "-std=c++20", "-fsyntax-only", f"-I{include}",
-            f"-I{PACKAGE_DIR / 'cpp/runner/include'}", *(f"-D{d}" for d in defines),
+            f"-I{PACKAGE_DIR / 'cpp/base/include'}", f"-I{PACKAGE_DIR / 'cpp/runner/include'}",
+            *(f"-D{d}" for d in defines),
             str(PACKAGE_DIR / "cpp/runner/src/model_session.cpp")]
     if c10:
         argv.insert(3, f"-I{include / C10_SUBDIR}")

@@ -63,6 +63,7 @@ Pod::Spec.new do |s|
 
   s.source_files = [
     "ios/**/*.{h,mm}",
+    "cpp/base/include/**/*.h",
     "cpp/chat/include/**/*.h",
     "cpp/chat/src/**/*.{h,cpp}",
     "cpp/jsi/**/*.{h,cpp}",
@@ -107,6 +108,7 @@ Pod::Spec.new do |s|
     "GCC_PREPROCESSOR_DEFINITIONS" => "$(inherited) C10_USING_CUSTOM_GENERATED_MACROS RNE_WITH_MEDIA=1",
     "HEADER_SEARCH_PATHS" => [
       "\"$(PODS_XCFRAMEWORKS_BUILD_DIR)/react-native-executorch/Headers/executorch/runtime/core/portable_type/c10\"",
+      "\"$(PODS_TARGET_SRCROOT)/cpp/base/include\"",
       "\"$(PODS_TARGET_SRCROOT)/cpp/runner/include\"",
       "\"$(PODS_TARGET_SRCROOT)/cpp/json/include\"",
       "\"$(PODS_TARGET_SRCROOT)/cpp/chat/include\"",

@@ -1,11 +1,11 @@
-// Errors as values for the chat template library (the same shape as rne/runner/result.h, kept
-// separate so rne_chat depends on nothing but rne_json): a template that does not parse or fails
-// while rendering is an Error naming the template line and column, never an exception or a crash.
+// Errors as values for the chat template library (rne/base/result.h): a template that does not
+// parse or fails while rendering is an Error naming the template line and column, never an
+// exception or a crash. Its Error is its own struct for that location.
 #pragma once
 
 #include <string>
-#include <utility>
-#include <variant>
+
+#include "rne/base/result.h"
 
 namespace rne::chat {
 
@@ -36,26 +36,6 @@ struct Error {
 };
 
 template <typename T>
-class [[nodiscard]] Result {
- public:
-  Result(T value) : state_(std::move(value)) {}      // NOLINT(google-explicit-constructor)
-  Result(Error error) : state_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
-
-  bool ok() const { return state_.index() == 0; }
-  explicit operator bool() const { return ok(); }
-
-  T& value() & { return std::get<0>(state_); }
-  const T& value() const& { return std::get<0>(state_); }
-  T&& value() && { return std::get<0>(std::move(state_)); }
-  const Error& error() const { return std::get<1>(state_); }
-
-  T& operator*() & { return value(); }
-  const T& operator*() const& { return value(); }
-  T* operator->() { return &value(); }
-  const T* operator->() const { return &value(); }
-
- private:
-  std::variant<T, Error> state_;
-};
+using Result = base::Result<T, Error>;
 
 }  // namespace rne::chat

@@ -1,10 +1,9 @@
-// Errors as values for the runner's public API: every fallible call returns Result<T>, and
-// nothing throws across it (the JSI binding and the CLI turn an Error into their own form).
+// The runner's errors (rne/base/result.h): every fallible call of its public API returns
+// Result<T>, and nothing throws across it (the JSI binding and the CLI turn an Error into their
+// own form).
 #pragma once
 
-#include <string>
-#include <utility>
-#include <variant>
+#include "rne/base/result.h"
 
 namespace rne::runner {
 
@@ -22,49 +21,9 @@ enum class ErrorCode {
 // A short machine-readable name ("context_full"), stable for bindings and logs.
 const char* error_code_name(ErrorCode code);
 
-struct Error {
-  ErrorCode code;
-  std::string message;  // says what is wrong and, where there is one, what to do about it
-};
+using Error = base::Error<ErrorCode>;
 
-// Either a value or an Error. Kept deliberately small: ok(), value(), error(), and `*`/`->`.
 template <typename T>
-class [[nodiscard]] Result {
- public:
-  Result(T value) : state_(std::move(value)) {}           // NOLINT(google-explicit-constructor)
-  Result(Error error) : state_(std::move(error)) {}       // NOLINT(google-explicit-constructor)
-
-  bool ok() const { return state_.index() == 0; }
-  explicit operator bool() const { return ok(); }
-
-  T& value() & { return std::get<0>(state_); }
-  const T& value() const& { return std::get<0>(state_); }
-  T&& value() && { return std::get<0>(std::move(state_)); }
-  const Error& error() const { return std::get<1>(state_); }
-
-  T& operator*() & { return value(); }
-  const T& operator*() const& { return value(); }
-  T* operator->() { return &value(); }
-  const T* operator->() const { return &value(); }
-
- private:
-  std::variant<T, Error> state_;
-};
-
-// Result of an operation that produces nothing but may fail.
-template <>
-class [[nodiscard]] Result<void> {
- public:
-  Result() = default;
-  Result(Error error) : error_(std::move(error)), ok_(false) {}  // NOLINT(google-explicit-constructor)
-
-  bool ok() const { return ok_; }
-  explicit operator bool() const { return ok_; }
-  const Error& error() const { return error_; }
-
- private:
-  Error error_{ErrorCode::kInvalidArgument, ""};
-  bool ok_ = true;
-};
+using Result = base::Result<T, Error>;
 
 }  // namespace rne::runner

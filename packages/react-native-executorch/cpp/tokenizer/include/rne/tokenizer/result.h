@@ -1,9 +1,7 @@
-// Errors as values for the tokenizer's public API: no exception crosses it.
+// The tokenizer's errors (rne/base/result.h): no exception crosses its public API.
 #pragma once
 
-#include <string>
-#include <utility>
-#include <variant>
+#include "rne/base/result.h"
 
 namespace rne::tokenizer {
 
@@ -17,28 +15,9 @@ enum class ErrorCode {
 
 const char* to_string(ErrorCode code);
 
-struct Error {
-  ErrorCode code;
-  std::string message;  // says what is wrong, where, and what to do
-};
+using Error = base::Error<ErrorCode>;
 
 template <typename T>
-class Result {
- public:
-  Result(T value) : data_(std::move(value)) {}  // NOLINT: implicit by design
-  Result(Error error) : data_(std::move(error)) {}  // NOLINT: implicit by design
-
-  bool ok() const { return std::holds_alternative<T>(data_); }
-  explicit operator bool() const { return ok(); }
-
-  // Call only when ok() / !ok() respectively.
-  T& value() & { return std::get<T>(data_); }
-  const T& value() const& { return std::get<T>(data_); }
-  T&& value() && { return std::get<T>(std::move(data_)); }
-  const Error& error() const { return std::get<Error>(data_); }
-
- private:
-  std::variant<T, Error> data_;
-};
+using Result = base::Result<T, Error>;
 
 }  // namespace rne::tokenizer
