@@ -59,6 +59,30 @@ Result<std::unique_ptr<LlmRunner>> LlmRunner::load(std::shared_ptr<const ModelFi
   }
   std::unique_ptr<LlmRunner> runner(new LlmRunner());
   runner->tokenizer_ = std::make_unique<tokenizer::Tokenizer>(std::move(tok).value());
+  runner->model_file_ = (*session)->file();
+  runner->shares_weights_ = (*session)->shares_weights();
+  runner->session_bytes_ = (*session)->planned_bytes();
+  runner->generator_ = std::make_unique<TextGenerator>(std::move(session).value());
+  runner->load_ms_ = ms_since(start);
+  return runner;
+}
+
+Result<std::unique_ptr<LlmRunner>> LlmRunner::new_session() const {
+  if (!shares_weights_) {
+    return Error{ErrorCode::kInvalidArgument,
+                 model_file_->path() + ": another session of this model would load its weights "
+                                       "again (its delegate is not XNNPACK, whose weight cache "
+                                       "shares them); keep one session and switch conversations "
+                                       "with saveSession/loadSession instead"};
+  }
+  const auto start = Clock::now();
+  auto session = ModelSession::load(model_file_);
+  if (!session.ok()) return session.error();
+  std::unique_ptr<LlmRunner> runner(new LlmRunner());
+  runner->tokenizer_ = std::make_unique<tokenizer::Tokenizer>(*tokenizer_);
+  runner->model_file_ = model_file_;
+  runner->shares_weights_ = shares_weights_;
+  runner->session_bytes_ = (*session)->planned_bytes();
   runner->generator_ = std::make_unique<TextGenerator>(std::move(session).value());
   runner->load_ms_ = ms_since(start);
   return runner;

@@ -6,6 +6,7 @@
 
 #include <executorch/extension/module/module.h>
 #include <executorch/extension/tensor/tensor.h>
+#include <executorch/runtime/backend/options.h>
 #include <executorch/runtime/core/data_loader.h>
 #include <executorch/runtime/platform/log.h>
 
@@ -139,6 +140,18 @@ Result<std::vector<int64_t>> read_int_list(Module& module, const std::string& pa
   return ids;
 }
 
+// Parses the program (fully verified: a damaged header must fail here, not crash later;
+// Minimal verification lets a flipped offset reach a wild read) with XNNPACK's weight cache on
+// for every method it loads: packed weights are keyed by their names in the program's data, so
+// another session of the same file, and `verify`, reuse them instead of packing copies.
+RuntimeError load_program(Module& module) {
+  et::runtime::BackendOptions<1> xnnpack;
+  xnnpack.set_option("weight_cache_enabled", true);
+  et::runtime::LoadBackendOptionsMap options;
+  options.set_options("XnnpackBackend", xnnpack.view());
+  return module.load(options, et::runtime::Program::Verification::InternalConsistency);
+}
+
 }  // namespace
 
 ModelSession::~ModelSession() = default;
@@ -177,11 +190,9 @@ Result<std::unique_ptr<ModelSession>> ModelSession::load_unguarded(
   session->path_ = path;
   session->file_ = file;
   session->module_ = std::make_unique<Module>(std::make_unique<HeldBytesLoader>(file));
-  // Full FlatBuffer verification: a damaged program header must fail here, not crash later
-  // (Minimal verification lets a flipped offset reach a wild read). It walks the program's
-  // tables only, not the weight segments, so it is cheap even for a multi-GB file.
-  if (auto err = session->module_->load(et::runtime::Program::Verification::InternalConsistency);
-      err != RuntimeError::Ok) {
+  // Full verification walks the program's tables only, not the weight segments, so it is cheap
+  // even for a multi-GB file.
+  if (auto err = load_program(*session->module_); err != RuntimeError::Ok) {
     return load_error(path, "parsing the program", err);
   }
   // Indices the runtime trusts when it builds a Method (a damaged one aborts the process).
@@ -200,9 +211,7 @@ Result<std::unique_ptr<ModelSession>> ModelSession::load_unguarded(
   if (shared_arenas) {
     session->module_ = std::make_unique<Module>(std::make_unique<HeldBytesLoader>(file), nullptr,
                                                 nullptr, nullptr, nullptr, true);
-    if (auto err =
-            session->module_->load(et::runtime::Program::Verification::InternalConsistency);
-        err != RuntimeError::Ok) {
+    if (auto err = load_program(*session->module_); err != RuntimeError::Ok) {
       return load_error(path, "parsing the program", err);
     }
   }
@@ -279,6 +288,15 @@ Result<std::unique_ptr<ModelSession>> ModelSession::load_unguarded(
     return contract_error(path, "inconsistent metadata: max_chunk=" + std::to_string(c.max_chunk) +
                                     " max_context=" + std::to_string(c.max_context) +
                                     " vocab_size=" + std::to_string(c.vocab_size));
+  }
+  for (size_t i = 0; i < meta->num_memory_planned_buffers(); ++i) {
+    auto bytes = meta->memory_planned_buffer_size(i);
+    if (bytes.ok()) session->planned_bytes_ += static_cast<uint64_t>(*bytes);
+  }
+  session->shares_weights_ = meta->num_backends() > 0;
+  for (size_t i = 0; i < meta->num_backends(); ++i) {
+    auto name = meta->get_backend_name(i);
+    if (!name.ok() || std::strcmp(*name, "XnnpackBackend") != 0) session->shares_weights_ = false;
   }
   session->tokens_buffer_.resize(static_cast<size_t>(c.max_chunk));
   session->embeds_buffer_.resize(static_cast<size_t>(c.max_chunk * c.embeds_width));

@@ -50,6 +50,18 @@ class LlmRunner {
                                                  const std::string& tokenizer_path);
   ~LlmRunner();
 
+  // Another conversation over this loaded model: its own KV caches, position, constraint and
+  // stats; the program's bytes (one mapping), its packed weights (XNNPACK's weight cache, see
+  // ModelSession::shares_weights) and the tokenizer are shared, so it costs its
+  // ModelSession::planned_bytes and tens of ms. The two runners are independent objects: either
+  // may be destroyed first. They must not generate at the same time (one forward at a time per
+  // process: the seam's worker runs them in turn). A program whose delegates keep their own
+  // weights (Vulkan, MLX, Core ML) would load them again: kInvalidArgument, which says to switch
+  // conversations with session files instead.
+  Result<std::unique_ptr<LlmRunner>> new_session() const;
+  // What each session holds of its own: `forward`'s planned arenas (KV caches, activations).
+  uint64_t session_bytes() const { return session_bytes_; }
+
   // Encodes `prompt` as is (no <bos> or other post-processor tokens: a chat template already
   // writes them; use encode() + the token overload to control that) and generates. A prompt that
   // is not valid UTF-8 is an kInvalidArgument error (see check_utf8).
@@ -97,6 +109,9 @@ class LlmRunner {
                               const GenerationConfig& config, const TextCallback& on_text);
   std::unique_ptr<TextGenerator> generator_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  std::shared_ptr<const ModelFile> model_file_;  // what new_session() loads again
+  bool shares_weights_ = false;
+  uint64_t session_bytes_ = 0;
   double load_ms_ = 0;
   Stats last_stats_;
   std::vector<int64_t> last_tokens_;

@@ -62,6 +62,18 @@ class ModelSession {
 
   const ModelContract& contract() const { return contract_; }
   const std::string& path() const { return path_; }
+  // The program's bytes, e.g. to load another session of it (LlmRunner::new_session).
+  const std::shared_ptr<const ModelFile>& file() const { return file_; }
+
+  // Every method is loaded with XNNPACK's weight cache on, so the delegates of a second
+  // ModelSession of the same program (and this one's `verify`) look the packed weights up by
+  // their names instead of packing a copy. True when every delegate of `forward` is XNNPACK:
+  // then another session of this file adds only its planned memory (below). A Vulkan, MLX or
+  // Core ML delegate keeps its own copy of the weights per load.
+  bool shares_weights() const { return shares_weights_; }
+  // Bytes of `forward`'s memory-planned arenas: its KV caches and activations, what each session
+  // holds of its own.
+  uint64_t planned_bytes() const { return planned_bytes_; }
 
   // Runs forward(tokens[1, count], input_pos=[start_pos]); 1 <= count <= max_chunk and
   // start_pos + count <= max_context (checked: the caller gets an Error, not a crash). A mapped
@@ -125,6 +137,8 @@ class ModelSession {
   std::vector<float> embeds_buffer_;    // max_chunk x embeds_width, for programs that take media
   int64_t position_ = 0;                // storage for input_pos
   int64_t tokens_since_page_drop_ = 0;
+  bool shares_weights_ = false;
+  uint64_t planned_bytes_ = 0;
 };
 
 }  // namespace rne::runner
