@@ -7,6 +7,7 @@
  */
 import { ExecutorchError } from '../errors';
 import type { MediaPromptPart, PromptPart } from '../native/seam';
+import { GEMMA4_MEDIA_PLACEHOLDERS } from './formats/gemma4';
 import type { ContentPart, Message } from './template';
 
 /** A kind of media a message can carry. */
@@ -14,13 +15,9 @@ export type MediaKind = MediaPromptPart['media'];
 
 /**
  * The placeholder text a chat template writes for each kind of media part. Gemma 4's are the
- * only multimodal templates the registry ships; its processor (`Gemma4Processor`) replaces the
- * same strings.
+ * only multimodal templates the registry ships.
  */
-export const MEDIA_PLACEHOLDERS: Readonly<Record<MediaKind, string>> = {
-  image: '<|image|>',
-  audio: '<|audio|>',
-};
+export const MEDIA_PLACEHOLDERS: Readonly<Record<MediaKind, string>> = GEMMA4_MEDIA_PLACEHOLDERS;
 
 /** The media part of the prompt that stands for `part`. */
 function promptPartOf(part: Exclude<ContentPart, { type: 'text' }>): MediaPromptPart {

@@ -2,6 +2,7 @@ import { ExecutorchError } from '../errors';
 import type { ToolCall, ToolDefinition } from '../llm/types';
 import { getNativeExecutorch } from '../native';
 import type { ChatTemplateRequest, ChatTemplateResponse, NativeExecutorch, PromptPart } from '../native/seam';
+import { formatWriting, THOUGHT_CHANNELS, type ChatFormat, type ThoughtChannel } from './formats';
 import { mediaOf, spliceMedia } from './media';
 
 /** Who wrote a message; `tool` carries the result of a tool call back to the model. */
@@ -150,8 +151,6 @@ export interface ThoughtMarkers {
   readonly close: string;
 }
 
-const GEMMA4_THOUGHT: ThoughtMarkers = { open: '<|channel>thought\n', close: '<channel|>' };
-
 type TokenSpec = string | { readonly content?: string } | null | undefined;
 
 /** The fields of a Hugging Face `tokenizer_config.json` that chat rendering uses. */
@@ -197,8 +196,8 @@ export class ChatTemplate {
   private readonly specialTokens: Readonly<Record<string, string>>;
   private readonly givenEngine: ChatTemplateEngine | undefined;
   private toolSupport: boolean | undefined;
-  private callSyntax: ToolCallSyntax | undefined;
-  private thoughtMarkers: ThoughtMarkers | null | undefined;
+  private format: ChatFormat | undefined;
+  private thought: ThoughtChannel | null | undefined;
 
   private constructor(source: string, specialTokens: Record<string, string>, engine?: ChatTemplateEngine) {
     this.source = source;
@@ -280,7 +279,12 @@ export class ChatTemplate {
    * model's name): Gemma 4's templates write `<|tool_call>call:NAME{...}<tool_call|>`.
    */
   get toolCallSyntax(): ToolCallSyntax {
-    if (this.callSyntax === undefined) {
+    return this.chatFormat.toolCallSyntax;
+  }
+
+  /** The template's chat format ({@link ChatFormat}), found by rendering a call as {@link toolCallSyntax} says. */
+  get chatFormat(): ChatFormat {
+    if (this.format === undefined) {
       const call: ToolCall = { toolName: PROBE_TOOL.name, arguments: { n: 1 } };
       const messages: Message[] = [
         { role: 'user', content: 'Hi' },
@@ -292,9 +296,9 @@ export class ChatTemplate {
       } catch {
         // A template that cannot render a call has no native syntax for one.
       }
-      this.callSyntax = text.includes(`<|tool_call>call:${PROBE_TOOL.name}{n:1}<tool_call|>`) ? 'gemma4' : 'json';
+      this.format = formatWriting(text, PROBE_TOOL.name);
     }
-    return this.callSyntax;
+    return this.format;
   }
 
   /**
@@ -303,16 +307,25 @@ export class ChatTemplate {
    * else null.
    */
   get thoughtChannel(): ThoughtMarkers | null {
-    if (this.thoughtMarkers === undefined) {
+    return this.foundThoughtChannel()?.markers ?? null;
+  }
+
+  /** The special tokens the thought channel's markers are made of (none without a channel). */
+  get thoughtTokens(): readonly string[] {
+    return this.foundThoughtChannel()?.tokens ?? [];
+  }
+
+  private foundThoughtChannel(): ThoughtChannel | null {
+    if (this.thought === undefined) {
       let text = '';
       try {
         text = this.render([{ role: 'user', content: 'Hi' }], { thinking: false });
       } catch {
         // No channel can be seen in a template that fails on a plain conversation.
       }
-      this.thoughtMarkers = text.endsWith(GEMMA4_THOUGHT.open + GEMMA4_THOUGHT.close) ? GEMMA4_THOUGHT : null;
+      this.thought = THOUGHT_CHANNELS.find(({ markers }) => text.endsWith(markers.open + markers.close)) ?? null;
     }
-    return this.thoughtMarkers;
+    return this.thought;
   }
 
   private renders(text: string, options: RenderOptions): boolean {

@@ -18,11 +18,8 @@
  */
 import type { ToolCall } from '../llm/types';
 
-export const GEMMA4_CALL_OPEN = '<|tool_call>';
-export const GEMMA4_CALL_CLOSE = '<tool_call|>';
-export const GEMMA4_QUOTE = '<|"|>';
-/** Opens a tool's response: the model writes it after its calls, the host fills it in. */
-export const GEMMA4_RESPONSE_OPEN = '<|tool_response>';
+// The syntax's markers are declared with the rest of Gemma 4's chat format.
+import { GEMMA4_CALL_CLOSE, GEMMA4_CALL_OPEN, GEMMA4_QUOTE } from '../chat/formats/gemma4';
 
 /** Objects and lists inside one another deeper than this make the call unreadable. */
 export const GEMMA4_MAX_NESTING = 64;

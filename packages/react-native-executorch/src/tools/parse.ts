@@ -1,6 +1,7 @@
 import type { ToolCallSyntax } from '../chat/template';
 import type { ToolCall } from '../llm/types';
-import { GEMMA4_CALL_OPEN, gemma4CallBlocks, parseGemma4Call } from './gemma4';
+import { GEMMA4_CALL_OPEN } from '../chat/formats/gemma4';
+import { gemma4CallBlocks, parseGemma4Call } from './gemma4';
 
 /** What a model's answer holds: its tool calls, the text around them, and calls it botched. */
 export interface ParsedAnswer {

@@ -1,0 +1,46 @@
+/**
+ * Gemma 4's chat syntax, in one place: the markers its template writes, which are special
+ * tokens of its tokenizer (the runner drops them from the streamed text unless a generation
+ * keeps them). The parser of its calls is `src/tools/gemma4.ts`; the native side knows the
+ * string quote (`cpp/runner` grammar) and the media placeholders (`rne_llm`) by the same text.
+ */
+import type { ChatFormat, ThoughtChannel } from './index';
+
+export const GEMMA4_CALL_OPEN = '<|tool_call>';
+export const GEMMA4_CALL_CLOSE = '<tool_call|>';
+export const GEMMA4_QUOTE = '<|"|>';
+/** Opens a tool's response: the model writes it after its calls, the host fills it in. */
+export const GEMMA4_RESPONSE_OPEN = '<|tool_response>';
+
+/** The thought channel: `<|channel>thought\n` ... `<channel|>`. */
+const THOUGHT: ThoughtChannel = {
+  markers: { open: '<|channel>thought\n', close: '<channel|>' },
+  tokens: ['<|channel>', '<channel|>'],
+};
+
+/**
+ * The placeholder text the template writes for each kind of media part (`\n\n<|image|>\n\n`
+ * for an image, `<|audio|>` for audio, as transformers' `apply_chat_template` renders them);
+ * Gemma 4's processor (`Gemma4Processor`) replaces the same strings.
+ */
+export const GEMMA4_MEDIA_PLACEHOLDERS = { image: '<|image|>', audio: '<|audio|>' } as const;
+
+const callOpening = (toolName: string) => `${GEMMA4_CALL_OPEN}call:${toolName}`;
+
+export const GEMMA4_FORMAT: ChatFormat & { readonly thought: ThoughtChannel } = {
+  toolCallSyntax: 'gemma4',
+  writesCall: (rendered, toolName) => rendered.includes(`${callOpening(toolName)}{n:1}${GEMMA4_CALL_CLOSE}`),
+  callTokens: [GEMMA4_CALL_OPEN, GEMMA4_CALL_CLOSE, GEMMA4_QUOTE, GEMMA4_RESPONSE_OPEN],
+  // After its calls Gemma 4 opens the tool response itself: the answer ends there, and the
+  // results are rendered in that place next round.
+  callStops: [GEMMA4_RESPONSE_OPEN],
+  // The model writes only the arguments, constrained by the tool's schema in Gemma 4's argument
+  // syntax (bare keys, `<|"|>`-quoted strings): the bytes the template re-renders for the history.
+  forcedCall: {
+    opening: callOpening,
+    closing: GEMMA4_CALL_CLOSE,
+    argumentSyntax: 'gemma4',
+    keepSpecialTokens: [GEMMA4_QUOTE],
+  },
+  thought: THOUGHT,
+};
