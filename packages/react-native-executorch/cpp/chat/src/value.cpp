@@ -364,20 +364,7 @@ std::string repr_string(const std::string& s) {
 std::u32string decode_utf8(const std::string& s) {
   std::u32string out;
   out.reserve(s.size());
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (len == 0 || i + len > s.size()) {  // invalid byte: kept as U+FFFD (inputs are checked)
-      out += U'\uFFFD';
-      ++i;
-      continue;
-    }
-    char32_t cp = len == 1 ? c : c & (0x7F >> len);
-    for (int k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
-    out += cp;
-    i += len;
-  }
+  for (size_t i = 0; i < s.size();) out += json::next_code_point(s, i);  // invalid: U+FFFD
   return out;
 }
 
@@ -481,36 +468,6 @@ std::string to_repr(const Value& v) {
 
 namespace {
 
-void json_string(const std::string& s, bool ensure_ascii, std::string& out) {
-  out += '"';
-  for (char32_t c : decode_utf8(s)) {
-    char buf[16];
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (c < 0x20 || (ensure_ascii && c > 0x7E)) {
-          if (c >= 0x10000) {  // a surrogate pair, as json.dumps writes it
-            const char32_t v = c - 0x10000;
-            std::snprintf(buf, sizeof buf, "\\u%04x\\u%04x", static_cast<unsigned>(0xD800 + (v >> 10)),
-                          static_cast<unsigned>(0xDC00 + (v & 0x3FF)));
-          } else {
-            std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
-          }
-          out += buf;
-        } else {
-          append_utf8(c, out);
-        }
-    }
-  }
-  out += '"';
-}
-
 std::string json_key(const Value& k) {
   using T = Value::Type;
   switch (k.type) {
@@ -543,7 +500,7 @@ void write_json(const Value& v, const JsonStyle& style, int level, std::string& 
     case T::kBool: out += v.b ? "true" : "false"; return;
     case T::kInt: out += std::to_string(v.i); return;
     case T::kFloat: out += json_float(v.f); return;
-    case T::kString: json_string(v.s, style.ensure_ascii, out); return;
+    case T::kString: json::write_string(v.s, out, {true, style.ensure_ascii}); return;
     case T::kList: {
       if (v.generator) fail(ErrorKind::kType, "Object of type generator is not JSON serializable");
       if (v.list->empty()) {
@@ -577,7 +534,7 @@ void write_json(const Value& v, const JsonStyle& style, int level, std::string& 
       for (size_t k = 0; k < items.size(); ++k) {
         if (k) out += style.item_sep;
         if (style.has_indent) newline(level + 1);
-        json_string(items[k].first, style.ensure_ascii, out);
+        json::write_string(items[k].first, out, {true, style.ensure_ascii});
         out += style.key_sep;
         write_json(*items[k].second, style, level + 1, out);
         charge_steps(1);

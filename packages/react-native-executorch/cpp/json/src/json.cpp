@@ -256,28 +256,65 @@ bool parse(std::string_view text, Value& out, ParseError& error) {
   return Parser(text, error).parse_document(out);
 }
 
-void write_string(std::string_view s, std::string& out) {
+namespace {
+
+void append_u_escape(uint32_t unit, std::string& out) {
   static constexpr char kHex[] = "0123456789abcdef";
+  out += "\\u";
+  for (int shift = 12; shift >= 0; shift -= 4) out += kHex[(unit >> shift) & 0xF];
+}
+
+}  // namespace
+
+void write_string(std::string_view s, std::string& out, const StringStyle& style) {
   out += '"';
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
+  size_t pos = 0;
+  while (pos < s.size()) {
+    const auto c = static_cast<unsigned char>(s[pos]);
+    if (c >= 0x80 && !style.python) {
+      out += s[pos++];
+      continue;
+    }
+    const uint32_t cp = c < 0x80 ? s[pos++] & 0x7F : next_code_point(s, pos);
+    switch (cp) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;
       case '\n': out += "\\n"; break;
       case '\r': out += "\\r"; break;
       case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          out += "\\u00";
-          out += kHex[c >> 4];
-          out += kHex[c & 0xF];
+      case '\b':
+      case '\f':
+        if (style.python) {
+          out += cp == '\b' ? "\\b" : "\\f";
         } else {
-          out += ch;
+          append_u_escape(cp, out);
+        }
+        break;
+      default:
+        if (cp < 0x20 || (style.ensure_ascii && cp > 0x7E && cp < 0x10000)) {
+          append_u_escape(cp, out);
+        } else if (style.ensure_ascii && cp >= 0x10000) {
+          append_u_escape(0xD800 + ((cp - 0x10000) >> 10), out);
+          append_u_escape(0xDC00 + ((cp - 0x10000) & 0x3FF), out);
+        } else {
+          append_utf8(cp, out);
         }
     }
   }
   out += '"';
+}
+
+uint32_t next_code_point(std::string_view s, size_t& pos) {
+  const auto c = static_cast<unsigned char>(s[pos]);
+  const size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+  if (len == 0 || pos + len > s.size()) {
+    ++pos;
+    return 0xFFFD;
+  }
+  uint32_t cp = len == 1 ? c : c & (0x7F >> len);
+  for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[pos + k]) & 0x3F);
+  pos += len;
+  return cp;
 }
 
 void append_utf8(uint32_t cp, std::string& out) {

@@ -67,3 +67,23 @@ TEST(Json, WriteStringEscapesAndRoundTrips) {
   EXPECT_EQ(out, "\"a\\\"b\\\\c\\n\\t\\u0001 \xC3\xA9\"");
   EXPECT_EQ(parse_ok(out).as_string(), original);
 }
+
+// The styles of the one writer: the core's (\b and \f as \u00XX: the grammar's key literals
+// take those) and Python's json.dumps (the chat templates' tojson), with and without
+// ensure_ascii, as Python 3.11 writes "\b\f\x7f é 😀".
+TEST(Json, WriteStringStyles) {
+  const std::string text = "\b\f\x7F \xC3\xA9 \xF0\x9F\x98\x80";
+  std::string core, python, ascii;
+  json::write_string(text, core);
+  json::write_string(text, python, {true, false});
+  json::write_string(text, ascii, {true, true});
+  EXPECT_EQ(core, "\"\\u0008\\u000c\x7F \xC3\xA9 \xF0\x9F\x98\x80\"");
+  EXPECT_EQ(python, "\"\\b\\f\x7F \xC3\xA9 \xF0\x9F\x98\x80\"");
+  EXPECT_EQ(ascii, "\"\\b\\f\\u007f \\u00e9 \\ud83d\\ude00\"");
+  // A byte that starts no whole UTF-8 sequence: copied by the core's style, U+FFFD by Python's.
+  std::string broken_core, broken_python;
+  json::write_string("\xC3", broken_core);
+  json::write_string("\xC3", broken_python, {true, false});
+  EXPECT_EQ(broken_core, "\"\xC3\"");
+  EXPECT_EQ(broken_python, "\"\xEF\xBF\xBD\"");
+}

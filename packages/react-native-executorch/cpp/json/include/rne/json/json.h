@@ -68,8 +68,23 @@ struct ParseError {
 // Parses a complete JSON document. On failure returns false and fills `error`.
 bool parse(std::string_view text, Value& out, ParseError& error);
 
-// Appends `s` (UTF-8) to `out` as a quoted, escaped JSON string literal.
-void write_string(std::string_view s, std::string& out);
+// How write_string escapes beyond what JSON requires (", \\ and control characters).
+struct StringStyle {
+  // Python's json.dumps: \\b and \\f rather than \\u0008 and \\u000c, and the text read as
+  // code points (next_code_point), so that with ensure_ascii every code point past '~' is a
+  // \\uXXXX escape (a surrogate pair past U+FFFF). Otherwise the bytes past ASCII are copied.
+  bool python = false;
+  bool ensure_ascii = false;  // json.dumps(ensure_ascii=True); only with python
+};
+
+// Appends `s` (UTF-8) to `out` as a quoted, escaped JSON string literal: the one JSON string
+// writer of the core (the grammar's literals, the CLIs' output, the chat templates' tojson).
+void write_string(std::string_view s, std::string& out, const StringStyle& style = {});
+
+// The code point of the UTF-8 sequence at `pos`, advancing `pos` past it. A byte that starts no
+// whole sequence reads as U+FFFD and advances by one; continuation bytes are not checked (text
+// is checked where it enters).
+uint32_t next_code_point(std::string_view s, size_t& pos);
 
 // Appends the UTF-8 encoding of code point `cp` to `out` (what a \u escape decodes to).
 void append_utf8(uint32_t cp, std::string& out);
