@@ -228,14 +228,16 @@ def test_check_detects_a_stale_file_and_names_the_command(reg_dir: Path, tmp_pat
     assert written.returncode == 0, written.stderr
     outputs = sorted(p for p in package.rglob("*") if p.is_file())
     assert [p.relative_to(package).as_posix() for p in outputs] == [
+        "cpp/chat/include/rne/chat/gemma4_syntax.generated.h",
         "cpp/runner/include/rne/runner/sampler_ranges.generated.h",
         "cpp/seam/backend_catalog.generated.h",
         "src/backends.generated.ts",
+        "src/chat/formats/gemma4.generated.ts",
         "src/llm/sampling.generated.ts",
         "src/models/registry.generated.ts",
     ]
     content = [p.read_bytes() for p in outputs]
-    assert all(line.startswith("unchanged") for line in run_cli(*common).stdout.splitlines()[:5])
+    assert all(line.startswith("unchanged") for line in run_cli(*common).stdout.splitlines()[:7])
     assert [p.read_bytes() for p in outputs] == content
     assert run_cli("--check", *common).returncode == 0
 

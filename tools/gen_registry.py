@@ -3,7 +3,8 @@
 
 From the model family files (*.yaml): the TypeScript `models` object; from the backend catalog
 (backends.yaml): the TypeScript backend tables and the C++ header of the native seam; from the
-sampler's options (cpp/runner/sampler_options.yaml): the ranges C++ and TypeScript check.
+sampler's options (cpp/runner/sampler_options.yaml): the ranges C++ and TypeScript check; from
+Gemma 4's chat syntax (chat_formats/gemma4.yaml): its markers for both.
 
 python tools/gen_registry.py            # validate, then (re)write the generated files
 python tools/gen_registry.py --check    # validate; exit 1 if a generated file is stale
@@ -21,6 +22,7 @@ from rne_tools import backend_catalog, registry
 from rne_tools.errors import RegistryError
 from rne_tools.paths import PACKAGE_DIR, REGISTRY_DIR, REPO_ROOT
 from rne_tools.registry import codegen
+from rne_tools.registry.chat_formats import load_chat_format
 from rne_tools.registry.sampler_options import load_sampler_options
 
 
@@ -65,6 +67,7 @@ def main(check: bool, registry_dir: Path, package_dir: Path) -> None:
         catalog = backend_catalog.load_catalog()
         reg = registry.load_registry(registry_dir)
         load_sampler_options()
+        load_chat_format("gemma4")
     except RegistryError as exc:
         _fail(exc)
     valid = f"{len(reg.models)} models and {len(catalog.backends)} backends valid"

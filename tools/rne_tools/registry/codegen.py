@@ -1,8 +1,9 @@
 """What the npm package derives from the registry: the TypeScript ``models`` object
 (``registry.generated.ts``); from the backend catalog (``model-registry/backends.yaml``,
 ``rne_tools.backend_catalog``), the TypeScript backend tables and the C++ header of the native
-seam; and from the sampler's options (``cpp/runner/sampler_options.yaml``), the ranges C++ and
-TypeScript check. Generation is deterministic, and a file is rewritten only when its content
+seam; from the sampler's options (``cpp/runner/sampler_options.yaml``), the ranges C++ and
+TypeScript check; and from a chat format's syntax (``model-registry/chat_formats/``), its
+markers for both. Generation is deterministic, and a file is rewritten only when its content
 changes."""
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from rne_tools.backend_catalog import (
 )
 from rne_tools.files import write_atomically
 from rne_tools.paths import PACKAGE_DIR, REPO_ROOT
+from rne_tools.registry.chat_formats import load_chat_format
 from rne_tools.registry.sampler_options import (
     SAMPLER_OPTIONS_FILE,
     SamplerOption,
@@ -34,6 +36,8 @@ from rne_tools.registry.specs import MEDIA_CAPABILITIES, FileSpec, ModelSpec, Re
 GENERATED_TS = PACKAGE_DIR / "src" / "models" / "registry.generated.ts"
 GENERATED_BACKENDS_TS = PACKAGE_DIR / "src" / "backends.generated.ts"
 GENERATED_BACKENDS_H = PACKAGE_DIR / "cpp" / "seam" / "backend_catalog.generated.h"
+GENERATED_GEMMA4_TS = PACKAGE_DIR / "src" / "chat" / "formats" / "gemma4.generated.ts"
+GENERATED_GEMMA4_H = PACKAGE_DIR / "cpp" / "chat" / "include" / "rne" / "chat" / "gemma4_syntax.generated.h"
 GENERATED_SAMPLING_TS = PACKAGE_DIR / "src" / "llm" / "sampling.generated.ts"
 GENERATED_SAMPLING_H = (
     PACKAGE_DIR / "cpp" / "runner" / "include" / "rne" / "runner" / "sampler_ranges.generated.h"
@@ -426,13 +430,10 @@ def generate_backends_header(catalog: BackendCatalog) -> str:
 # --- The sampler's ranges --------------------------------------------------------------------
 
 
-def _sampler_source() -> str:
-    return SAMPLER_OPTIONS_FILE.relative_to(REPO_ROOT).as_posix()
-
-
 def _sampler_header_comment(comment: str) -> str:
     return (
-        f"{comment} GENERATED FILE: do not edit. Source: {_sampler_source()}.\n"
+        f"{comment} GENERATED FILE: do not edit. Source: "
+        f"{SAMPLER_OPTIONS_FILE.relative_to(REPO_ROOT).as_posix()}.\n"
         f"{comment} Regenerate with: {REGENERATE_COMMAND}\n"
     )
 
@@ -523,17 +524,62 @@ def generate_sampling_header(options: Iterable[SamplerOption]) -> str:
     )
 
 
+# --- Gemma 4's chat syntax -------------------------------------------------------------------
+
+
+def _camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+def generate_gemma4_typescript(syntax: dict[str, dict[str, Any]]) -> str:
+    """The content of ``gemma4.generated.ts``: Gemma 4's markers as one object."""
+    table = {_camel(section): {_camel(k): v for k, v in body.items()} for section, body in syntax.items()}
+    return (
+        _generated_header("//", "chat_formats/gemma4.yaml")
+        + "/* eslint-disable */\n\n"
+        + "/** The markers Gemma 4's chat template writes (special tokens of its tokenizer). */\n"
+        + f"export const GEMMA4_SYNTAX = {_ts(table, 0)} as const;\n"
+    )
+
+
+def generate_gemma4_header(syntax: dict[str, dict[str, Any]]) -> str:
+    """The content of ``gemma4_syntax.generated.h``: the markers C++ reads, as constants."""
+    lines = []
+    for section, body in syntax.items():
+        for key, value in body.items():
+            name = "kGemma4" + "".join(p.capitalize() for p in f"{section}_{key}".split("_"))
+            if isinstance(value, list):
+                items = ", ".join(f"std::string_view{{{_cpp_string(v)}}}" for v in value)
+                lines.append(
+                    f"inline constexpr std::array<std::string_view, {len(value)}> {name}{{{items}}};\n"
+                )
+            else:
+                lines.append(f"inline constexpr std::string_view {name}{{{_cpp_string(value)}}};\n")
+    return (
+        _generated_header("//", "chat_formats/gemma4.yaml")
+        + "#pragma once\n\n#include <array>\n#include <string_view>\n\n"
+        "namespace rne::chat {\n\n"
+        "// The markers Gemma 4's chat template writes (special tokens of its tokenizer).\n"
+        + "".join(lines)
+        + "\n}  // namespace rne::chat\n"
+    )
+
+
 def generated_files(registry: Registry, package_dir: Path = PACKAGE_DIR) -> dict[Path, str]:
     """Every file the registry, the backend catalog and the sampler's options generate, with its
     content, placed in ``package_dir`` as in the npm package."""
     catalog = load_catalog()
     sampler_options = load_sampler_options()
+    gemma4_syntax = load_chat_format("gemma4")
     outputs = {
         GENERATED_TS: generate_typescript(registry),
         GENERATED_BACKENDS_TS: generate_backends_typescript(catalog),
         GENERATED_BACKENDS_H: generate_backends_header(catalog),
         GENERATED_SAMPLING_TS: generate_sampling_typescript(sampler_options),
         GENERATED_SAMPLING_H: generate_sampling_header(sampler_options),
+        GENERATED_GEMMA4_TS: generate_gemma4_typescript(gemma4_syntax),
+        GENERATED_GEMMA4_H: generate_gemma4_header(gemma4_syntax),
     }
     return {package_dir / p.relative_to(PACKAGE_DIR): text for p, text in outputs.items()}
 

@@ -19,6 +19,7 @@
 
 #include "rne/json/file.h"
 #include "rne/chat/chat_template.h"
+#include "rne/chat/gemma4_syntax.generated.h"
 #include "rne/json/json.h"
 #include "model_integrity.h"
 #include "rne/runner/llm_runner.h"
@@ -576,11 +577,12 @@ int run(int argc, char** argv) {
     };
     auto next_placeholder = [](const std::string& text, size_t from, std::string* found) {
       size_t best = std::string::npos;
-      for (const char* placeholder : {"<|image|>", "<|audio|>"}) {
+      for (std::string_view placeholder : {rne::chat::kGemma4MediaPlaceholdersImage,
+                                           rne::chat::kGemma4MediaPlaceholdersAudio}) {
         const size_t at = text.find(placeholder, from);
         if (at < best) {
           best = at;
-          *found = placeholder;
+          *found = std::string(placeholder);
         }
       }
       return best;
@@ -592,7 +594,8 @@ int run(int argc, char** argv) {
                       (at = next_placeholder(part.text, from, &placeholder)) != std::string::npos;
            from = at + placeholder.size()) {
         if (at > from) append(part.text.substr(from, at - from), false);
-        const std::string kind = placeholder == "<|image|>" ? "image" : "audio";
+        const std::string kind =
+            placeholder == rne::chat::kGemma4MediaPlaceholdersImage ? "image" : "audio";
         if (next == items.size() || kind != items[next].type) {
           fail("the chat template wrote a " + kind + " placeholder where the message has " +
                (next == items.size() ? std::string("no more media") : items[next].type));

@@ -1,21 +1,22 @@
 /**
- * Gemma 4's chat syntax, in one place: the markers its template writes, which are special
+ * Gemma 4's chat format: how the SDK uses the markers its template writes, which are special
  * tokens of its tokenizer (the runner drops them from the streamed text unless a generation
- * keeps them). The parser of its calls is `src/tools/gemma4.ts`; the native side knows the
- * string quote (`cpp/runner` grammar) and the media placeholders (`rne_llm`) by the same text.
+ * keeps them). The markers themselves are declared in `model-registry/chat_formats/gemma4.yaml`,
+ * which C++ (`rne_llm`) reads too; the parser of its calls is `src/tools/gemma4.ts`.
  */
+import { GEMMA4_SYNTAX } from './gemma4.generated';
 import type { ChatFormat, ThoughtChannel } from './index';
 
-export const GEMMA4_CALL_OPEN = '<|tool_call>';
-export const GEMMA4_CALL_CLOSE = '<tool_call|>';
-export const GEMMA4_QUOTE = '<|"|>';
+export const GEMMA4_CALL_OPEN = GEMMA4_SYNTAX.toolCall.open;
+export const GEMMA4_CALL_CLOSE = GEMMA4_SYNTAX.toolCall.close;
+export const GEMMA4_QUOTE = GEMMA4_SYNTAX.toolCall.quote;
 /** Opens a tool's response: the model writes it after its calls, the host fills it in. */
-export const GEMMA4_RESPONSE_OPEN = '<|tool_response>';
+export const GEMMA4_RESPONSE_OPEN = GEMMA4_SYNTAX.toolCall.responseOpen;
 
 /** The thought channel: `<|channel>thought\n` ... `<channel|>`. */
 const THOUGHT: ThoughtChannel = {
-  markers: { open: '<|channel>thought\n', close: '<channel|>' },
-  tokens: ['<|channel>', '<channel|>'],
+  markers: { open: GEMMA4_SYNTAX.thought.open, close: GEMMA4_SYNTAX.thought.close },
+  tokens: GEMMA4_SYNTAX.thought.tokens,
 };
 
 /**
@@ -23,7 +24,7 @@ const THOUGHT: ThoughtChannel = {
  * for an image, `<|audio|>` for audio, as transformers' `apply_chat_template` renders them);
  * Gemma 4's processor (`Gemma4Processor`) replaces the same strings.
  */
-export const GEMMA4_MEDIA_PLACEHOLDERS = { image: '<|image|>', audio: '<|audio|>' } as const;
+export const GEMMA4_MEDIA_PLACEHOLDERS = GEMMA4_SYNTAX.mediaPlaceholders;
 
 const callOpening = (toolName: string) => `${GEMMA4_CALL_OPEN}call:${toolName}`;
 
