@@ -151,3 +151,44 @@ def test_non_assistant_checkpoint_is_refused(tmp_path: Path):
     (tmp_path / "config.json").write_text('{"model_type": "gemma4_text"}')
     with pytest.raises(CheckpointError, match="gemma4_assistant"):
         gemma4_assistant.load_assistant(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory) -> Path:
+    return gemma4_assistant.write_random_checkpoint(tmp_path_factory.mktemp("tiny_assistant"))
+
+
+def plan(checkpoint: Path, **overrides):
+    from rne_tools.export import plan_export
+
+    request = {"random_config": "tiny", "max_context": 64, "max_chunk": 6, "verify_tokens": 5,
+               "assistant": checkpoint, **overrides}
+    backend = request.pop("backend", "xnnpack")
+    quantization = "fp32" if backend == "xnnpack" else None  # the variant's
+    return plan_export(request.pop("model", "gemma4_e2b"), backend, quantization, **request)
+
+
+def test_export_plan_keys_the_assistant_only_when_set(tiny_checkpoint):
+    with_assistant = plan(tiny_checkpoint)
+    assert with_assistant.assistant == tiny_checkpoint
+    assert with_assistant.options.key_fields()["assistant_digest"]
+    without = plan(tiny_checkpoint, assistant=None)
+    assert "assistant_digest" not in without.options.key_fields()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"backend": "vulkan", "verify_tokens": None}, "XNNPACK only: a Vulkan program"),
+        ({"backend": "mlx", "verify_tokens": None}, "XNNPACK only: an MLX program"),
+        ({"verify_tokens": None}, "needs --verify-tokens"),
+        ({"verify_tokens": 6}, "below the max chunk"),
+        ({"random_config": "tiny_mqa"}, "is for another model"),
+        ({"model": "smollm2_135m"}, "Gemma 4 only"),
+    ],
+)
+def test_export_refuses_what_cannot_draft(tiny_checkpoint, overrides, message):
+    from rne_tools.errors import ExportError
+
+    with pytest.raises(ExportError, match=message):
+        plan(tiny_checkpoint, **overrides)

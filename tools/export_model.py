@@ -87,6 +87,14 @@ QUANTIZATIONS = {name: get_backend(name).allowed_quantizations for name in backe
     "and N-1 drafts) in one call; 2..max chunk, XNNPACK only. Default: none.",
 )
 @click.option(
+    "--assistant",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Gemma 4 assistant checkpoint dir (e.g. gemma-4-e2b-it-assistant): adds the draft "
+    "method for speculative decoding with drafter 'assistant'. Needs --verify-tokens; XNNPACK "
+    "only. Default: none.",
+)
+@click.option(
     "--output-dir",
     "--out",
     "output_dir",
@@ -114,6 +122,7 @@ def main(
     max_context: int | None,
     max_chunk: int | None,
     verify_tokens: int | None,
+    assistant: Path | None,
     output_dir: Path | None,
     cached: bool,
     no_verify: bool,
@@ -135,6 +144,7 @@ def main(
                 max_context=max_context,
                 max_chunk=max_chunk,
                 verify_tokens=verify_tokens,
+                assistant=assistant,
                 embedding_quantization=embedding_quantization,
                 group_size=group_size,
                 embedding_group_size=embedding_group_size,

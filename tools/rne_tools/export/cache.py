@@ -147,6 +147,10 @@ def program_key(traced: TracedExport) -> str:
                 {"verify_graph": graph_fingerprint(traced.verify_exported)}
                 if traced.verify_exported is not None else {}
             ),
+            **(
+                {"draft_graph": graph_fingerprint(traced.draft_exported)}
+                if traced.draft_exported is not None else {}
+            ),
             "constants": traced.constants,
             "lowering": lowering_fingerprint(plan),
             "versions": versions(),

@@ -16,7 +16,9 @@ only for raw prompts), ``get_eos_ids`` (list), ``use_kv_cache``, ``enable_dynami
 may rewind a cache for prompt-prefix reuse). With ``verify_tokens`` the program also has
 ``verify(tokens[1, T], input_pos[1]) -> logits[1, T, vocab]`` (``1 <= T <= verify_tokens``,
 every position's logits, for speculative decoding) over the same KV caches, and the constant
-method ``get_max_verify_len``.
+method ``get_max_verify_len``. With an assistant (``export.assistant``) forward and verify also
+return the normed hidden states of those positions, and a ``draft`` method runs the assistant
+over the same caches (constant ``get_assistant_target``).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from rne_tools.export.backends import BACKEND_CODES
 from rne_tools.export.plan import ExportPlan, RequestOptions, plan_export
 from rne_tools.export.quantize import spell_out_lookup_dtypes
 from rne_tools.hashing import sha256_file
+from rne_tools.models.gemma4_assistant import load_assistant, returning_hidden
 from rne_tools.models.layers import reset_caches, returning_every_position
 
 
@@ -165,6 +168,28 @@ def lower_methods(programs: dict[str, Any], plan: ExportPlan, constants: dict[st
     )
 
 
+def with_draft_method_check(
+    verification: dict[str, Any], pte_path: Path, model: nn.Module, assistant: nn.Module,
+    plan: ExportPlan,
+) -> dict[str, Any]:
+    """``verification`` with the ``draft`` method's check (``export.assistant.draft_check``)
+    added as ``draft_method``; a mismatch turns the whole verification into one."""
+    if verification.get("status") != "passed":
+        return {**verification, "draft_method": {"status": "not run",
+                                                 "reason": "needs the Python runtime"}}
+    from rne_tools.checks.verify import verification_prompt
+    from rne_tools.export.assistant import draft_check
+
+    prompt, _ = verification_prompt(plan, assistant.args.vocab_size, 8)
+    check = draft_check(pte_path, model, assistant, prompt, plan.options.max_chunk)
+    if check["status"] != "passed":
+        return {**verification, "passed": False, "status": "mismatch",
+                "error": f"the draft method's tokens {check['runtime_tokens']} differ from the "
+                         f"eager assistant's {check['expected_tokens']}",
+                "draft_method": check}
+    return {**verification, "draft_method": check}
+
+
 def versions() -> dict[str, str]:
     """The versions of the packages that produce the program (also part of the cache key)."""
     from importlib.metadata import version
@@ -204,6 +229,9 @@ class TracedExport:
     check: dict[str, Any] | None
     timings: dict[str, float]
     started: float
+    # The ``draft`` method's trace and its eager assistant, when the plan has an assistant.
+    draft_exported: Any | None = None
+    assistant: nn.Module | None = None
 
 
 def trace_export(plan: ExportPlan, *, verify: bool = True, progress: bool = True) -> TracedExport:
@@ -248,14 +276,25 @@ def trace_export(plan: ExportPlan, *, verify: bool = True, progress: bool = True
             constants["get_media_token_ids"] = list(media_ids)
         if options.verify_tokens:
             constants["get_max_verify_len"] = options.verify_tokens
+        assistant = None
+        if plan.assistant is not None:
+            from rne_tools.export import assistant as drafting
+
+            assistant, _ = load_assistant(plan.assistant)
+            assistant = drafting.transform_for_xnnpack(assistant, model).requires_grad_(False)
+            constants["get_assistant_target"] = drafting.target_hash(plan.source.hf_config)
         with stage(bar, "trace", timings):
-            exported = trace(model, plan)
-            verify_exported = None
-            if options.verify_tokens:
-                with returning_every_position(model):
-                    verify_exported = trace(model, plan, options.verify_tokens)
+            with returning_hidden(model) if assistant is not None else contextlib.nullcontext():
+                exported = trace(model, plan)
+                verify_exported = None
+                if options.verify_tokens:
+                    with returning_every_position(model):
+                        verify_exported = trace(model, plan, options.verify_tokens)
+            draft_exported = (
+                drafting.trace_draft(model, assistant) if assistant is not None else None
+            )
     return TracedExport(plan, model, exported, verify_exported, constants, check, timings,
-                        started)
+                        started, draft_exported, assistant)
 
 
 def run_export(
@@ -293,10 +332,10 @@ def finish_export(
                 if traced.verify_exported is None:
                     program = lower(traced.exported, plan, constants)
                 else:
-                    program = lower_methods(
-                        {"forward": traced.exported, "verify": traced.verify_exported}, plan,
-                        constants,
-                    )
+                    methods = {"forward": traced.exported, "verify": traced.verify_exported}
+                    if traced.draft_exported is not None:
+                        methods["draft"] = traced.draft_exported
+                    program = lower_methods(methods, plan, constants)
                 # Summarised after to_executorch, whose quant fusion turns dequantize +
                 # embedding into the quantized embedding kernels: this is the graph that runs.
                 delegation = delegation_summary(program)
@@ -314,6 +353,9 @@ def finish_export(
                     verification = verify_program(tmp_pte, model, plan)
                     if options.verify_tokens:
                         verification = with_verify_method_check(verification, tmp_pte, model, plan)
+                    if traced.assistant is not None:
+                        verification = with_draft_method_check(
+                            verification, tmp_pte, model, traced.assistant, plan)
         report = {
             "model": options.model_id,
             "architecture": options.architecture,
@@ -327,6 +369,10 @@ def finish_export(
             "max_context": options.max_context,
             "max_chunk": options.max_chunk,
             "verify_tokens": options.verify_tokens,
+            "assistant": (
+                {"checkpoint": str(plan.assistant), "digest": options.assistant_digest}
+                if plan.assistant is not None else None
+            ),
             "vocab_size": constants["get_vocab_size"],
             "bos_id": constants["get_bos_id"],
             "eos_ids": constants["get_eos_ids"],

@@ -10,7 +10,7 @@ so nothing downstream resolves the request again.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TypedDict
@@ -42,6 +42,8 @@ class ExportPlan:
     backend: Backend
     # The module implementing ``options.architecture`` (``rne_tools.models.<name>``).
     architecture: ModuleType
+    # The Gemma 4 assistant checkpoint traced into the ``draft`` method (export.assistant).
+    assistant: Path | None = None
 
     @property
     def stem(self) -> str:
@@ -90,6 +92,7 @@ class RequestOptions(TypedDict, total=False):
     group_size: int
     embedding_group_size: int
     verify_tokens: int
+    assistant: Path | str | None
 
 
 def plan_export(
@@ -105,6 +108,7 @@ def plan_export(
     group_size: int | None = None,
     embedding_group_size: int | None = None,
     verify_tokens: int | None = None,
+    assistant: Path | str | None = None,
 ) -> ExportPlan:
     """Resolve and validate an export request before any weights load.
 
@@ -165,6 +169,13 @@ def plan_export(
     )
     backend_impl.validate(options)
     source = _resolve_source(options, architecture, checkpoint, random_config)
+    if assistant is not None:
+        from rne_tools.export.assistant import check_request
+
+        digest = check_request(assistant, backend, spec.architecture, source.hf_config,
+                               verify_tokens, max_chunk)
+        options = replace(options, assistant_digest=digest)
+        return ExportPlan(options, source, backend_impl, architecture, Path(assistant))
     return ExportPlan(options, source, backend_impl, architecture)
 
 

@@ -443,3 +443,35 @@ def tiny_config(target: dict[str, Any]) -> dict[str, Any]:
         "tie_word_embeddings": True,
     }
 
+
+
+def write_random_checkpoint(directory: Path | str, target: str = "tiny", seed: int = 0) -> Path:
+    """A transformers-layout assistant checkpoint (config.json, model.safetensors) of seeded
+    random weights for ``gemma4.RANDOM_CONFIGS[target]``: the test fixture of exports with a
+    draft method. ``load_assistant`` reads it back; transformers loads it too."""
+    from safetensors.torch import save_file
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    cfg = tiny_config(gemma4.RANDOM_CONFIGS[target])
+    model = Assistant(AssistantArgs.from_hf_config(cfg)).init_random(seed)
+    local_to_hf = {v: k for k, v in _HF_TOP.items() if k != "lm_head.weight"}
+    reverse_layer = {v: k for k, v in gemma4._HF_LAYER.items()}
+    state = {}
+    for name, tensor in model.state_dict().items():
+        if name.startswith("layers."):
+            _, idx, tail = name.split(".", 2)
+            hf = f"model.layers.{idx}.{reverse_layer[tail]}"
+        else:
+            hf = local_to_hf[name]
+        state[hf] = tensor.contiguous()
+    save_file(state, str(directory / "model.safetensors"))
+    (directory / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+    return directory
+
+
+if __name__ == "__main__":
+    import sys
+
+    # python -m rne_tools.models.gemma4_assistant DIR [TARGET]: a random checkpoint (tests).
+    write_random_checkpoint(sys.argv[1], *(sys.argv[2:3] or ["tiny"]))

@@ -45,6 +45,9 @@ class ExportOptions:
     # Tokens of the speculative-decoding ``verify`` method's chunk (0: no such method). Added
     # after programs were cached: keyed only when set, so programs without it keep their keys.
     verify_tokens: int = field(default=0, metadata={"keyed_when_set": True})
+    # Digest of the Gemma 4 assistant checkpoint whose ``draft`` method the program carries
+    # (``export.assistant``; empty: none). Keyed only when set, like ``verify_tokens``.
+    assistant_digest: str = field(default="", metadata={"keyed_when_set": True})
 
     @property
     def table_group_size(self) -> int:
