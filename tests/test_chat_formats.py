@@ -5,13 +5,17 @@ both carry every declared marker, and a bad declaration is refused naming the fi
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from rne_tools.errors import RegistryError
 from rne_tools.registry import codegen
-from rne_tools.registry.chat_formats import CHAT_FORMATS_DIR, FIELDS, load_chat_format, parse_chat_format
+from rne_tools.registry.chat_formats import (
+    CHAT_FORMATS_DIR,
+    FIELDS,
+    load_chat_format,
+    parse_chat_format,
+)
 
 
 def test_both_languages_carry_every_declared_marker() -> None:

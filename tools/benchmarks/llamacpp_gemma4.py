@@ -267,7 +267,7 @@ def our_random_weights(
     from transformers import Gemma4ForCausalLM, Gemma4TextConfig
 
     from rne_tools.models import gemma4
-    from rne_tools.models.layers import _INIT_CHUNK
+    from rne_tools.models.layers import like_trained_blocks
 
     c = gguf_config(cfg)
     with torch.device("meta"):  # names and shapes only: no memory
@@ -291,16 +291,9 @@ def our_random_weights(
     def chunks() -> Iterator[tuple[str, Any]]:
         g = torch.Generator().manual_seed(seed)
         for local, p in params:
-            if p.dim() == 1:
-                values = 1.0 + 0.1 * torch.randn(p.shape, generator=g)
+            for block in like_trained_blocks(tuple(p.shape), g):
                 if local not in scalars:  # a layer scalar's draw is overwritten below
-                    yield names[local], values.to(p.dtype).float().numpy()
-                continue
-            step = max(16, _INIT_CHUNK // p[0].numel() // 16 * 16)
-            for start in range(0, p.shape[0], step):
-                shape = (min(step, p.shape[0] - start), *p.shape[1:])
-                rows = torch.randn(shape, generator=g) / p.shape[-1] ** 0.5
-                yield names[local], rows.to(p.dtype).float().numpy()
+                    yield names[local], block.to(p.dtype).float().numpy()
         for local in scalars:
             yield names[local], (0.5 + torch.rand(1, generator=g)).numpy()
         yield "rope_freqs.weight", rope_freqs(c)

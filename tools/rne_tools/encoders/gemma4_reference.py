@@ -24,6 +24,7 @@ from torch import nn
 
 from rne_tools.errors import ExportError
 from rne_tools.models.gemma4 import RANDOM_CONFIGS as TEXT_RANDOM_CONFIGS
+from rne_tools.models.layers import init_like_trained
 from rne_tools.paths import cache_root
 
 
@@ -153,14 +154,6 @@ def _clip_bounds(module: nn.Module, g: torch.Generator) -> None:
             buffer.fill_(2.0 + float(torch.rand((), generator=g)))
 
 
-def _fill(parameters: list[nn.Parameter], g: torch.Generator) -> None:
-    for p in parameters:
-        if p.dim() == 1:
-            p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
-        else:
-            p.copy_(torch.randn(p.shape, generator=g) / math.sqrt(p.shape[-1]))
-
-
 def reference_model(name: str, seed: int = 0) -> nn.Module:
     """transformers' ``Gemma4ForConditionalGeneration`` for a named config, its weights seeded
     random values of a trained model's rough scale (every parameter matters: norm weights around
@@ -181,7 +174,7 @@ def reference_model(name: str, seed: int = 0) -> nn.Module:
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         # Text and vision first, in the order they had before the audio tower existed.
-        _fill([p for p in model.parameters() if id(p) not in audio_ids], g)
+        init_like_trained([p for p in model.parameters() if id(p) not in audio_ids], g)
         for layer in model.model.language_model.layers:
             layer.layer_scalar.copy_(0.5 + torch.rand(1, generator=g))
         tower = model.model.vision_tower
@@ -190,7 +183,7 @@ def reference_model(name: str, seed: int = 0) -> nn.Module:
             tower.std_bias.copy_(0.5 * torch.randn(tower.std_bias.shape, generator=g))
             tower.std_scale.copy_(0.5 + torch.rand(tower.std_scale.shape, generator=g))
         g_audio = torch.Generator().manual_seed(seed + 1_000_003)
-        _fill([p for m in audio for p in m.parameters()], g_audio)
+        init_like_trained([p for m in audio for p in m.parameters()], g_audio)
         _clip_bounds(model.model.audio_tower, g_audio)
     return model
 

@@ -25,7 +25,6 @@ layer declares its window and KV source (``layers.AttentionSpec``).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -624,12 +623,8 @@ def reference_model(config: dict[str, Any], seed: int | None = None) -> nn.Modul
     model = Gemma4ForCausalLM(cfg).eval()
     if seed is not None:
         g = torch.Generator().manual_seed(seed)
+        init_like_trained(model, g)
         with torch.no_grad():
-            for p in model.parameters():
-                if p.dim() == 1:
-                    p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
-                else:
-                    p.copy_(torch.randn(p.shape, generator=g) / math.sqrt(p.shape[-1]))
             for layer in model.model.layers:
                 layer.layer_scalar.copy_(0.5 + torch.rand(1, generator=g))
     return model

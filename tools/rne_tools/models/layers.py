@@ -20,7 +20,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -299,15 +299,27 @@ class Softcap(nn.Module):
         return torch.tanh(x / self.cap) * self.cap
 
 
+def like_trained_blocks(shape: tuple[int, ...], generator: torch.Generator) -> Iterator[Tensor]:
+    """Seeded random float32 values of a trained model's rough scale for a parameter of
+    ``shape``, in blocks of its leading rows (a vector in one block): vectors (norm weights)
+    around 1, not exactly 1; matrices ``randn / sqrt(fan_in)``. The one random initialisation of
+    this package: our models, the transformers references and the benchmark's GGUF writer all
+    draw through it."""
+    if len(shape) == 1:
+        yield 1.0 + 0.1 * torch.randn(shape, generator=generator)
+        return
+    step = max(16, _INIT_CHUNK // math.prod(shape[1:]) // 16 * 16)
+    for start in range(0, shape[0], step):
+        rows = (min(step, shape[0] - start), *shape[1:])
+        yield torch.randn(rows, generator=generator) / math.sqrt(shape[-1])
+
+
 @torch.no_grad()
-def init_like_trained(model: nn.Module, generator: torch.Generator) -> None:
-    """Fill every parameter with seeded random values of a trained model's rough scale: vectors
-    (norm weights) around 1, not exactly 1; matrices ``randn / sqrt(fan_in)``."""
-    for p in model.parameters():
-        if p.dim() == 1:
-            p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=generator))
-            continue
-        step = max(16, _INIT_CHUNK // p[0].numel() // 16 * 16)
-        for start in range(0, p.shape[0], step):
-            rows = p[start : start + step]
-            rows.copy_(torch.randn(rows.shape, generator=generator) / math.sqrt(p.shape[-1]))
+def init_like_trained(parameters: nn.Module | Iterable[Tensor], generator: torch.Generator) -> None:
+    """Fill every parameter (of a module, or each of a list) with ``like_trained_blocks``."""
+    params = parameters.parameters() if isinstance(parameters, nn.Module) else parameters
+    for p in params:
+        start = 0
+        for block in like_trained_blocks(tuple(p.shape), generator):
+            p[start : start + block.shape[0]].copy_(block)
+            start += block.shape[0]
