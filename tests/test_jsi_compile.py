@@ -92,7 +92,7 @@ def test_binding_exposes_exactly_the_typescript_seam() -> None:
     """seam_core's method list (what both hosts enumerate) and each host's dispatch are the
     TypeScript NativeExecutorch interface, name for name."""
     seam = _seam_methods()
-    assert len(seam) == 13, seam
+    assert len(seam) == 14, seam
     assert _names_in(SEAM_DIR / "seam_core.h", r"kMethodNames\{(.*?)\};") == seam
     assert _names_in(JSI_DIR / "executorch_host_object.cpp", r"kMethods\[\] = \{(.*?)\};") == seam
     # The addon's dispatch names every method but the last, which is its fall-through.

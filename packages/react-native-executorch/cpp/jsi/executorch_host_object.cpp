@@ -221,6 +221,7 @@ j::Value ExecutorchHostObject::get(j::Runtime& rt, const j::PropNameID& prop) {
       {"renderChatTemplate", &ExecutorchHostObject::renderChatTemplate},
       {"saveSession", &ExecutorchHostObject::saveSession},
       {"loadSession", &ExecutorchHostObject::loadSession},
+      {"createSession", &ExecutorchHostObject::createSession},
   };
   const std::string name = prop.utf8(rt);
   for (const auto& [method_name, method] : kMethods) {
@@ -255,17 +256,31 @@ j::Value ExecutorchHostObject::platformInfo(j::Runtime& rt, const j::Value*, siz
 j::Value ExecutorchHostObject::loadLLM(j::Runtime& rt, const j::Value* args, size_t count) {
   seam::LoadOptions options =
       valueOrThrow(rt, seam::parseLoadOptions(objectArg(rt, args, count, 0, "loadLLM(options)")));
+  return handlePromise(rt, [&](seam::SeamCore::LoadDone done) {
+    return core_->loadLLM(std::move(options), std::move(done));
+  });
+}
+
+// createSession(handle): a promise of the new session's handle.
+j::Value ExecutorchHostObject::createSession(j::Runtime& rt, const j::Value* args, size_t count) {
+  const Handle handle = handleArg(rt, args, count);
+  return handlePromise(rt, [&](seam::SeamCore::LoadDone done) {
+    return core_->createSession(handle, std::move(done));
+  });
+}
+
+j::Value ExecutorchHostObject::handlePromise(
+    j::Runtime& rt, const std::function<seam::Result<void>(seam::SeamCore::LoadDone)>& start) {
   return makePromise(rt, [&](j::Runtime& rt, PendingPtr pending) {
-    auto started = core_->loadLLM(
-        std::move(options), [invoker = js_invoker_, pending](seam::Result<Handle> loaded) {
-          invoker->invokeAsync([loaded = std::move(loaded), pending](j::Runtime& rt) {
-            if (loaded.ok()) {
-              pending->resolve.call(rt, static_cast<double>(loaded.value()));
-            } else {
-              pending->reject.call(rt, makeError(rt, loaded.error()));
-            }
-          });
-        });
+    auto started = start([invoker = js_invoker_, pending](seam::Result<Handle> loaded) {
+      invoker->invokeAsync([loaded = std::move(loaded), pending](j::Runtime& rt) {
+        if (loaded.ok()) {
+          pending->resolve.call(rt, static_cast<double>(loaded.value()));
+        } else {
+          pending->reject.call(rt, makeError(rt, loaded.error()));
+        }
+      });
+    });
     if (!started.ok()) pending->reject.call(rt, makeError(rt, started.error()));
   });
 }

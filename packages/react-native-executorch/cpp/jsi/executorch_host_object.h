@@ -50,6 +50,12 @@ class ExecutorchHostObject : public facebook::jsi::HostObject {
                                    size_t count);
   facebook::jsi::Value loadSession(facebook::jsi::Runtime& rt, const facebook::jsi::Value* args,
                                    size_t count);
+  facebook::jsi::Value createSession(facebook::jsi::Runtime& rt, const facebook::jsi::Value* args,
+                                     size_t count);
+  // loadLLM / createSession's promise of a handle; `start` calls the core with the completion.
+  facebook::jsi::Value handlePromise(
+      facebook::jsi::Runtime& rt,
+      const std::function<seam::Result<void>(seam::SeamCore::LoadDone)>& start);
   // saveSession / loadSession's promise; `start` calls the core with the completion.
   facebook::jsi::Value sessionPromise(
       facebook::jsi::Runtime& rt,

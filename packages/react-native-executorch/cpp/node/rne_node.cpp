@@ -328,19 +328,15 @@ napi_value PlatformInfo(napi_env env, napi_callback_info info) {
   return object;
 }
 
-napi_value LoadLLM(napi_env env, napi_callback_info info) {
-  Call call(env, info);
-  auto reader = objectArg(env, call, 0);
-  if (!reader) return throwError(env, seam::invalidArgument("loadLLM(options) must be an object"));
-  auto options = seam::parseLoadOptions(*reader);
-  if (!options.ok()) return throwError(env, options.error());
-
+// A promise of the handle that `start` (loadLLM, createSession) hands to its LoadDone, settled
+// on the JS thread; rejected at once when `start` refuses.
+template <typename Start>
+napi_value handlePromise(napi_env env, const Call& call, Start&& start) {
   auto pending = std::make_shared<Pending>();
   napi_value promise;
   napi_create_promise(env, &pending->deferred, &promise);
   std::shared_ptr<JsThread> js = call.host->js;
-  auto started = call.host->core->loadLLM(std::move(options).value(),
-                                          [js, pending](Result<Handle> loaded) {
+  auto started = start([js, pending](Result<Handle> loaded) {
     js->post([js, pending, loaded = std::move(loaded)](napi_env env) {
       pending->settle(env, *js, loaded.ok(),
                       loaded.ok() ? jsNumber(env, static_cast<double>(loaded.value()))
@@ -353,6 +349,30 @@ napi_value LoadLLM(napi_env env, napi_callback_info info) {
   }
   js->hold(env);
   return promise;
+}
+
+napi_value LoadLLM(napi_env env, napi_callback_info info) {
+  Call call(env, info);
+  auto reader = objectArg(env, call, 0);
+  if (!reader) return throwError(env, seam::invalidArgument("loadLLM(options) must be an object"));
+  auto options = seam::parseLoadOptions(*reader);
+  if (!options.ok()) return throwError(env, options.error());
+
+  return handlePromise(env, call, [&](seam::SeamCore::LoadDone done) {
+    return call.host->core->loadLLM(std::move(options).value(), std::move(done));
+  });
+}
+
+// createSession(handle): a promise of the new session's handle.
+napi_value CreateSession(napi_env env, napi_callback_info info) {
+  Call call(env, info);
+  auto handle = handleArg(env, call);
+  if (!handle) {
+    return throwError(env, seam::invalidArgument("createSession(handle) takes a model handle"));
+  }
+  return handlePromise(env, call, [&](seam::SeamCore::LoadDone done) {
+    return call.host->core->createSession(*handle, std::move(done));
+  });
 }
 
 napi_value Generate(napi_env env, napi_callback_info info) {
@@ -537,6 +557,7 @@ napi_callback methodFor(std::string_view name) {
   if (name == "renderChatTemplate") return RenderChatTemplate;
   if (name == "saveSession") return SaveSession;
   if (name == "loadSession") return LoadSession;
+  if (name == "createSession") return CreateSession;
   return HandleCall<&seam::SeamCore::release>;
 }
 

@@ -288,7 +288,7 @@ struct SeamCore::Model {
 #ifdef RNE_WITH_MEDIA
   // Images and audio in prompts, when loaded with their encoders. Encoding on the worker only;
   // counting from any thread.
-  std::unique_ptr<media::MediaEmbedder> media;
+  std::shared_ptr<media::MediaEmbedder> media;  // shared by the model's sessions
 #endif
   std::atomic<bool> running{false};
   // Set by interrupt(), cleared by generate() on the JS thread: an interrupt that arrives
@@ -567,6 +567,44 @@ Result<void> SeamCore::loadSession(Handle handle, std::string path, SessionDone 
     });
     model->running.store(false);
     done(std::move(loaded));
+  });
+  return {};
+}
+
+Result<void> SeamCore::createSession(Handle handle, LoadDone done) {
+  auto found = find(handle);
+  if (!found.ok()) return found.error();
+  std::shared_ptr<Model> parent = *found;
+  worker_->post([this, parent, done = std::move(done)] {
+    // Released while this waited: its runner is gone (release() frees it on this thread).
+    if (!parent->runner) {
+      return done(invalidArgument("The model was released before the session was created"));
+    }
+    const uint64_t bytes = parent->runner->session_bytes();
+    const auto available = availableMemoryBytes();
+    if (available && bytes > *available) {
+      return done(Error{runner::ErrorCode::kInsufficientMemory,
+                        "A new session needs about " + std::to_string(bytes >> 20) +
+                            " MiB for its KV caches and activations, but the system says only " +
+                            std::to_string(*available >> 20) +
+                            " MiB are available to this app; release a session first"});
+    }
+    auto made = guarded("creating a session", [&] { return parent->runner->new_session(); });
+    if (!made.ok()) return done(made.error());
+    auto model = std::make_shared<Model>();
+    model->runner = std::move(made).value();
+    model->tokenizer = parent->tokenizer;
+    model->max_context = parent->max_context;
+#ifdef RNE_WITH_MEDIA
+    model->media = parent->media;
+#endif
+    Handle created;
+    {
+      std::lock_guard<std::mutex> lock(models_mutex_);
+      created = next_handle_++;
+      models_.emplace(created, std::move(model));
+    }
+    done(created);
   });
   return {};
 }

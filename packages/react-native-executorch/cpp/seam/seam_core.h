@@ -34,10 +34,10 @@ using runner::Result;
 using Handle = int64_t;
 
 // The seam's method names, as the hosts expose them.
-inline constexpr std::array<const char*, 13> kMethodNames{
+inline constexpr std::array<const char*, 14> kMethodNames{
     "availableBackends", "platformInfo", "loadLLM",          "generate", "interrupt",         "reset",
     "stats",             "countTokens",  "maxContextLength", "release",  "renderChatTemplate",
-    "saveSession",       "loadSession"};
+    "saveSession",       "loadSession",  "createSession"};
 
 // Reads the properties of one JS object; each host implements it over its own values.
 class ObjectReader {
@@ -141,6 +141,16 @@ class SeamCore : public std::enable_shared_from_this<SeamCore> {
   Result<void> saveSession(Handle handle, std::string path, bool tokens_only,
                            std::string app_data, SessionDone done);
   Result<void> loadSession(Handle handle, std::string path, SessionDone done);
+  // Another conversation over the model `handle` holds (LlmRunner::new_session): a new handle
+  // with its own KV caches, prefix reuse, stats and session files, sharing the weights (packed
+  // once), the tokenizer and the encoders. Every method above takes it; releasing one handle
+  // leaves the others loaded. The generations of all handles run one at a time on the worker,
+  // in the order they were asked for (FIFO), so none is interleaved inside another's forward;
+  // a second generate() on the same handle is busy. Errors now: invalid_argument (unknown
+  // handle). Otherwise `done` on the worker: the new handle, insufficient_memory when its
+  // caches and activations exceed what the OS says is available, or invalid_argument for a
+  // program whose delegate keeps its own weights (Vulkan, MLX: use saveSession/loadSession).
+  Result<void> createSession(Handle handle, LoadDone done);
 
  private:
   struct Model;

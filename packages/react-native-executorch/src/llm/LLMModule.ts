@@ -801,6 +801,35 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
     return info;
   }
 
+  /**
+   * Another conversation over this loaded model: a module with its own history, generations,
+   * interrupt, session files and release, and this one's configuration. The weights are loaded
+   * and packed once (XNNPACK's weight cache): a session costs its KV cache and activations.
+   * Generations of the sessions of a model run one at a time, in the order they were asked for;
+   * each session reuses its own cache across turns. Releasing one leaves the others usable.
+   * Rejects with an {@link ExecutorchError}: `invalid_argument` on a backend whose delegate keeps
+   * its own weights (Vulkan, MLX: switch conversations with saveSession/loadSession instead),
+   * `insufficient_memory` when the cache does not fit, `released`, `model_not_loaded`.
+   */
+  async createSession(): Promise<LLMModule<M>> {
+    const { native, handle } = this.loaded();
+    let created: NativeModelHandle;
+    try {
+      created = await native.createSession(handle);
+    } catch (error) {
+      throw fromNativeError(error);
+    }
+    const session = new LLMModule<M>(this.options);
+    session.native = native;
+    session.handle = created;
+    session.template = this.template;
+    session.chosenBackend = this.chosenBackend;
+    session.config = this.config;
+    session.encoders = this.encoders;
+    session.loading = Promise.resolve();
+    return session;
+  }
+
   /** Stops the running generation; its promise resolves with the text so far. */
   interrupt(): void {
     if (this.handle !== null && this.native && this.generating) this.native.interrupt(this.handle);

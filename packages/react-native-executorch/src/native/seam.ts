@@ -315,6 +315,15 @@ export interface NativeExecutorch {
    * directory or FIFO), `invalid_argument` (truncated, damaged, a newer format, another model).
    */
   loadSession(handle: NativeModelHandle, path: string): Promise<NativeSessionInfo>;
+  /**
+   * Another conversation over the model `handle` holds: a new handle with its own KV cache,
+   * stats and session files, sharing the weights (packed once: XNNPACK's weight cache), the
+   * tokenizer and the encoders; every method takes it, and releasing one handle leaves the
+   * others loaded. Generations of all handles run one at a time in the order they were asked
+   * for. Rejects with `invalid_argument` (a released handle, or a model whose delegate keeps
+   * its own weights: Vulkan, MLX) or `insufficient_memory` (its caches do not fit).
+   */
+  createSession(handle: NativeModelHandle): Promise<NativeModelHandle>;
 }
 
 /** What {@link NativeExecutorch.renderChatTemplate} takes, as JSON text. */

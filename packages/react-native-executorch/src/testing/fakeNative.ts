@@ -546,6 +546,17 @@ export class FakeNative implements NativeExecutorch {
     return { fileBytes: JSON.stringify(saved).length, tokens: saved.cacheTokens, restored: saved.tokensOnly ? 'prefill' : 'cache', ms: 1, appData: saved.appData };
   }
 
+  /** A new handle over `handle`'s model (its options), with an empty conversation of its own. */
+  async createSession(handle: NativeModelHandle): Promise<NativeModelHandle> {
+    this.calls.push('createSession');
+    const parent = this.session(handle);
+    await sleep(1);
+    if (parent.released) throw nativeError('invalid_argument', 'The model was released before the session was created');
+    const created = this.nextHandle++;
+    this.sessions.set(created, { ...parent, conversation: '', cacheTokens: 0, generation: null, stats: null, encoded: [] });
+    return created;
+  }
+
   /** Handles loaded and not released. */
   liveHandles(): number {
     return [...this.sessions.values()].filter((s) => !s.released).length;
