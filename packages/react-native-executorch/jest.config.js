@@ -8,4 +8,6 @@ module.exports = {
   testPathIgnorePatterns: ['/node_modules/', '<rootDir>/__tests__/e2e/'],
   // ChatTemplate renders through the native module: the fake one's template double here.
   setupFiles: ['<rootDir>/__tests__/support/nativeTemplateEngine.ts'],
+  // A React update outside act() fails its test instead of printing a warning.
+  setupFilesAfterEnv: ['<rootDir>/__tests__/support/noActWarnings.ts'],
 };
