@@ -20,8 +20,12 @@ function configured(name: RangedSamplingOption, value: number): string | null {
 describe.each(Object.entries(SAMPLING_RANGES) as [RangedSamplingOption, (typeof SAMPLING_RANGES)[RangedSamplingOption]][])(
   '%s',
   (name, range) => {
-    it('takes its off value and refuses what is not finite', () => {
+    it('takes its off value and null (unset), and refuses what is not a finite number', () => {
       expect(configured(name, SAMPLING_OFF[name])).toBeNull();
+      expect(configured(name, null as never)).toBeNull();
+      expect(configured(name, '0.5' as never)).toBe(
+        `Invalid generation config: ${name} "0.5" is not ${range.integer ? 'an integer ' : ''}${range.range}.`,
+      );
       for (const bad of [NaN, Infinity, -Infinity]) {
         expect(configured(name, bad)).toBe(
           `Invalid generation config: ${name} ${bad} is not ${range.integer ? 'an integer ' : ''}${range.range}.`,

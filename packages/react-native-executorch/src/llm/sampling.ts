@@ -15,12 +15,16 @@ function admits(range: SamplingRange, value: unknown): boolean {
   return above && below;
 }
 
-/** What is wrong with the first sampling option of `config` outside its range, or null. */
+/**
+ * What is wrong with the first sampling option of `config` outside its range, or null. An
+ * option set to null is unset, as when the config is sent (the model's default applies).
+ */
 export function samplingProblem(config: GenerationConfig): string | null {
   for (const [name, range] of Object.entries(SAMPLING_RANGES) as [RangedSamplingOption, SamplingRange][]) {
-    const value = config[name];
-    if (value !== undefined && !admits(range, value)) {
-      return `${name} ${String(value)} is not ${range.integer ? 'an integer ' : ''}${range.range}`;
+    const value: unknown = config[name];
+    if (value != null && !admits(range, value)) {
+      const shown = typeof value === 'number' ? String(value) : JSON.stringify(value);
+      return `${name} ${shown} is not ${range.integer ? 'an integer ' : ''}${range.range}`;
     }
   }
   return null;
