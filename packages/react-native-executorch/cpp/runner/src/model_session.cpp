@@ -10,6 +10,7 @@
 #include <executorch/runtime/core/data_loader.h>
 #include <executorch/runtime/platform/log.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -289,10 +290,19 @@ Result<std::unique_ptr<ModelSession>> ModelSession::load_unguarded(
                                     " max_context=" + std::to_string(c.max_context) +
                                     " vocab_size=" + std::to_string(c.vocab_size));
   }
-  for (size_t i = 0; i < meta->num_memory_planned_buffers(); ++i) {
-    auto bytes = meta->memory_planned_buffer_size(i);
-    if (bytes.ok()) session->planned_bytes_ += static_cast<uint64_t>(*bytes);
+  // Shared arenas are sized for the largest need of the methods that share them, buffer by
+  // buffer.
+  std::vector<int64_t> planned;
+  for (const char* method : {"forward", "verify", "draft"}) {
+    auto method_meta = module.method_meta(method);
+    if (!method_meta.ok() || (!shared_arenas && std::strcmp(method, "forward") != 0)) continue;
+    for (size_t i = 0; i < method_meta->num_memory_planned_buffers(); ++i) {
+      auto bytes = method_meta->memory_planned_buffer_size(i);
+      if (i >= planned.size()) planned.push_back(0);
+      if (bytes.ok()) planned[i] = std::max(planned[i], *bytes);
+    }
   }
+  for (int64_t bytes : planned) session->planned_bytes_ += static_cast<uint64_t>(bytes);
   session->shares_weights_ = meta->num_backends() > 0;
   for (size_t i = 0; i < meta->num_backends(); ++i) {
     auto name = meta->get_backend_name(i);
