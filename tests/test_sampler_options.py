@@ -47,7 +47,7 @@ def test_both_languages_are_generated_from_every_row() -> None:
         "  maximum: 1\n  off_value: 1\n",
         SAMPLER_OPTIONS_FILE,
     )
-    assert '{"typical_p", 0.0, false, 1.0, true, false, "in (0, 1]", "1 = off"}' in codegen.generate_sampling_header(toy)
+    assert '{"typical_p", false, 0.0, false, 1.0, true, "in (0, 1]", "1 = off"}' in codegen.generate_sampling_header(toy)
     assert "typicalP: { integer: false, low: 0, lowInclusive: false, high: 1" in codegen.generate_sampling_typescript(toy)
 
 

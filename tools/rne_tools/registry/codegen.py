@@ -444,16 +444,55 @@ def _ts_number(value: float) -> str:
     return str(int(value)) if value == int(value) else repr(value)
 
 
+def _cpp_number(value: float) -> str:
+    if math.isinf(value):
+        return f"{'' if value > 0 else '-'}std::numeric_limits<double>::infinity()"
+    return f"{value!r}"
+
+
+# A range's fields, declared once for both languages: name, TypeScript type, C++ type, comment.
+_RANGE_FIELDS = (
+    ("integer", "boolean", "bool", ""),
+    ("low", "number", "double", ""),
+    ("low_inclusive", "boolean", "bool", ""),
+    ("high", "number", "double", "+infinity: no upper bound"),
+    ("high_inclusive", "boolean", "bool", ""),
+    ("range", "string", "const char*", 'the range as errors say it ("in (0, 1]")'),
+)
+
+
+def _range_values(option: SamplerOption) -> dict[str, bool | float | str]:
+    return {
+        "integer": option.integer,
+        "low": option.low,
+        "low_inclusive": option.low_inclusive,
+        "high": option.high,
+        "high_inclusive": option.high_inclusive,
+        "range": option.range_text,
+    }
+
+
+def _literal(value: bool | float | str, cpp: bool) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return _cpp_number(value) if cpp else _ts_number(value)
+    return _cpp_string(value) if cpp else _ts_string(value)
+
+
 def generate_sampling_typescript(options: Iterable[SamplerOption]) -> str:
     """The content of ``sampling.generated.ts``: each option's range, and the values that turn
     the options off."""
     options = tuple(options)
     union = " | ".join(f"'{o.js_name}'" for o in options)
+    fields = "".join(
+        (f"  /** {comment} */\n" if comment else "") + f"  readonly {_camel(name)}: {ts_type};\n"
+        for name, ts_type, _, comment in _RANGE_FIELDS
+    )
     rows = "".join(
-        f"  {o.js_name}: {{ integer: {str(o.integer).lower()}, "
-        f"low: {_ts_number(o.low)}, lowInclusive: {str(o.low_inclusive).lower()}, "
-        f"high: {_ts_number(o.high)}, highInclusive: {str(o.high_inclusive).lower()}, "
-        f"range: {_ts_string(o.range_text)} }},\n"
+        f"  {o.js_name}: {{ "
+        + ", ".join(f"{_camel(k)}: {_literal(v, cpp=False)}" for k, v in _range_values(o).items())
+        + " },\n"
         for o in options
     )
     off = ", ".join(f"{o.js_name}: {_ts_number(o.off)}" for o in options)
@@ -462,15 +501,7 @@ def generate_sampling_typescript(options: Iterable[SamplerOption]) -> str:
         + "/* eslint-disable */\n\n"
         + f"/** The sampler's options that have a range. */\nexport type RangedSamplingOption = {union};\n\n"
         "/** A finite value with `low` <(=) value <(=) `high`, an integer where `integer`. */\n"
-        "export interface SamplingRange {\n"
-        "  readonly integer: boolean;\n"
-        "  readonly low: number;\n"
-        "  readonly lowInclusive: boolean;\n"
-        "  readonly high: number;\n"
-        "  readonly highInclusive: boolean;\n"
-        "  /** The range as errors say it (`in (0, 1]`). */\n"
-        "  readonly range: string;\n"
-        "}\n\n"
+        f"export interface SamplingRange {{\n{fields}}}\n\n"
         "/** Each option's range: the native sampler refuses the same values (runner::validate). */\n"
         "export const SAMPLING_RANGES: { readonly [O in RangedSamplingOption]: SamplingRange } = {\n"
         f"{rows}"
@@ -480,20 +511,18 @@ def generate_sampling_typescript(options: Iterable[SamplerOption]) -> str:
     )
 
 
-def _cpp_number(value: float) -> str:
-    if math.isinf(value):
-        return f"{'' if value > 0 else '-'}std::numeric_limits<double>::infinity()"
-    return f"{value!r}"
-
-
 def generate_sampling_header(options: Iterable[SamplerOption]) -> str:
     """The content of ``sampler_ranges.generated.h``: each option's range, as runner::validate
     checks it, and the options' values in the same order."""
     options = tuple(options)
+    fields = "".join(
+        f"  {cpp_type} {name};" + (f"  // {comment}" if comment else "") + "\n"
+        for name, _, cpp_type, comment in _RANGE_FIELDS
+    )
     rows = "".join(
-        f"    {{{_cpp_string(o.field)}, {_cpp_number(o.low)}, {str(o.low_inclusive).lower()}, "
-        f"{_cpp_number(o.high)}, {str(o.high_inclusive).lower()}, {str(o.integer).lower()}, "
-        f"{_cpp_string(o.range_text)}, {_cpp_string(o.off_text)}}},\n"
+        f"    {{{_cpp_string(o.field)}, "
+        + ", ".join(_literal(v, cpp=True) for v in _range_values(o).values())
+        + f", {_cpp_string(o.off_text)}}},\n"
         for o in options
     )
     values = ",\n".join(f"      static_cast<double>(config.{o.field})" for o in options)
@@ -505,13 +534,8 @@ def generate_sampling_header(options: Iterable[SamplerOption]) -> str:
         "// A finite value with low <(=) value <(=) high, an integer where `integer`.\n"
         "struct SamplerRange {\n"
         "  const char* name;  // the SamplerConfig field\n"
-        "  double low;\n"
-        "  bool low_inclusive;\n"
-        "  double high;\n"
-        "  bool high_inclusive;\n"
-        "  bool integer;\n"
-        '  const char* range;  // the range as errors say it ("in (0, 1]")\n'
-        '  const char* off;    // what the off value does ("1 = off")\n'
+        f"{fields}"
+        '  const char* off;  // what the off value does ("1 = off")\n'
         "};\n\n"
         f"inline constexpr std::array<SamplerRange, {len(options)}> kSamplerRanges{{{{\n"
         f"{rows}"

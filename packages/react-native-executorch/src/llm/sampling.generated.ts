@@ -10,9 +10,10 @@ export interface SamplingRange {
   readonly integer: boolean;
   readonly low: number;
   readonly lowInclusive: boolean;
+  /** +infinity: no upper bound */
   readonly high: number;
   readonly highInclusive: boolean;
-  /** The range as errors say it (`in (0, 1]`). */
+  /** the range as errors say it ("in (0, 1]") */
   readonly range: string;
 }
 

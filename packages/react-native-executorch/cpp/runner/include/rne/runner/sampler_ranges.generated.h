@@ -12,21 +12,21 @@ namespace rne::runner {
 // A finite value with low <(=) value <(=) high, an integer where `integer`.
 struct SamplerRange {
   const char* name;  // the SamplerConfig field
+  bool integer;
   double low;
   bool low_inclusive;
-  double high;
+  double high;  // +infinity: no upper bound
   bool high_inclusive;
-  bool integer;
   const char* range;  // the range as errors say it ("in (0, 1]")
-  const char* off;    // what the off value does ("1 = off")
+  const char* off;  // what the off value does ("1 = off")
 };
 
 inline constexpr std::array<SamplerRange, 5> kSamplerRanges{{
-    {"temperature", 0.0, true, std::numeric_limits<double>::infinity(), true, false, ">= 0", "0 = greedy"},
-    {"top_k", 0.0, true, std::numeric_limits<double>::infinity(), true, true, ">= 0", "0 = off"},
-    {"top_p", 0.0, false, 1.0, true, false, "in (0, 1]", "1 = off"},
-    {"min_p", 0.0, true, 1.0, false, false, "in [0, 1)", "0 = off"},
-    {"repetition_penalty", 0.0, false, std::numeric_limits<double>::infinity(), true, false, "> 0", "1 = off"},
+    {"temperature", false, 0.0, true, std::numeric_limits<double>::infinity(), true, ">= 0", "0 = greedy"},
+    {"top_k", true, 0.0, true, std::numeric_limits<double>::infinity(), true, ">= 0", "0 = off"},
+    {"top_p", false, 0.0, false, 1.0, true, "in (0, 1]", "1 = off"},
+    {"min_p", false, 0.0, true, 1.0, false, "in [0, 1)", "0 = off"},
+    {"repetition_penalty", false, 0.0, false, std::numeric_limits<double>::infinity(), true, "> 0", "1 = off"},
 }};
 
 // The options' values, in kSamplerRanges' order.
