@@ -2,7 +2,8 @@
  * Lifecycle under stress, on the real runner through the Node-API addon: a seeded random
  * sequence of generate, interrupt, reset, countTokens, session save/load (good, missing and
  * another model's files), release and reload, over two models at once (the tiny Gemma 4 twice
- * and SmolLM2). Every call must settle with a value or one of the errors its contract allows; the
+ * and SmolLM2), and further sessions of a loaded model (createSession) used and released like
+ * the models. Every call must settle with a value or one of the errors its contract allows; the
  * run must end (no hang), and after every model is released the process's resident memory must
  * be back near where it was after the first load and release. Prints the counts.
  * @jest-environment node
@@ -41,7 +42,12 @@ interface Slot {
   readonly options: { modelPath: string; tokenizerPath: string; backend: 'xnnpack' };
   readonly model: string;
   handle: NativeModelHandle | null;
+  /** A session of another slot's model (createSession): released for good, never reloaded. */
+  readonly session?: boolean;
 }
+
+/** Sessions alive at once at most: each holds its own KV cache (SmolLM2's: about 90 MiB). */
+const MAX_SESSIONS = 3;
 
 it('survives a seeded random lifecycle of two models, sessions included', async () => {
   const docs = mkdtempSync(join(tmpdir(), 'rne-stress-'));
@@ -137,8 +143,16 @@ it('survives a seeded random lifecycle of two models, sessions included', async 
     } else if (roll < 0.85) {
       call('release', () => native.release(handle), []);
       slot.handle = null;
+      if (slot.session) slots.splice(slots.indexOf(slot), 1);
       // A released handle is refused, however soon it is used again.
       settle('generate released', native.generate(handle, 'hi', config(), () => {}), ['invalid_argument']);
+    } else if (roll < 0.9) {
+      if (slots.filter((s) => s.session).length >= MAX_SESSIONS) continue;
+      // Resolves once the worker reaches it: the model may have been released by then.
+      const created = native.createSession(handle).then((session) => {
+        slots.push({ options: slot.options, model: slot.model, handle: session, session: true });
+      });
+      settle('createSession', created, ['invalid_argument']);
     } else {
       // Let the queued work drain now and then, as an app awaiting its calls does.
       count('await');
@@ -161,6 +175,7 @@ it('survives a seeded random lifecycle of two models, sessions included', async 
   );
   expect(counts.get('generate ok')).toBeGreaterThan(50);
   expect(counts.get('loadSession ok')).toBeGreaterThan(5);
+  expect(counts.get('createSession ok')).toBeGreaterThan(5);
   // A model left loaded would show: SmolLM2 holds about 600 MiB, the tiny Gemma 4 about 200.
   expect(after - baseline).toBeLessThan(128 * MiB);
 }, 300000);
