@@ -284,6 +284,34 @@ TEST_F(BindingTest, StreamsAGreedyAnswerAndReusesTheCacheOnTheNextTurn) {
   call("release", handle);
 }
 
+TEST_F(BindingTest, ASessionOfTheModelAnswersAsTheModelAloneAndOutlivesIt) {
+  const double handle = load();
+  ASSERT_GT(handle, 0);
+  j::Value created = call("createSession", handle);
+  const j::Value session = await(created);
+  ASSERT_EQ(rt_.promiseState(created), "fulfilled") << str(session, "message");
+  ASSERT_TRUE(session.isNumber());
+  EXPECT_NE(session.getNumber(), handle);
+  const std::string prompt = chat({{"system", kSystem}, {"user", "What is the capital of France?"}});
+  auto answer = [&](double h) {
+    std::vector<std::string> pieces;
+    j::Value stats = await(call("generate", h, j::String::createFromUtf8(rt_, prompt), config(12),
+                                collector(pieces)));
+    std::string text;
+    for (const auto& piece : pieces) text += piece;
+    return std::make_pair(text, num(stats, "reusedTokens"));
+  };
+  // The model's turn leaves its cache full; the session's own cache starts empty.
+  const auto model_turn = answer(handle);
+  call("release", handle);
+  const auto session_turn = answer(session.getNumber());
+  EXPECT_EQ(session_turn.first, model_turn.first);
+  EXPECT_EQ(session_turn.second, 0);
+  j::Value released = call("createSession", handle);
+  EXPECT_EQ(codeOf(rt_.promiseResult(released)), "invalid_argument");
+  call("release", session.getNumber());
+}
+
 TEST_F(BindingTest, BusyWhileGeneratingAndInterruptStopsIt) {
   const double handle = load();
   ASSERT_GT(handle, 0);

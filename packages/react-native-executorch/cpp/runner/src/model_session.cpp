@@ -294,8 +294,11 @@ Result<std::unique_ptr<ModelSession>> ModelSession::load_unguarded(
   // buffer.
   std::vector<int64_t> planned;
   for (const char* method : {"forward", "verify", "draft"}) {
+    if (names->count(method) == 0 || (!shared_arenas && std::strcmp(method, "forward") != 0)) {
+      continue;
+    }
     auto method_meta = module.method_meta(method);
-    if (!method_meta.ok() || (!shared_arenas && std::strcmp(method, "forward") != 0)) continue;
+    if (!method_meta.ok()) continue;
     for (size_t i = 0; i < method_meta->num_memory_planned_buffers(); ++i) {
       auto bytes = method_meta->memory_planned_buffer_size(i);
       if (i >= planned.size()) planned.push_back(0);
