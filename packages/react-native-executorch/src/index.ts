@@ -84,7 +84,7 @@ export type {
   HttpDownloadResult,
   ResourceAdapters,
 } from './resources/adapters';
-export { blobUtilAdapters, type BlobUtilModule } from './resources/blobUtil';
+export { blobUtilAdapters, type BlobUtilAdapterOptions, type BlobUtilModule } from './resources/blobUtil';
 export { getResourceFetcher } from './resources/defaultFetcher';
 export type {
   GenerationStats,

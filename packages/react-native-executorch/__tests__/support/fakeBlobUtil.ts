@@ -8,10 +8,18 @@
  * `createFile` refuses an existing path after a check, not atomically; `stat` follows links).
  * `options.diskQuotaBytes` makes writes past that many bytes fail the way Android reports a full
  * disk (an IOException whose message says "No space left on device").
+ *
+ * `config({ IOSBackgroundTask: true })` reproduces iOS's background download task (blob-util's
+ * `NSURLSessionDownloadTask` path): the body goes to a temporary file that is moved to `path`
+ * (or, with `overwrite: false`, appended to it) only when the whole body arrived; a dropped or
+ * cancelled task leaves nothing at `path`; no `stateChange` fires (`didReceiveResponse` is a
+ * data-task callback), so `info()` carries the status alone; progress still comes (`didWriteData`).
  */
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import * as fsp from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 import type { BlobUtilModule } from '../../src';
 
@@ -92,7 +100,7 @@ export function fakeBlobUtil(documentDir: string, options: { diskQuotaBytes?: nu
       },
       hash: async (path) => createHash('sha256').update(readFileSync(path)).digest('hex'),
     },
-    config: ({ path, overwrite }) => ({
+    config: ({ path, overwrite, IOSBackgroundTask: background = false }) => ({
       fetch(_method, url, headers) {
         const controller = new AbortController();
         let onProgress: (received: number, total: number) => void = () => {};
@@ -101,20 +109,42 @@ export function fakeBlobUtil(documentDir: string, options: { diskQuotaBytes?: nu
         const run = (async () => {
           const response = await fetch(url, { headers, signal: controller.signal });
           const info = { taskId, status: response.status, headers: Object.fromEntries(response.headers) };
-          stateListeners.forEach((listener) => listener(info));
-          const file = await fsp.open(path, overwrite ? 'w' : 'a');
+          if (!background) stateListeners.forEach((listener) => listener(info));
+          // The download task's own file, in the system's temporary folder.
+          const into = background ? join(tmpdir(), `CFNetworkDownload_${process.pid}_${taskId}.tmp`) : path;
+          const file = await fsp.open(into, !background && !overwrite ? 'a' : 'w');
           let received = 0;
           try {
             for await (const chunk of chunksOf(response.body, controller.signal)) {
-              take(chunk.byteLength, path);
+              take(chunk.byteLength, into);
               await file.write(chunk);
               received += chunk.byteLength;
               onProgress(received, Number(response.headers.get('content-length') ?? -1));
             }
+          } catch (error) {
+            if (background) await fsp.rm(into, { force: true });
+            throw error;
           } finally {
             await file.close();
           }
-          return { info: () => info };
+          if (!background) return { info: () => info };
+          // didFinishDownloadingToURL: moved (or appended) to the path; the response's headers
+          // never reach JavaScript.
+          if (overwrite) {
+            // NSFileManager's checks follow links: a dangling one is not removed, the move then
+            // fails on it, and the copy that follows writes through it.
+            if (existsSync(path)) await fsp.rm(path, { recursive: true });
+            if (await fsp.lstat(path).then(() => true, () => false)) {
+              await fsp.writeFile(path, await fsp.readFile(into));
+              await fsp.rm(into);
+            } else {
+              await fsp.rename(into, path);
+            }
+          } else {
+            await fsp.appendFile(path, await fsp.readFile(into));
+            await fsp.rm(into);
+          }
+          return { info: () => ({ status: response.status }) };
         })().finally(() => {
           if (onState) stateListeners.delete(onState);
         });

@@ -1,7 +1,8 @@
 /**
  * A real HTTP server on 127.0.0.1 that serves files at Hugging Face style URLs,
- * `/<owner>/<name>/resolve/<revision>/<path>`, with Range support and scripted failures
- * (`dropAfter`/`ignoreRange` for the simple cases, `faults` for a per-request script).
+ * `/<owner>/<name>/resolve/<revision>/<path>`, with Range support (`bytes=a-` and `bytes=a-b`)
+ * and scripted failures (`dropAfter`/`ignoreRange` for the simple cases, `faults` for a
+ * per-request script).
  */
 import { createHash } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
@@ -20,7 +21,10 @@ export type Fault =
   | { readonly kind: 'drop'; readonly after: number }
   /** Flips the byte at file offset `at` when this response carries it. */
   | { readonly kind: 'corrupt'; readonly at: number }
-  /** Answers a ranged request 206 with the bytes from 0 and a Content-Range saying so. */
+  /**
+   * Answers a ranged request 206 with the bytes from 0 (the whole file, or the asked-for length
+   * of a closed range) and a Content-Range saying so.
+   */
   | { readonly kind: 'wrongRange' }
   /** Answers 416 to a range that is valid. */
   | { readonly kind: 'bogus416' }
@@ -140,29 +144,34 @@ export class HfServer {
     /** How many of `n` remaining bytes this response carries. */
     const sent = (n: number) => (fault?.kind === 'shortLength' ? Math.min(fault.length, n) : n);
     let start = 0;
-    const match = range && !file.ignoreRange ? /^bytes=(\d+)-$/.exec(range) : null;
-    if (match) {
+    // One past the last byte this response carries.
+    let end = file.body.length;
+    // `bytes=a-` or the closed `bytes=a-b` (b past the end means up to the end).
+    const match = range && !file.ignoreRange ? /^bytes=(\d+)-(\d*)$/.exec(range) : null;
+    if (match && (match[2] === '' || Number(match[2]) >= Number(match[1]))) {
       start = Number(match[1]);
+      end = match[2] === '' ? end : Math.min(end, Number(match[2]) + 1);
       if (start >= file.body.length || fault?.kind === 'bogus416') {
         log(416);
         res.writeHead(416, { 'content-range': `bytes */${file.body.length}` }).end();
         return;
       }
-      if (fault?.kind === 'wrongRange') start = 0;
+      // From the first byte: the rest of the file, or as many bytes as a closed range asked for.
+      if (fault?.kind === 'wrongRange') [start, end] = [0, match[2] === '' ? end : end - start];
       log(206);
       res.writeHead(206, {
-        'content-length': sent(file.body.length - start),
-        'content-range': `bytes ${start}-${file.body.length - 1}/${file.body.length}`,
+        'content-length': sent(end - start),
+        'content-range': `bytes ${start}-${end - 1}/${file.body.length}`,
         'accept-ranges': 'bytes',
       });
     } else {
       log(200);
       res.writeHead(200, { 'content-length': sent(file.body.length), 'accept-ranges': 'bytes' });
     }
-    let body = file.body.subarray(start);
+    let body = file.body.subarray(start, end);
     body = body.subarray(0, sent(body.length));
     if (fault?.kind === 'closeEarly') body = body.subarray(0, fault.after);
-    if (fault?.kind === 'corrupt' && fault.at >= start && fault.at < file.body.length) {
+    if (fault?.kind === 'corrupt' && fault.at >= start && fault.at < end) {
       body = Buffer.from(body);
       body[fault.at - start] = body[fault.at - start]! ^ 0xff;
     }

@@ -5,9 +5,20 @@ import { ResourceFetcher } from './fetcher';
 
 let shared: ResourceFetcher | null = null;
 
+/** Whether this runs on iOS, where blob-util downloads in a background session. */
+function onIOS(): boolean {
+  try {
+    // Required here: the package also loads in Node (tests, the host addon), without React Native.
+    return (require('react-native') as typeof import('react-native')).Platform.OS === 'ios';
+  } catch {
+    return false;
+  }
+}
+
 /**
  * The app-wide fetcher (one instance, so every `useLLM` shares downloads and the cache), over
- * `react-native-blob-util`. Use it to list or delete cached models:
+ * `react-native-blob-util`; on iOS its downloads go on while the app is suspended (background
+ * transfer, see `blobUtilAdapters`). Use it to list or delete cached models:
  *
  * ```ts
  * const fetcher = getResourceFetcher();
@@ -19,7 +30,8 @@ let shared: ResourceFetcher | null = null;
  */
 export function getResourceFetcher(): ResourceFetcher {
   if (shared) return shared;
-  const adapters = defaultResourceAdapters();
+  // Android keeps the foreground transfer: blob-util's DownloadManager path cannot resume a part.
+  const adapters = defaultResourceAdapters({ background: onIOS() });
   if (!adapters) {
     throw new ExecutorchError(
       'no_resource_adapter',
