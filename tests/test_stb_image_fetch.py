@@ -273,7 +273,7 @@ def test_media_sources_compile_with_the_phone_flags(server: Server, tmp_path: Pa
     assert _script(tmp_path, f"{server.url}/good").returncode == 0
     cpp = PACKAGE_DIR / "cpp"
     includes = [cpp / "base/include", cpp / "media/include", cpp / "runner/include",
-                cpp / "tokenizer/include",
+                cpp / "grammar/include", cpp / "tokenizer/include",
                 cpp / "json/include", cpp / "seam", tmp_path / "include"]
     for source in [*MEDIA_SOURCES, "cpp/seam/seam_core.cpp"]:
         run = subprocess.run([compiler, "-std=c++20", "-fsyntax-only", "-DRNE_WITH_MEDIA=1",

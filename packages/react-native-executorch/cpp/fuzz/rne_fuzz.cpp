@@ -38,10 +38,10 @@
 #include "rne/json/json.h"
 #include "rne/media/audio.h"
 #include "rne/media/image.h"
-#include "rne/runner/gbnf.h"
-#include "rne/runner/json_schema.h"
+#include "rne/grammar/gbnf.h"
+#include "rne/grammar/json_schema.h"
 #include "rne/runner/program_check.h"
-#include "rne/runner/regex.h"
+#include "rne/grammar/regex.h"
 #include "rne/tokenizer/tokenizer.h"
 
 namespace {

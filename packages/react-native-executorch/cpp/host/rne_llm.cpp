@@ -83,15 +83,15 @@ options:
   --stop TEXT               stop when TEXT appears (repeatable)
   --json-schema FILE        answer with one JSON document valid against this JSON Schema
                             (grammar-constrained sampling; supported keywords: see
-                            runner/include/rne/runner/json_schema.h)
+                            grammar/include/rne/grammar/json_schema.h)
   --json-syntax json|gemma4 how the --json-schema document is written: JSON (default) or Gemma 4's
                             tool-call argument syntax ({key:<|"|>text<|"|>,n:3}, see json_schema.h)
   --json-strict             refuse the --json-schema's unknown keywords and formats instead of
                             ignoring them as annotations (nothing in the schema goes unenforced)
   --regex REGEX             answer with text that matches REGEX as a whole (grammar-constrained
-                            sampling; the subset in runner/include/rne/runner/regex.h)
+                            sampling; the subset in grammar/include/rne/grammar/regex.h)
   --grammar FILE            answer with a sentence of the GBNF grammar in FILE (its `root` rule;
-                            the syntax in runner/include/rne/runner/gbnf.h)
+                            the syntax in grammar/include/rne/grammar/gbnf.h)
   --speculative prompt-lookup|assistant
                             speculative decoding: the drafter proposes the next tokens and one
                             forward verifies them all; the answer is the one without it, in fewer

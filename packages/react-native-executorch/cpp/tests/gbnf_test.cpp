@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "rne/runner/gbnf.h"
+#include "rne/grammar/gbnf.h"
 #include "small_stack.h"
-#include "rne/runner/gbnf_constraint.h"
+#include "rne/grammar/gbnf_constraint.h"
 #include "rne/tokenizer/tokenizer.h"
 
 namespace rne::runner {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "rne/runner/json_constraint.h"
+#include "rne/grammar/json_constraint.h"
 
 namespace rne::runner {
 namespace {

@@ -10,8 +10,8 @@
 #include <set>
 #include <string>
 
-#include "rne/runner/json_grammar.h"
-#include "rne/runner/json_schema.h"
+#include "rne/grammar/json_grammar.h"
+#include "rne/grammar/json_schema.h"
 
 namespace rne::runner {
 namespace {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "rne/runner/regex.h"
+#include "rne/grammar/regex.h"
 #include "small_stack.h"
 
 namespace rne::runner {

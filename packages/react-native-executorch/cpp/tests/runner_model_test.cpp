@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "rne/runner/json_constraint.h"
+#include "rne/grammar/json_constraint.h"
 #include "rne/runner/llm_runner.h"
 #include "rne/runner/model_file.h"
 #include "rne/runner/model_session.h"

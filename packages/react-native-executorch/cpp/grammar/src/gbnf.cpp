@@ -1,4 +1,4 @@
-#include "rne/runner/gbnf.h"
+#include "rne/grammar/gbnf.h"
 
 #include "code_point_ranges.h"
 

@@ -1,4 +1,4 @@
-#include "rne/runner/gbnf_constraint.h"
+#include "rne/grammar/gbnf_constraint.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "rne/runner/json_constraint.h"
+#include "rne/grammar/json_constraint.h"
 
 #include <algorithm>
 

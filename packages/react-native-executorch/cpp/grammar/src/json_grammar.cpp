@@ -1,4 +1,4 @@
-#include "rne/runner/json_grammar.h"
+#include "rne/grammar/json_grammar.h"
 
 #include <type_traits>
 

@@ -1,4 +1,4 @@
-#include "rne/runner/json_schema.h"
+#include "rne/grammar/json_schema.h"
 
 #include <algorithm>
 #include <array>
@@ -12,7 +12,7 @@
 #include <set>
 
 #include "rne/json/json.h"
-#include "rne/runner/json_grammar.h"
+#include "rne/grammar/json_grammar.h"
 
 namespace rne::runner {
 

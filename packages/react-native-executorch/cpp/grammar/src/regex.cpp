@@ -1,4 +1,4 @@
-#include "rne/runner/regex.h"
+#include "rne/grammar/regex.h"
 
 #include "code_point_ranges.h"
 

@@ -1,4 +1,4 @@
-#include "rne/runner/token_trie.h"
+#include "rne/grammar/token_trie.h"
 
 #include <algorithm>
 

@@ -36,7 +36,7 @@
 #include <vector>
 
 #include "rne/json/json.h"
-#include "rne/runner/json_constraint.h"
+#include "rne/grammar/json_constraint.h"
 #include "rne/runner/sampler.h"
 #include "rne/tokenizer/tokenizer.h"
 

@@ -19,9 +19,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "rne/runner/gbnf.h"
-#include "rne/runner/token_constraint.h"
-#include "rne/runner/token_trie.h"
+#include "rne/grammar/gbnf.h"
+#include "rne/grammar/token_constraint.h"
+#include "rne/grammar/token_trie.h"
 
 namespace rne::runner {
 

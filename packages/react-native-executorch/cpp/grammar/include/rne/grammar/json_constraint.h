@@ -33,10 +33,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "rne/runner/json_grammar.h"
-#include "rne/runner/json_schema.h"
-#include "rne/runner/token_constraint.h"
-#include "rne/runner/token_trie.h"
+#include "rne/grammar/json_grammar.h"
+#include "rne/grammar/json_schema.h"
+#include "rne/grammar/token_constraint.h"
+#include "rne/grammar/token_trie.h"
 
 namespace rne::runner {
 

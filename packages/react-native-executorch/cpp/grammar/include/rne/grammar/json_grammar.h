@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "rne/runner/json_schema.h"
+#include "rne/grammar/json_schema.h"
 
 namespace rne::runner {
 

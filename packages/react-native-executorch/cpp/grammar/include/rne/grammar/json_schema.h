@@ -146,7 +146,7 @@
 #include <string_view>
 #include <vector>
 
-#include "rne/runner/regex.h"
+#include "rne/grammar/regex.h"
 #include "rne/runner/result.h"
 
 namespace rne::runner {

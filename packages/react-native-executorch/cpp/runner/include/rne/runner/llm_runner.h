@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "rne/runner/backends.h"
-#include "rne/runner/gbnf_constraint.h"
-#include "rne/runner/json_constraint.h"
+#include "rne/grammar/gbnf_constraint.h"
+#include "rne/grammar/json_constraint.h"
 #include "rne/runner/model_session.h"
 #include "rne/runner/result.h"
 #include "rne/runner/sampler.h"

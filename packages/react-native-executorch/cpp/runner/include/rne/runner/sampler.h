@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "rne/runner/result.h"
-#include "rne/runner/token_constraint.h"
+#include "rne/grammar/token_constraint.h"
 
 namespace rne::runner {
 

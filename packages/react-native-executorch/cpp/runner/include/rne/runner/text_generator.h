@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "rne/runner/json_schema.h"
+#include "rne/grammar/json_schema.h"
 #include "rne/runner/model_session.h"
 #include "rne/runner/result.h"
 #include "rne/runner/sampler.h"
