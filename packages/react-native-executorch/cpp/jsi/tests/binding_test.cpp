@@ -309,6 +309,14 @@ TEST_F(BindingTest, ASessionOfTheModelAnswersAsTheModelAloneAndOutlivesIt) {
   EXPECT_EQ(session_turn.second, 0);
   j::Value released = call("createSession", handle);
   EXPECT_EQ(codeOf(rt_.promiseResult(released)), "invalid_argument");
+  // Less memory than a session's caches (the seam reads this variable instead of the OS).
+  ::setenv("RNE_AVAILABLE_MEMORY_BYTES", "16777216", 1);
+  j::Value short_of_memory = call("createSession", session.getNumber());
+  const j::Value refusal = await(short_of_memory);
+  ::unsetenv("RNE_AVAILABLE_MEMORY_BYTES");
+  EXPECT_EQ(codeOf(refusal), "insufficient_memory");
+  EXPECT_NE(str(refusal, "message").find("only 16 MiB are available"), std::string::npos)
+      << str(refusal, "message");
   call("release", session.getNumber());
 }
 
