@@ -17,8 +17,9 @@ from types import ModuleType
 
 from rne_tools.errors import CheckpointError
 
-# Modules of this package that are building blocks, not architectures.
-SHARED_MODULES = ("layers",)
+# Modules of this package that are building blocks, not architectures (gemma4_assistant: the
+# drafter a Gemma 4 program may carry beside its decoder).
+SHARED_MODULES = ("layers", "gemma4_assistant")
 
 # Every other module of this package is an architecture, named by its file: adding one is
 # adding its file (and the registry entries that use it), nothing else.

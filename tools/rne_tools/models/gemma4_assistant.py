@@ -300,7 +300,9 @@ class TargetCacheReader:
         if kind == SLIDING:
             span = min(args.sliding_window + 1, cache.size)
             positions = input_pos - span + torch.arange(span)
-            slots = torch.remainder(positions, cache.size)
+            # Positions before 0 (a short context) are masked; clamped, they read slot 0
+            # instead of asking the runtime's remainder for a negative dividend's.
+            slots = torch.remainder(positions.clamp(min=0), cache.size)
             self._kv = (cache.k.index_select(2, slots), cache.v.index_select(2, slots))
             self.mask = (positions >= 0)[None, :]
         elif _in_place(cache):
