@@ -314,6 +314,7 @@ TEST_F(BindingTest, ASessionOfTheModelAnswersAsTheModelAloneAndOutlivesIt) {
   j::Value short_of_memory = call("createSession", session.getNumber());
   const j::Value refusal = await(short_of_memory);
   ::unsetenv("RNE_AVAILABLE_MEMORY_BYTES");
+  ASSERT_EQ(rt_.promiseState(short_of_memory), "rejected");
   EXPECT_EQ(codeOf(refusal), "insufficient_memory");
   EXPECT_NE(str(refusal, "message").find("only 16 MiB are available"), std::string::npos)
       << str(refusal, "message");
