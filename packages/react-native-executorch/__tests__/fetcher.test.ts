@@ -202,6 +202,37 @@ describe('ResourceFetcher over HTTP on 127.0.0.1', () => {
     expect(server.requests[1]!.range).toBe(`bytes=${partSize}-`);
   });
 
+  it('a suspended app (its thread not running) is not a stalled, slow or late download', async () => {
+    // iOS suspends an app in the background while its transfer goes on; on return every timer
+    // is overdue at once. Here the thread blocks for 2.5 s mid-download, past the idle timeout,
+    // the rate window and the whole deadline: the one request goes on and the file arrives.
+    const body = bytes(300_000, 12);
+    const file = serve('model.pte', { body, chunkSize: 10_000, chunkDelayMs: 10 });
+    const watched = new ResourceFetcher({
+      ...nodeAdapters(docs),
+      baseUrl: server.baseUrl,
+      idleTimeoutMs: 300,
+      minBytesPerSecond: 50_000,
+      rateWindowMs: 400,
+      deadlineGraceMs: 1500,
+      deadlineBytesPerSecond: 1e12,
+    });
+    let suspended = false;
+    const [path] = await watched.fetchFiles([file], {
+      onProgress: (p) => {
+        if (suspended || p < 0.3) return;
+        suspended = true;
+        const until = Date.now() + 2500;
+        while (Date.now() < until) {
+          // The thread does not run, as in a suspended app.
+        }
+      },
+    });
+    expect(suspended).toBe(true);
+    expect(readFileSync(path!).equals(body)).toBe(true);
+    expect(server.requests).toHaveLength(1);
+  });
+
   it('a fetch right after a cancel waits for the cancelled download, then resumes it', async () => {
     const body = bytes(400_000, 14);
     const file = serve('model.pte', { body, chunkSize: 10_000, chunkDelayMs: 5 });

@@ -310,6 +310,54 @@ interface Run {
 
 function noop(): void {}
 
+/**
+ * A gap between two ticks of a timer longer than this means the JavaScript thread did not run:
+ * iOS suspends a backgrounded app while its background transfer goes on, and on return every
+ * timer is overdue at once. Such a gap is not time the download was watched.
+ */
+const SUSPENDED_GAP_MS = 1000;
+
+/**
+ * A timeout that counts only the time this thread ran (gaps past {@link SUSPENDED_GAP_MS} count
+ * as one tick), so a suspension never reads as a stalled, slow or late download. `onGap` hears
+ * of each such gap.
+ */
+class AwakeTimeout {
+  private awakeMs = 0;
+  private last = Date.now();
+  private readonly handle: ReturnType<typeof setInterval>;
+
+  constructor(
+    private readonly ms: number,
+    onExpire: () => void,
+    onGap: () => void = noop,
+  ) {
+    const tick = Math.max(10, Math.min(1000, ms / 8));
+    const gapLimit = Math.max(SUSPENDED_GAP_MS, 4 * tick);
+    this.handle = setInterval(() => {
+      const now = Date.now();
+      const gap = now - this.last;
+      this.last = now;
+      if (gap > gapLimit) onGap();
+      this.awakeMs += gap > gapLimit ? tick : gap;
+      if (this.awakeMs >= this.ms) {
+        this.clear();
+        onExpire();
+      }
+    }, tick);
+  }
+
+  /** Starts counting again from zero (data arrived). */
+  restart(): void {
+    this.awakeMs = 0;
+    this.last = Date.now();
+  }
+
+  clear(): void {
+    clearInterval(this.handle);
+  }
+}
+
 /** Throws `invalid_path` when `file`'s repo, revision or path could leave its folder. */
 function checkedFile(file: RemoteFile): void {
   checkedRepoRevision(file.repo, file.revision);
@@ -901,10 +949,10 @@ export class ResourceFetcher {
     const cancel = () => controller.abort();
     signal.addEventListener('abort', cancel);
     if (signal.aborted) cancel();
-    const deadline = setTimeout(() => {
+    const deadline = new AwakeTimeout(run.deadlineMs, () => {
       run.expired = true;
       controller.abort();
-    }, run.deadlineMs);
+    });
     try {
       const release = await this.acquireLock(run);
       if (release === null) return path; // Another fetcher downloaded it meanwhile.
@@ -919,7 +967,7 @@ export class ResourceFetcher {
         await release();
       }
     } finally {
-      clearTimeout(deadline);
+      deadline.clear();
       signal.removeEventListener('abort', cancel);
     }
   }
@@ -1173,23 +1221,32 @@ export class ResourceFetcher {
     let idle = false;
     let slow = false;
     let over = false;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const rearm = () => {
-      clearTimeout(timer);
-      timer = setTimeout(() => {
-        idle = true;
-        controller.abort();
-      }, this.idleTimeoutMs);
-    };
-    rearm();
     // Rate samples, at most one per 1/16 window: the oldest one at or before the window's start
-    // is the base of the average.
-    const started = Date.now();
+    // is the base of the average. After a suspension the window starts again.
+    let started = Date.now();
     const samples: { at: number; bytes: number }[] = [{ at: started, bytes: offset }];
     let latest = offset;
     const window = this.rateWindowMs;
+    const restartWindow = () => {
+      started = Date.now();
+      samples.splice(0, samples.length, { at: started, bytes: latest });
+    };
+    const timer = new AwakeTimeout(
+      this.idleTimeoutMs,
+      () => {
+        idle = true;
+        controller.abort();
+      },
+      restartWindow,
+    );
+    const tick = Math.max(10, Math.min(1000, window / 4));
+    let lastCheck = started;
     const checkRate = () => {
       const now = Date.now();
+      // Either timer may be the first to run after a suspension.
+      const suspended = now - lastCheck > Math.max(SUSPENDED_GAP_MS, 4 * tick);
+      lastCheck = now;
+      if (suspended) restartWindow();
       if (now - started < window) return;
       while (samples.length > 1 && samples[1]!.at <= now - window) samples.shift();
       const base = samples[0]!;
@@ -1200,7 +1257,7 @@ export class ResourceFetcher {
     };
     const ticker =
       this.minBytesPerSecond > 0
-        ? setInterval(checkRate, Math.max(10, Math.min(1000, window / 4)))
+        ? setInterval(checkRate, tick)
         : undefined;
     let result: HttpDownloadResult;
     try {
@@ -1216,7 +1273,7 @@ export class ResourceFetcher {
             controller.abort();
             return;
           }
-          rearm();
+          timer.restart();
           latest = bytes;
           const now = Date.now();
           if (now - samples[samples.length - 1]!.at >= window / 16) samples.push({ at: now, bytes });
@@ -1239,7 +1296,7 @@ export class ResourceFetcher {
           : String(error);
       return { ok: false, reason, slow };
     } finally {
-      clearTimeout(timer);
+      timer.clear();
       clearInterval(ticker);
       signal.removeEventListener('abort', cancel);
     }
