@@ -192,3 +192,59 @@ def test_export_refuses_what_cannot_draft(tiny_checkpoint, overrides, message):
 
     with pytest.raises(ExportError, match=message):
         plan(tiny_checkpoint, **overrides)
+
+
+def test_rne_llm_greedy_text_equals_transformers_assisted_generate(
+    rne_llm, byte_tokenizer, tmp_path
+):
+    """The exported tiny Gemma 4 with the tiny assistant as its draft method, through rne_llm
+    with --speculative assistant: the greedy tokens equal transformers' ``generate`` with
+    ``assistant_model`` on the same weights (and plain decoding), and the assistant drafted."""
+    import json
+    import subprocess
+
+    from rne_tools.checkpoints import random_model
+    from rne_tools.export import cached_export
+
+    checkpoint = gemma4_assistant.write_random_checkpoint(tmp_path / "assistant")
+    export = cached_export("gemma4_e2b", "xnnpack", "fp32", random_config="tiny",
+                           max_context=64, max_chunk=6, verify_tokens=5, assistant=checkpoint,
+                           progress=False)
+    assert export.report["verification"]["draft_method"]["status"] == "passed"
+
+    # transformers' models with the exported weights: the seeded random target, our checkpoint.
+    config = gemma4.RANDOM_CONFIGS["tiny"]
+    ours, _, _ = random_model("gemma4", "tiny", 64, 6)
+    ref = gemma4.reference_model(config)
+    local = ours.state_dict()
+    with torch.no_grad():
+        for name, tensor in ref.state_dict().items():
+            mapped = gemma4.hf_to_local_name(name)
+            if mapped in local:
+                tensor.copy_(local[mapped])
+    from transformers import Gemma4AssistantForCausalLM
+
+    with hf_assistant_configs():
+        hf = Gemma4AssistantForCausalLM.from_pretrained(checkpoint).eval()
+    hf.generation_config.num_assistant_tokens = 4
+
+    prompt = [(i * 29 + 7) % 253 + 3 for i in range(17)]  # past the window, three chunks
+    new_tokens = 20
+    ref.generation_config.eos_token_id = None  # as --ignore-eos: EOS is a token like others
+    with torch.no_grad():
+        assisted = ref.generate(torch.tensor([prompt]), assistant_model=hf, do_sample=False,
+                                max_new_tokens=new_tokens)
+        plain = ref.generate(torch.tensor([prompt]), do_sample=False, max_new_tokens=new_tokens)
+    assert torch.equal(assisted, plain)
+    want = assisted[0, len(prompt):].tolist()
+
+    done = subprocess.run(
+        [rne_llm, "--json", "--model", str(export.pte_path), "--tokenizer", str(byte_tokenizer),
+         "--prompt-ids", ",".join(map(str, prompt)), "--max-new-tokens", str(new_tokens),
+         "--ignore-eos", "--speculative", "assistant", "--max-draft-tokens", "4"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout)
+    assert got["tokens"] == want
+    assert got["stats"]["drafted_tokens"] > 0

@@ -63,6 +63,18 @@ std::string runtime_error_text(RuntimeError error) {
   return std::string("runtime error ") + name + " " + code;
 }
 
+// Output 1 of a forward/verify call of `rows` positions in a program with `draft` (`width` > 0):
+// each position's hidden state. Null when `width` is 0.
+Result<float*> hidden_output(const std::vector<et::runtime::EValue>& out, int64_t rows,
+                             int64_t width, const std::string& path) {
+  if (width == 0) return static_cast<float*>(nullptr);
+  if (out.size() < 2 || !out[1].isTensor() || out[1].toTensor().numel() != rows * width) {
+    return contract_error(path, "a program with 'draft' must return " + std::to_string(rows) +
+                                    " x " + std::to_string(width) + " hidden states second");
+  }
+  return out[1].toTensor().mutable_data_ptr<float>();
+}
+
 std::string registered_backend_list() {
   std::string out;
   for (const auto& name : registered_backends()) out += (out.empty() ? "" : ", ") + name;
@@ -285,6 +297,24 @@ Result<std::unique_ptr<ModelSession>> ModelSession::load_unguarded(
     }
     c.max_verify = *verify;
   }
+  if (names->count("draft")) {
+    // Gemma 4's assistant: draft(token[1, 1], hidden[1, 1, D], input_pos[1]) -> (token[1],
+    // hidden[1, 1, D]); forward and verify then return each position's hidden state second.
+    auto draft_meta = module.method_meta("draft");
+    if (!shared_arenas || !draft_meta.ok() || draft_meta->num_inputs() != 3 ||
+        meta->num_outputs() < 2) {
+      return contract_error(path, "'draft' must come with 'verify' and take (token[1, 1], "
+                                  "hidden[1, 1, D], input_pos[1]), and 'forward' must return "
+                                  "the hidden states second");
+    }
+    auto hidden_meta = draft_meta->input_tensor_meta(1);
+    if (!hidden_meta.ok() || hidden_meta->sizes().size() != 3 ||
+        hidden_meta->scalar_type() != et::aten::ScalarType::Float) {
+      return contract_error(path, "'draft' input 1 must be float32 hidden[1, 1, D]");
+    }
+    c.draft_hidden = hidden_meta->sizes()[2];
+    session->draft_hidden_.resize(static_cast<size_t>(c.draft_hidden));
+  }
   if (c.max_chunk < 1 || c.max_context < 1 || c.vocab_size < 1 || c.max_chunk > c.max_context) {
     return contract_error(path, "inconsistent metadata: max_chunk=" + std::to_string(c.max_chunk) +
                                     " max_context=" + std::to_string(c.max_context) +
@@ -455,7 +485,55 @@ Result<LogitsView> ModelSession::forward(const int64_t* tokens, int64_t count, i
   if (auto finite = check_finite(data, 1, start_pos + count - 1); !finite.ok()) {
     return finite.error();
   }
+  auto hidden = hidden_output(*out, 1, contract_.draft_hidden, path_);
+  if (!hidden.ok()) return hidden.error();
+  hidden_ = *hidden;
   return LogitsView{data, contract_.vocab_size, 1};
+}
+
+Result<int64_t> ModelSession::draft(int64_t token, const float* hidden, int64_t position,
+                                    float* next_hidden) {
+  if (contract_.draft_hidden == 0) {
+    return Error{ErrorCode::kInvalidModel,
+                 path_ + " has no 'draft' method, which the 'assistant' drafter needs: re-export "
+                         "it with tools/export_model.py --assistant <assistant checkpoint dir> "
+                         "--verify-tokens 5 (Gemma 4, XNNPACK), or use 'promptLookup'"};
+  }
+  if (token < 0 || token >= contract_.vocab_size || position < 1 ||
+      position >= contract_.max_context) {
+    return Error{ErrorCode::kInvalidArgument,
+                 "draft: token " + std::to_string(token) + " at position " +
+                     std::to_string(position) + " is outside the vocabulary or the context"};
+  }
+  if (!draft_loaded_) {
+    if (auto err = module_->load_method("draft"); err != RuntimeError::Ok) {
+      return load_error(path_, "loading method 'draft'", err);
+    }
+    draft_loaded_ = true;
+  }
+  // Inputs are copied first: `hidden` may point into an output of the shared arenas that this
+  // very call overwrites.
+  std::copy(hidden, hidden + contract_.draft_hidden, draft_hidden_.begin());
+  draft_token_ = token;
+  position_ = position;
+  const auto width = static_cast<et::aten::SizesType>(contract_.draft_hidden);
+  auto token_tensor = et::extension::from_blob(&draft_token_, {1, 1}, et::aten::ScalarType::Long);
+  auto hidden_tensor = et::extension::from_blob(draft_hidden_.data(), {1, 1, width},
+                                                et::aten::ScalarType::Float);
+  auto pos_tensor = et::extension::from_blob(&position_, {1}, et::aten::ScalarType::Long);
+  auto out = module_->execute("draft", {token_tensor, hidden_tensor, pos_tensor});
+  if (!out.ok()) return execution_error(path_, "draft", position, 1, out.error());
+  if (out->size() < 2 || out->at(1).toTensor().numel() != contract_.draft_hidden) {
+    return contract_error(path_, "draft must return (token[1], hidden[1, 1, D])");
+  }
+  const float* next = out->at(1).toTensor().const_data_ptr<float>();
+  std::copy(next, next + contract_.draft_hidden, next_hidden);
+  const int64_t drafted = out->at(0).toTensor().const_data_ptr<int64_t>()[0];
+  if (drafted < 0 || drafted >= contract_.vocab_size) {
+    return contract_error(path_, "draft returned token " + std::to_string(drafted) +
+                                     " outside the vocabulary");
+  }
+  return drafted;
 }
 
 Result<void> ModelSession::load_verify() {
@@ -496,6 +574,9 @@ Result<LogitsView> ModelSession::verify(const int64_t* tokens, int64_t count, in
   }
   float* data = logits.mutable_data_ptr<float>();
   if (auto finite = check_finite(data, count, start_pos); !finite.ok()) return finite.error();
+  auto hidden = hidden_output(*out, count, contract_.draft_hidden, path_);
+  if (!hidden.ok()) return hidden.error();
+  hidden_ = *hidden;
   return LogitsView{data, contract_.vocab_size, count};
 }
 

@@ -1,10 +1,12 @@
 #include "rne/runner/text_generator.h"
 
+#include "rne/runner/assistant_drafter.h"
 #include "rne/runner/prompt_lookup.h"
 #include "rne/runner/speculative_options.h"
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <string>
 
 namespace rne::runner {
@@ -244,12 +246,14 @@ Result<int64_t> TextGenerator::speculation_bound(const SpeculativeConfig& spec,
                                                  bool prefill_only) const {
   if (auto valid = validate(spec); !valid.ok()) return valid.error();
   if (spec.drafter == Drafter::kNone || prefill_only) return int64_t{0};
-  if (spec.drafter == Drafter::kAssistant) {
+  const ModelContract& c = contract();
+  if (spec.drafter == Drafter::kAssistant && c.draft_hidden == 0) {
     return Error{ErrorCode::kInvalidArgument,
                  "speculative drafter 'assistant' needs an assistant program for this model, and "
-                 "none is loaded: use 'promptLookup', or a variant published with its assistant"};
+                 "none is loaded: " + session_->path() + " has no 'draft' method (export it with "
+                 "tools/export_model.py --assistant <checkpoint dir>; Gemma 4 on XNNPACK), or "
+                 "use 'promptLookup'"};
   }
-  const ModelContract& c = contract();
   if (c.max_verify == 0) {
     return Error{ErrorCode::kInvalidModel,
                  session_->path() + " has no 'verify' method, which speculative decoding needs: "
@@ -338,6 +342,11 @@ Result<Stats> TextGenerator::generate(const std::vector<int64_t>& new_tokens,
   if (*max_draft > 0) {
     if (auto loaded = session_->load_verify(); !loaded.ok()) return loaded.error();
   }
+  // Gemma 4's assistant drafts from the target's hidden state of the latest token's position.
+  std::optional<AssistantDrafter> assistant;
+  if (*max_draft > 0 && config.speculative.drafter == Drafter::kAssistant) {
+    assistant.emplace(*session_);
+  }
 
   Stats stats;
   stats.prompt_tokens = static_cast<int64_t>(to_feed.size());
@@ -377,6 +386,7 @@ Result<Stats> TextGenerator::generate(const std::vector<int64_t>& new_tokens,
   stats.prefill_ms = ms_since(start);
   stats.cache_tokens = position();
   if (prefill_only) return stats;
+  if (assistant) assistant->keep(0);
 
   // The budget is bounded by the positions left after the prefill (never by max_chunk). Every
   // generated token but the last is fed back, so the last one still has a position to go to
@@ -451,16 +461,20 @@ Result<Stats> TextGenerator::generate(const std::vector<int64_t>& new_tokens,
   while (*going) {
     fed.assign(1, token);
     if (*max_draft > 0) {
-      // What the model has seen, then the token to feed: the context the drafts continue.
-      cached_.push_back(token);
       const int64_t left = budget - stats.generated_tokens - 1;
       const auto limit = static_cast<int32_t>(std::min<int64_t>(*max_draft, left));
-      if (limit > 0) {
+      if (limit > 0 && assistant) {
+        auto draft = assistant->draft(token, position(), limit);
+        if (!draft.ok()) return draft.error();
+        fed.insert(fed.end(), draft->begin(), draft->end());
+      } else if (limit > 0) {
+        // What the model has seen, then the token to feed: the context the drafts continue.
+        cached_.push_back(token);
         const auto draft = prompt_lookup_draft(cached_, config.speculative.ngram_min,
                                                config.speculative.ngram_max, limit);
         fed.insert(fed.end(), draft.begin(), draft.end());
+        cached_.pop_back();
       }
-      cached_.pop_back();
     }
     const auto count = static_cast<int64_t>(fed.size());
     auto out = count == 1 ? session_->forward(fed.data(), 1, position())
@@ -478,7 +492,11 @@ Result<Stats> TextGenerator::generate(const std::vector<int64_t>& new_tokens,
       if (!going.ok()) return going.error();
       const bool accepted = i + 1 < count && token == fed[static_cast<size_t>(i + 1)];
       stats.accepted_tokens += accepted ? 1 : 0;
-      if (!accepted || !*going) break;
+      if (!accepted || !*going) {
+        // Row i's position predicted the next round's token.
+        if (assistant) assistant->keep(i);
+        break;
+      }
       // The draft is the target's own token: it is in the cache already, at its position.
       cached_.push_back(token);
       cached_keys_.push_back(0);

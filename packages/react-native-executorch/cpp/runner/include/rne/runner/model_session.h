@@ -36,6 +36,10 @@ struct ModelContract {
   // get_max_verify_len: the most tokens the `verify` method scores in one call (the last token
   // and up to max_verify - 1 drafts, speculative decoding); 0 when the program has no `verify`.
   int64_t max_verify = 0;
+  // Width of the hidden state the `draft` method (Gemma 4's assistant drafter) takes and
+  // returns; forward and verify then also return the hidden state of each position they score
+  // (.pte contract, docs/design.md). 0 when the program has no `draft`.
+  int64_t draft_hidden = 0;
 };
 
 // Logits of the last position of the latest forward call (verify(): `rows` rows, one per
@@ -97,6 +101,19 @@ class ModelSession {
   // speculative round does not pay for it inside decode. Same errors as verify().
   Result<void> load_verify();
 
+  // With a `draft` method: the hidden state (contract().draft_hidden floats) of row `i` of the
+  // latest forward() (row 0) or verify() call, which the assistant drafts from. Valid until the
+  // next call that runs the program; null without `draft`.
+  const float* hidden_row(int64_t i) const {
+    return hidden_ == nullptr ? nullptr : hidden_ + i * contract_.draft_hidden;
+  }
+  // Runs draft(token[1, 1], hidden[1, 1, D], input_pos=[position]): one step of the assistant
+  // at `position`, reading the KV caches forward and verify wrote (positions < position).
+  // Returns the drafted token and writes the next step's hidden state into `next_hidden` (D
+  // floats; may alias `hidden`). A program without it is a kInvalidModel error that says to
+  // re-export with --assistant.
+  Result<int64_t> draft(int64_t token, const float* hidden, int64_t position, float* next_hidden);
+
   // The cache state a rewind cannot recover by itself: every mutable buffer the program names
   // (the exporter names them) that is not a flat, position-addressed cache (no dimension of
   // max_context): the sliding layers' ring caches. Empty for models without rings and for files
@@ -133,6 +150,10 @@ class ModelSession {
   Result<void> check_finite(const float* data, int64_t rows, int64_t start_pos) const;
   void count_tokens(int64_t count);
   bool verify_loaded_ = false;
+  bool draft_loaded_ = false;
+  float* hidden_ = nullptr;           // the latest forward/verify's hidden output (with `draft`)
+  std::vector<float> draft_hidden_;   // draft's hidden input, draft_hidden floats
+  int64_t draft_token_ = 0;           // draft's token input
   std::vector<int64_t> tokens_buffer_;  // input storage the runtime reads from (max_chunk long)
   std::vector<float> embeds_buffer_;    // max_chunk x embeds_width, for programs that take media
   int64_t position_ = 0;                // storage for input_pos
