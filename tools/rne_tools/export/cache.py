@@ -133,6 +133,8 @@ def check_fingerprint(plan: ExportPlan) -> str:
     runtime = cpp_runtime.has_backend(plan.options.backend)
     checks = (verify_program, with_verify_method_check) if plan.options.verify_tokens else (
         verify_program,)
+    if plan.options.assistant_digest:
+        checks += (pipeline.with_draft_method_check,)
     return code_fingerprint(*checks) + f"-runtime={int(runtime)}"
 
 
@@ -199,6 +201,9 @@ def _reverify(stored: ExportResult, traced: TracedExport, checks: str) -> Export
     if traced.plan.options.verify_tokens:
         verification = with_verify_method_check(
             verification, stored.pte_path, traced.model, traced.plan)
+    if traced.assistant is not None:
+        verification = pipeline.with_draft_method_check(
+            verification, stored.pte_path, traced.model, traced.assistant, traced.plan)
     if verification["status"] == "mismatch":
         raise VerificationError(
             f"{stored.pte_path.name} does not compute what the eager model computes under the "
