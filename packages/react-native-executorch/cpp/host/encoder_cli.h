@@ -1,5 +1,6 @@
-// What the encoder CLIs (rne_vision, rne_audio) share: their error exit, the encoder call timed,
-// and the embeddings written as raw float32 rows.
+// What the encoder CLIs (rne_vision, rne_audio) share: their command line
+// (`NAME ENCODER.pte INPUT OUT.f32`), the encoder loaded, their error exit, the encoder call
+// timed, and the embeddings written as raw float32 rows before the JSON line is printed.
 #pragma once
 
 #include <chrono>
@@ -41,6 +42,32 @@ inline runner::Result<void> write_rows(const runner::Embeddings& embeddings, con
                              ": check the directory exists and is writable"};
   }
   return {};
+}
+
+// What an encoder CLI's run makes of its input: the embeddings and its one JSON output line.
+struct Encoded {
+  runner::Embeddings embeddings;
+  std::string json_line;
+};
+
+// The main() of an encoder CLI: checks the command line, loads ENCODER.pte as `Encoder`, calls
+// `run(encoder, INPUT)` (-> runner::Result<Encoded>), writes the embeddings to OUT.f32 and
+// prints the JSON line. Exit status: 0, 2 for a failed run, 64 for bad usage.
+template <typename Encoder, typename Run>
+int encoder_main(int argc, char** argv, const char* name, const char* input, Run&& run) {
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: %s ENCODER.pte %s OUT.f32\n", name, input);
+    return 64;
+  }
+  auto encoder = Encoder::load(argv[1]);
+  if (!encoder.ok()) return fail(encoder.error());
+  runner::Result<Encoded> encoded = std::forward<Run>(run)(**encoder, argv[2]);
+  if (!encoded.ok()) return fail(encoded.error());
+  if (auto written = write_rows(encoded->embeddings, argv[3]); !written.ok()) {
+    return fail(written.error());
+  }
+  std::printf("%s\n", encoded->json_line.c_str());
+  return 0;
 }
 
 }  // namespace rne::host

@@ -9,38 +9,33 @@
 // float32, native byte order). Prints one JSON line: the counts and the encoder's time. An error
 // prints "error: <code>: <message>" on stderr and exits with 2 (64 for bad usage).
 #include <cstdio>
+#include <utility>
 
 #include "encoder_cli.h"
 
 #include "rne/media/audio.h"
 #include "rne/runner/audio_encoder.h"
 
-using rne::host::fail;
-
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: rne_audio ENCODER.pte WAV OUT.f32\n");
-    return 64;
-  }
-  auto encoder = rne::runner::AudioEncoder::load(argv[1]);
-  if (!encoder.ok()) return fail(encoder.error());
-  const auto& contract = (*encoder)->contract();
-  rne::media::WavLimits limits;
-  limits.sample_rate = static_cast<int>(contract.sample_rate);
-  auto samples = rne::media::decode_wav_file(argv[2], limits);
-  if (!samples.ok()) return fail(samples.error());
-
-  auto [embeddings, encode_ms] =
-      rne::host::timed([&] { return (*encoder)->encode(samples->data(), samples->size()); });
-  if (!embeddings.ok()) return fail(embeddings.error());
-
-  if (auto written = rne::host::write_rows(*embeddings, argv[3]); !written.ok()) {
-    return fail(written.error());
-  }
-  std::printf(
-      "{\"num_tokens\": %lld, \"hidden\": %lld, \"num_samples\": %zu, \"max_samples\": %lld, "
-      "\"encode_ms\": %.3f}\n",
-      static_cast<long long>(embeddings->num_tokens), static_cast<long long>(embeddings->hidden),
-      samples->size(), static_cast<long long>(contract.max_samples), encode_ms);
-  return 0;
+  using rne::runner::AudioEncoder;
+  return rne::host::encoder_main<AudioEncoder>(
+      argc, argv, "rne_audio", "WAV",
+      [](AudioEncoder& encoder, const char* wav) -> rne::runner::Result<rne::host::Encoded> {
+        const auto& contract = encoder.contract();
+        rne::media::WavLimits limits;
+        limits.sample_rate = static_cast<int>(contract.sample_rate);
+        auto samples = rne::media::decode_wav_file(wav, limits);
+        if (!samples.ok()) return samples.error();
+        auto [embeddings, encode_ms] =
+            rne::host::timed([&] { return encoder.encode(samples->data(), samples->size()); });
+        if (!embeddings.ok()) return embeddings.error();
+        char line[256];
+        std::snprintf(line, sizeof line,
+                      "{\"num_tokens\": %lld, \"hidden\": %lld, \"num_samples\": %zu, "
+                      "\"max_samples\": %lld, \"encode_ms\": %.3f}",
+                      static_cast<long long>(embeddings->num_tokens),
+                      static_cast<long long>(embeddings->hidden), samples->size(),
+                      static_cast<long long>(contract.max_samples), encode_ms);
+        return rne::host::Encoded{std::move(embeddings).value(), line};
+      });
 }

@@ -43,44 +43,38 @@ std::string seconds(int64_t samples, int64_t rate) {
 AudioEncoder::~AudioEncoder() = default;
 
 Result<std::unique_ptr<AudioEncoder>> AudioEncoder::load(const std::string& path) {
-  auto file = ModelFile::open(path, ModelFile::Hold::kMapped);
-  if (!file.ok()) return file.error();
-  return load(std::move(file).value());
+  return detail::load_mapped<AudioEncoder>(path);
 }
 
 Result<std::unique_ptr<AudioEncoder>> AudioEncoder::load(std::shared_ptr<const ModelFile> file) {
-  const std::string path = file->path();
-  return detail::guarded_load(path, [&] { return load_unguarded(std::move(file)); });
+  return detail::load_encoder(kAudio, std::move(file), {kTransformMethod, kMethod},
+                              [](auto file, auto& opened) {
+                                return finish_load(std::move(file), opened);
+                              });
 }
 
-Result<std::unique_ptr<AudioEncoder>> AudioEncoder::load_unguarded(
-    std::shared_ptr<const ModelFile> file) {
+Result<std::unique_ptr<AudioEncoder>> AudioEncoder::finish_load(
+    std::shared_ptr<const ModelFile> file, detail::OpenedEncoder& opened) {
   const std::string path = file->path();
   std::unique_ptr<AudioEncoder> encoder(new AudioEncoder());
   encoder->path_ = path;
-  encoder->file_ = file;
-  auto opened = detail::open_encoder(kAudio, std::move(file), {kTransformMethod, kMethod});
-  if (!opened.ok()) return opened.error();
-  encoder->module_ = std::move(opened->module);
+  encoder->file_ = std::move(file);
+  encoder->module_ = std::move(opened.module);
   Module& module = *encoder->module_;
 
   AudioEncoderContract& c = encoder->contract_;
-  for (auto [field, method] : {std::pair{&c.sample_rate, "audio_sample_rate"},
-                               std::pair{&c.max_samples, "audio_max_samples"},
-                               std::pair{&c.max_frames, "audio_max_frames"},
-                               std::pair{&c.max_tokens, "audio_max_tokens"},
-                               std::pair{&c.num_mel_bins, "audio_num_mel_bins"},
-                               std::pair{&c.frame_length, "audio_frame_length"},
-                               std::pair{&c.hop_length, "audio_hop_length"},
-                               std::pair{&c.text_hidden, "audio_text_hidden"}}) {
-    auto value = detail::read_int_constant(kAudio, module, path, method);
-    if (!value.ok()) return value.error();
-    *field = *value;
-  }
-  if (opened->has_backend_code) {
-    auto backend = detail::read_int_constant(kAudio, module, path, "get_backend");
-    if (!backend.ok()) return backend.error();
-    c.backend_code = *backend;
+  if (auto read = detail::read_int_constants(kAudio, module, path,
+                                             {{&c.sample_rate, "audio_sample_rate"},
+                                              {&c.max_samples, "audio_max_samples"},
+                                              {&c.max_frames, "audio_max_frames"},
+                                              {&c.max_tokens, "audio_max_tokens"},
+                                              {&c.num_mel_bins, "audio_num_mel_bins"},
+                                              {&c.frame_length, "audio_frame_length"},
+                                              {&c.hop_length, "audio_hop_length"},
+                                              {&c.text_hidden, "audio_text_hidden"}},
+                                             opened.has_backend_code, c.backend_code);
+      !read.ok()) {
+    return read.error();
   }
   if (c.sample_rate < 1 || c.max_samples < 1 || c.frame_length < 2 || c.hop_length < 1 ||
       c.max_frames != real_frames(c.max_samples, c.frame_length, c.hop_length) ||
@@ -176,14 +170,8 @@ Result<Embeddings> AudioEncoder::encode(const float* samples, size_t count) {
   // speech_transform's outputs (its planned buffers) are audio_encoder's inputs as they are.
   auto out = module_->execute(kMethod, {features->at(0), features->at(1)});
   if (!out.ok()) return detail::encoder_execution_failure(path_, kMethod, out.error());
-  auto values = detail::leading_rows(kAudio, path_, kMethod, out->at(0).toTensor(), c.max_tokens,
-                                     tokens, c.text_hidden);
-  if (!values.ok()) return values.error();
-  Embeddings result;
-  result.num_tokens = tokens;
-  result.hidden = c.text_hidden;
-  result.values = std::move(values).value();
-  return result;
+  return detail::output_embeddings(kAudio, path_, kMethod, out->at(0).toTensor(), c.max_tokens,
+                                   tokens, c.text_hidden);
 }
 
 }  // namespace rne::runner

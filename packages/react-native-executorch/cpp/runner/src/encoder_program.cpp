@@ -36,9 +36,9 @@ Error encoder_execution_failure(const std::string& path, const std::string& meth
               "); if it fails again, the file may be corrupt: verify its sha256"};
 }
 
-Result<std::vector<float>> leading_rows(const EncoderKind& kind, const std::string& path,
-                                        const char* method, const et::aten::Tensor& output,
-                                        int64_t total_rows, int64_t rows, int64_t width) {
+Result<Embeddings> output_embeddings(const EncoderKind& kind, const std::string& path,
+                                     const char* method, const et::aten::Tensor& output,
+                                     int64_t total_rows, int64_t rows, int64_t width) {
   if (output.numel() != total_rows * width) {
     return encoder_contract_error(kind, path,
                                   std::string(method) + " returned " +
@@ -55,7 +55,11 @@ Result<std::vector<float>> leading_rows(const EncoderKind& kind, const std::stri
                    "damaged (corrupt file); verify its sha256 and download or export it again"};
     }
   }
-  return values;
+  Embeddings embeddings;
+  embeddings.num_tokens = rows;
+  embeddings.hidden = width;
+  embeddings.values = std::move(values);
+  return embeddings;
 }
 
 Result<OpenedEncoder> open_encoder(const EncoderKind& kind, std::shared_ptr<const ModelFile> file,
@@ -88,14 +92,24 @@ Result<OpenedEncoder> open_encoder(const EncoderKind& kind, std::shared_ptr<cons
   return opened;
 }
 
-Result<int64_t> read_int_constant(const EncoderKind& kind, Module& module, const std::string& path,
-                                  const char* method) {
-  auto out = module.execute(method);
-  if (!out.ok() || out->empty() || !out->at(0).isInt()) {
-    return encoder_contract_error(kind, path, std::string("constant method '") + method +
-                                                  "' is missing or does not return an integer");
+Result<void> read_int_constants(const EncoderKind& kind, Module& module, const std::string& path,
+                                std::initializer_list<IntConstant> constants,
+                                bool has_backend_code, int64_t& backend_code) {
+  auto read = [&](const IntConstant& constant) -> Result<void> {
+    auto out = module.execute(constant.method);
+    if (!out.ok() || out->empty() || !out->at(0).isInt()) {
+      return encoder_contract_error(kind, path,
+                                    std::string("constant method '") + constant.method +
+                                        "' is missing or does not return an integer");
+    }
+    *constant.field = out->at(0).toInt();
+    return {};
+  };
+  for (const IntConstant& constant : constants) {
+    if (auto done = read(constant); !done.ok()) return done;
   }
-  return out->at(0).toInt();
+  if (has_backend_code) return read({&backend_code, "get_backend"});
+  return {};
 }
 
 }  // namespace rne::runner::detail

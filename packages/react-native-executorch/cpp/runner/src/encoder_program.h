@@ -1,15 +1,18 @@
-// What the encoder programs (VisionEncoder, AudioEncoder) share: opening a .pte written by
-// tools/export_encoder.py with the checks ModelSession makes, the errors that name the file and
-// what to do, and reading the integer constant methods that carry the program's contract.
+// The one loader of the encoder programs (VisionEncoder, AudioEncoder): opening a .pte written
+// by tools/export_encoder.py with the checks ModelSession makes, the errors that name the file
+// and what to do, reading the integer constant methods that carry the program's contract, and
+// the embeddings an encoder method returns.
 #pragma once
 
 #include <cstdint>
 #include <exception>
 #include <initializer_list>
 #include <memory>
+#include <utility>
 #include <string>
 #include <vector>
 
+#include "rne/runner/embeddings.h"
 #include "rne/runner/model_file.h"
 #include "rne/runner/result.h"
 
@@ -45,17 +48,49 @@ struct OpenedEncoder {
 Result<OpenedEncoder> open_encoder(const EncoderKind& kind, std::shared_ptr<const ModelFile> file,
                                    std::initializer_list<const char*> methods);
 
-// An integer constant method (the program's contract).
-Result<int64_t> read_int_constant(const EncoderKind& kind,
-                                  ::executorch::extension::module::Module& module,
-                                  const std::string& path, const char* method);
+// A field of the program's contract and the integer constant method that holds it.
+struct IntConstant {
+  int64_t* field;
+  const char* method;
+};
 
-// The first `rows` rows of a method's float32 output of `total_rows` x `width` values. Errors: an
-// output of another size (kInvalidModel), a non-finite value (damaged weights, kExecutionFailed).
-Result<std::vector<float>> leading_rows(const EncoderKind& kind, const std::string& path,
-                                        const char* method,
-                                        const ::executorch::aten::Tensor& output,
-                                        int64_t total_rows, int64_t rows, int64_t width);
+// Reads each constant into its field, in order, then `get_backend` into `backend_code` where the
+// exporter wrote it (`has_backend_code`; it stays -1 otherwise).
+Result<void> read_int_constants(const EncoderKind& kind,
+                                ::executorch::extension::module::Module& module,
+                                const std::string& path,
+                                std::initializer_list<IntConstant> constants,
+                                bool has_backend_code, int64_t& backend_code);
+
+// The first `rows` rows of a method's float32 output of `total_rows` x `width` values, as the
+// embeddings of `rows` tokens. Errors: an output of another size (kInvalidModel), a non-finite
+// value (damaged weights, kExecutionFailed).
+Result<Embeddings> output_embeddings(const EncoderKind& kind, const std::string& path,
+                                     const char* method, const ::executorch::aten::Tensor& output,
+                                     int64_t total_rows, int64_t rows, int64_t width);
+
+// Encoder::load(file): opens `file` as `kind` with `methods` (open_encoder), then `finish(file,
+// opened)` makes the encoder and reads its contract; nothing escapes (guarded_load).
+template <typename Finish>
+auto load_encoder(const EncoderKind& kind, std::shared_ptr<const ModelFile> file,
+                  std::initializer_list<const char*> methods, Finish&& finish)
+    -> decltype(finish(file, std::declval<OpenedEncoder&>())) {
+  const std::string path = file->path();
+  return guarded_load(path, [&]() -> decltype(finish(file, std::declval<OpenedEncoder&>())) {
+    auto opened = open_encoder(kind, file, methods);
+    if (!opened.ok()) return opened.error();
+    return finish(std::move(file), *opened);
+  });
+}
+
+// Encoder::load(path): the file memory-mapped (ModelFile::Hold::kMapped), then
+// Encoder::load(file).
+template <typename Encoder>
+Result<std::unique_ptr<Encoder>> load_mapped(const std::string& path) {
+  auto file = ModelFile::open(path, ModelFile::Hold::kMapped);
+  if (!file.ok()) return file.error();
+  return Encoder::load(std::move(file).value());
+}
 
 // `load()` with nothing escaping: a damaged count makes the runtime throw, as in
 // ModelSession::load.

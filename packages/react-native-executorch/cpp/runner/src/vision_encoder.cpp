@@ -26,25 +26,22 @@ Error contract_error(const std::string& path, const std::string& what) {
 VisionEncoder::~VisionEncoder() = default;
 
 Result<std::unique_ptr<VisionEncoder>> VisionEncoder::load(const std::string& path) {
-  auto file = ModelFile::open(path, ModelFile::Hold::kMapped);
-  if (!file.ok()) return file.error();
-  return load(std::move(file).value());
+  return detail::load_mapped<VisionEncoder>(path);
 }
 
 Result<std::unique_ptr<VisionEncoder>> VisionEncoder::load(std::shared_ptr<const ModelFile> file) {
-  const std::string path = file->path();
-  return detail::guarded_load(path, [&] { return load_unguarded(std::move(file)); });
+  return detail::load_encoder(kVision, std::move(file), {kMethod}, [](auto file, auto& opened) {
+    return finish_load(std::move(file), opened);
+  });
 }
 
-Result<std::unique_ptr<VisionEncoder>> VisionEncoder::load_unguarded(
-    std::shared_ptr<const ModelFile> file) {
+Result<std::unique_ptr<VisionEncoder>> VisionEncoder::finish_load(
+    std::shared_ptr<const ModelFile> file, detail::OpenedEncoder& opened) {
   const std::string path = file->path();
   std::unique_ptr<VisionEncoder> encoder(new VisionEncoder());
   encoder->path_ = path;
-  encoder->file_ = file;
-  auto opened = detail::open_encoder(kVision, std::move(file), {kMethod});
-  if (!opened.ok()) return opened.error();
-  encoder->module_ = std::move(opened->module);
+  encoder->file_ = std::move(file);
+  encoder->module_ = std::move(opened.module);
   Module& module = *encoder->module_;
 
   auto meta = module.method_meta(kMethod);
@@ -72,18 +69,15 @@ Result<std::unique_ptr<VisionEncoder>> VisionEncoder::load_unguarded(
   VisionEncoderContract& c = encoder->contract_;
   c.max_patches = pixels->sizes()[1];
   c.patch_dim = pixels->sizes()[2];
-  for (auto [field, method] : {std::pair{&c.max_soft_tokens, "vision_max_soft_tokens"},
-                               std::pair{&c.patch_size, "vision_patch_size"},
-                               std::pair{&c.pooling_kernel_size, "vision_pooling_kernel_size"},
-                               std::pair{&c.text_hidden, "vision_text_hidden"}}) {
-    auto value = detail::read_int_constant(kVision, module, path, method);
-    if (!value.ok()) return value.error();
-    *field = *value;
-  }
-  if (opened->has_backend_code) {
-    auto backend = detail::read_int_constant(kVision, module, path, "get_backend");
-    if (!backend.ok()) return backend.error();
-    c.backend_code = *backend;
+  if (auto read = detail::read_int_constants(
+          kVision, module, path,
+          {{&c.max_soft_tokens, "vision_max_soft_tokens"},
+           {&c.patch_size, "vision_patch_size"},
+           {&c.pooling_kernel_size, "vision_pooling_kernel_size"},
+           {&c.text_hidden, "vision_text_hidden"}},
+          opened.has_backend_code, c.backend_code);
+      !read.ok()) {
+    return read.error();
   }
   const int64_t pool = c.pooling_kernel_size;
   if (c.max_soft_tokens < 1 || pool < 1 || c.patch_size < 1 ||
@@ -136,14 +130,8 @@ Result<Embeddings> VisionEncoder::encode(const std::vector<float>& pixel_values,
       {1, static_cast<et::aten::SizesType>(c.max_patches), 2}, et::aten::ScalarType::Long);
   auto out = module_->execute(kMethod, {pixels, positions});
   if (!out.ok()) return detail::encoder_execution_failure(path_, kMethod, out.error());
-  auto values = detail::leading_rows(kVision, path_, kMethod, out->at(0).toTensor(), c.max_soft_tokens,
-                                     num_soft_tokens, c.text_hidden);
-  if (!values.ok()) return values.error();
-  Embeddings result;
-  result.num_tokens = num_soft_tokens;
-  result.hidden = c.text_hidden;
-  result.values = std::move(values).value();
-  return result;
+  return detail::output_embeddings(kVision, path_, kMethod, out->at(0).toTensor(),
+                                   c.max_soft_tokens, num_soft_tokens, c.text_hidden);
 }
 
 }  // namespace rne::runner

@@ -7,18 +7,8 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
-#include <memory>
-#include <string>
-#include <vector>
 
-#include "rne/runner/embeddings.h"
-#include "rne/runner/model_file.h"
-#include "rne/runner/result.h"
-
-namespace executorch::extension::module {
-class Module;
-}
+#include "rne/runner/encoder_decls.h"
 
 namespace rne::runner {
 
@@ -65,8 +55,9 @@ class AudioEncoder {
 
  private:
   AudioEncoder() = default;
-  static Result<std::unique_ptr<AudioEncoder>> load_unguarded(
-      std::shared_ptr<const ModelFile> file);
+  // The encoder of an opened program, its contract read and checked (encoder_program.h).
+  static Result<std::unique_ptr<AudioEncoder>> finish_load(std::shared_ptr<const ModelFile> file,
+                                                     detail::OpenedEncoder& opened);
   std::string path_;
   std::shared_ptr<const ModelFile> file_;
   std::unique_ptr<executorch::extension::module::Module> module_;

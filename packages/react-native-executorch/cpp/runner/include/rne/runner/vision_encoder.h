@@ -5,18 +5,7 @@
 // tokens in the decoder's input, in order. See docs/multimodal.md.
 #pragma once
 
-#include <cstdint>
-#include <memory>
-#include <string>
-#include <vector>
-
-#include "rne/runner/embeddings.h"
-#include "rne/runner/model_file.h"
-#include "rne/runner/result.h"
-
-namespace executorch::extension::module {
-class Module;
-}
+#include "rne/runner/encoder_decls.h"
 
 namespace rne::runner {
 
@@ -60,8 +49,9 @@ class VisionEncoder {
 
  private:
   VisionEncoder() = default;
-  static Result<std::unique_ptr<VisionEncoder>> load_unguarded(
-      std::shared_ptr<const ModelFile> file);
+  // The encoder of an opened program, its contract read and checked (encoder_program.h).
+  static Result<std::unique_ptr<VisionEncoder>> finish_load(std::shared_ptr<const ModelFile> file,
+                                                     detail::OpenedEncoder& opened);
   std::string path_;
   std::shared_ptr<const ModelFile> file_;
   std::unique_ptr<executorch::extension::module::Module> module_;
