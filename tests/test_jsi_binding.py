@@ -47,4 +47,4 @@ def test_binding_runs_smollm2_through_jsi(smollm2_fp32, smollm2_checkpoint: Path
                             env=env, cwd=REPO_ROOT, check=False, timeout=600)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-8000:]
-    assert "[  PASSED  ] 7 tests." in output, output[-4000:]
+    assert "[  PASSED  ] 8 tests." in output, output[-4000:]

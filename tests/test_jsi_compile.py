@@ -38,6 +38,8 @@ def _include_flags() -> list[str]:
     dirs = [
         common / "jsi",
         common / "callinvoker",
+        PACKAGE_DIR / "cpp" / "base" / "include",  # the one Result/Error
+        PACKAGE_DIR / "cpp" / "grammar" / "include",  # the runner's constraints
         PACKAGE_DIR / "cpp" / "runner" / "include",
         PACKAGE_DIR / "cpp" / "tokenizer" / "include",
         PACKAGE_DIR / "cpp" / "chat" / "include",  # the seam's renderChatTemplate
@@ -92,7 +94,7 @@ def test_binding_exposes_exactly_the_typescript_seam() -> None:
     """seam_core's method list (what both hosts enumerate) and each host's dispatch are the
     TypeScript NativeExecutorch interface, name for name."""
     seam = _seam_methods()
-    assert len(seam) == 14, seam
+    assert len(seam) == 15, seam
     assert _names_in(SEAM_DIR / "seam_core.h", r"kMethodNames\{(.*?)\};") == seam
     assert _names_in(JSI_DIR / "executorch_host_object.cpp", r"kMethods\[\] = \{(.*?)\};") == seam
     # The addon's dispatch names every method but the last, which is its fall-through.

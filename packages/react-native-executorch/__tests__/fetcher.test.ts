@@ -485,3 +485,30 @@ describe('LLMModule.load with a DownloadControl', () => {
     expect(server.requests.some((r) => r.range !== undefined)).toBe(true);
   });
 });
+
+describe('LLMModule.load and the memory check', () => {
+  it('asks the native side before downloading; a refusal fetches nothing', async () => {
+    const model = publishOn(server);
+    const peak = model.variants.xnnpack.peakMemoryBytes!;
+    const native = new FakeNative({ availableMemoryBytes: peak - 1 });
+    const llm = new LLMModule({
+      model,
+      resources: new ResourceFetcher({ ...nodeAdapters(docs), baseUrl: server.baseUrl }),
+      native,
+    });
+    await expectError(llm.load(), 'insufficient_memory');
+    expect(native.calls).toEqual(['checkMemory']);
+    expect(server.requests).toHaveLength(0);
+
+    const fits = new FakeNative({ availableMemoryBytes: peak, answer: () => ['Hi.'] });
+    const ok = new LLMModule({
+      model,
+      resources: new ResourceFetcher({ ...nodeAdapters(docs), baseUrl: server.baseUrl }),
+      native: fits,
+    });
+    await ok.load();
+    expect(fits.calls).toEqual(['checkMemory', 'loadLLM']);
+    expect(fits.loads[0]!.peakMemoryBytes).toBe(peak);
+    ok.release();
+  });
+});

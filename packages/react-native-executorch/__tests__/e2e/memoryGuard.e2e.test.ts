@@ -41,18 +41,23 @@ afterAll(async () => {
   rmSync(docs, { recursive: true, force: true });
 });
 
-/** A module on the real seam, whose loads see `available` bytes of free memory. */
-function module(available: number): LLMModule {
+/**
+ * A module on the real seam, whose memory checks and loads see `available` bytes of free
+ * memory; with `download`, its files come from the server into `cacheDir` instead of `files`.
+ */
+function module(available: number, download?: { cacheDir: string }): LLMModule {
   const real = createRealNative(PLATFORM);
   const native: NativeExecutorch = Object.assign(Object.create(real) as NativeExecutorch, {
+    checkMemory: (need: Parameters<NativeExecutorch['checkMemory']>[0]) =>
+      real.checkMemory({ ...need, availableMemoryBytes: available }),
     loadLLM: (options: Parameters<NativeExecutorch['loadLLM']>[0]) =>
       real.loadLLM({ ...options, availableMemoryBytes: available }),
   });
   return new LLMModule({
     model,
-    localFiles: files,
+    ...(download ? {} : { localFiles: files }),
     native,
-    resources: new ResourceFetcher({ ...nodeAdapters(docs), baseUrl: server.baseUrl }),
+    resources: new ResourceFetcher({ ...nodeAdapters(download?.cacheDir ?? docs), baseUrl: server.baseUrl }),
   });
 }
 
@@ -74,4 +79,22 @@ it('refuses a load the available memory cannot hold, naming both numbers', async
   await fits.load();
   expect(fits.isReady).toBe(true);
   fits.release();
+});
+
+it('refuses before downloading: a phone that cannot hold the model fetches nothing', async () => {
+  const cacheDir = mkdtempSync(join(tmpdir(), 'rne-e2e-memory-fresh-'));
+  try {
+    const before = server.requests.length;
+    const refused = module(100 * 2 ** 20, { cacheDir });
+    const error = await refused.load().then(
+      () => null,
+      (e: unknown) => e,
+    );
+    refused.release();
+    expect((error as ExecutorchError).code).toBe('insufficient_memory');
+    expect((error as ExecutorchError).message).toContain('only 100 MiB are available');
+    expect(server.requests.length).toBe(before);
+  } finally {
+    rmSync(cacheDir, { recursive: true, force: true });
+  }
 });

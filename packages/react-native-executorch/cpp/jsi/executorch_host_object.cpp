@@ -210,6 +210,7 @@ j::Value ExecutorchHostObject::get(j::Runtime& rt, const j::PropNameID& prop) {
   static const std::pair<std::string_view, Method> kMethods[] = {
       {"availableBackends", &ExecutorchHostObject::availableBackends},
       {"platformInfo", &ExecutorchHostObject::platformInfo},
+      {"checkMemory", &ExecutorchHostObject::checkMemory},
       {"loadLLM", &ExecutorchHostObject::loadLLM},
       {"generate", &ExecutorchHostObject::generate},
       {"interrupt", &ExecutorchHostObject::interrupt},
@@ -251,6 +252,13 @@ j::Value ExecutorchHostObject::platformInfo(j::Runtime& rt, const j::Value*, siz
   info.setProperty(rt, "isSimulator", platform.is_simulator);
   info.setProperty(rt, "osVersion", j::String::createFromUtf8(rt, platform.os_version));
   return info;
+}
+
+j::Value ExecutorchHostObject::checkMemory(j::Runtime& rt, const j::Value* args, size_t count) {
+  const seam::MemoryNeed need =
+      valueOrThrow(rt, seam::parseMemoryNeed(objectArg(rt, args, count, 0, "checkMemory(need)")));
+  throwIfError(rt, seam::checkMemoryNeed(need));
+  return j::Value::undefined();
 }
 
 j::Value ExecutorchHostObject::loadLLM(j::Runtime& rt, const j::Value* args, size_t count) {

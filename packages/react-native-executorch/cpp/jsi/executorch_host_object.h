@@ -28,6 +28,8 @@ class ExecutorchHostObject : public facebook::jsi::HostObject {
                                          size_t count);
   facebook::jsi::Value platformInfo(facebook::jsi::Runtime& rt, const facebook::jsi::Value* args,
                                     size_t count);
+  facebook::jsi::Value checkMemory(facebook::jsi::Runtime& rt, const facebook::jsi::Value* args,
+                                   size_t count);
   facebook::jsi::Value loadLLM(facebook::jsi::Runtime& rt, const facebook::jsi::Value* args,
                                size_t count);
   facebook::jsi::Value generate(facebook::jsi::Runtime& rt, const facebook::jsi::Value* args,

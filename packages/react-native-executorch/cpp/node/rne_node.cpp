@@ -363,6 +363,19 @@ napi_value LoadLLM(napi_env env, napi_callback_info info) {
   });
 }
 
+// checkMemory(need): undefined, or throws insufficient_memory with the numbers.
+napi_value CheckMemory(napi_env env, napi_callback_info info) {
+  Call call(env, info);
+  auto reader = objectArg(env, call, 0);
+  if (!reader) return throwError(env, seam::invalidArgument("checkMemory(need) must be an object"));
+  auto need = seam::parseMemoryNeed(*reader);
+  if (!need.ok()) return throwError(env, need.error());
+  if (auto fits = seam::checkMemoryNeed(*need); !fits.ok()) return throwError(env, fits.error());
+  napi_value undefined;
+  napi_get_undefined(env, &undefined);
+  return undefined;
+}
+
 // createSession(handle): a promise of the new session's handle.
 napi_value CreateSession(napi_env env, napi_callback_info info) {
   Call call(env, info);
@@ -547,6 +560,7 @@ napi_value RenderChatTemplate(napi_env env, napi_callback_info info) {
 napi_callback methodFor(std::string_view name) {
   if (name == "availableBackends") return AvailableBackends;
   if (name == "platformInfo") return PlatformInfo;
+  if (name == "checkMemory") return CheckMemory;
   if (name == "loadLLM") return LoadLLM;
   if (name == "generate") return Generate;
   if (name == "interrupt") return HandleCall<&seam::SeamCore::interrupt>;

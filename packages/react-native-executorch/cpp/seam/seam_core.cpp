@@ -223,11 +223,19 @@ Result<LoadOptions> parseLoadOptions(const ObjectReader& options) {
     if (!value) return invalidArgument(std::string(name) + " must be a string");
     *field = std::move(*value);
   }
+  auto memory = parseMemoryNeed(options);
+  if (!memory.ok()) return memory.error();
+  parsed.memory = std::move(memory).value();
+  return parsed;
+}
+
+Result<MemoryNeed> parseMemoryNeed(const ObjectReader& options) {
+  MemoryNeed need;
   // The registry's measured peaks (peakMemoryBytes) of this variant and of the smallest other
   // variant of the model the device can run (smallerVariant, smallerVariantPeakBytes).
   for (auto [name, field] :
-       {std::pair{"peakMemoryBytes", &parsed.memory.peak_bytes},
-        std::pair{"smallerVariantPeakBytes", &parsed.memory.smaller_variant_peak_bytes},
+       {std::pair{"peakMemoryBytes", &need.peak_bytes},
+        std::pair{"smallerVariantPeakBytes", &need.smaller_variant_peak_bytes},
         std::pair{"availableMemoryBytes", static_cast<uint64_t*>(nullptr)}}) {
     if (!options.has(name)) continue;
     auto value = options.number(name);
@@ -235,7 +243,7 @@ Result<LoadOptions> parseLoadOptions(const ObjectReader& options) {
       return invalidArgument(std::string(name) + " must be a byte count");
     }
     if (field == nullptr) {
-      parsed.memory.available_bytes = static_cast<uint64_t>(*value);
+      need.available_bytes = static_cast<uint64_t>(*value);
     } else {
       *field = static_cast<uint64_t>(*value);
     }
@@ -243,9 +251,13 @@ Result<LoadOptions> parseLoadOptions(const ObjectReader& options) {
   if (options.has("smallerVariant")) {
     auto value = options.string("smallerVariant");
     if (!value) return invalidArgument("smallerVariant must be a string");
-    parsed.memory.smaller_variant = std::move(*value);
+    need.smaller_variant = std::move(*value);
   }
-  return parsed;
+  return need;
+}
+
+Result<void> checkMemoryNeed(const MemoryNeed& need) {
+  return checkMemory(need, need.available_bytes ? need.available_bytes : availableMemoryBytes());
 }
 
 Result<runner::GenerationConfig> parseGenerationConfig(const ObjectReader& object) {
@@ -344,11 +356,7 @@ Result<void> SeamCore::loadLLM(LoadOptions options, LoadDone done) {
   }
 #endif
   // Refused before anything is mapped: a load the system cannot hold gets the app killed.
-  const auto available = options.memory.available_bytes ? options.memory.available_bytes
-                                                         : availableMemoryBytes();
-  if (auto fits = checkMemory(options.memory, available); !fits.ok()) {
-    return fits.error();
-  }
+  if (auto fits = checkMemoryNeed(options.memory); !fits.ok()) return fits.error();
   worker_->post([this, options = std::move(options), done = std::move(done)] {
     auto loaded = guarded("loading the model", [&] {
       return runner::LlmRunner::load(options.model_path, options.tokenizer_path);

@@ -34,10 +34,11 @@ using runner::Result;
 using Handle = int64_t;
 
 // The seam's method names, as the hosts expose them.
-inline constexpr std::array<const char*, 14> kMethodNames{
-    "availableBackends", "platformInfo", "loadLLM",          "generate", "interrupt",         "reset",
-    "stats",             "countTokens",  "maxContextLength", "release",  "renderChatTemplate",
-    "saveSession",       "loadSession",  "createSession"};
+inline constexpr std::array<const char*, 15> kMethodNames{
+    "availableBackends", "platformInfo", "checkMemory",      "loadLLM",  "generate",
+    "interrupt",         "reset",        "stats",            "countTokens",
+    "maxContextLength",  "release",      "renderChatTemplate", "saveSession",
+    "loadSession",       "createSession"};
 
 // Reads the properties of one JS object; each host implements it over its own values.
 class ObjectReader {
@@ -63,6 +64,12 @@ struct LoadOptions {
 
 // loadLLM's options object; invalid_argument names the bad field.
 Result<LoadOptions> parseLoadOptions(const ObjectReader& options);
+// The memory fields of loadLLM's options (peakMemoryBytes, smallerVariant,
+// smallerVariantPeakBytes, availableMemoryBytes).
+Result<MemoryNeed> parseMemoryNeed(const ObjectReader& options);
+// checkMemory(need) against what the OS says now (or need.available_bytes): the seam's
+// checkMemory, which an app calls before downloading a model, and loadLLM before loading it.
+Result<void> checkMemoryNeed(const MemoryNeed& need);
 // generate's config object (NativeGenerationConfig), read option by option from the table in
 // seam_core.cpp (kGenerationOptions), then range-checked by the sampler's rules.
 Result<runner::GenerationConfig> parseGenerationConfig(const ObjectReader& config);

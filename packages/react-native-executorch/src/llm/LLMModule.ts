@@ -482,6 +482,15 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
       this.options.backend,
     );
     this.chosenBackend = backend;
+    const memory = this.memoryNeed(backend, native.availableBackends());
+    if (!this.options.localFiles) {
+      // Before the download: a phone that cannot hold the model should not fetch it first.
+      try {
+        native.checkMemory(memory);
+      } catch (error) {
+        throw fromNativeError(error);
+      }
+    }
     const fetcher = this.fetcher();
     // release() cancels the download too, not only the caller's signal.
     const controller = new AbortController();
@@ -513,7 +522,7 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
         // Only the encoders of capabilities the model declares (a stray local path is not loaded).
         ...(files.visionEncoderPath && this.declares('vision') ? { visionEncoderPath: files.visionEncoderPath } : {}),
         ...(files.audioEncoderPath && this.declares('audio') ? { audioEncoderPath: files.audioEncoderPath } : {}),
-        ...this.memoryNeed(backend, native.availableBackends()),
+        ...memory,
       });
     } catch (error) {
       throw fromNativeError(error);

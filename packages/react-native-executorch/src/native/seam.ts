@@ -153,6 +153,12 @@ export interface NativeLoadOptions {
   readonly availableMemoryBytes?: number;
 }
 
+/** The memory fields of {@link NativeLoadOptions}: what `checkMemory` compares. */
+export type NativeMemoryNeed = Pick<
+  NativeLoadOptions,
+  'peakMemoryBytes' | 'smallerVariant' | 'smallerVariantPeakBytes' | 'availableMemoryBytes'
+>;
+
 /**
  * One stretch of a prompt's text. Template text (`plain` unset or false) is read as the model's
  * chat format: the text of a special token (`<|im_end|>`, `<turn|>`) is that token. Plain text
@@ -252,6 +258,13 @@ export interface NativeExecutorch {
   /** Backends the linked binary can run on this device. */
   availableBackends(): Backend[];
   platformInfo(): NativePlatformInfo;
+  /**
+   * The check `loadLLM` makes before loading, on its own: throws `insufficient_memory` naming
+   * both numbers (and the smaller variant, when it fits) where the peak exceeds what the OS says
+   * the app may still use. Called before a model is downloaded, so a phone that cannot hold it
+   * does not fetch gigabytes first.
+   */
+  checkMemory(need: NativeMemoryNeed): void;
   /**
    * Loads a `.pte`, its tokenizer and the encoders named in `options`. Rejects with `not_found`,
    * `invalid_model`, `tokenizer`.

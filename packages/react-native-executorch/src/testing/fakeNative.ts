@@ -24,6 +24,7 @@ import type {
   NativeExecutorch,
   NativeGenerationConfig,
   NativeLoadOptions,
+  NativeMemoryNeed,
   NativeModelHandle,
   NativePlatformInfo,
   NativeSessionInfo,
@@ -69,6 +70,11 @@ export interface FakeNativeOptions {
    * `mediaEncodeMs` and counted in `timeToFirstTokenMs`. Default 5; 0 when `measureTime` is false.
    */
   mediaEncodeMs?: number;
+  /**
+   * What the "OS" says the app may still use, for `checkMemory` (a need's own
+   * `availableMemoryBytes` wins). Absent: unknown, nothing is refused.
+   */
+  availableMemoryBytes?: number;
 }
 
 interface Session {
@@ -374,6 +380,22 @@ export class FakeNative implements NativeExecutorch {
   platformInfo(): NativePlatformInfo {
     const os = this.options.os ?? 'ios';
     return { os, isSimulator: this.options.isSimulator ?? false, osVersion: os === 'ios' ? '17.4' : '34' };
+  }
+
+  checkMemory(need: NativeMemoryNeed): void {
+    this.calls.push('checkMemory');
+    const available = need.availableMemoryBytes ?? this.options.availableMemoryBytes;
+    const peak = need.peakMemoryBytes ?? 0;
+    if (available === undefined || peak <= available) return;
+    const mib = (bytes: number) => `${Math.round(bytes / 2 ** 20)} MiB`;
+    const smaller =
+      need.smallerVariant !== undefined && (need.smallerVariantPeakBytes ?? Infinity) <= available
+        ? ` ${need.smallerVariant} (${mib(need.smallerVariantPeakBytes!)}) would fit.`
+        : '';
+    throw nativeError(
+      'insufficient_memory',
+      `This model needs ${mib(peak)} at its peak; the system leaves this app ${mib(available)}.${smaller}`,
+    );
   }
 
   async loadLLM(options: NativeLoadOptions): Promise<NativeModelHandle> {

@@ -163,7 +163,7 @@ class BindingTest : public ::testing::Test {
 TEST_F(BindingTest, ExposesTheSeamAndThePlatform) {
   j::Array names = rt_.global().getPropertyAsObject(rt_, "__RNExecutorch").getPropertyNames(rt_);
   // The seam's methods (test_jsi_compile.py holds the list, the session methods included).
-  EXPECT_EQ(names.size(rt_), 14u);
+  EXPECT_EQ(names.size(rt_), 15u);
   // The one template engine: a render through JSI, JSON in and out.
   const std::string rendered =
       call("renderChatTemplate",
@@ -222,6 +222,30 @@ TEST_F(BindingTest, LoadFailuresAreCodedRejections) {
 
   j::Value unknown = call("loadLLM", loadOptions("/x.pte", "/t.json", "cuda"));
   EXPECT_EQ(codeOf(rt_.promiseResult(unknown)), "invalid_argument");
+}
+
+TEST_F(BindingTest, CheckMemoryRefusesWhatTheMemoryCannotHoldBeforeAnyDownload) {
+  j::Object need(rt_);
+  need.setProperty(rt_, "peakMemoryBytes", 300.0 * (1 << 20));
+  need.setProperty(rt_, "availableMemoryBytes", 300.0 * (1 << 20));
+  EXPECT_TRUE(call("checkMemory", need).isUndefined());
+  need.setProperty(rt_, "availableMemoryBytes", 200.0 * (1 << 20));
+  need.setProperty(rt_, "smallerVariant", "xnnpack 8da4w");
+  need.setProperty(rt_, "smallerVariantPeakBytes", 150.0 * (1 << 20));
+  try {
+    call("checkMemory", need);
+    ADD_FAILURE() << "300 MiB in 200 MiB must be refused";
+  } catch (const j::JSError& e) {
+    EXPECT_EQ(codeOf(e.value()), "insufficient_memory");
+    EXPECT_NE(e.getMessage().find("xnnpack 8da4w"), std::string::npos) << e.getMessage();
+  }
+  need.setProperty(rt_, "peakMemoryBytes", -1);
+  try {
+    call("checkMemory", need);
+    ADD_FAILURE() << "a negative peak must be refused";
+  } catch (const j::JSError& e) {
+    EXPECT_EQ(codeOf(e.value()), "invalid_argument");
+  }
 }
 
 TEST_F(BindingTest, StreamsAGreedyAnswerAndReusesTheCacheOnTheNextTurn) {
