@@ -17,7 +17,7 @@ import { createRealNative, smollm2Files } from './support/realNative';
 import { gemma4Files } from './support/gemma4';
 
 const SEED = 60;
-const STEPS = 800;
+const STEPS = 2000;
 const PLATFORM = { os: 'android', isSimulator: false, osVersion: '34' } as const;
 const MiB = 2 ** 20;
 
