@@ -30,6 +30,8 @@
 #include <string>
 #include <vector>
 
+#include "cli_options.h"
+
 #include "rne/runner/model_session.h"
 #include "rne/runner/sampler.h"
 #include "rne/runner/text_generator.h"
@@ -333,21 +335,18 @@ int main(int argc, char** argv) {
   int prompt_tokens = 128, new_tokens = 64, repeat = 5, iterations = 0, with_bare = 1;
   int memory = 0, verify_sweep = 0;
   int64_t sampler_vocab = 0;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (i + 1 >= argc) fail(arg + " needs a value");
-    const std::string value = argv[++i];
-    if (arg == "--model") model = value;
-    else if (arg == "--prompt-tokens") prompt_tokens = std::stoi(value);
-    else if (arg == "--new-tokens") new_tokens = std::stoi(value);
-    else if (arg == "--repeat") repeat = std::stoi(value);
-    else if (arg == "--bare") with_bare = std::stoi(value);
-    else if (arg == "--memory") memory = std::stoi(value);
-    else if (arg == "--verify-sweep") verify_sweep = std::stoi(value);
-    else if (arg == "--sampler-vocab") sampler_vocab = std::stoll(value);
-    else if (arg == "--iterations") iterations = std::stoi(value);
-    else fail("unknown option " + arg);
-  }
+  const auto problem = rne::host::CliOptions()
+                           .text("--model", model)
+                           .integer("--prompt-tokens", prompt_tokens)
+                           .integer("--new-tokens", new_tokens)
+                           .integer("--repeat", repeat)
+                           .integer("--bare", with_bare)
+                           .integer("--memory", memory)
+                           .integer("--verify-sweep", verify_sweep)
+                           .integer("--sampler-vocab", sampler_vocab)
+                           .integer("--iterations", iterations)
+                           .parse(argc, argv);
+  if (problem) fail(*problem);
   if (sampler_vocab > 0) {
     bench_sampler(sampler_vocab, iterations > 0 ? iterations : 200);
     return 0;

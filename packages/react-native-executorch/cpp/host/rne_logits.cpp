@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "cli_options.h"
+
 #include "rne/json/file.h"
 #include "rne/runner/model_session.h"
 
@@ -49,17 +51,19 @@ int main(int argc, char** argv) {
   std::string model, tokens_arg, chunks_arg, out_path;
   std::vector<std::string> embeds_paths;
   std::vector<int64_t> embeds_at;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string arg = argv[i], value = argv[i + 1];
-    if (arg == "--model") model = value;
-    else if (arg == "--tokens") tokens_arg = value;
-    else if (arg == "--chunks") chunks_arg = value;
-    else if (arg == "--out") out_path = value;
-    else if (arg == "--embeds") embeds_paths.push_back(value);
-    else if (arg == "--embeds-at") embeds_at.push_back(parse_ids(value, "--embeds-at").at(0));
-    else fail("unknown option " + arg +
-              " (options: --model --tokens --chunks --out --embeds --embeds-at)");
-  }
+  const auto problem =
+      rne::host::CliOptions()
+          .text("--model", model)
+          .text("--tokens", tokens_arg)
+          .text("--chunks", chunks_arg)
+          .text("--out", out_path)
+          .value("--embeds", [&](const std::string& v) { embeds_paths.push_back(v); })
+          .value("--embeds-at",
+                 [&](const std::string& v) {
+                   embeds_at.push_back(parse_ids(v, "--embeds-at").at(0));
+                 })
+          .parse(argc, argv);
+  if (problem) fail(*problem);
   if (model.empty() || tokens_arg.empty() || chunks_arg.empty() || out_path.empty()) {
     fail("--model, --tokens, --chunks and --out are all required");
   }

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "cli_options.h"
+
 #include "rne/runner/model_session.h"
 #include "rne/runner/text_generator.h"
 
@@ -52,14 +54,13 @@ int main(int argc, char** argv) {
   std::string model;
   int64_t answer_tokens = 16;
   bool checkpoints = true, check_cold = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--model" && i + 1 < argc) model = argv[++i];
-    else if (arg == "--answer-tokens" && i + 1 < argc) answer_tokens = std::stoll(argv[++i]);
-    else if (arg == "--no-checkpoints") checkpoints = false;
-    else if (arg == "--check-cold") check_cold = true;
-    else fail("unknown option " + arg + " (--model --answer-tokens --no-checkpoints --check-cold)");
-  }
+  const auto problem = rne::host::CliOptions()
+                           .text("--model", model)
+                           .integer("--answer-tokens", answer_tokens)
+                           .flag("--no-checkpoints", checkpoints, false)
+                           .flag("--check-cold", check_cold)
+                           .parse(argc, argv);
+  if (problem) fail(*problem);
   if (model.empty()) fail("--model is required");
   if (answer_tokens < 1) fail("--answer-tokens must be >= 1");
   auto chat = open(model);
