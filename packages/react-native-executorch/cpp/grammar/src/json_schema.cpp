@@ -2139,8 +2139,16 @@ class Compiler {
       names_applied_ = true;
       return compile_keywords(*rewritten, pointer, id);
     }
-    SchemaNode node;
-    node.items = 0;  // 0 is the boolean node, never an items schema: "not given"
+    return compile_node(value, pointer, id);
+  }
+
+  // ---- one schema object, its keywords read one by one ----
+  //
+  // What the keywords say beyond the node's own fields, kept until every keyword is read:
+  // several checks need two keywords at once (enum against minimum, required against
+  // properties, not's leftovers against type).
+  using Bounds = std::vector<std::pair<double, bool>>;  // (bound, exclusive)
+  struct KeywordFacts {
     std::vector<json::Value> literal_values;
     Bounds exact_min, exact_max;  // as written, for checking enum values
     double minimum = -INFINITY, maximum = INFINITY;
@@ -2155,195 +2163,296 @@ class Compiler {
     std::vector<std::string> not_regexes;  // by not: {pattern}
     const json::Value* min_properties = nullptr;
     const json::Value* max_properties = nullptr;
+  };
+
+  // The schema object once no rewrite applies (compile_keywords): each keyword read into the
+  // node, then the checks per family, in this order (later ones see the earlier results).
+  Result<void> compile_node(const json::Value& value, const std::string& pointer, uint32_t id) {
+    SchemaNode node;
+    node.items = 0;  // 0 is the boolean node, never an items schema: "not given"
+    KeywordFacts facts;
     for (const auto& [key, member] : value.as_object()) {
-      const std::string at = pointer + "/" + key;
-      // Only declared properties are generated, each declared by a (sub)schema that applies:
-      // additionalProperties and unevaluatedProperties judge none of them (see merge()).
-      if (ignored(key) || key == "additionalProperties" || key == "unevaluatedProperties") {
-        continue;
-      }
-      if (key == "type") {
-        auto types = parse_types(member, at);
-        if (!types.ok()) return types.error();
-        node.types = *types;
-      } else if (key == "nullable") {
-        // OpenAPI's "null allowed too"; JSON Schema ignores it. Values of the other types
-        // validate under both readings, so null is not generated (use a type list for it).
-        if (!member.is_bool()) return invalid(at, "nullable must be true or false");
-      } else if (key == "enum" || key == "const") {
-        if (key == "enum" && (!member.is_array() || member.as_array().empty())) {
-          return invalid(at, "enum must be a non-empty array");
-        }
-        json::Array given = key == "enum" ? member.as_array() : json::Array{member};
-        if (!literal_values.empty()) {  // enum and const: the values in both
-          std::set<std::string> before;
-          for (const json::Value& v : literal_values) before.insert(compact(v));
-          given.erase(std::remove_if(given.begin(), given.end(),
-                                     [&](const json::Value& v) { return !before.count(compact(v)); }),
-                      given.end());
-          if (given.empty()) return unsatisfiable(at, "no value is in both enum and const");
-          node.literals.clear();
-        }
-        literal_values = std::move(given);
-        for (size_t i = 0; i < literal_values.size(); ++i) {
-          std::string text;
-          auto written = write_compact(literal_values[i], text,
-                                       key == "enum" ? at + "/" + std::to_string(i) : at, syntax_);
-          if (!written.ok()) return written.error();
-          node.literals.push_back(std::move(text));
-        }
-      } else if (key == "properties") {
-        if (!member.is_object()) return invalid(at, "properties must be an object");
-        // Any number of properties, but of more than kMaxOptionalRun optional ones in a row
-        // the rest are left out (the grammar's 64-bit key window; trim_optional_runs() again
-        // after Gemma 4's reordering).
-        std::set<std::string> required_names;
-        if (const json::Value* list = value.find("required"); list && list->is_array()) {
-          for (const auto& n : list->as_array()) {
-            if (n.is_string()) required_names.insert(n.as_string());
-          }
-        }
-        auto is_required = [&](const std::string& name) { return required_names.count(name) > 0; };
-        std::set<std::string> declared;
-        size_t run = 0;
-        for (const auto& [name, sub] : member.as_object()) {
-          if (sub.is_bool() && !sub.as_bool()) {  // no value fits: never generated
-            forbidden.push_back(name);
-            continue;
-          }
-          if (is_required(name)) {
-            run = 0;
-          } else if (++run > kMaxOptionalRun && !gemma_) {
-            continue;
-          }
-          if (gemma_) {
-            const std::string problem = gemma_key_problem(name);
-            if (!problem.empty()) return invalid(at + "/" + name, problem);
-          }
-          const std::string literal = key_literal(name);
-          if (!declared.insert(literal).second) {
-            return invalid(at, "property '" + name + "' is declared twice");
-          }
-          const Snapshot before = snapshot();
-          auto child = compile(sub, at + "/" + name);
-          if (!child.ok() && !is_required(name) &&
-              (child.error().message == unsatisfiable_ || child.error().message == remote_)) {
-            // No value fits it (as with the schema false), or it refers to another document
-            // (not fetched): an optional property never generated, so never judged.
-            restore(before);
-            forbidden.push_back(name);
-            continue;
-          }
-          if (!child.ok()) return child.error();
-          node.properties.push_back({literal, *child, false});
-        }
-      } else if (key == "items" || key == "prefixItems" || key == "additionalItems" ||
-                 key == "unevaluatedItems") {
-        continue;  // read together below: which one applies depends on the others
-      } else if (key == "multipleOf") {
-        auto step = integer_step(member, at);
-        if (!step.ok()) return step.error();
-        node.multiple_of = *step;
-        multiple_value = member.as_number();
-        has_range = true;  // numbers become integers, multiples of the step
-      } else if (key == "minContains" || key == "maxContains") {
-        continue;  // without contains (read by apply_contains) they constrain nothing
-      } else if (key == kNotValues) {
-        excluded_values = member.as_array();
-      } else if (key == kMorePatterns) {
-        for (const auto& regex : member.as_array()) regexes.push_back(regex.as_string());
-        regex_at = pointer;
-      } else if (key == kNotPatterns) {
-        for (const auto& regex : member.as_array()) not_regexes.push_back(regex.as_string());
-        if (regex_at.empty()) regex_at = pointer + "/not";
-      } else if (key == kNotRequired) {
-        for (const auto& list : member.as_array()) {
-          std::vector<std::string> names;
-          for (const auto& name : list.as_array()) names.push_back(name.as_string());
-          not_together.push_back(std::move(names));
-        }
-      } else if (key == "minProperties") {
-        min_properties = &member;
-      } else if (key == "maxProperties") {
-        max_properties = &member;
-      } else if (key == "uniqueItems") {
-        if (!member.is_bool()) return invalid(at, "uniqueItems must be true or false");
-        unique_items = member.as_bool();
-      } else if (key == "minItems" || key == "maxItems") {
-        auto count = key == "minItems" ? parse_count(member, at, kMaxMinItems, "kMaxMinItems")
-                                       : parse_count(member, at, UINT32_MAX, "2^32 - 1");
-        if (!count.ok()) return count.error();
-        (key == "minItems" ? node.min_items : node.max_items) = *count;
-      } else if (key == "minLength" || key == "maxLength") {
-        auto count = key == "minLength" ? parse_count(member, at, kMaxMinLength, "kMaxMinLength")
-                                        : parse_count(member, at, UINT32_MAX, "2^32 - 1");
-        if (!count.ok()) return count.error();
-        (key == "minLength" ? node.min_length : node.max_length) = *count;
-      } else if (key == "pattern" || key == "format") {
-        if (!member.is_string()) return invalid(at, key + " must be a string");
-        // The pattern as a std::string: it may hold U+0000.
-        const char* format = key == "format" ? format_regex(member.as_string()) : nullptr;
-        if (key == "format" && format == nullptr && !strict_) {
-          continue;  // an unknown format is an annotation (2019-09 on; jsonschema's default)
-        }
-        if (key == "format" && format == nullptr) {
-          return invalid(at, "format '" + member.as_string() +
-                                 "' is not supported by constrained generation (supported: "
-                                 "date, time, date-time, duration, uuid, email, idn-email, "
-                                 "uri, uri-reference, uri-template, iri, iri-reference, ipv4, "
-                                 "ipv6, hostname, idn-hostname, json-pointer, "
-                                 "relative-json-pointer, regex); remove it, use a pattern, or "
-                                 "check it after generation");
-        }
-        regexes.emplace_back(key == "pattern" ? member.as_string() : std::string(format));
-        regex_at = regex_at.empty() ? at : pointer;
-      } else if (key == "minimum" || key == "maximum" || key == "exclusiveMinimum" ||
-                 key == "exclusiveMaximum") {
-        if (member.is_bool()) continue;  // draft 4's flag form: read with minimum/maximum below
-        if (!member.is_number()) return invalid(at, key + " must be a number");
-        const double x = member.as_number();
-        const bool exclusive_flag = [&] {
-          const json::Value* flag = value.find(key == "minimum" ? "exclusiveMinimum"
-                                                                : "exclusiveMaximum");
-          return flag != nullptr && flag->is_bool() && flag->as_bool();
-        }();
-        has_range = true;
-        if (key == "minimum" || key == "exclusiveMinimum") {
-          const bool strict = key == "exclusiveMinimum" || exclusive_flag;
-          minimum = std::max(minimum, strict ? std::floor(x) + 1 : std::ceil(x));
-        } else {
-          const bool strict = key == "exclusiveMaximum" || exclusive_flag;
-          maximum = std::min(maximum, strict ? std::ceil(x) - 1 : std::floor(x));
-        }
-        // The literal check below needs the exact bound, not the integer one.
-        (key.find("inimum") != std::string::npos ? exact_min : exact_max)
-            .push_back({x, key.rfind("exclusive", 0) == 0 || exclusive_flag});
-      } else if (const char* instead = unenforced_keyword(key)) {
-        return invalid(at, "keyword '" + key + "' is not supported by constrained generation: " +
-                               instead);
-      } else if (key != "required") {
-        // Only under strict: otherwise ignored() skipped it above.
-        return invalid(at, "keyword '" + key +
-                               "' is not supported by constrained generation (supported: type, "
-                               "nullable, enum, const, properties, required, "
-                               "additionalProperties, items, prefixItems, additionalItems, "
-                               "minItems, maxItems, uniqueItems, contains, minContains, "
-                               "minProperties, maxProperties, not, "
-                               "dependentRequired, dependentSchemas, dependencies, "
-                               "if/then/else, "
-                               "minLength, "
-                               "maxLength, pattern, format, patternProperties, propertyNames, "
-                               "minimum, maximum, "
-                               "exclusiveMinimum, exclusiveMaximum, "
-                               "$ref, $defs, allOf, anyOf, oneOf); strict mode refuses unknown "
-                               "keywords: remove it, or compile without strict to ignore it");
+      auto read = read_keyword(value, key, member, pointer, node, facts);
+      if (!read.ok()) return read.error();
+    }
+    auto objects = finish_object_keywords(value, pointer, node, facts);
+    if (!objects.ok()) return objects.error();
+    std::vector<double> excluded_numbers;
+    if (!facts.excluded_values.empty()) {
+      auto excluded = exclude_values(facts.excluded_values, pointer, node, facts.literal_values,
+                                     facts.not_regexes, excluded_numbers);
+      if (!excluded.ok()) return excluded;
+      if (!excluded_numbers.empty() && (node.types & (kJsonNumber | kJsonInteger))) {
+        facts.has_range = true;  // integers, in a stretch without the excluded ones (below)
       }
     }
+    auto arrays = finish_array_keywords(value, pointer, node, facts);
+    if (!arrays.ok()) return arrays.error();
+    auto strings = finish_string_keywords(pointer, node, facts);
+    if (!strings.ok()) return strings.error();
+    if (facts.has_range) {
+      auto numbers = finish_numeric_keywords(pointer, node, facts, excluded_numbers);
+      if (!numbers.ok()) return numbers.error();
+    }
+    if (!facts.literal_values.empty()) {
+      const RegexDfa* dfa = node.pattern != 0 ? &schema_.patterns[node.pattern - 1].dfa : nullptr;
+      auto kept = keep_valid_literals(node, facts.literal_values, facts.exact_min,
+                                      facts.exact_max, facts.multiple_value, dfa, pointer);
+      if (!kept.ok()) return kept.error();
+    }
+    schema_.nodes[id] = std::move(node);
+    return {};
+  }
+
+  // One keyword of `value`, by family; the keywords that need others are only noted in `facts`.
+  Result<void> read_keyword(const json::Value& value, const std::string& key,
+                            const json::Value& member, const std::string& pointer,
+                            SchemaNode& node, KeywordFacts& facts) {
+    const std::string at = pointer + "/" + key;
+    // Only declared properties are generated, each declared by a (sub)schema that applies:
+    // additionalProperties and unevaluatedProperties judge none of them (see merge()).
+    if (ignored(key) || key == "additionalProperties" || key == "unevaluatedProperties") {
+      return {};
+    }
+    if (key == "type") {
+      auto types = parse_types(member, at);
+      if (!types.ok()) return types.error();
+      node.types = *types;
+    } else if (key == "nullable") {
+      // OpenAPI's "null allowed too"; JSON Schema ignores it. Values of the other types
+      // validate under both readings, so null is not generated (use a type list for it).
+      if (!member.is_bool()) return invalid(at, "nullable must be true or false");
+    } else if (key == "enum" || key == "const") {
+      return read_literals(key, member, at, node, facts);
+    } else if (key == "properties") {
+      return read_properties(value, member, at, node, facts);
+    } else if (key == "items" || key == "prefixItems" || key == "additionalItems" ||
+               key == "unevaluatedItems") {
+      return {};  // read by compile_item_keywords: which one applies depends on the others
+    } else if (key == "minContains" || key == "maxContains") {
+      return {};  // without contains (read by apply_contains) they constrain nothing
+    } else if (key == kNotValues || key == kMorePatterns || key == kNotPatterns ||
+               key == kNotRequired) {
+      read_not_leftovers(key, member, pointer, facts);
+    } else if (key == "minProperties") {
+      facts.min_properties = &member;
+    } else if (key == "maxProperties") {
+      facts.max_properties = &member;
+    } else if (key == "uniqueItems" || key == "minItems" || key == "maxItems") {
+      return read_array_keyword(key, member, at, node, facts);
+    } else if (key == "minLength" || key == "maxLength" || key == "pattern" || key == "format") {
+      return read_string_keyword(key, member, at, pointer, node, facts);
+    } else if (key == "multipleOf" || key == "minimum" || key == "maximum" ||
+               key == "exclusiveMinimum" || key == "exclusiveMaximum") {
+      return read_numeric_keyword(value, key, member, at, node, facts);
+    } else if (const char* instead = unenforced_keyword(key)) {
+      return invalid(at, "keyword '" + key + "' is not supported by constrained generation: " +
+                             instead);
+    } else if (key != "required") {
+      // Only under strict: otherwise ignored() skipped it above.
+      return invalid(at, "keyword '" + key +
+                             "' is not supported by constrained generation (supported: type, "
+                             "nullable, enum, const, properties, required, "
+                             "additionalProperties, items, prefixItems, additionalItems, "
+                             "minItems, maxItems, uniqueItems, contains, minContains, "
+                             "minProperties, maxProperties, not, "
+                             "dependentRequired, dependentSchemas, dependencies, "
+                             "if/then/else, "
+                             "minLength, "
+                             "maxLength, pattern, format, patternProperties, propertyNames, "
+                             "minimum, maximum, "
+                             "exclusiveMinimum, exclusiveMaximum, "
+                             "$ref, $defs, allOf, anyOf, oneOf); strict mode refuses unknown "
+                             "keywords: remove it, or compile without strict to ignore it");
+    }
+    return {};
+  }
+
+  // enum and const: the literal values, both written out for the grammar and kept for the
+  // checks against the other keywords (keep_valid_literals).
+  Result<void> read_literals(const std::string& key, const json::Value& member,
+                             const std::string& at, SchemaNode& node, KeywordFacts& facts) {
+    if (key == "enum" && (!member.is_array() || member.as_array().empty())) {
+      return invalid(at, "enum must be a non-empty array");
+    }
+    json::Array given = key == "enum" ? member.as_array() : json::Array{member};
+    if (!facts.literal_values.empty()) {  // enum and const: the values in both
+      std::set<std::string> before;
+      for (const json::Value& v : facts.literal_values) before.insert(compact(v));
+      given.erase(std::remove_if(given.begin(), given.end(),
+                                 [&](const json::Value& v) { return !before.count(compact(v)); }),
+                  given.end());
+      if (given.empty()) return unsatisfiable(at, "no value is in both enum and const");
+      node.literals.clear();
+    }
+    facts.literal_values = std::move(given);
+    for (size_t i = 0; i < facts.literal_values.size(); ++i) {
+      std::string text;
+      auto written = write_compact(facts.literal_values[i], text,
+                                   key == "enum" ? at + "/" + std::to_string(i) : at, syntax_);
+      if (!written.ok()) return written.error();
+      node.literals.push_back(std::move(text));
+    }
+    return {};
+  }
+
+  Result<void> read_properties(const json::Value& value, const json::Value& member,
+                               const std::string& at, SchemaNode& node, KeywordFacts& facts) {
+    if (!member.is_object()) return invalid(at, "properties must be an object");
+    // Any number of properties, but of more than kMaxOptionalRun optional ones in a row
+    // the rest are left out (the grammar's 64-bit key window; trim_optional_runs() again
+    // after Gemma 4's reordering).
+    std::set<std::string> required_names;
+    if (const json::Value* list = value.find("required"); list && list->is_array()) {
+      for (const auto& n : list->as_array()) {
+        if (n.is_string()) required_names.insert(n.as_string());
+      }
+    }
+    auto is_required = [&](const std::string& name) { return required_names.count(name) > 0; };
+    std::set<std::string> declared;
+    size_t run = 0;
+    for (const auto& [name, sub] : member.as_object()) {
+      if (sub.is_bool() && !sub.as_bool()) {  // no value fits: never generated
+        facts.forbidden.push_back(name);
+        continue;
+      }
+      if (is_required(name)) {
+        run = 0;
+      } else if (++run > kMaxOptionalRun && !gemma_) {
+        continue;
+      }
+      if (gemma_) {
+        const std::string problem = gemma_key_problem(name);
+        if (!problem.empty()) return invalid(at + "/" + name, problem);
+      }
+      const std::string literal = key_literal(name);
+      if (!declared.insert(literal).second) {
+        return invalid(at, "property '" + name + "' is declared twice");
+      }
+      const Snapshot before = snapshot();
+      auto child = compile(sub, at + "/" + name);
+      if (!child.ok() && !is_required(name) &&
+          (child.error().message == unsatisfiable_ || child.error().message == remote_)) {
+        // No value fits it (as with the schema false), or it refers to another document
+        // (not fetched): an optional property never generated, so never judged.
+        restore(before);
+        facts.forbidden.push_back(name);
+        continue;
+      }
+      if (!child.ok()) return child.error();
+      node.properties.push_back({literal, *child, false});
+    }
+    return {};
+  }
+
+  // The keywords apply_not leaves behind (kNotValues and the others): what not excludes.
+  void read_not_leftovers(const std::string& key, const json::Value& member,
+                          const std::string& pointer, KeywordFacts& facts) {
+    if (key == kNotValues) {
+      facts.excluded_values = member.as_array();
+    } else if (key == kMorePatterns) {
+      for (const auto& regex : member.as_array()) facts.regexes.push_back(regex.as_string());
+      facts.regex_at = pointer;
+    } else if (key == kNotPatterns) {
+      for (const auto& regex : member.as_array()) facts.not_regexes.push_back(regex.as_string());
+      if (facts.regex_at.empty()) facts.regex_at = pointer + "/not";
+    } else {  // kNotRequired
+      for (const auto& list : member.as_array()) {
+        std::vector<std::string> names;
+        for (const auto& name : list.as_array()) names.push_back(name.as_string());
+        facts.not_together.push_back(std::move(names));
+      }
+    }
+  }
+
+  Result<void> read_array_keyword(const std::string& key, const json::Value& member,
+                                  const std::string& at, SchemaNode& node, KeywordFacts& facts) {
+    if (key == "uniqueItems") {
+      if (!member.is_bool()) return invalid(at, "uniqueItems must be true or false");
+      facts.unique_items = member.as_bool();
+      return {};
+    }
+    auto count = key == "minItems" ? parse_count(member, at, kMaxMinItems, "kMaxMinItems")
+                                   : parse_count(member, at, UINT32_MAX, "2^32 - 1");
+    if (!count.ok()) return count.error();
+    (key == "minItems" ? node.min_items : node.max_items) = *count;
+    return {};
+  }
+
+  Result<void> read_string_keyword(const std::string& key, const json::Value& member,
+                                   const std::string& at, const std::string& pointer,
+                                   SchemaNode& node, KeywordFacts& facts) {
+    if (key == "minLength" || key == "maxLength") {
+      auto count = key == "minLength" ? parse_count(member, at, kMaxMinLength, "kMaxMinLength")
+                                      : parse_count(member, at, UINT32_MAX, "2^32 - 1");
+      if (!count.ok()) return count.error();
+      (key == "minLength" ? node.min_length : node.max_length) = *count;
+      return {};
+    }
+    // pattern or format
+    if (!member.is_string()) return invalid(at, key + " must be a string");
+    // The pattern as a std::string: it may hold U+0000.
+    const char* format = key == "format" ? format_regex(member.as_string()) : nullptr;
+    if (key == "format" && format == nullptr && !strict_) {
+      return {};  // an unknown format is an annotation (2019-09 on; jsonschema's default)
+    }
+    if (key == "format" && format == nullptr) {
+      return invalid(at, "format '" + member.as_string() +
+                             "' is not supported by constrained generation (supported: "
+                             "date, time, date-time, duration, uuid, email, idn-email, "
+                             "uri, uri-reference, uri-template, iri, iri-reference, ipv4, "
+                             "ipv6, hostname, idn-hostname, json-pointer, "
+                             "relative-json-pointer, regex); remove it, use a pattern, or "
+                             "check it after generation");
+    }
+    facts.regexes.emplace_back(key == "pattern" ? member.as_string() : std::string(format));
+    facts.regex_at = facts.regex_at.empty() ? at : pointer;
+    return {};
+  }
+
+  // Numbers with bounds or a step generate integers: the bounds are kept both rounded to
+  // integers (the range) and as written (for checking enum values).
+  Result<void> read_numeric_keyword(const json::Value& value, const std::string& key,
+                                    const json::Value& member, const std::string& at,
+                                    SchemaNode& node, KeywordFacts& facts) {
+    if (key == "multipleOf") {
+      auto step = integer_step(member, at);
+      if (!step.ok()) return step.error();
+      node.multiple_of = *step;
+      facts.multiple_value = member.as_number();
+      facts.has_range = true;  // numbers become integers, multiples of the step
+      return {};
+    }
+    if (member.is_bool()) return {};  // draft 4's flag form: read with minimum/maximum below
+    if (!member.is_number()) return invalid(at, key + " must be a number");
+    const double x = member.as_number();
+    const bool exclusive_flag = [&] {
+      const json::Value* flag = value.find(key == "minimum" ? "exclusiveMinimum"
+                                                            : "exclusiveMaximum");
+      return flag != nullptr && flag->is_bool() && flag->as_bool();
+    }();
+    facts.has_range = true;
+    if (key == "minimum" || key == "exclusiveMinimum") {
+      const bool strict = key == "exclusiveMinimum" || exclusive_flag;
+      facts.minimum = std::max(facts.minimum, strict ? std::floor(x) + 1 : std::ceil(x));
+    } else {
+      const bool strict = key == "exclusiveMaximum" || exclusive_flag;
+      facts.maximum = std::min(facts.maximum, strict ? std::ceil(x) - 1 : std::floor(x));
+    }
+    // The literal check needs the exact bound, not the integer one.
+    (key.find("inimum") != std::string::npos ? facts.exact_min : facts.exact_max)
+        .push_back({x, key.rfind("exclusive", 0) == 0 || exclusive_flag});
+    return {};
+  }
+
+  // required (against the properties read), not: {required: [...]}, and the property counts.
+  Result<void> finish_object_keywords(const json::Value& value, const std::string& pointer,
+                                      SchemaNode& node, const KeywordFacts& facts) {
     if (const json::Value* required = value.find("required")) {
       if (required->is_array()) {
         for (const auto& name : required->as_array()) {
-          if (name.is_string() && std::find(forbidden.begin(), forbidden.end(),
-                                            name.as_string()) != forbidden.end()) {
+          if (name.is_string() && std::find(facts.forbidden.begin(), facts.forbidden.end(),
+                                            name.as_string()) != facts.forbidden.end()) {
             return invalid(pointer + "/required", "required property '" + name.as_string() +
                                                       "' has the schema false: no value fits");
           }
@@ -2355,7 +2464,7 @@ class Compiler {
         if (p.required) node.schema_required.push_back(p.key);
       }
     }
-    for (const auto& names : not_together) {
+    for (const auto& names : facts.not_together) {
       // One of the names is never generated: the last optional one (none needed when one is
       // not declared, or the list is empty: then every object has "all" of them, refused).
       auto declared = [&](const std::string& name) {
@@ -2381,21 +2490,16 @@ class Compiler {
                                                "properties: no object fits");
       }
     }
-    auto counted = apply_property_counts(min_properties, max_properties, pointer, node);
-    if (!counted.ok()) return counted.error();
-    std::vector<double> excluded_numbers;
-    if (!excluded_values.empty()) {
-      auto excluded = exclude_values(excluded_values, pointer, node, literal_values,
-                                     not_regexes, excluded_numbers);
-      if (!excluded.ok()) return excluded;
-      if (!excluded_numbers.empty() && (node.types & (kJsonNumber | kJsonInteger))) {
-        has_range = true;  // integers, in a stretch without the excluded ones (below)
-      }
-    }
+    return apply_property_counts(facts.min_properties, facts.max_properties, pointer, node);
+  }
+
+  // The item schemas, then uniqueItems and the item counts.
+  Result<void> finish_array_keywords(const json::Value& value, const std::string& pointer,
+                                     SchemaNode& node, const KeywordFacts& facts) {
     auto arrays = compile_item_keywords(value, pointer, node);
     if (!arrays.ok()) return arrays.error();
     if (node.items == 0) node.items = any_node();
-    if (unique_items && (node.types & kJsonArray)) {
+    if (facts.unique_items && (node.types & kJsonArray)) {
       // Arrays of at most one item have no duplicates: exact, if narrower than the keyword.
       if (node.min_items > 1) {
         return invalid(pointer + "/uniqueItems",
@@ -2408,13 +2512,19 @@ class Compiler {
     if (node.min_items > node.max_items) {
       return invalid(pointer, "minItems is larger than maxItems");
     }
+    return {};
+  }
+
+  // The lengths, then pattern, format and not: {pattern} as one regex.
+  Result<void> finish_string_keywords(const std::string& pointer, SchemaNode& node,
+                                      const KeywordFacts& facts) {
     if (node.min_length > node.max_length) {
       return invalid(pointer, "minLength is larger than maxLength");
     }
-    if (!regexes.empty() || (!not_regexes.empty() && (node.types & kJsonString))) {
-      auto added = add_pattern(regexes, not_regexes, node, regex_at);
+    if (!facts.regexes.empty() || (!facts.not_regexes.empty() && (node.types & kJsonString))) {
+      auto added = add_pattern(facts.regexes, facts.not_regexes, node, facts.regex_at);
       if (!added.ok()) {
-        if (regexes.empty() && node.types != kJsonString) {
+        if (facts.regexes.empty() && node.types != kJsonString) {
           // Only not: {pattern}'s exclusion failed to compile: strings are left out instead.
           node.types &= static_cast<uint8_t>(~kJsonString);
         } else {
@@ -2422,32 +2532,32 @@ class Compiler {
         }
       }
     }
-    if (has_range) {
-      minimum = std::max(minimum, static_cast<double>(-kMaxInteger));
-      maximum = std::min(maximum, static_cast<double>(kMaxInteger));
-      if (!excluded_numbers.empty()) widest_gap(excluded_numbers, minimum, maximum, node.multiple_of);
-      node.integer_range = true;
-      node.minimum = static_cast<int64_t>(minimum);
-      node.maximum = static_cast<int64_t>(maximum);
-      if (minimum <= maximum && multiple_at_least(node.minimum, node.multiple_of) > node.maximum) {
-        maximum = minimum - 1;  // no multiple in the range: as if it were empty
-      }
-      if ((node.types & (kJsonNumber | kJsonInteger)) && minimum > maximum) {
-        if (node.types == (node.types & (kJsonNumber | kJsonInteger)) && literal_values.empty()) {
-          return invalid(pointer, "no integer of at most 15 digits lies in [minimum, maximum] "
-                                  "(a multiple of multipleOf, if given); numbers with bounds "
-                                  "generate integers");
-        }
-        node.types &= ~(kJsonNumber | kJsonInteger);  // the other types still validate
-      }
+    return {};
+  }
+
+  // The integer range from the bounds, the step and the values not excludes; numbers leave
+  // the node's types when no integer fits but another type still validates.
+  Result<void> finish_numeric_keywords(const std::string& pointer, SchemaNode& node,
+                                       const KeywordFacts& facts,
+                                       const std::vector<double>& excluded_numbers) {
+    double minimum = std::max(facts.minimum, static_cast<double>(-kMaxInteger));
+    double maximum = std::min(facts.maximum, static_cast<double>(kMaxInteger));
+    if (!excluded_numbers.empty()) widest_gap(excluded_numbers, minimum, maximum, node.multiple_of);
+    node.integer_range = true;
+    node.minimum = static_cast<int64_t>(minimum);
+    node.maximum = static_cast<int64_t>(maximum);
+    if (minimum <= maximum && multiple_at_least(node.minimum, node.multiple_of) > node.maximum) {
+      maximum = minimum - 1;  // no multiple in the range: as if it were empty
     }
-    if (!literal_values.empty()) {
-      const RegexDfa* dfa = node.pattern != 0 ? &schema_.patterns[node.pattern - 1].dfa : nullptr;
-      auto kept = keep_valid_literals(node, literal_values, exact_min, exact_max, multiple_value,
-                                      dfa, pointer);
-      if (!kept.ok()) return kept.error();
+    if ((node.types & (kJsonNumber | kJsonInteger)) && minimum > maximum) {
+      if (node.types == (node.types & (kJsonNumber | kJsonInteger)) &&
+          facts.literal_values.empty()) {
+        return invalid(pointer, "no integer of at most 15 digits lies in [minimum, maximum] "
+                                "(a multiple of multipleOf, if given); numbers with bounds "
+                                "generate integers");
+      }
+      node.types &= ~(kJsonNumber | kJsonInteger);  // the other types still validate
     }
-    schema_.nodes[id] = std::move(node);
     return {};
   }
 
@@ -3076,8 +3186,6 @@ class Compiler {
   }
 
   // enum/const with other keywords: only the values those keywords accept can validate.
-  using Bounds = std::vector<std::pair<double, bool>>;  // (bound, exclusive)
-
   Result<void> keep_valid_literals(SchemaNode& node, const std::vector<json::Value>& values,
                                           const Bounds& exact_min, const Bounds& exact_max,
                                           double multiple, const RegexDfa* pattern,
