@@ -8,6 +8,7 @@
 #include <cstring>
 #include <cmath>
 #include <ctime>
+#include <optional>
 #include <set>
 
 #include "interp.h"
@@ -648,6 +649,15 @@ Value make_tojson_style_and_dump(const Value& v, Args& a) {
   return Value::string(to_json(v, style));
 }
 
+// The arguments from position `from` on, with every keyword: what format passes to
+// percent_format and map/select pass on to the filter or test they apply.
+Args args_from(const Args& a, size_t from) {
+  Args rest;
+  for (size_t k = from; k < a.positional.size(); ++k) rest.positional.push_back(a.positional[k]);
+  rest.keywords = a.keywords;
+  return rest;
+}
+
 }  // namespace
 
 bool is_known_filter(const std::string& name) { return filter_names().count(name) > 0; }
@@ -740,15 +750,23 @@ bool Interp::test(const std::string& name, const Value& v, Args& a) {
   fail(ErrorKind::kSyntax, "No test named '" + name + "'.");
 }
 
+// Filters by family: each returns nothing for a name it does not have, and filter() tries
+// them in turn, so an unknown name is refused in one place.
 Value Interp::filter(const std::string& name, Value v, Args& a) {
+  if (auto out = value_filter(name, v, a)) return *std::move(out);
+  if (auto out = text_filter(name, v, a)) return *std::move(out);
+  if (auto out = number_filter(name, v, a)) return *std::move(out);
+  if (auto out = collection_filter(name, v, a)) return *std::move(out);
+  if (auto out = per_item_filter(name, v, a)) return *std::move(out);
+  if (auto out = aggregate_filter(name, v, a)) return *std::move(out);
+  fail(ErrorKind::kSyntax, "No filter named '" + name + "'.");
+}
+
+// default, the conversions to text (string, safe, pprint, tojson), length and attr: they
+// take any value.
+std::optional<Value> Interp::value_filter(const std::string& name, const Value& v, Args& a) {
   using T = Value::Type;
   ArgReader r{a, name.c_str()};
-  auto rest_args = [&](size_t from) {
-    Args rest;
-    for (size_t k = from; k < a.positional.size(); ++k) rest.positional.push_back(a.positional[k]);
-    rest.keywords = a.keywords;
-    return rest;
-  };
   if (name == "default" || name == "d") {
     const bool boolean = r.flag(1, "boolean", false);
     if (v.is_undefined() || (boolean && !v.truthy())) {
@@ -768,6 +786,13 @@ Value Interp::filter(const std::string& name, Value v, Args& a) {
     fail(ErrorKind::kType, "object of type '" + type_name(v) + "' has no len()");
   }
   if (name == "tojson") return make_tojson_style_and_dump(v, a);
+  if (name == "attr") return getattr(v, r.text(0, "name", ""));
+  return std::nullopt;
+}
+
+// The string filters: the operand is read as text (to_str).
+std::optional<Value> Interp::text_filter(const std::string& name, const Value& v, Args& a) {
+  ArgReader r{a, name.c_str()};
   if (name == "trim") return Value::string(strip(to_str(v), r.get(0, "chars"), true, true));
   if (name == "upper") return Value::string(upper(to_str(v)));
   if (name == "lower") return Value::string(lower(to_str(v)));
@@ -796,7 +821,7 @@ Value Interp::filter(const std::string& name, Value v, Args& a) {
   if (name == "escape" || name == "e") return v.markup ? v : Value::make_markup(html_escape(to_str(v)));
   if (name == "forceescape") return Value::make_markup(html_escape(to_str(v)));
   if (name == "format") {
-    Args rest = rest_args(0);
+    Args rest = args_from(a, 0);
     if (rest.positional.size() == 1) return Value::string(percent_format(to_str(v), rest.positional[0]));
     return Value::string(percent_format(to_str(v), Value::make_list(rest.positional, true)));
   }
@@ -833,6 +858,13 @@ Value Interp::filter(const std::string& name, Value v, Args& a) {
     }
     return Value::integer(n);
   }
+  return std::nullopt;
+}
+
+// int, float, abs and round.
+std::optional<Value> Interp::number_filter(const std::string& name, const Value& v, Args& a) {
+  using T = Value::Type;
+  ArgReader r{a, name.c_str()};
   if (name == "int") {
     const int64_t base = r.integer(1, "base", 10);
     if (v.is_integral()) return Value::integer(v.as_int());
@@ -874,7 +906,12 @@ Value Interp::filter(const std::string& name, Value v, Args& a) {
     }
     return Value::number(rounded / scale);
   }
-  if (name == "attr") return getattr(v, r.text(0, "name", ""));
+  return std::nullopt;
+}
+
+// Dicts and sequences as a whole: items, dictsort, first/last, list, reverse, join.
+std::optional<Value> Interp::collection_filter(const std::string& name, const Value& v, Args& a) {
+  ArgReader r{a, name.c_str()};
   if (name == "items") {
     if (v.is_undefined()) return Value::make_list({});
     if (!v.is_dict()) fail(ErrorKind::kType, "Can only get item pairs from a mapping.");
@@ -930,6 +967,11 @@ Value Interp::filter(const std::string& name, Value v, Args& a) {
     }
     return Value::string(out);
   }
+  return std::nullopt;
+}
+
+// A filter, a test or an attribute applied to each item: map, select/reject(attr).
+std::optional<Value> Interp::per_item_filter(const std::string& name, const Value& v, Args& a) {
   if (name == "map") {
     List out;
     const Value* attribute = nullptr;
@@ -951,7 +993,7 @@ Value Interp::filter(const std::string& name, Value v, Args& a) {
     const std::string filter_name = to_str(a.positional[0]);
     if (!is_known_filter(filter_name)) fail(ErrorKind::kSyntax, "No filter named '" + filter_name + "'.");
     for (const Value& item : v.truthy() ? iterate(v) : List{}) {
-      Args rest = rest_args(1);
+      Args rest = args_from(a, 1);
       out.push_back(filter(filter_name, item, rest));
     }
     return Value::make_generator(std::move(out));
@@ -976,13 +1018,20 @@ Value Interp::filter(const std::string& name, Value v, Args& a) {
       if (test_name.empty()) {
         passed = subject.truthy();
       } else {
-        Args rest = rest_args(next);
+        Args rest = args_from(a, next);
         passed = test(test_name, subject, rest);
       }
       if (passed == keep) out.push_back(item);
     }
     return Value::make_generator(std::move(out));
   }
+  return std::nullopt;
+}
+
+// The items ordered, deduplicated or summed, by an optional attribute: sort, unique, min, max,
+// sum.
+std::optional<Value> Interp::aggregate_filter(const std::string& name, const Value& v, Args& a) {
+  ArgReader r{a, name.c_str()};
   if (name == "sort" || name == "unique" || name == "min" || name == "max") {
     const bool reverse = name == "sort" && r.flag(0, "reverse", false);
     const bool case_sensitive = name == "sort" ? r.flag(1, "case_sensitive", false) : r.flag(0, "case_sensitive", false);
@@ -1027,7 +1076,7 @@ Value Interp::filter(const std::string& name, Value v, Args& a) {
     }
     return total;
   }
-  fail(ErrorKind::kSyntax, "No filter named '" + name + "'.");
+  return std::nullopt;
 }
 
 void add_globals(Frame& globals) {

@@ -1,6 +1,7 @@
 // The tree-walking evaluator over a parsed Program.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -54,6 +55,13 @@ class Interp {
   std::string capture(const Body& body, Frame& frame);
   Value apply_filters(const std::vector<ExprPtr>& filters, Value v, Frame& frame);
   Args eval_args(const Expr& e, Frame& frame);
+  // filter()'s families (builtins.cpp): each returns nothing for a name it does not have.
+  std::optional<Value> value_filter(const std::string& name, const Value& v, Args& a);
+  std::optional<Value> text_filter(const std::string& name, const Value& v, Args& a);
+  std::optional<Value> number_filter(const std::string& name, const Value& v, Args& a);
+  std::optional<Value> collection_filter(const std::string& name, const Value& v, Args& a);
+  std::optional<Value> per_item_filter(const std::string& name, const Value& v, Args& a);
+  std::optional<Value> aggregate_filter(const std::string& name, const Value& v, Args& a);
 
   const Limits& limits_;
   Frame& globals_;
