@@ -30,7 +30,18 @@ class CliOptions {
   }
   // `--name`: `out = to`.
   CliOptions& flag(std::string name, bool& out, bool to = true) {
-    options_.push_back({std::move(name), false, [&out, to](const std::string&) { out = to; }});
+    return action(std::move(name), [&out, to] { out = to; });
+  }
+  // `--name`: `run()`.
+  CliOptions& action(std::string name, std::function<void()> run) {
+    options_.push_back(
+        {std::move(name), false, [run = std::move(run)](const std::string&) { run(); }});
+    return *this;
+  }
+  // The words that are not options (those not starting with "--"), in order; without this
+  // call every word must be an option.
+  CliOptions& words(std::vector<std::string>& out) {
+    words_ = &out;
     return *this;
   }
 
@@ -39,6 +50,10 @@ class CliOptions {
     for (int i = 1; i < argc; ++i) {
       const std::string arg = argv[i];
       const Option* option = find(arg);
+      if (option == nullptr && words_ != nullptr && arg.rfind("--", 0) != 0) {
+        words_->push_back(arg);
+        continue;
+      }
       if (option == nullptr) return "unknown option " + arg + " (options:" + names() + ")";
       std::string value;
       if (option->takes_value) {
@@ -87,6 +102,7 @@ class CliOptions {
   }
 
   std::vector<Option> options_;
+  std::vector<std::string>* words_ = nullptr;
 };
 
 }  // namespace rne::host

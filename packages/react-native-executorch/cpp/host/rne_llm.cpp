@@ -7,7 +7,9 @@
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <iostream>
+#include <map>
 #include <new>
 #include <optional>
 #include <sstream>
@@ -21,7 +23,9 @@
 #include "rne/chat/chat_template.h"
 #include "rne/chat/gemma4_syntax.generated.h"
 #include "rne/json/json.h"
+#include "cli_options.h"
 #include "model_integrity.h"
+#include "seam_core.h"
 #include "rne/runner/llm_runner.h"
 #include "rne/runner/session_file.h"
 #include "rne/runner/speculative_options.h"
@@ -155,156 +159,137 @@ T parse_number(const std::string& flag, const std::string& text) {
   return value;
 }
 
-template <typename T>
-T parse_at_least(const std::string& flag, const std::string& text, T minimum,
-                 const std::string& meaning) {
-  const T value = parse_number<T>(flag, text);
-  if (value < minimum) {
-    fail(flag + " must be >= " + std::to_string(minimum) + " (" + meaning + "), got " + text);
+void require_utf8(std::string_view text, const std::string& what) {
+  if (auto valid = rne::runner::check_utf8(text, what); !valid.ok()) fail(valid.error().message);
+}
+
+// How rne_llm spells the seam's generation options (seam_core.cpp, kGenerationOptions) where
+// its flags predate the table; every other row is its JS name in kebab case (topP -> --top-p),
+// so a new option is a flag without an edit here.
+const std::map<std::string, std::string> kFlagSpelling = {
+    {"stopStrings", "--stop"},         {"responseFormat", "--json-schema"},
+    {"responseRegex", "--regex"},      {"responseGrammar", "--grammar"},
+    {"responseSyntax", "--json-syntax"}, {"responseStrict", "--json-strict"},
+    {"drafter", "--speculative"},
+};
+
+std::string flag_for(const char* option) {
+  const auto spelled = kFlagSpelling.find(option);
+  return spelled != kFlagSpelling.end() ? spelled->second : "--" + rne::seam::kebabCase(option);
+}
+
+// A file's content as a flag's text: a JSON Schema or a grammar is given as a file.
+std::string read_flag_file(const std::string& flag, const std::string& path, size_t max_bytes,
+                           const std::string& expected) {
+  std::string content;
+  rne::json::FileProblem problem;
+  if (!rne::json::read_regular_file(path, max_bytes, content, problem)) {
+    fail(flag + ": " + problem.message + " (expected " + expected + ")");
+  }
+  return content;
+}
+
+// What a generation flag's value becomes before the table's row reads it: the text itself,
+// except for the options given as a file. An empty schema, grammar or pattern would read as "no
+// constraint" further on: refused here, where it is still known that one was asked for.
+std::string generation_flag_text(const std::string& option, const std::string& flag,
+                                 const std::string& value) {
+  if (option == "responseFormat") {
+    std::string schema = read_flag_file(flag, value, kMaxSchemaFileBytes, "a JSON Schema file");
+    if (schema.empty()) {
+      fail(flag + ": " + value + " is empty (expected a JSON Schema file; {} allows any JSON "
+           "value)");
+    }
+    return schema;
+  }
+  if (option == "responseGrammar") {
+    std::string grammar =
+        read_flag_file(flag, value, rne::runner::kMaxGbnfBytes, "a GBNF grammar file");
+    if (grammar.empty()) {
+      fail(flag + ": " + value + " is empty (expected a GBNF grammar with a `root ::= ...` "
+           "rule)");
+    }
+    return grammar;
+  }
+  if (option == "responseRegex" && value.empty()) {
+    fail(flag + ": the pattern is empty, which allows only an empty answer; give a pattern "
+         "(.* allows any text), or leave " + flag + " out");
   }
   return value;
 }
 
-void require_utf8(std::string_view text, const std::string& what) {
-  if (auto valid = rne::runner::check_utf8(text, what); !valid.ok()) fail(valid.error().message);
+// --help: kUsage, then the table's options it does not describe (one added since).
+void print_usage() {
+  std::cout << kUsage;
+  const std::string usage = kUsage;
+  for (const auto& row : rne::seam::generationOptionsAsText()) {
+    const std::string flag = flag_for(row.name);
+    if (usage.find(flag + " ") != std::string::npos || usage.find(flag + "\n") != std::string::npos) {
+      continue;
+    }
+    std::cout << "  " << flag << (row.takes_value ? " VALUE" : "")
+              << "  generate()'s " << row.name << " (src/native/seam.ts)\n";
+  }
 }
 
 Options parse_args(int argc, char** argv) {
   Options o;
   std::vector<std::string> words;
   bool json_syntax_given = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) fail(arg + " needs a value (see --help)");
-      return argv[++i];
+  rne::host::CliOptions cli;
+  cli.action("--help", [] { print_usage(); std::exit(0); })
+      .action("-h", [] { print_usage(); std::exit(0); })
+      .text("--model", o.model)
+      .text("--tokenizer", o.tokenizer)
+      .text("--tokenizer-config", o.tokenizer_config)
+      .text("--system", o.system)
+      .text("--vision-encoder", o.vision_encoder)
+      .value("--image", [&](const std::string& v) { o.images.push_back(v); })
+      .text("--audio-encoder", o.audio_encoder)
+      .value("--audio", [&](const std::string& v) { o.audios.push_back(v); })
+      .text("--prompt-ids", o.prompt_ids)
+      .text("--load-session", o.load_session)
+      .text("--save-session", o.save_session)
+      .flag("--session-tokens-only", o.session_tokens_only)
+      .value("--turn-ids", [&](const std::string& v) { o.turn_ids.push_back(v); })
+      .text("--logits-out", o.logits_out)
+      .flag("--raw", o.raw)
+      .flag("--interactive", o.interactive)
+      .flag("--json", o.json)
+      .flag("--list-backends", o.list_backends)
+      .flag("--ignore-eos", o.generation.stop_on_eos, false)
+      .value("--sha256",
+             [&](const std::string& v) {
+               if (!rne::host::is_sha256_hex(v)) {
+                 fail("--sha256 expects 64 hex digits (the file's sha256), got '" + v + "'");
+               }
+               o.sha256 = v;
+             })
+      .words(words);
+  for (const auto& row : rne::seam::generationOptionsAsText()) {
+    const std::string option = row.name;
+    const std::string flag = flag_for(row.name);
+    auto apply = [&o, &json_syntax_given, row, option, flag](const std::string& value) {
+      const std::string text = generation_flag_text(option, flag, value);
+      if (auto parsed = row.parse(flag, text, o.generation); !parsed.ok()) {
+        fail(parsed.error().message);
+      }
+      if (option == "responseSyntax") json_syntax_given = true;
     };
-    if (arg == "--help" || arg == "-h") {
-      std::cout << kUsage;
-      std::exit(0);
-    } else if (arg == "--model") {
-      o.model = value();
-    } else if (arg == "--tokenizer") {
-      o.tokenizer = value();
-    } else if (arg == "--tokenizer-config") {
-      o.tokenizer_config = value();
-    } else if (arg == "--system") {
-      o.system = value();
-    } else if (arg == "--vision-encoder") {
-      o.vision_encoder = value();
-    } else if (arg == "--image") {
-      o.images.push_back(value());
-    } else if (arg == "--audio-encoder") {
-      o.audio_encoder = value();
-    } else if (arg == "--audio") {
-      o.audios.push_back(value());
-    } else if (arg == "--prompt-ids") {
-      o.prompt_ids = value();
-    } else if (arg == "--load-session") {
-      o.load_session = value();
-    } else if (arg == "--save-session") {
-      o.save_session = value();
-    } else if (arg == "--session-tokens-only") {
-      o.session_tokens_only = true;
-    } else if (arg == "--turn-ids") {
-      o.turn_ids.push_back(value());
-    } else if (arg == "--logits-out") {
-      o.logits_out = value();
-    } else if (arg == "--raw") {
-      o.raw = true;
-    } else if (arg == "--interactive") {
-      o.interactive = true;
-    } else if (arg == "--json") {
-      o.json = true;
-    } else if (arg == "--list-backends") {
-      o.list_backends = true;
-    } else if (arg == "--ignore-eos") {
-      o.generation.stop_on_eos = false;
-    } else if (arg == "--sha256") {
-      o.sha256 = value();
-      if (!rne::host::is_sha256_hex(o.sha256)) {
-        fail("--sha256 expects 64 hex digits (the file's sha256), got '" + o.sha256 + "'");
-      }
-    } else if (arg == "--max-new-tokens") {
-      o.generation.max_new_tokens =
-          parse_at_least<int32_t>(arg, value(), 0, "0 = until EOS or the context is full");
-    } else if (arg == "--temperature") {
-      o.generation.sampling.temperature = parse_number<float>(arg, value());
-    } else if (arg == "--top-k") {
-      o.generation.sampling.top_k = parse_at_least<int32_t>(arg, value(), 0, "0 = off");
-    } else if (arg == "--top-p") {
-      o.generation.sampling.top_p = parse_number<float>(arg, value());
-    } else if (arg == "--min-p") {
-      o.generation.sampling.min_p = parse_number<float>(arg, value());
-    } else if (arg == "--repetition-penalty") {
-      o.generation.sampling.repetition_penalty = parse_number<float>(arg, value());
-    } else if (arg == "--seed") {
-      o.generation.sampling.seed = parse_number<uint64_t>(arg, value());
-    } else if (arg == "--stop") {
-      o.generation.stop_strings.push_back(value());
-    } else if (arg == "--json-schema") {
-      // An empty schema, grammar or pattern would read as "no constraint" further on: refused
-      // here, where it is still known that one was asked for.
-      const std::string path = value();
-      rne::json::FileProblem problem;
-      if (!rne::json::read_regular_file(path, kMaxSchemaFileBytes, o.generation.json_schema,
-                                        problem)) {
-        fail("--json-schema: " + problem.message + " (expected a JSON Schema file)");
-      }
-      if (o.generation.json_schema.empty()) {
-        fail("--json-schema: " + path + " is empty (expected a JSON Schema file; {} allows any "
-             "JSON value)");
-      }
-    } else if (arg == "--json-syntax") {
-      const std::string syntax = value();
-      if (syntax == "json") {
-        o.generation.json_syntax = rne::runner::JsonSyntax::kJson;
-      } else if (syntax == "gemma4") {
-        o.generation.json_syntax = rne::runner::JsonSyntax::kGemma4;
-      } else {
-        fail("--json-syntax: unknown syntax '" + syntax + "' (expected json or gemma4)");
-      }
-      json_syntax_given = true;
-    } else if (arg == "--json-strict") {
-      o.generation.json_strict = true;
-    } else if (arg == "--regex") {
-      o.generation.regex = value();
-      if (o.generation.regex.empty()) {
-        fail("--regex: the pattern is empty, which allows only an empty answer; give a pattern "
-             "(.* allows any text), or leave --regex out");
-      }
-    } else if (arg == "--grammar") {
-      const std::string path = value();
-      rne::json::FileProblem problem;
-      if (!rne::json::read_regular_file(path, rne::runner::kMaxGbnfBytes, o.generation.grammar,
-                                        problem)) {
-        fail("--grammar: " + problem.message + " (expected a GBNF grammar file)");
-      }
-      if (o.generation.grammar.empty()) {
-        fail("--grammar: " + path + " is empty (expected a GBNF grammar with a `root ::= ...` "
-             "rule)");
-      }
-    } else if (arg == "--speculative") {
-      const std::string drafter = value();
-      if (drafter == "prompt-lookup") {
-        o.generation.speculative.drafter = rne::runner::Drafter::kPromptLookup;
-      } else if (drafter == "assistant") {
-        o.generation.speculative.drafter = rne::runner::Drafter::kAssistant;
-      } else {
-        fail("--speculative: unknown drafter '" + drafter +
-             "' (expected prompt-lookup or assistant)");
-      }
-    } else if (arg == "--max-draft-tokens") {
-      o.generation.speculative.max_draft_tokens = parse_number<int32_t>(arg, value());
-    } else if (arg == "--ngram-max") {
-      o.generation.speculative.ngram_max = parse_number<int32_t>(arg, value());
-    } else if (arg == "--ngram-min") {
-      o.generation.speculative.ngram_min = parse_number<int32_t>(arg, value());
-    } else if (arg.rfind("--", 0) == 0) {
-      fail("unknown option " + arg + " (see --help)");
+    if (row.takes_value) {
+      cli.value(flag, apply);
     } else {
-      words.push_back(arg);
+      cli.action(flag, [apply] { apply(""); });
     }
+  }
+  if (auto problem = cli.parse(argc, argv)) fail(*problem + " (see --help)");
+  // Checked here, with the flag's own words, before validate() words them for the seam.
+  if (o.generation.max_new_tokens < 0) {
+    fail("--max-new-tokens must be >= 0 (0 = until EOS or the context is full), got " +
+         std::to_string(o.generation.max_new_tokens));
+  }
+  if (o.generation.sampling.top_k < 0) {
+    fail("--top-k must be >= 0 (0 = off), got " + std::to_string(o.generation.sampling.top_k));
   }
   for (size_t i = 0; i < words.size(); ++i) o.prompt += (i ? " " : "") + words[i];
   if (o.list_backends) return o;
@@ -437,35 +422,31 @@ int main(int argc, char** argv) {
 
 namespace {
 
-int run(int argc, char** argv) {
-  executorch::runtime::register_pal(
-      executorch::runtime::PalImpl::create(emit_runtime_log, __FILE__));
-  Options o = parse_args(argc, argv);
-  if (o.list_backends) {
-    for (const auto& name : rne::runner::registered_backends()) std::cout << name << "\n";
-    return 0;
-  }
-
-  std::optional<rne::chat::ChatTemplate> chat;
-  if (!o.raw && o.prompt_ids.empty()) {
-    const std::filesystem::path dir = std::filesystem::path(o.tokenizer).parent_path();
-    auto t = o.tokenizer_config.empty()
-                 ? rne::chat::ChatTemplate::from_model_dir(dir.empty() ? "." : dir.string())
-                 : rne::chat::ChatTemplate::from_tokenizer_config(o.tokenizer_config);
-    if (!t.ok()) {
-      const auto& e = t.error();
-      if (e.kind == rne::chat::ErrorKind::kNotFound) {
-        fail(e.message + "; pass --raw to send the prompt without a chat template");
-      }
-      fail(e.kind == rne::chat::ErrorKind::kInvalidFile ? e.message : e.to_string());
+// The chat template the prompt is wrapped in; none with --raw or --prompt-ids.
+std::optional<rne::chat::ChatTemplate> load_chat_template(const Options& o) {
+  if (o.raw || !o.prompt_ids.empty()) return std::nullopt;
+  const std::filesystem::path dir = std::filesystem::path(o.tokenizer).parent_path();
+  auto t = o.tokenizer_config.empty()
+               ? rne::chat::ChatTemplate::from_model_dir(dir.empty() ? "." : dir.string())
+               : rne::chat::ChatTemplate::from_tokenizer_config(o.tokenizer_config);
+  if (!t.ok()) {
+    const auto& e = t.error();
+    if (e.kind == rne::chat::ErrorKind::kNotFound) {
+      fail(e.message + "; pass --raw to send the prompt without a chat template");
     }
-    chat = std::move(t).value();
+    fail(e.kind == rne::chat::ErrorKind::kInvalidFile ? e.message : e.to_string());
   }
+  return std::move(t).value();
+}
+
+// The model, its sha256 checked first when one is known (--sha256, else the export report);
+// `integrity` says how it was checked.
+std::unique_ptr<LlmRunner> load_runner(Options& o, std::string& integrity) {
   // Opened once and copied: the sha256 below and the program the runner loads are the same
   // bytes, and nothing done to the file later (replaced, rewritten, truncated) reaches the run.
   auto model = rne::runner::ModelFile::open(o.model, rne::runner::ModelFile::Hold::kPrivateCopy);
   if (!model.ok()) fail(model.error().message);
-  std::string integrity = "unchecked";
+  integrity = "unchecked";
   g_integrity_note = "unchecked (no --sha256 and no export report beside the model)";
   if (o.sha256.empty()) {
     auto from_report = rne::host::sha256_from_export_report(o.model);
@@ -480,16 +461,240 @@ int run(int argc, char** argv) {
   }
   auto loaded = LlmRunner::load(std::move(model).value(), o.tokenizer);
   if (!loaded.ok()) fail(loaded.error().message);
-  LlmRunner& runner = **loaded;
+  return std::move(loaded).value();
+}
+
+std::string session_fields(const rne::runner::SessionInfo& info) {
+  std::ostringstream out;
+  out << "{\"file_bytes\":" << info.file_bytes << ",\"tokens\":" << info.tokens
+      << ",\"restored\":\"" << rne::runner::session_restore_name(info.restore)
+      << "\",\"ms\":" << info.ms << "}";
+  return out.str();
+}
+
+rne::json::Value chat_message(const char* role, const std::string& content) {
+  return rne::json::Value(rne::json::Object{{"role", rne::json::Value(std::string(role))},
+                                            {"content", rne::json::Value(content)}});
+}
+
+// The conversation so far, rendered whole as apply_chat_template would, as token ids.
+rne::chat::Result<std::vector<int64_t>> render_ids(const rne::chat::ChatTemplate& chat,
+                                                   const LlmRunner& runner,
+                                                   const rne::json::Array& conversation) {
+  rne::chat::RenderOptions options;
+  options.add_generation_prompt = true;
+  // Message content is encoded as plain text (a user cannot write "<|im_end|>" and end a
+  // turn); the template's own text is parsed for special tokens.
+  auto rendered = chat.render_prompt(rne::json::Value(conversation), options);
+  if (!rendered.ok()) return rendered.error();
+  std::vector<rne::tokenizer::TextPart> parts;
+  for (const auto& part : rendered->parts) {
+    parts.push_back({part.text, part.plain ? rne::tokenizer::SpecialTokens::kAsText
+                                           : rne::tokenizer::SpecialTokens::kParse});
+  }
+  const auto ids = runner.tokenizer().encode_parts(parts, /*add_special_tokens=*/false);
+  return std::vector<int64_t>(ids.begin(), ids.end());
+}
+
+// The first turn's prompt: its ids, and where media soft tokens stand in it.
+struct Prompt {
+  std::vector<int64_t> ids;
+  std::vector<rne::runner::MediaSpan> spans;
+  double media_encode_ms = 0;  // images and audio through their encoders
+};
+
+#ifdef RNE_WITH_MEDIA
+// The user message: the images, the clips, then the text. The template writes a placeholder
+// per media item; each becomes that item's tokens, in order.
+Prompt media_prompt(const Options& o, const rne::chat::ChatTemplate& chat, LlmRunner& runner,
+                    rne::json::Array& conversation) {
+  std::unique_ptr<rne::runner::VisionEncoder> vision;
+  std::unique_ptr<rne::runner::AudioEncoder> audio;
+  if (!o.vision_encoder.empty()) {
+    auto loaded_encoder = rne::runner::VisionEncoder::load(o.vision_encoder);
+    if (!loaded_encoder.ok()) fail(loaded_encoder.error().message);
+    vision = std::move(loaded_encoder).value();
+  }
+  if (!o.audio_encoder.empty()) {
+    auto loaded_encoder = rne::runner::AudioEncoder::load(o.audio_encoder);
+    if (!loaded_encoder.ok()) fail(loaded_encoder.error().message);
+    audio = std::move(loaded_encoder).value();
+  }
+  rne::media::MediaEmbedder embedder(std::move(vision), std::move(audio));
+  struct Item {
+    const char* type;
+    std::string path;
+  };
+  std::vector<Item> items;
+  for (const auto& path : o.images) items.push_back({"image", path});
+  for (const auto& path : o.audios) items.push_back({"audio", path});
+  rne::json::Array content;
+  for (const Item& item : items) {
+    content.push_back(rne::json::Value(
+        rne::json::Object{{"type", rne::json::Value(std::string(item.type))}}));
+  }
+  content.push_back(rne::json::Value(
+      rne::json::Object{{"type", rne::json::Value(std::string("text"))},
+                        {"text", rne::json::Value(o.prompt)}}));
+  if (!o.system.empty()) conversation.push_back(chat_message("system", o.system));
+  conversation.push_back(rne::json::Value(rne::json::Object{
+      {"role", rne::json::Value(std::string("user"))}, {"content", rne::json::Value(content)}}));
+  rne::chat::RenderOptions options;
+  options.add_generation_prompt = true;
+  auto rendered = chat.render_prompt(rne::json::Value(conversation), options);
+  if (!rendered.ok()) fail("the chat template failed: " + rendered.error().to_string());
+  Prompt prompt;
+  size_t next = 0;
+  auto append = [&](const std::string& text, bool plain) {
+    const auto ids = runner.tokenizer().encode_parts(
+        {{text, plain ? rne::tokenizer::SpecialTokens::kAsText
+                      : rne::tokenizer::SpecialTokens::kParse}},
+        /*add_special_tokens=*/false);
+    prompt.ids.insert(prompt.ids.end(), ids.begin(), ids.end());
+  };
+  auto next_placeholder = [](const std::string& text, size_t from, std::string* found) {
+    size_t best = std::string::npos;
+    for (std::string_view placeholder : {rne::chat::kGemma4MediaPlaceholdersImage,
+                                         rne::chat::kGemma4MediaPlaceholdersAudio}) {
+      const size_t at = text.find(placeholder, from);
+      if (at < best) {
+        best = at;
+        *found = std::string(placeholder);
+      }
+    }
+    return best;
+  };
+  for (const auto& part : rendered->parts) {
+    size_t from = 0;
+    std::string placeholder;
+    for (size_t at; !part.plain &&
+                    (at = next_placeholder(part.text, from, &placeholder)) != std::string::npos;
+         from = at + placeholder.size()) {
+      if (at > from) append(part.text.substr(from, at - from), false);
+      const std::string kind =
+          placeholder == rne::chat::kGemma4MediaPlaceholdersImage ? "image" : "audio";
+      if (next == items.size() || kind != items[next].type) {
+        fail("the chat template wrote a " + kind + " placeholder where the message has " +
+             (next == items.size() ? std::string("no more media") : items[next].type));
+      }
+      auto media = kind == "image" ? embedder.image(items[next].path)
+                                   : embedder.audio_file(items[next].path);
+      if (!media.ok()) fail(media.error().message);
+      prompt.media_encode_ms += media->encode_ms;
+      ++next;
+      media->span.offset += static_cast<int64_t>(prompt.ids.size());
+      prompt.ids.insert(prompt.ids.end(), media->tokens.begin(), media->tokens.end());
+      prompt.spans.push_back(media->span);
+    }
+    if (from < part.text.size()) append(part.text.substr(from), part.plain);
+  }
+  if (next != items.size()) {
+    fail("the chat template wrote " + std::to_string(next) + " media placeholders for " +
+         std::to_string(items.size()) + " --image/--audio files: it does not take them");
+  }
+  return prompt;
+}
+#endif
+
+Prompt first_prompt(const Options& o, const std::optional<rne::chat::ChatTemplate>& chat,
+                    LlmRunner& runner, rne::json::Array& conversation) {
+#ifdef RNE_WITH_MEDIA
+  if (!o.images.empty() || !o.audios.empty()) return media_prompt(o, *chat, runner, conversation);
+#endif
+  Prompt prompt;
+  if (!o.prompt_ids.empty()) {
+    prompt.ids = parse_ids(o.prompt_ids);
+  } else if (o.raw) {
+    prompt.ids = runner.encode(o.prompt, /*add_special_tokens=*/true);
+  } else {
+    if (!o.system.empty()) conversation.push_back(chat_message("system", o.system));
+    conversation.push_back(chat_message("user", o.prompt));
+    auto ids = render_ids(*chat, runner, conversation);
+    if (!ids.ok()) fail("the chat template failed: " + ids.error().to_string());
+    prompt.ids = std::move(ids).value();
+  }
+  return prompt;
+}
+
+// Per turn: its answer's ids and stats.
+struct Turn {
+  std::vector<int64_t> tokens;
+  Stats stats;
+};
+
+void print_json(const std::string& text, const std::vector<int64_t>& prompt_ids,
+                const LlmRunner& runner, const std::optional<rne::chat::ChatTemplate>& chat,
+                const std::string& integrity, const std::string& session_json,
+                const std::vector<Turn>& turns) {
+  std::string text_json;
+  rne::json::write_string(text, text_json);
+  std::string template_json = "null";
+  if (chat) {
+    template_json.clear();
+    rne::json::write_string(chat->origin(), template_json);
+  }
+  std::cout << "{\"text\":" << text_json << ",\"prompt_ids\":" << ids_json(prompt_ids)
+            << ",\"tokens\":" << ids_json(runner.last_tokens()) << ",\"max_chunk\":"
+            << runner.contract().max_chunk << ",\"max_context\":" << runner.contract().max_context
+            << ",\"chat_template\":" << template_json
+            << ",\"integrity\":\"" << integrity << "\",\"stats\":" << stats_json(turns[0].stats)
+            << session_json << ",\"turns\":[";
+  for (size_t i = 0; i < turns.size(); ++i) {
+    std::cout << (i ? "," : "") << "{\"tokens\":" << ids_json(turns[i].tokens)
+              << ",\"stats\":" << stats_json(turns[i].stats) << "}";
+  }
+  std::cout << "]"
+            << "}\n";
+}
+
+// --interactive: later turns read from stdin. Each re-renders the whole conversation (a
+// template may rewrite earlier turns, e.g. strip their thinking); the runner prefills only what
+// its KV cache does not already hold.
+void chat_on_stdin(const Options& o, const rne::chat::ChatTemplate& chat, LlmRunner& runner,
+                   rne::json::Array& conversation, std::string& text,
+                   const std::function<void(std::string_view)>& on_text) {
+  conversation.push_back(chat_message("assistant", text));
+  std::string line;
+  while (std::cerr << "\n> " && std::getline(std::cin, line)) {
+    if (line.empty()) continue;
+    if (auto valid = rne::runner::check_utf8(line, "this message"); !valid.ok()) {
+      std::cerr << "rne_llm: " << valid.error().message << "\n";
+      continue;
+    }
+    conversation.push_back(chat_message("user", line));
+    auto ids = render_ids(chat, runner, conversation);
+    if (!ids.ok()) {
+      std::cerr << "rne_llm: the chat template failed: " << ids.error().to_string() << "\n";
+      conversation.pop_back();
+      continue;
+    }
+    const size_t answer_start = text.size();
+    auto turn = runner.generate_prompt(*ids, o.generation, on_text);
+    if (!turn.ok()) {
+      std::cerr << "rne_llm: " << turn.error().message << "\n";
+      conversation.pop_back();
+      continue;
+    }
+    conversation.push_back(chat_message("assistant", text.substr(answer_start)));
+    print_stats(*turn, /*with_load=*/false);
+  }
+}
+
+int run(int argc, char** argv) {
+  executorch::runtime::register_pal(
+      executorch::runtime::PalImpl::create(emit_runtime_log, __FILE__));
+  Options o = parse_args(argc, argv);
+  if (o.list_backends) {
+    for (const auto& name : rne::runner::registered_backends()) std::cout << name << "\n";
+    return 0;
+  }
+
+  const std::optional<rne::chat::ChatTemplate> chat = load_chat_template(o);
+  std::string integrity;
+  const std::unique_ptr<LlmRunner> loaded = load_runner(o, integrity);
+  LlmRunner& runner = *loaded;
   g_runner.store(&runner);
   std::string session_json;  // ,"session_loaded":{...},"session_saved":{...} for --json
-  auto session_fields = [](const rne::runner::SessionInfo& info) {
-    std::ostringstream out;
-    out << "{\"file_bytes\":" << info.file_bytes << ",\"tokens\":" << info.tokens
-        << ",\"restored\":\"" << rne::runner::session_restore_name(info.restore)
-        << "\",\"ms\":" << info.ms << "}";
-    return out.str();
-  };
   if (!o.load_session.empty()) {
     auto loaded_session = rne::runner::SessionFile::load(runner.generator(), o.load_session);
     if (!loaded_session.ok()) fail(loaded_session.error().message);
@@ -503,131 +708,8 @@ int run(int argc, char** argv) {
 
   std::signal(SIGINT, on_sigint);
 
-  // The conversation so far, rendered whole each turn as apply_chat_template would.
-  rne::json::Array conversation;
-  auto message = [](const char* role, const std::string& content) {
-    return rne::json::Value(rne::json::Object{{"role", rne::json::Value(std::string(role))},
-                                              {"content", rne::json::Value(content)}});
-  };
-  auto render_ids = [&]() -> rne::chat::Result<std::vector<int64_t>> {
-    rne::chat::RenderOptions options;
-    options.add_generation_prompt = true;
-    // Message content is encoded as plain text (a user cannot write "<|im_end|>" and end a
-    // turn); the template's own text is parsed for special tokens.
-    auto rendered = chat->render_prompt(rne::json::Value(conversation), options);
-    if (!rendered.ok()) return rendered.error();
-    std::vector<rne::tokenizer::TextPart> parts;
-    for (const auto& part : rendered->parts) {
-      parts.push_back({part.text, part.plain ? rne::tokenizer::SpecialTokens::kAsText
-                                             : rne::tokenizer::SpecialTokens::kParse});
-    }
-    const auto ids = runner.tokenizer().encode_parts(parts, /*add_special_tokens=*/false);
-    return std::vector<int64_t>(ids.begin(), ids.end());
-  };
-
-  std::vector<int64_t> prompt_ids;
-  std::vector<rne::runner::MediaSpan> spans;
-  double media_encode_ms = 0;  // images and audio through their encoders
-#ifdef RNE_WITH_MEDIA
-  if (!o.images.empty() || !o.audios.empty()) {
-    std::unique_ptr<rne::runner::VisionEncoder> vision;
-    std::unique_ptr<rne::runner::AudioEncoder> audio;
-    if (!o.vision_encoder.empty()) {
-      auto loaded_encoder = rne::runner::VisionEncoder::load(o.vision_encoder);
-      if (!loaded_encoder.ok()) fail(loaded_encoder.error().message);
-      vision = std::move(loaded_encoder).value();
-    }
-    if (!o.audio_encoder.empty()) {
-      auto loaded_encoder = rne::runner::AudioEncoder::load(o.audio_encoder);
-      if (!loaded_encoder.ok()) fail(loaded_encoder.error().message);
-      audio = std::move(loaded_encoder).value();
-    }
-    rne::media::MediaEmbedder embedder(std::move(vision), std::move(audio));
-    // The user message: the images, the clips, then the text. The template writes a
-    // placeholder per media item; each becomes that item's tokens, in order.
-    struct Item {
-      const char* type;
-      std::string path;
-    };
-    std::vector<Item> items;
-    for (const auto& path : o.images) items.push_back({"image", path});
-    for (const auto& path : o.audios) items.push_back({"audio", path});
-    rne::json::Array content;
-    for (const Item& item : items) {
-      content.push_back(rne::json::Value(
-          rne::json::Object{{"type", rne::json::Value(std::string(item.type))}}));
-    }
-    content.push_back(rne::json::Value(
-        rne::json::Object{{"type", rne::json::Value(std::string("text"))},
-                          {"text", rne::json::Value(o.prompt)}}));
-    if (!o.system.empty()) conversation.push_back(message("system", o.system));
-    conversation.push_back(rne::json::Value(rne::json::Object{
-        {"role", rne::json::Value(std::string("user"))}, {"content", rne::json::Value(content)}}));
-    rne::chat::RenderOptions options;
-    options.add_generation_prompt = true;
-    auto rendered = chat->render_prompt(rne::json::Value(conversation), options);
-    if (!rendered.ok()) fail("the chat template failed: " + rendered.error().to_string());
-    size_t next = 0;
-    auto append = [&](const std::string& text, bool plain) {
-      const auto ids = runner.tokenizer().encode_parts(
-          {{text, plain ? rne::tokenizer::SpecialTokens::kAsText
-                        : rne::tokenizer::SpecialTokens::kParse}},
-          /*add_special_tokens=*/false);
-      prompt_ids.insert(prompt_ids.end(), ids.begin(), ids.end());
-    };
-    auto next_placeholder = [](const std::string& text, size_t from, std::string* found) {
-      size_t best = std::string::npos;
-      for (std::string_view placeholder : {rne::chat::kGemma4MediaPlaceholdersImage,
-                                           rne::chat::kGemma4MediaPlaceholdersAudio}) {
-        const size_t at = text.find(placeholder, from);
-        if (at < best) {
-          best = at;
-          *found = std::string(placeholder);
-        }
-      }
-      return best;
-    };
-    for (const auto& part : rendered->parts) {
-      size_t from = 0;
-      std::string placeholder;
-      for (size_t at; !part.plain &&
-                      (at = next_placeholder(part.text, from, &placeholder)) != std::string::npos;
-           from = at + placeholder.size()) {
-        if (at > from) append(part.text.substr(from, at - from), false);
-        const std::string kind =
-            placeholder == rne::chat::kGemma4MediaPlaceholdersImage ? "image" : "audio";
-        if (next == items.size() || kind != items[next].type) {
-          fail("the chat template wrote a " + kind + " placeholder where the message has " +
-               (next == items.size() ? std::string("no more media") : items[next].type));
-        }
-        auto media = kind == "image" ? embedder.image(items[next].path)
-                                     : embedder.audio_file(items[next].path);
-        if (!media.ok()) fail(media.error().message);
-        media_encode_ms += media->encode_ms;
-        ++next;
-        media->span.offset += static_cast<int64_t>(prompt_ids.size());
-        prompt_ids.insert(prompt_ids.end(), media->tokens.begin(), media->tokens.end());
-        spans.push_back(media->span);
-      }
-      if (from < part.text.size()) append(part.text.substr(from), part.plain);
-    }
-    if (next != items.size()) {
-      fail("the chat template wrote " + std::to_string(next) + " media placeholders for " +
-           std::to_string(items.size()) + " --image/--audio files: it does not take them");
-    }
-  } else
-#endif
-  if (!o.prompt_ids.empty()) {
-    prompt_ids = parse_ids(o.prompt_ids);
-  } else if (o.raw) {
-    prompt_ids = runner.encode(o.prompt, /*add_special_tokens=*/true);
-  } else {
-    if (!o.system.empty()) conversation.push_back(message("system", o.system));
-    conversation.push_back(message("user", o.prompt));
-    auto ids = render_ids();
-    if (!ids.ok()) fail("the chat template failed: " + ids.error().to_string());
-    prompt_ids = std::move(ids).value();
-  }
+  rne::json::Array conversation;  // the chat so far, for --interactive's later turns
+  const Prompt prompt = first_prompt(o, chat, runner, conversation);
 
   std::string text;
   auto on_text = [&](std::string_view piece) {
@@ -637,15 +719,15 @@ int run(int argc, char** argv) {
       std::cout.flush();
     }
   };
-  auto stats = spans.empty() ? runner.generate(prompt_ids, o.generation, on_text)
-                             : runner.generate_prompt(prompt_ids, o.generation, on_text, spans);
+  auto stats = prompt.spans.empty()
+                   ? runner.generate(prompt.ids, o.generation, on_text)
+                   : runner.generate_prompt(prompt.ids, o.generation, on_text, prompt.spans);
   if (!stats.ok()) fail(stats.error().message);
-  stats->media_encode_ms = media_encode_ms;
-  stats->ttft_ms += media_encode_ms;
+  stats->media_encode_ms = prompt.media_encode_ms;
+  stats->ttft_ms += prompt.media_encode_ms;
 
   // Per turn: its answer's ids, stats and last logits (--logits-out).
-  std::vector<std::vector<int64_t>> turn_tokens{runner.last_tokens()};
-  std::vector<Stats> turn_stats{*stats};
+  std::vector<Turn> turns{{runner.last_tokens(), *stats}};
   std::vector<float> logits_rows;
   auto keep_logits = [&]() {
     const auto logits = runner.generator().last_logits();
@@ -655,8 +737,7 @@ int run(int argc, char** argv) {
   for (const auto& ids : o.turn_ids) {
     auto turn = runner.generate(parse_ids(ids), o.generation, on_text);
     if (!turn.ok()) fail(turn.error().message);
-    turn_tokens.push_back(runner.last_tokens());
-    turn_stats.push_back(*turn);
+    turns.push_back({runner.last_tokens(), *turn});
     keep_logits();
   }
   if (!o.logits_out.empty()) {
@@ -681,57 +762,13 @@ int run(int argc, char** argv) {
   }
 
   if (o.json) {
-    std::string text_json;
-    rne::json::write_string(text, text_json);
-    std::string template_json = "null";
-    if (chat) {
-      template_json.clear();
-      rne::json::write_string(chat->origin(), template_json);
-    }
-    std::cout << "{\"text\":" << text_json << ",\"prompt_ids\":" << ids_json(prompt_ids)
-              << ",\"tokens\":" << ids_json(runner.last_tokens()) << ",\"max_chunk\":"
-              << runner.contract().max_chunk << ",\"max_context\":" << runner.contract().max_context
-              << ",\"chat_template\":" << template_json
-              << ",\"integrity\":\"" << integrity << "\",\"stats\":" << stats_json(*stats) << session_json << ",\"turns\":[";
-    for (size_t i = 0; i < turn_tokens.size(); ++i) {
-      std::cout << (i ? "," : "") << "{\"tokens\":" << ids_json(turn_tokens[i])
-                << ",\"stats\":" << stats_json(turn_stats[i]) << "}";
-    }
-    std::cout << "]"
-              << "}\n";
+    print_json(text, prompt.ids, runner, chat, integrity, session_json, turns);
     return 0;
   }
-  print_stats(*stats, /*with_load=*/true);
-  for (size_t i = 1; i < turn_stats.size(); ++i) print_stats(turn_stats[i], /*with_load=*/false);
+  print_stats(turns[0].stats, /*with_load=*/true);
+  for (size_t i = 1; i < turns.size(); ++i) print_stats(turns[i].stats, /*with_load=*/false);
 
-  if (!o.interactive || !chat) return 0;
-  // Later turns re-render the whole conversation (a template may rewrite earlier turns, e.g.
-  // strip their thinking); the runner prefills only what its KV cache does not already hold.
-  conversation.push_back(message("assistant", text));
-  std::string line;
-  while (std::cerr << "\n> " && std::getline(std::cin, line)) {
-    if (line.empty()) continue;
-    if (auto valid = rne::runner::check_utf8(line, "this message"); !valid.ok()) {
-      std::cerr << "rne_llm: " << valid.error().message << "\n";
-      continue;
-    }
-    conversation.push_back(message("user", line));
-    auto ids = render_ids();
-    if (!ids.ok()) {
-      std::cerr << "rne_llm: the chat template failed: " << ids.error().to_string() << "\n";
-      conversation.pop_back();
-      continue;
-    }
-    const size_t answer_start = text.size();
-    auto turn = runner.generate_prompt(*ids, o.generation, on_text);
-    if (!turn.ok()) {
-      std::cerr << "rne_llm: " << turn.error().message << "\n";
-      conversation.pop_back();
-      continue;
-    }
-    conversation.push_back(message("assistant", text.substr(answer_start)));
-    print_stats(*turn, /*with_load=*/false);
-  }
+  if (o.interactive && chat) chat_on_stdin(o, *chat, runner, conversation, text, on_text);
   return 0;
 }
 

@@ -5,8 +5,10 @@
 #include <cstdint>
 #include <exception>
 #include <new>
+#include <sstream>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 #include "backend_catalog.generated.h"
 #include "rne/runner/backends.h"
@@ -24,6 +26,7 @@ namespace {
 // for an enum one of its names, boolean for a bool) follows from the field's C++ type. Adding a sampler option: its
 // SamplerConfig field and range check (runner::validate), a kOptional row here (an app whose
 // TypeScript omits it keeps the field's default) and its TypeScript field (SamplingOptions).
+// rne_llm takes every row as a flag too (generationOptionsAsText: topP is --top-p).
 using runner::GenerationConfig;
 using runner::SamplerConfig;
 using Speculative = runner::SpeculativeConfig;
@@ -91,15 +94,66 @@ Result<void> readOption(const ObjectReader& object, const char* name, Presence p
   return {};
 }
 
+// The row's field read from a CLI flag's text (GenerationOptionText).
+template <auto... Path>
+Result<void> parseOptionText(const std::string& flag, const std::string& text,
+                             GenerationConfig& config) {
+  auto& field = fieldAt(config, Path...);
+  using Field = std::remove_reference_t<decltype(field)>;
+  if constexpr (std::is_same_v<Field, bool>) {
+    field = true;
+  } else if constexpr (std::is_arithmetic_v<Field>) {
+    std::istringstream in(text);
+    Field value{};
+    // An istream reads "-1" into an unsigned type as a huge number: a sign is refused there.
+    const bool sign_in_unsigned = std::is_unsigned_v<Field> && text.find('-') != std::string::npos;
+    if (sign_in_unsigned || !(in >> value) || !in.eof()) {
+      return invalidArgument(flag + " expects a number" +
+                             (std::is_integral_v<Field> ? " (an integer in range)" : "") +
+                             ", got '" + text + "'");
+    }
+    field = value;
+  } else if constexpr (std::is_same_v<Field, std::string>) {
+    field = text;
+  } else if constexpr (std::is_same_v<Field, runner::JsonSyntax>) {
+    if (text == "json") {
+      field = runner::JsonSyntax::kJson;
+    } else if (text == "gemma4") {
+      field = runner::JsonSyntax::kGemma4;
+    } else {
+      return invalidArgument(flag + ": unknown syntax '" + text + "' (expected json or gemma4)");
+    }
+  } else if constexpr (std::is_same_v<Field, runner::Drafter>) {
+    std::string names;
+    for (runner::Drafter drafter : {runner::Drafter::kPromptLookup, runner::Drafter::kAssistant}) {
+      const std::string name = kebabCase(runner::drafter_name(drafter));
+      if (text == name) {
+        field = drafter;
+        return {};
+      }
+      names += (names.empty() ? "" : " or ") + name;
+    }
+    return invalidArgument(flag + ": unknown drafter '" + text + "' (expected " + names + ")");
+  } else {
+    static_assert(std::is_same_v<Field, std::vector<std::string>>, "no text form for this field");
+    field.push_back(text);
+  }
+  return {};
+}
+
 struct GenerationOption {
   const char* name;
   Presence presence;
   Result<void> (*read)(const ObjectReader&, const char*, Presence, GenerationConfig&);
+  Result<void> (*parse_text)(const std::string&, const std::string&, GenerationConfig&);
+  bool is_switch;
 };
 
 template <auto... Path>
 constexpr GenerationOption option(const char* name, Presence presence = Presence::kRequired) {
-  return {name, presence, &readOption<Path...>};
+  using Field = std::remove_reference_t<decltype(fieldAt(std::declval<GenerationConfig&>(), Path...))>;
+  return {name, presence, &readOption<Path...>, &parseOptionText<Path...>,
+          std::is_same_v<Field, bool>};
 }
 
 constexpr auto kSpeculative = &GenerationConfig::speculative;
@@ -270,6 +324,27 @@ Result<runner::GenerationConfig> parseGenerationConfig(const ObjectReader& objec
   if (auto valid = runner::validate(config.sampling); !valid.ok()) return valid.error();
   if (auto valid = runner::validate(config.speculative); !valid.ok()) return valid.error();
   return config;
+}
+
+std::vector<GenerationOptionText> generationOptionsAsText() {
+  std::vector<GenerationOptionText> rows;
+  for (const GenerationOption& option : kGenerationOptions) {
+    rows.push_back({option.name, !option.is_switch, option.parse_text});
+  }
+  return rows;
+}
+
+std::string kebabCase(std::string_view camel) {
+  std::string out;
+  for (char c : camel) {
+    if (c >= 'A' && c <= 'Z') {
+      out += '-';
+      out += static_cast<char>(c - 'A' + 'a');
+    } else {
+      out += c;
+    }
+  }
+  return out;
 }
 
 StatsFields statsFields(const runner::Stats& stats) {

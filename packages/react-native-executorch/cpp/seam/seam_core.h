@@ -17,6 +17,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -73,6 +74,21 @@ Result<void> checkMemoryNeed(const MemoryNeed& need);
 // generate's config object (NativeGenerationConfig), read option by option from the table in
 // seam_core.cpp (kGenerationOptions), then range-checked by the sampler's rules.
 Result<runner::GenerationConfig> parseGenerationConfig(const ObjectReader& config);
+
+// The same table for a host CLI that takes generate()'s options as flags (rne_llm): each row's
+// JS name, whether it takes a value (a bool field is a switch), and the row's reader of a flag's
+// text, which sets the field (appends, for a list) or says what is wrong, naming `flag`. Enum
+// values are written in kebab case (prompt-lookup). The ranges are checked afterwards, by the
+// runner's validate() as for the seam.
+struct GenerationOptionText {
+  const char* name;
+  bool takes_value;
+  Result<void> (*parse)(const std::string& flag, const std::string& text,
+                        runner::GenerationConfig& config);
+};
+std::vector<GenerationOptionText> generationOptionsAsText();
+// "topP" -> "top-p": how a CLI spells a JS name.
+std::string kebabCase(std::string_view camel);
 
 // A GenerationStats object in the seam's field names: numbers, then the stop reason.
 struct StatsFields {
