@@ -1,5 +1,6 @@
-"""The host CLIs' one option parser (cpp/host/cli_options.h), through rne_bench (and rne_llm's generation flags): a bad command
-line is a clear error on stderr with exit status 1, and nothing runs."""
+"""The host CLIs' one option parser (cpp/host/cli_options.h), through rne_bench and rne_llm's
+generation flags: a bad command line is a clear error on stderr with exit status 1, and nothing
+runs."""
 
 from __future__ import annotations
 
