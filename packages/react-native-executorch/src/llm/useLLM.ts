@@ -146,38 +146,77 @@ export function asExecutorchError(error: unknown): ExecutorchError {
  * loads the new one; unmounting interrupts generation and releases the model.
  */
 export function useLLM<M extends AnyLLMDescriptor>(options: UseLLMOptions<M>): LLMController<M> {
-  const { model, backend, preventLoad = false, tokenBatchMs = 50, localFiles } = options;
+  const { preventLoad = false, tokenBatchMs = 50 } = options;
   const [state, setState] = useState<HookState<M>>(initialState);
-  const moduleRef = useRef<LLMModule<M> | null>(null);
-  const configRef = useRef<ResolvedConfig>({ chat: {}, generation: {}, tools: null });
-  // The history set by configure() before the model was created.
-  const initialHistoryRef = useRef<readonly Message[] | undefined>(undefined);
-  // Adapters and native doubles are read when loading starts; they are not reload triggers.
-  const optionsRef = useRef(options);
-  optionsRef.current = options;
-  const batcherRef = useRef<TokenBatcher | null>(null);
-  const thoughtBatcherRef = useRef<TokenBatcher | null>(null);
-  const downloadRef = useRef<DownloadControl | null>(null);
-
+  const shared = useShared<M>();
   const update = useCallback((patch: Partial<HookState<M>>) => {
     setState((s) => ({ ...s, ...patch }));
   }, []);
+  useModuleLoad(options, shared, setState, update);
+  const generation = useGeneration(shared, preventLoad, tokenBatchMs, update);
+  const conversation = useConversation(shared, update);
+  const queries = useModuleQueries(shared);
+  return { ...state, ...generation, ...conversation, ...queries };
+}
+
+/**
+ * What useLLM's pieces share across renders: one object for the hook's lifetime, read and
+ * written by the callbacks (never a reason to re-render).
+ */
+interface Shared<M extends AnyLLMDescriptor> {
+  /** The loaded (or loading) module; null before loading, after release, or with preventLoad. */
+  module: LLMModule<M> | null;
+  /** configure()'s settings, kept for the modules created later (model changes). */
+  config: ResolvedConfig;
+  /** The history set by configure() before the model was created. */
+  initialHistory: readonly Message[] | undefined;
+  /** The running generation's batchers, cancelled when another starts or the model goes. */
+  batcher: TokenBatcher | null;
+  thoughtBatcher: TokenBatcher | null;
+  download: DownloadControl | null;
+}
+
+function useShared<M extends AnyLLMDescriptor>(): Shared<M> {
+  return useRef<Shared<M>>({
+    module: null,
+    config: { chat: {}, generation: {}, tools: null },
+    initialHistory: undefined,
+    batcher: null,
+    thoughtBatcher: null,
+    download: null,
+  }).current;
+}
+
+/**
+ * Creates, configures and loads the module when the model (or how it is loaded) changes, and
+ * releases it on the next change or on unmount.
+ */
+function useModuleLoad<M extends AnyLLMDescriptor>(
+  options: UseLLMOptions<M>,
+  shared: Shared<M>,
+  setState: (state: HookState<M>) => void,
+  update: (patch: Partial<HookState<M>>) => void,
+): void {
+  const { model, backend, preventLoad = false, localFiles } = options;
+  // Adapters and native doubles are read when loading starts; they are not reload triggers.
+  const optionsRef = useRef(options);
+  optionsRef.current = options;
 
   useEffect(() => {
     setState(initialState<M>());
     if (preventLoad) return undefined;
     const module = new LLMModule<M>(optionsRef.current);
-    const { chat, generation, tools } = configRef.current;
+    const { chat, generation, tools } = shared.config;
     module.configure({
-      chatConfig: { ...chat, initialMessageHistory: initialHistoryRef.current },
+      chatConfig: { ...chat, initialMessageHistory: shared.initialHistory },
       generationConfig: generation,
       ...(tools ? { toolsConfig: tools } : {}),
     });
-    moduleRef.current = module;
+    shared.module = module;
     if (module.messageHistory.length > 0) update({ messageHistory: module.messageHistory });
     const controller = new AbortController();
     const download = new DownloadControl();
-    downloadRef.current = download;
+    shared.download = download;
     let live = true;
     module
       .load({
@@ -191,14 +230,15 @@ export function useLLM<M extends AnyLLMDescriptor>(options: UseLLMOptions<M>): L
     return () => {
       live = false;
       controller.abort();
-      batcherRef.current?.cancel();
-      batcherRef.current = null;
-      thoughtBatcherRef.current?.cancel();
-      thoughtBatcherRef.current = null;
+      shared.batcher?.cancel();
+      shared.batcher = null;
+      shared.thoughtBatcher?.cancel();
+      shared.thoughtBatcher = null;
       module.release();
-      moduleRef.current = null;
+      shared.module = null;
     };
-    // localFiles is compared by its paths so that an inline object literal does not reload.
+    // localFiles is compared by its paths so that an inline object literal does not reload;
+    // shared and setState are the same object on every render, so they never re-run it.
   }, [
     model,
     backend,
@@ -207,14 +247,26 @@ export function useLLM<M extends AnyLLMDescriptor>(options: UseLLMOptions<M>): L
     localFiles?.tokenizerPath,
     localFiles?.chatTemplatePath,
     update,
+    shared,
+    setState,
   ]);
+}
 
+/** sendMessage, generate and interrupt: one generation at a time, streamed into the state. */
+function useGeneration<M extends AnyLLMDescriptor>(
+  shared: Shared<M>,
+  preventLoad: boolean,
+  tokenBatchMs: number,
+  update: (patch: Partial<HookState<M>>) => void,
+) {
+  // Starts a generation and streams it into the state; the state is left alone when it is
+  // refused, and when the model changed while it ran.
   const stream = useCallback(
     async (
       start: (module: LLMModule<M>, options: Pick<GenerateOptions, 'onToken' | 'onThought'>) => Promise<string>,
       pendingHistory: (module: LLMModule<M>) => readonly Message[],
     ): Promise<string> => {
-      const module = moduleRef.current;
+      const module = shared.module;
       if (!module) {
         throw new ExecutorchError(
           'model_not_loaded',
@@ -223,10 +275,10 @@ export function useLLM<M extends AnyLLMDescriptor>(options: UseLLMOptions<M>): L
       }
       let token = '';
       const batcher = new TokenBatcher(tokenBatchMs, (response) => {
-        if (moduleRef.current === module) update({ response, token });
+        if (shared.module === module) update({ response, token });
       });
       const thoughtBatcher = new TokenBatcher(tokenBatchMs, (thought) => {
-        if (moduleRef.current === module) update({ thought });
+        if (shared.module === module) update({ thought });
       });
       const wasGenerating = module.isGenerating;
       const promise = start(module, {
@@ -239,10 +291,10 @@ export function useLLM<M extends AnyLLMDescriptor>(options: UseLLMOptions<M>): L
       // Refused (busy, not loaded yet): the promise rejects with the typed error; the running
       // generation's state stays as it is.
       if (wasGenerating || !module.isGenerating) return promise;
-      batcherRef.current?.cancel();
-      batcherRef.current = batcher;
-      thoughtBatcherRef.current?.cancel();
-      thoughtBatcherRef.current = thoughtBatcher;
+      shared.batcher?.cancel();
+      shared.batcher = batcher;
+      shared.thoughtBatcher?.cancel();
+      shared.thoughtBatcher = thoughtBatcher;
       update({
         isGenerating: true,
         response: '',
@@ -255,7 +307,7 @@ export function useLLM<M extends AnyLLMDescriptor>(options: UseLLMOptions<M>): L
         const answer = await promise;
         batcher.finish();
         thoughtBatcher.finish();
-        if (moduleRef.current === module) {
+        if (shared.module === module) {
           update({ isGenerating: false, messageHistory: module.messageHistory, stats: module.stats });
         }
         return answer;
@@ -263,13 +315,13 @@ export function useLLM<M extends AnyLLMDescriptor>(options: UseLLMOptions<M>): L
         batcher.finish();
         thoughtBatcher.finish();
         const failure = asExecutorchError(error);
-        if (moduleRef.current === module) {
+        if (shared.module === module) {
           update({ isGenerating: false, error: failure, messageHistory: module.messageHistory });
         }
         throw failure;
       }
     },
-    [preventLoad, tokenBatchMs, update],
+    [preventLoad, tokenBatchMs, update, shared],
   );
 
   const sendMessage = useCallback(
@@ -290,15 +342,23 @@ export function useLLM<M extends AnyLLMDescriptor>(options: UseLLMOptions<M>): L
     [stream],
   );
 
-  const interrupt = useCallback(() => moduleRef.current?.interrupt(), []);
+  const interrupt = useCallback(() => shared.module?.interrupt(), [shared]);
 
+  return { sendMessage, generate, interrupt };
+}
+
+/** configure and the history: clear, delete, sessions (save, load, fork). */
+function useConversation<M extends AnyLLMDescriptor>(
+  shared: Shared<M>,
+  update: (patch: Partial<HookState<M>>) => void,
+) {
   const configure = useCallback(
     (config: LLMConfig) => {
       // Validate now, and keep it for modules created later (model changes).
-      configRef.current = mergeConfig(configRef.current, config);
+      shared.config = mergeConfig(shared.config, config);
       const history = initialHistoryOf(config);
-      if (history !== undefined) initialHistoryRef.current = history;
-      const module = moduleRef.current;
+      if (history !== undefined) shared.initialHistory = history;
+      const module = shared.module;
       if (!module) {
         if (history !== undefined) update({ messageHistory: history });
         return;
@@ -306,68 +366,63 @@ export function useLLM<M extends AnyLLMDescriptor>(options: UseLLMOptions<M>): L
       module.configure(config);
       if (history !== undefined) update({ messageHistory: module.messageHistory });
     },
-    [update],
+    [update, shared],
   );
 
   const clearHistory = useCallback(() => {
-    const module = moduleRef.current;
+    const module = shared.module;
     if (!module) return;
     module.clearHistory();
     update({ messageHistory: [], response: '', token: '', thought: '' });
-  }, [update]);
+  }, [update, shared]);
 
   const deleteMessage = useCallback(
     (index: number) => {
-      const module = requireModule(moduleRef.current);
+      const module = requireModule(shared.module);
       module.deleteMessage(index);
       update({ messageHistory: module.messageHistory });
     },
-    [update],
+    [update, shared],
   );
 
   const saveSession = useCallback(
     (path: string, options?: { readonly tokensOnly?: boolean }) =>
-      requireModule(moduleRef.current).saveSession(path, options),
-    [],
-  );
-
-  const fork = useCallback(
-    (messageIndex: number, path: string) => requireModule(moduleRef.current).fork(messageIndex, path),
-    [],
+      requireModule(shared.module).saveSession(path, options),
+    [shared],
   );
 
   const loadSession = useCallback(
     async (path: string) => {
-      const module = requireModule(moduleRef.current);
+      const module = requireModule(shared.module);
       const info = await module.loadSession(path);
       update({ messageHistory: module.messageHistory, response: '', token: '', thought: '' });
       return info;
     },
-    [update],
+    [update, shared],
   );
 
-  const countTokens = useCallback(
-    (input: string | readonly MessageInput[]) => requireModule(moduleRef.current).countTokens(input),
-    [],
+  const fork = useCallback(
+    (messageIndex: number, path: string) => requireModule(shared.module).fork(messageIndex, path),
+    [shared],
   );
-  const getMaxContextLength = useCallback(() => requireModule(moduleRef.current).getMaxContextLength(), []);
-  const getGeneratedTokenCount = useCallback(() => moduleRef.current?.getGeneratedTokenCount() ?? 0, []);
-  const getPromptTokenCount = useCallback(() => moduleRef.current?.getPromptTokenCount() ?? 0, []);
-  const getTotalTokenCount = useCallback(() => moduleRef.current?.getTotalTokenCount() ?? 0, []);
-  const pauseDownload = useCallback(() => downloadRef.current?.pause(), []);
-  const resumeDownload = useCallback(() => downloadRef.current?.resume(), []);
+
+  return { configure, clearHistory, deleteMessage, saveSession, loadSession, fork };
+}
+
+/** Token counts and the download's pause and resume: read from the module, no state. */
+function useModuleQueries<M extends AnyLLMDescriptor>(shared: Shared<M>) {
+  const countTokens = useCallback(
+    (input: string | readonly MessageInput[]) => requireModule(shared.module).countTokens(input),
+    [shared],
+  );
+  const getMaxContextLength = useCallback(() => requireModule(shared.module).getMaxContextLength(), [shared]);
+  const getGeneratedTokenCount = useCallback(() => shared.module?.getGeneratedTokenCount() ?? 0, [shared]);
+  const getPromptTokenCount = useCallback(() => shared.module?.getPromptTokenCount() ?? 0, [shared]);
+  const getTotalTokenCount = useCallback(() => shared.module?.getTotalTokenCount() ?? 0, [shared]);
+  const pauseDownload = useCallback(() => shared.download?.pause(), [shared]);
+  const resumeDownload = useCallback(() => shared.download?.resume(), [shared]);
 
   return {
-    ...state,
-    sendMessage,
-    generate,
-    interrupt,
-    configure,
-    clearHistory,
-    deleteMessage,
-    saveSession,
-    loadSession,
-    fork,
     countTokens,
     getMaxContextLength,
     getGeneratedTokenCount,
