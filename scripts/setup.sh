@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 # (ExecuTorch from source: MLX's CPU backend on OpenBLAS/LAPACKE, Vulkan on lavapipe, ccache),
 # and `--platform linux-arm64` (the aarch64 cross toolchain, qemu-user to run its tests).
 # libstb-dev: stb_image (bookworm: v2.27), the image decoder of cpp/media.
-# ruby, groovy: tests/test_fresh_app.py evaluates the podspec as CocoaPods does at `pod install`
+# ruby, groovy: tests/package/test_fresh_app.py evaluates the podspec as CocoaPods does at `pod install`
 # and android/build.gradle's fetch as Gradle does.
 APT_PACKAGES=(libgtest-dev libgmock-dev libstb-dev libopenblas-dev liblapacke-dev ccache
               libvulkan-dev mesa-vulkan-drivers vulkan-tools

@@ -44,7 +44,7 @@ fi
 
 # Our C++ core cross-compiled for arm64, where the cross toolchain is installed (scripts/setup.sh):
 # against ExecuTorch cross-built from the same locked source where that exists, else against the
-# release's aarch64 SDK. tests/test_arm64_emulated.py runs it under qemu-user; without the
+# release's aarch64 SDK. tests/runner/test_arm64_emulated.py runs it under qemu-user; without the
 # toolchain that module prints one NOT RUN line (docs/arm64.md).
 if command -v aarch64-linux-gnu-g++ >/dev/null && command -v qemu-aarch64 >/dev/null; then
   step "C++: arm64 cross build (build/linux-arm64, tested under qemu by pytest)"

@@ -124,8 +124,8 @@ def executorch_source_dir() -> Path:
     return _executorch_source().executorch
 
 
-# The C++ host CLI and a tokenizer for the tiny models (tests/test_cpp_runner.py,
-# tests/test_faults_inputs.py).
+# The C++ host CLI and a tokenizer for the tiny models (tests/runner/test_cpp_runner.py,
+# tests/faults/test_faults_inputs.py).
 BUILD_DIR = REPO_ROOT / "build" / "host"
 
 

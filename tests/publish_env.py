@@ -16,3 +16,10 @@ def hub_env(tmp_path: Path, token: str | None = TOKEN) -> dict[str, str]:
     if token is not None:
         env["HF_TOKEN"] = token
     return env
+
+
+def registry_files(reg: Path) -> dict[str, bytes]:
+    """Every file of a registry folder (its subfolders too) by relative path, to show that
+    something left it unchanged."""
+    return {p.relative_to(reg).as_posix(): p.read_bytes() for p in sorted(reg.rglob("*"))
+            if p.is_file()}

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from publish_env import registry_files
 from rne_tools.export import ExportResult
 from rne_tools.gguf_import import default_checkpoint
 from rne_tools.paths import REGISTRY_DIR
@@ -41,7 +42,7 @@ def exports_dir(tmp_path: Path, tiny_export: ExportResult) -> Path:
 @pytest.fixture
 def reg_dir(tmp_path: Path, tiny_export: ExportResult) -> Iterator[Path]:
     """A copy of the registry whose SmolLM2 xnnpack variant has the tiny export's shape."""
-    real = {p.name: p.read_bytes() for p in REGISTRY_DIR.iterdir()}
+    real = registry_files(REGISTRY_DIR)
     target = tmp_path / "model-registry"
     shutil.copytree(REGISTRY_DIR, target)
     family = target / "smollm2.yaml"
@@ -52,7 +53,7 @@ def reg_dir(tmp_path: Path, tiny_export: ExportResult) -> Iterator[Path]:
     tiny = f"export: {{max_context: {report['max_context']}, max_chunk: {report['max_chunk']}}}"
     family.write_text(text.replace(shape, tiny))
     yield target
-    assert {p.name: p.read_bytes() for p in REGISTRY_DIR.iterdir()} == real
+    assert registry_files(REGISTRY_DIR) == real
 
 
 @pytest.fixture(scope="module")

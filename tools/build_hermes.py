@@ -6,7 +6,7 @@
 
 Builds only libhermesvm.so and hermesc, Release, niced, with ninja. On a shared 2-core machine
 this takes far longer than a cold CI run can spare (docs/distribution.md), so scripts/setup.sh
-does not run it; tests/test_hermes_host.py runs where it was built and prints one NOT RUN line
+does not run it; tests/package/test_hermes_host.py runs where it was built and prints one NOT RUN line
 elsewhere.
 """
 

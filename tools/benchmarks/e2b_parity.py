@@ -1,6 +1,6 @@
 """Execution parity at Gemma 4 E2B's real widths (random weights, reduced depth), per GPU variant.
 
-The tests check parity on a tiny random Gemma 4 (tests/test_execution_parity.py); this script
+The tests check parity on a tiny random Gemma 4 (tests/parity/test_execution_parity.py); this script
 checks the same at E2B's widths (hidden 1536, head_dim 256/512, 262,144-token vocabulary, per-layer
 inputs, double-wide MLP), too slow for every test run. Each variant is exported with
 ``export_llm`` (verification on: it executes the program), run by our C++ runner on the

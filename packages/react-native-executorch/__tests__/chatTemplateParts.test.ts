@@ -3,7 +3,7 @@
  * plain text, which the native side encodes with special-token text as ordinary text, so a message
  * cannot forge the template's markers. The parts are the render byte for byte, and on every
  * template and conversation of the repository's fixtures no prompt falls back to all template
- * text. The token ids this gives on the real tokenizers: tests/test_special_tokens_as_text.py and
+ * text. The token ids this gives on the real tokenizers: tests/runner/test_special_tokens_as_text.py and
  * e2e/llmModule.e2e.test.ts.
  */
 import { readFileSync } from 'node:fs';

@@ -2,7 +2,7 @@
  * @jest-environment node
  */
 // LLMModule refuses the sampling values the native sampler refuses: both check the ranges
-// generated from cpp/runner/sampler_options.yaml (tests/test_sampler_options.py checks the C++
+// generated from cpp/runner/sampler_options.yaml (tests/registry/test_sampler_options.py checks the C++
 // side's rows and this file's come from the same declaration).
 import { LLMModule, models } from '../src';
 import { SAMPLING_OFF, SAMPLING_RANGES, type RangedSamplingOption } from '../src/llm/sampling.generated';

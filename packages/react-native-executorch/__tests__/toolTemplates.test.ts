@@ -1,7 +1,7 @@
 /**
  * Tool prompts rendered by ChatTemplate (TypeScript, @huggingface/jinja) equal transformers'
  * apply_chat_template(messages, tools=..., add_generation_prompt=True, tokenize=False) byte for
- * byte, on real templates (fixtures written by tests/test_tool_templates.py, which also checks
+ * byte, on real templates (fixtures written by tests/chat/test_tool_templates.py, which also checks
  * they are what transformers renders today).
  */
 import { readFileSync } from 'node:fs';

@@ -1,7 +1,7 @@
 """The one recipe for our ``libexecutorch.so``: which of ExecuTorch's static libraries go in.
 
 Android stages it per ABI (``third-party/android/<abi>/libexecutorch.so``); Linux builds it from
-the same lists, which is how this machine proves the recipe (``tests/test_native_packaging_so.py``).
+the same lists, which is how this machine proves the recipe (``tests/binaries/test_native_packaging_so.py``).
 The link itself (version script, SONAME, ``--no-undefined``) is the CMake project
 ``packages/react-native-executorch/cpp/shared_library``; this module says what it links.
 

@@ -5,8 +5,8 @@ verified against (``eager.eager_model`` of its plan: transformed and quantized t
 backend that computes in a lower precision (Vulkan's fp16, MLX's bf16) is compared with that
 model in fp32, beside how far the eager model run in the backend's precision moves the same
 logits. Programs with an fp16 KV cache are compared with the same program on ExecuTorch's Python
-runtime instead (``reference_runtime_logits``). Used by ``tests/test_execution_parity.py``,
-``tests/test_cpp_runner.py`` and ``tools/benchmarks/e2b_parity.py``.
+runtime instead (``reference_runtime_logits``). Used by ``tests/parity/test_execution_parity.py``,
+``tests/runner/test_cpp_runner.py`` and ``tools/benchmarks/e2b_parity.py``.
 """
 
 from __future__ import annotations

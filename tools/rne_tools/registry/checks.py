@@ -37,7 +37,7 @@ TOKENIZER_JSON = "tokenizer.json"
 # Suffixes the SDK's downloader puts beside a file in the cache (packages/react-native-executorch/
 # src/resources: `<path>.part` and `.range.part` while downloading, `.verified` marks, `.lock`
 # files; `.tmp` kept free for it). No path segment may end in one, in any case, or a registry file
-# could be taken for the downloader's own (tests/test_registry.py checks the TypeScript's list).
+# could be taken for the downloader's own (tests/registry/test_registry.py checks the TypeScript's list).
 RESERVED_SUFFIXES = (".part", ".verified", ".lock", ".tmp")
 
 

@@ -5,7 +5,7 @@
  * Gemma 4's real chat template and the Gemma-4-shaped tokenizer. The TypeScript side renders the
  * template with the image part and hands the image to native code as a media part; the runner
  * decodes and encodes it, expands it to Gemma 4's image tokens and splices the rows into the
- * prefill; audio goes the same way as Float32Array samples. tests/test_multimodal_decoder.py
+ * prefill; audio goes the same way as Float32Array samples. tests/runner/test_multimodal_decoder.py
  * checks the same model's logits against transformers; this suite checks the app path and the
  * KV cache: a picture or clip is reused only where it is the same one.
  * @jest-environment node

@@ -3,7 +3,7 @@ export with Gemma 4's vocabulary size (exported on first use, ~3 min; the same m
 tools/benchmarks/multiturn_reuse_benchmark.py uses), the Gemma-4-shaped tokenizer.json
 (Gemma 3's with Gemma 4's special tokens at Gemma 4's ids), and a tiny multimodal Gemma 4 with
 the same vocabulary: its decoder (which takes image and audio rows) and its vision and audio
-encoders (~12 min on first use; the model tests/test_multimodal_decoder.py checks against transformers). Run by
+encoders (~12 min on first use; the model tests/runner/test_multimodal_decoder.py checks against transformers). Run by
 globalSetup.js with the repo's .venv python."""
 
 import copy

@@ -1,5 +1,5 @@
 /**
- * The JavaScript of the Hermes host check (tests/test_hermes_host.py): bundled with the package
+ * The JavaScript of the Hermes host check (tests/package/test_hermes_host.py): bundled with the package
  * by Metro (bundle.js), compiled to Hermes bytecode and run by cpp/hermes_host/ over the real JSI
  * binding; the same bundle also runs on Node over the Node-API addon (node_run.js), so the two
  * engines' answers can be compared. It drives LLMModule as an app does, through

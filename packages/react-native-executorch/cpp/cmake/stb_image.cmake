@@ -114,7 +114,7 @@ function(_rne_stb_guard source_var after guard)
 endfunction()
 
 function(rne_stb_image_patch header out_dir)
-  # The parity bounds of tests/test_image_preprocess.py were measured with v2.27 (Debian
+  # The parity bounds of tests/encoders/test_image_preprocess.py were measured with v2.27 (Debian
   # bookworm's libstb-dev 0.0~git20220908.8b5f1f3+ds-1, the pinned file); another version may
   # decode JPEG differently by a level here and there.
   get_filename_component(header_dir "${header}" DIRECTORY)

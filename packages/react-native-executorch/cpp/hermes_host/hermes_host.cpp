@@ -3,7 +3,7 @@
 // A bare Hermes runtime has no React Native around it, so this host supplies what React Native's
 // native side would: the JS thread's event loop (the CallInvoker the binding delivers results
 // through, timers) and `__rneHost`, the driver's window on the process (files, clock, memory,
-// garbage collection). Run by tests/test_hermes_host.py; docs/distribution.md.
+// garbage collection). Run by tests/package/test_hermes_host.py; docs/distribution.md.
 //
 // usage: rne_hermes_host BUNDLE.hbc PTE TOKENIZER_DIR [TIMEOUT_S]
 // Exit status: the driver's (finish(code)), 1 on an uncaught JS error, 2 on bad arguments,

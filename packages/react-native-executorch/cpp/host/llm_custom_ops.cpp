@@ -11,7 +11,7 @@
 // The attention itself is cpp/kernels/attention_span.h, the same source the ExecuTorch source
 // build's custom_sdpa runs (third-party/patches/linux/0003); its tasks (spans of keys) run on
 // ExecuTorch's shared thread pool, the one XNNPACK runs on, so long contexts do not serialise on
-// one core. Correctness is checked end to end: tests/test_cpp_runner.py compares this runner's
+// one core. Correctness is checked end to end: tests/runner/test_cpp_runner.py compares this runner's
 // greedy tokens and logits with the Python reference runner's (ExecuTorch's kernels), up to a
 // 706-token context where the key spans run on the thread pool.
 #include <executorch/runtime/kernel/kernel_includes.h>

@@ -1,6 +1,6 @@
 // rne_audio: one WAV clip through an audio encoder program (AudioEncoder: the program's own
 // feature transform, then its encoder), for the parity test against transformers
-// (tests/test_audio_encoder.py).
+// (tests/encoders/test_audio_encoder.py).
 //
 //   rne_audio ENCODER.pte WAV OUT.f32
 //

@@ -1,6 +1,6 @@
 // rne_vision: one image through the runner's Gemma 4 preprocessing (cpp/media) and a vision
 // encoder program (VisionEncoder), for the parity test against transformers
-// (tests/test_vision_encoder.py).
+// (tests/encoders/test_vision_encoder.py).
 //
 //   rne_vision ENCODER.pte IMAGE OUT.f32
 //

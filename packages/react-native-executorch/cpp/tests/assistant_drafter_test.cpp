@@ -3,7 +3,7 @@
 // greedy output equals plain decoding token for token, across ring wraps and turns, and a
 // program without the method refuses the drafter and keeps its conversation. CTest's fixtures
 // pass RNE_TEST_PTE_ASSISTANT_GEMMA4 and (a program with `verify` only) RNE_TEST_PTE_VERIFY_GEMMA4.
-// The assistant's proposals against transformers' are tests/test_gemma4_assistant.py.
+// The assistant's proposals against transformers' are tests/export/test_gemma4_assistant.py.
 #include <gtest/gtest.h>
 
 #include <cstdio>

@@ -1,5 +1,5 @@
 // rne_chat: the Jinja renderer and the template lookup. The byte-for-byte comparison with
-// Python over generated conversations is tests/test_chat_template_render.py; these run without
+// Python over generated conversations is tests/chat/test_chat_template_render.py; these run without
 // Python: the committed Gemma 4 fixtures (made by transformers), the lookup order, errors and
 // limits.
 #include <gtest/gtest.h>

@@ -4,7 +4,7 @@
  * behaviour added. Why a second engine here: jest runs before anything native is built (and on
  * machines without a toolchain) and the seam's call is synchronous, so the fake native cannot
  * reach the C++ engine; the app bundle does not import this module. What users get is checked on
- * the real engine: tests/test_chat_template_render.py (43 templates against transformers) and the
+ * the real engine: tests/chat/test_chat_template_render.py (43 templates against transformers) and the
  * end-to-end jest suites on the Node addon. The double renders the repository's fixtures as
  * transformers does (the jest suites check it), which is what the unit tests of LLMModule need.
  *

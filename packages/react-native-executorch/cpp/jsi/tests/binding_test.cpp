@@ -3,7 +3,7 @@
 // them, with a CallInvoker that queues work for the test thread (the "JS thread").
 //
 // Needs RNE_JSI_TEST_PTE (a SmolLM2-135M-Instruct export) and RNE_JSI_TEST_TOKENIZER (its
-// tokenizer.json); tests/test_jsi_binding.py builds this and provides both.
+// tokenizer.json); tests/package/test_jsi_binding.py builds this and provides both.
 #include <ReactCommon/CallInvoker.h>
 #include <gtest/gtest.h>
 
@@ -118,7 +118,7 @@ class BindingTest : public ::testing::Test {
   double load() {
     const std::string pte = env("RNE_JSI_TEST_PTE"), tokenizer = env("RNE_JSI_TEST_TOKENIZER");
     if (pte.empty() || tokenizer.empty()) {
-      ADD_FAILURE() << "Set RNE_JSI_TEST_PTE and RNE_JSI_TEST_TOKENIZER (tests/test_jsi_binding.py does)";
+      ADD_FAILURE() << "Set RNE_JSI_TEST_PTE and RNE_JSI_TEST_TOKENIZER (tests/package/test_jsi_binding.py does)";
       return -1;
     }
     j::Value promise = call("loadLLM", loadOptions(pte, tokenizer));

@@ -1,5 +1,5 @@
 // Properties of the image path that hold without a reference implementation; parity with
-// transformers' processor is tests/test_image_preprocess.py.
+// transformers' processor is tests/encoders/test_image_preprocess.py.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -1,5 +1,5 @@
 // The WAV reader (rne/media/audio.h) on files built here byte by byte; the audio encoder's
-// parity with transformers on WAVs is tests/test_audio_encoder.py.
+// parity with transformers on WAVs is tests/encoders/test_audio_encoder.py.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>

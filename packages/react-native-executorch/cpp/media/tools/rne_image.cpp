@@ -1,5 +1,5 @@
 // rne_image: one image through the runner's Gemma 4 preprocessing, for the parity test against
-// transformers (tests/test_image_preprocess.py).
+// transformers (tests/encoders/test_image_preprocess.py).
 //
 //   rne_image [--max-soft-tokens N] [--dump-rgb] IMAGE OUT_PREFIX
 //

@@ -1,6 +1,6 @@
 // Special-token text read as text (SpecialTokens::kAsText, HF `split_special_tokens=True`) and
 // prompts encoded in parts (encode_parts): the template's markers are tokens, the same text in a
-// user's part is not. Ids vs HF on real tokenizers: tests/test_cpp_tokenizer_parity.py.
+// user's part is not. Ids vs HF on real tokenizers: tests/parity/test_cpp_tokenizer_parity.py.
 #include <gtest/gtest.h>
 
 #include <cstdio>

@@ -4,7 +4,7 @@
 // Encoding follows the HF `tokenizers` pipeline: added tokens are split out of the text first;
 // each remaining piece is normalized, pre-tokenized and run through the BPE model; the
 // post-processor then adds template special tokens (e.g. <bos>) when asked to. Ids match the
-// HF `tokenizers` package (checked by tests/test_cpp_tokenizer_parity.py).
+// HF `tokenizers` package (checked by tests/parity/test_cpp_tokenizer_parity.py).
 //
 // A Tokenizer is cheap to copy (shared immutable state) and safe to use from several threads.
 #pragma once

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from hub_server import Repo, RunningHub, _add_commit, _regular, serve_hub
-from publish_env import TOKEN, hub_env
+from publish_env import TOKEN, hub_env, registry_files
 from rne_tools import registry
 from rne_tools.binaries.release import LOCK_PATH
 from rne_tools.paths import REGISTRY_DIR, REPO_ROOT
@@ -56,15 +56,15 @@ def release(tmp_path: Path, hub: RunningHub, staged: list[Path], *extra: str,
         capture_output=True, text=True, cwd=REPO_ROOT, env=hub_env(tmp_path), timeout=600)
 
 
-def _repo_files() -> dict[Path, bytes]:
+def _repo_files() -> dict[str, bytes]:
     """What a release writes in the repository by default: the lock, registry, generated TS."""
-    paths = [LOCK_PATH, codegen.GENERATED_TS, *sorted(REGISTRY_DIR.iterdir())]
-    return {p: p.read_bytes() for p in paths}
+    return {**{p.as_posix(): p.read_bytes() for p in (LOCK_PATH, codegen.GENERATED_TS)},
+            **registry_files(REGISTRY_DIR)}
 
 
 def test_dry_run_plans_everything_and_changes_nothing(tmp_path, hub, stagings, reg_dir,
                                                       exports_dir, lock, tiny_export):
-    before, reg_before, lock_before = _repo_files(), _snapshot(reg_dir), lock.read_bytes()
+    before, reg_before, lock_before = _repo_files(), registry_files(reg_dir), lock.read_bytes()
     result = release(tmp_path, hub, list(stagings.values()), "--dry-run",
                      reg=reg_dir, exports=exports_dir, lock=lock)
     assert result.returncode == 0, result.stderr
@@ -80,13 +80,9 @@ def test_dry_run_plans_everything_and_changes_nothing(tmp_path, hub, stagings, r
     assert f'"version": "{VERSION}"' in out and "dry run: nothing built or uploaded" in out
     # Nothing reached the Hub but reads; nothing written but in temporary directories.
     assert not hub.state.repos and not [r for r in hub.state.requests if r[0] != "GET"]
-    assert lock.read_bytes() == lock_before and _snapshot(reg_dir) == reg_before
+    assert lock.read_bytes() == lock_before and registry_files(reg_dir) == reg_before
     assert not (tmp_path / "registry.generated.ts").exists() and not (tmp_path / "out").exists()
     assert _repo_files() == before
-
-
-def _snapshot(reg: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(reg.iterdir())}
 
 
 def test_release_publishes_locks_and_packs(tmp_path, hub, stagings, reg_dir, exports_dir, lock,
@@ -137,7 +133,7 @@ def test_a_model_tag_with_other_files_stops_the_release_before_any_upload(
     repo = hub.state.repos[MODEL_REPO] = Repo(MODEL_REPO)
     repo.tags[f"v{VERSION}"] = _add_commit(repo, "main", "another release",
                                            {"README.md": _regular(b"another release\n")}).oid
-    reg_before, lock_before = _snapshot(reg_dir), lock.read_bytes()
+    reg_before, lock_before = registry_files(reg_dir), lock.read_bytes()
     result = release(tmp_path, hub, list(stagings.values()), "--no-pack",
                      reg=reg_dir, exports=exports_dir, lock=lock)
     assert result.returncode == 1
@@ -145,7 +141,7 @@ def test_a_model_tag_with_other_files_stops_the_release_before_any_upload(
     assert "bump the package version" in result.stderr
     # The binaries, published first, verified; still nothing is uploaded until every tag is checked.
     assert BINARIES not in hub.state.repos and hub.state.commit_count(MODEL_REPO) == 1
-    assert lock.read_bytes() == lock_before and _snapshot(reg_dir) == reg_before
+    assert lock.read_bytes() == lock_before and registry_files(reg_dir) == reg_before
 
 
 def test_an_unverified_staging_stops_the_models_too(tmp_path, hub, stagings, reg_dir,

@@ -30,7 +30,7 @@ def test_options_are_applied(rne_bench: Path) -> None:
     assert '"vocab_size":300' in done.stdout and '"iterations":2' in done.stdout
 
 
-SEAM_TS = Path(__file__).resolve().parents[1] / "packages/react-native-executorch/src/native/seam.ts"
+SEAM_TS = Path(__file__).resolve().parents[2] / "packages/react-native-executorch/src/native/seam.ts"
 
 
 def _sampling_options() -> list[str]:

@@ -1,6 +1,6 @@
 """GBNF-grammar-constrained generation through the real C++ runner (rne_llm --grammar).
 
-The tiny random-weight Llama with a byte vocabulary (as tests/test_json_schema.py uses), which
+The tiny random-weight Llama with a byte vocabulary (as tests/structured_output/test_json_schema.py uses), which
 writes noise by itself, writes sentences of each grammar when sampled under the constraint;
 every output is checked by a recognizer written here, independent of the C++ matcher (a
 recursive-descent parser for the non-regular grammars, Python's `re` for the regular ones).

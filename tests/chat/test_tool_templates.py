@@ -10,7 +10,7 @@ fixture records as `supports_tools: false`.
 
 This test fails when the committed expectations differ from what transformers renders now.
 Regenerate them with:
-    .venv/bin/python tests/test_tool_templates.py --write
+    .venv/bin/python tests/chat/test_tool_templates.py --write
 """
 
 import json
@@ -21,7 +21,7 @@ from tokenizers import Tokenizer
 from tokenizers.models import WordLevel
 from transformers import PreTrainedTokenizerFast
 
-FIXTURES = Path(__file__).resolve().parents[1] / "packages/react-native-executorch/__tests__/fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "packages/react-native-executorch/__tests__/fixtures"
 TOOL_FIXTURES = FIXTURES / "tool_templates"
 EXPECTED = TOOL_FIXTURES / "tool_chat_expected.json"
 TEMPLATES = {
@@ -130,7 +130,7 @@ def expected() -> dict:
     return {
         "source": "transformers apply_chat_template(messages, tools=tools, "
                   "add_generation_prompt=True, tokenize=False, date_string=...) per template; "
-                  "regenerate with tests/test_tool_templates.py --write",
+                  "regenerate with tests/chat/test_tool_templates.py --write",
         "extra": EXTRA,
         "templates": templates,
     }
@@ -141,10 +141,10 @@ def _text() -> str:
 
 
 def test_committed_tool_prompts_are_what_transformers_renders() -> None:
-    assert EXPECTED.is_file(), "run tests/test_tool_templates.py --write"
+    assert EXPECTED.is_file(), "run tests/chat/test_tool_templates.py --write"
     assert EXPECTED.read_text() == _text(), (
         f"{EXPECTED.name} differs from transformers' rendering; run "
-        "tests/test_tool_templates.py --write and commit the result")
+        "tests/chat/test_tool_templates.py --write and commit the result")
 
 
 def test_the_reference_templates_cover_both_paths() -> None:

@@ -19,7 +19,7 @@ from rne_tools.binaries.plan import ApplyPatches, Run, Stage, expand
 from rne_tools.binaries.platforms import LINUX_COMPONENTS, LINUX_SHARED_LIBRARY_BUILD
 from rne_tools.paths import REPO_ROOT
 
-EXPECTED = Path(__file__).parent / "fixtures" / "build_plans"
+EXPECTED = Path(__file__).parents[1] / "fixtures" / "build_plans"
 CLI = [sys.executable, str(REPO_ROOT / "tools" / "build_binaries.py")]
 
 

@@ -22,7 +22,7 @@ import pytest
 from huggingface_hub import constants as hf_constants
 
 from hub_server import RunningHub, serve_hub
-from publish_env import TOKEN, hub_env
+from publish_env import TOKEN, hub_env, registry_files
 from rne_tools import registry
 from rne_tools.export import ExportResult
 from rne_tools.paths import REPO_ROOT
@@ -42,6 +42,8 @@ PTE_PATH = "xnnpack/smollm2_135m_xnnpack_8w.pte"
 STEM = "smollm2_135m_xnnpack_8w"
 # tiny_export, tokenizer_dir, exports_dir, reg_dir
 pytest_plugins = ["publish_fixtures"]
+
+
 @pytest.fixture
 def ts_out(tmp_path: Path) -> Path:
     return tmp_path / "registry.generated.ts"
@@ -87,10 +89,6 @@ def publish_now(
         MODEL, revision, exports, tok, ["xnnpack"], registry_dir=reg, allow_random_weights=True
     )
     return publish(plan, endpoint=hub.url, registry_dir=reg, ts_output=ts)
-
-
-def snapshot(reg: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(reg.iterdir())}
 
 
 def uploads(hub: RunningHub) -> list[str]:
@@ -165,7 +163,7 @@ def test_republishing_identical_files_makes_no_commit(
 ) -> None:
     first = publish_now(hub, exports_dir, tokenizer_dir, reg_dir, ts_out)
     assert first.new_commit and first.new_tag and first.registry_changed
-    recorded = snapshot(reg_dir)
+    recorded = registry_files(reg_dir)
     commits = hub.state.commit_count(REPO)
     puts = len(uploads(hub))
 
@@ -178,7 +176,7 @@ def test_republishing_identical_files_makes_no_commit(
     )
     assert hub.state.commit_count(REPO) == commits
     assert len(uploads(hub)) == puts
-    assert snapshot(reg_dir) == recorded
+    assert registry_files(reg_dir) == recorded
 
     # Same files under a new release tag: still no commit, only the tag and the registry move.
     retag = publish_now(hub, exports_dir, tokenizer_dir, reg_dir, ts_out, revision="v0.1.1")
@@ -197,7 +195,7 @@ def test_an_existing_tag_with_other_files_is_refused(
     ts_out: Path,
 ) -> None:
     publish_now(hub, exports_dir, tokenizer_dir, reg_dir, ts_out)
-    recorded = snapshot(reg_dir)
+    recorded = registry_files(reg_dir)
     changed_tok = tmp_path / "tokenizer"
     shutil.copytree(tokenizer_dir, changed_tok, ignore=shutil.ignore_patterns("*.safetensors"))
     # Same size, other bytes: only the content comparison can tell.
@@ -208,7 +206,7 @@ def test_an_existing_tag_with_other_files_is_refused(
     with pytest.raises(PublishError, match=r"already has tag v0\.1\.0 with different files") as e:
         publish_now(hub, exports_dir, changed_tok, reg_dir, ts_out)
     assert "tokenizer_config.json: content differs" in str(e.value)
-    assert snapshot(reg_dir) == recorded
+    assert registry_files(reg_dir) == recorded
     assert hub.state.commit_count(REPO) == 2
 
 
@@ -221,7 +219,7 @@ def test_a_failure_mid_upload_leaves_the_registry_untouched_and_a_retry_succeeds
     ts_out: Path,
     failure: str,
 ) -> None:
-    before = snapshot(reg_dir)
+    before = registry_files(reg_dir)
     if failure == "lfs upload":
         hub.state.fail_lfs_upload_after = 0  # the storage rejects the .pte upload
     elif failure == "commit":
@@ -231,7 +229,7 @@ def test_a_failure_mid_upload_leaves_the_registry_untouched_and_a_retry_succeeds
 
     with pytest.raises(PublishError, match="Nothing was recorded in the registry"):
         publish_now(hub, exports_dir, tokenizer_dir, reg_dir, ts_out)
-    assert snapshot(reg_dir) == before
+    assert registry_files(reg_dir) == before
     assert not ts_out.exists()
     repo = hub.state.repos[REPO]
     assert not repo.tags
@@ -259,7 +257,7 @@ def test_a_bad_token_is_a_clear_error_and_is_never_printed(
     reg_dir: Path,
     ts_out: Path,
 ) -> None:
-    before = snapshot(reg_dir)
+    before = registry_files(reg_dir)
     bad = "hf_revoked_token_9f8e7d6c5b4a"
     args = cli_args(hub, exports_dir, tokenizer_dir, reg_dir, ts_out)
     result = cli(tmp_path, *args, token=bad)
@@ -270,13 +268,13 @@ def test_a_bad_token_is_a_clear_error_and_is_never_printed(
     assert "Traceback" not in result.stderr
     assert hub.state.requests == [("GET", "/api/whoami-v2")]
     assert REPO not in hub.state.repos
-    assert snapshot(reg_dir) == before
+    assert registry_files(reg_dir) == before
 
     missing = cli(tmp_path, *args, token=None)
     assert missing.returncode == 1
     assert "no Hugging Face token found: set HF_TOKEN or run `hf auth login`" in missing.stderr
     assert len(hub.state.requests) == 1  # nothing was sent without a token
-    assert snapshot(reg_dir) == before
+    assert registry_files(reg_dir) == before
 
 
 @pytest.mark.parametrize(
@@ -307,14 +305,14 @@ def test_an_unverified_variant_is_refused(
     report = json.loads(report_path.read_text())
     report["verification"] = verification
     report_path.write_text(json.dumps(report))
-    before = snapshot(reg_dir)
+    before = registry_files(reg_dir)
 
     result = cli(tmp_path, *cli_args(hub, exports_dir, tokenizer_dir, reg_dir, ts_out))
     assert result.returncode == 1
     assert f"refusing to publish {STEM}.pte" in result.stderr
     assert f"does not show a passed verification ({expected})" in result.stderr
     assert hub.state.requests == []  # refused before any network access
-    assert snapshot(reg_dir) == before
+    assert registry_files(reg_dir) == before
     assert not ts_out.exists()
 
 
@@ -357,14 +355,14 @@ def test_dry_run_uploads_nothing(
     ts_out: Path,
     tiny_export: ExportResult,
 ) -> None:
-    before = snapshot(reg_dir)
+    before = registry_files(reg_dir)
     args = cli_args(hub, exports_dir, tokenizer_dir, reg_dir, ts_out)
     result = cli(tmp_path, *args, "--dry-run")
     assert result.returncode == 0, result.stderr
     assert f"sha256 {tiny_export.report['sha256']}" in result.stdout
     assert "dry run: nothing uploaded, registry unchanged" in result.stdout
     assert hub.state.requests == []
-    assert snapshot(reg_dir) == before
+    assert registry_files(reg_dir) == before
 
 
 def test_download_verifies_checksums(
@@ -453,12 +451,12 @@ def test_variants_published_earlier_must_still_be_in_the_new_revision(
 
     mlx = b"\0earlier mlx program\0" * 100
     add_published_mlx_variant(reg_dir, hashlib.sha256(mlx).hexdigest(), len(mlx))
-    before = snapshot(reg_dir)
+    before = registry_files(reg_dir)
 
     # The repository lacks the mlx file the registry calls published: refused before uploading.
     with pytest.raises(PublishError, match=r"mlx/smollm2_135m_mlx_int4\.pte: missing"):
         publish_now(hub, exports_dir, tokenizer_dir, reg_dir, ts_out)
-    assert snapshot(reg_dir) == before
+    assert registry_files(reg_dir) == before
     assert uploads(hub) == [] and hub.state.commit_count(REPO) == 1
 
     api = HfApi(endpoint=hub.url)
@@ -480,10 +478,10 @@ def test_an_unreachable_endpoint_is_a_clear_error(
     plan = plan_publish(
         MODEL, "v0.1.0", exports_dir, tokenizer_dir, registry_dir=reg_dir, allow_random_weights=True
     )
-    before = snapshot(reg_dir)
+    before = registry_files(reg_dir)
     with pytest.raises(PublishError, match=r"cannot reach http://127\.0\.0\.1:9"):
         publish(plan, endpoint="http://127.0.0.1:9", registry_dir=reg_dir, ts_output=ts_out)
-    assert snapshot(reg_dir) == before
+    assert registry_files(reg_dir) == before
 
 
 # --- Encoders ------------------------------------------------------------------------------------
@@ -713,14 +711,14 @@ def test_an_encoder_shared_with_a_published_variant_must_not_change(
     hub: RunningHub, media: Path, tokenizer_dir: Path, reg_dir: Path, ts_out: Path
 ) -> None:
     publish_media(hub, media, tokenizer_dir, reg_dir, ts_out)
-    recorded = snapshot(reg_dir)
+    recorded = registry_files(reg_dir)
     for old in media.glob(f"{Path(VISION).stem}*"):
         old.unlink()
     write_encoder(media, VISION, "vision", suffix="_280", payload=b"retrained")
     with pytest.raises(PublishError, match=r"also the vision encoder of the published mlx") as e:
         publish_media(hub, media, tokenizer_dir, reg_dir, ts_out, ("xnnpack",), "v0.2.0")
     assert "add --variant mlx" in str(e.value)
-    assert snapshot(reg_dir) == recorded
+    assert registry_files(reg_dir) == recorded
 
     # Together with the mlx variant the new encoder is published for both.
     publish_media(hub, media, tokenizer_dir, reg_dir, ts_out, revision="v0.2.0")
@@ -783,13 +781,13 @@ def test_an_encoder_that_cannot_be_published_is_refused_before_any_upload(
     message: str,
 ) -> None:
     damage(media)
-    before = snapshot(reg_dir)
+    before = registry_files(reg_dir)
     result = cli(tmp_path, *cli_args(hub, media, tokenizer_dir, reg_dir, ts_out))
     assert result.returncode == 1
     assert message in result.stderr
     assert "Traceback" not in result.stderr
     assert hub.state.requests == []  # refused before any network access
-    assert snapshot(reg_dir) == before
+    assert registry_files(reg_dir) == before
     assert not ts_out.exists()
 
 

@@ -11,7 +11,7 @@ from rne_tools.binaries import BuildError, PatchError, apply_series, patch_serie
 from rne_tools.binaries.patches import PATCHES_DIR, conflicting_files
 from rne_tools.paths import REPO_ROOT
 
-FIXTURE = Path(__file__).parent / "fixtures" / "patch_tree"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "patch_tree"
 
 
 def _tree(tmp_path: Path) -> Path:

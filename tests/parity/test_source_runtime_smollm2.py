@@ -5,7 +5,7 @@ There the LLM custom ops our exports call (``llama::custom_sdpa``, ``llama::upda
 ExecuTorch's own kernels from ``libcustom_ops.a``, not the host build's ``llm_custom_ops.cpp``.
 They register from static initializers, so a link that drops them fails every load with
 OperatorMissing: these tests load and run each variant end to end. Logit parity with
-eager fp32 is in tests/test_execution_parity.py.
+eager fp32 is in tests/parity/test_execution_parity.py.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from rne_tools.binaries import BuildContext, build_plan, execute
 from rne_tools.binaries.lock import SourceLock
 from rne_tools.binaries.plan import Plan
 
-PATCH_FIXTURE = Path(__file__).parent / "fixtures" / "patch_tree"
+PATCH_FIXTURE = Path(__file__).parents[1] / "fixtures" / "patch_tree"
 
 
 def _git(*args, cwd=None):

@@ -14,7 +14,7 @@ that XNNPACK replaced by the erf one (fixed in ``for_xnnpack``) was 7.6e-4 of it
 transposed RoPE rotation or a skipped standardisation is order 1.
 
 The pictures are PNGs, whose preprocessing in C++ equals transformers' bit for bit
-(tests/test_image_preprocess.py), so any difference is the encoder's. The export is cached
+(tests/encoders/test_image_preprocess.py), so any difference is the encoder's. The export is cached
 (~/.cache/rne/encoders); cold it takes about 2 minutes here. The binary is the canonical host
 build's (build/host); RNE_VISION names another (an engineer's own build directory).
 """

@@ -12,15 +12,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rne_tools.export import cached_export
-
-# The multimodal tiny Gemma 4 of tests/test_multimodal_decoder.py, as fixtures here: its decoder
+# The multimodal tiny Gemma 4 of tests/runner/test_multimodal_decoder.py, as fixtures here: its decoder
 # (and the checkpoint it is exported from), vision encoder, Gemma-4-shaped tokenizer with the
 # real template, and a photo.
 from test_multimodal_decoder import checkpoint, media_files  # noqa: F401
 from test_multimodal_decoder import decoder as mm_decoder  # noqa: F401
 from test_multimodal_decoder import encoder as vision_encoder  # noqa: F401
 from test_multimodal_decoder import tokenizer_dir as gemma4_tokenizer_dir  # noqa: F401
+
+from rne_tools.export import cached_export
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,7 @@
 """Weights larger than one Vulkan storage buffer (2^27 bytes, the limit every device guarantees):
 Gemma 4 E2B's 262,144-row head is split into row shards, and the result is the same model.
 Every embedding table is looked up on the CPU, float or quantized, with the same rows. (Their
-execution on the runtime is in tests/test_execution_parity.py.)"""
+execution on the runtime is in tests/parity/test_execution_parity.py.)"""
 
 import pytest
 import torch

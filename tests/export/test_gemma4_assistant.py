@@ -23,7 +23,7 @@ import torch
 from rne_tools.errors import CheckpointError
 from rne_tools.models import gemma4, gemma4_assistant
 
-ATOL = 1e-3  # float32, as tests/test_gemma4_parity.py (observed: ~1e-5)
+ATOL = 1e-3  # float32, as tests/parity/test_gemma4_parity.py (observed: ~1e-5)
 
 
 @contextlib.contextmanager

@@ -14,7 +14,7 @@ from rne_tools.binaries.manifest import artifact_records, verify_manifest, write
 from rne_tools.binaries.patches import patch_series
 from rne_tools.binaries.plan import ApplyPatches, Plan, Run, Stage, WriteManifest
 
-PATCH_FIXTURE = Path(__file__).parent / "fixtures" / "patch_tree"
+PATCH_FIXTURE = Path(__file__).parents[1] / "fixtures" / "patch_tree"
 
 
 def _staged(root: Path) -> None:

@@ -1,6 +1,6 @@
 """`build_binaries.py --platform linux-arm64` without building: its plan, the pinned aarch64 SDK
 wheel, preflight's apt-get line, and the size table's ELF measure (the emulated run of what it
-builds is tests/test_arm64_emulated.py)."""
+builds is tests/runner/test_arm64_emulated.py)."""
 
 from __future__ import annotations
 

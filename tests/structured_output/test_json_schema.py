@@ -525,8 +525,8 @@ REAL_SCHEMAS: list[dict[str, Any]] = [
 def json_mask_bench() -> Path:
     from conftest import BUILD_DIR, _host_binary
 
-    _host_binary("rne_json_mask_bench")  # built in the host build; it lives in the runner's folder
-    return BUILD_DIR / "runner" / "rne_json_mask_bench"
+    _host_binary("rne_json_mask_bench")  # built in the host build, in the grammar library's folder
+    return BUILD_DIR / "grammar" / "rne_json_mask_bench"
 
 
 def sampled_documents(bench: Path, tokenizer: Path, schemas: list[dict[str, Any]],
@@ -587,7 +587,7 @@ def test_unsupported_regex_is_an_error_with_its_offset(rne_llm, tiny_llama_fp32,
 # ---- Gemma 4's tool-call syntax (rne_llm --json-syntax gemma4) ----
 
 GEMMA4_QUOTE = '<|"|>'
-GEMMA4_TEMPLATE = (Path(__file__).resolve().parent.parent / "packages" / "react-native-executorch"
+GEMMA4_TEMPLATE = (Path(__file__).resolve().parents[2] / "packages" / "react-native-executorch"
                    / "__tests__" / "fixtures" / "gemma4" / "gemma4.jinja")
 GEMMA4_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 GEMMA4_KEY = re.compile(r"[^:{}\[\],<\"][^:{}\[\],<]*")

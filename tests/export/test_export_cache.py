@@ -25,7 +25,7 @@ import pytest
 from rne_tools.export import cache, pipeline
 from rne_tools.export.plan import plan_export
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TOOLS = REPO / "tools"
 TINY = {"random_config": "tiny", "max_context": 64, "max_chunk": 16}
 REQUESTS = {

@@ -5,7 +5,7 @@ x86-64 machine under qemu-user: what a phone's CPU executes of our native code.
 - the tokenizer parity corpus through the arm64 ``rne_tokenize``, against HF ``tokenizers``;
 - the real SmolLM2 8w and 8da4w answering the Paris question through the arm64 ``rne_llm``;
 - tiny Gemma 4 on XNNPACK through the arm64 ``rne_logits`` against eager, with the x86-64 bound
-  (tests/test_execution_parity.py), on ``-cpu max`` (dotprod, i8mm, SVE: today's phones) and
+  (tests/parity/test_execution_parity.py), on ``-cpu max`` (dotprod, i8mm, SVE: today's phones) and
   ``-cpu cortex-a53`` (ARMv8.0, none of them), printing the ISA flags XNNPACK's cpuinfo reads
   there and the microkernel family they select: a BENCH line, never a speed.
 
@@ -106,9 +106,9 @@ def test_ctest_under_qemu():
 
 def test_tokenizer_parity_corpus(tmp_path):
     """The whole corpus of test_cpp_tokenizer_parity, every variant, every output field."""
+    import test_cpp_tokenizer_parity as parity
     from tokenizers import Tokenizer
 
-    import test_cpp_tokenizer_parity as parity
     from rne_tools import cpp_tokenizer
 
     binary = emulated(BUILD / "tokenizer" / "rne_tokenize", tmp_path)

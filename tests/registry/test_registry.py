@@ -203,7 +203,7 @@ def test_generation_is_deterministic(reg_dir: Path) -> None:
         path.write_text(yaml.safe_dump(yaml.safe_load(path.read_text()), sort_keys=True))
     assert codegen.generate_typescript(registry.load_registry(reg_dir)) == first
     assert first.index("gemma4_e2b: {") < first.index("smollm2_135m: {")
-    # The backend union is the backend catalog's (tests/test_backend_catalog.py).
+    # The backend union is the backend catalog's (tests/registry/test_backend_catalog.py).
     assert "import type { Backend, Platform } from '../backends.generated';" in first
 
 

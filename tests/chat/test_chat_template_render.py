@@ -35,7 +35,7 @@ from rne_tools import cpp_tokenizer
 from rne_tools.paths import PACKAGE_DIR
 
 FIXTURES = PACKAGE_DIR / "__tests__" / "fixtures"
-CORPUS = Path(__file__).resolve().parent / "fixtures" / "chat_templates"
+CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "chat_templates"
 GEMMA4 = FIXTURES / "gemma4"
 GEMMA4_SPECIALS = {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>",
                    "unk_token": "<unk>"}

@@ -16,7 +16,7 @@ import pytest
 
 from rne_tools.binaries.elf import PAGE_16K, ElfError, load_segment_alignments, misaligned_segments
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 HOST_ADDON = REPO_ROOT / "build" / "host" / "node" / "rne_node.node"
 
 
