@@ -14,24 +14,15 @@
 #include "rne/runner/assistant_drafter.h"
 #include "rne/runner/model_session.h"
 #include "rne/runner/text_generator.h"
+#include "speculative_test_support.h"
 
 namespace rne::runner {
 namespace {
 
-std::unique_ptr<ModelSession> load(const char* env) {
-  const char* path = std::getenv(env);
-  if (path == nullptr) {
-    ADD_FAILURE() << env << " is not set: run these tests through ctest (its fixtures export "
-                  << "the models)";
-    return nullptr;
-  }
-  auto session = ModelSession::load(path);
-  if (!session.ok()) {
-    ADD_FAILURE() << session.error().message;
-    return nullptr;
-  }
-  return std::move(session).value();
-}
+using testing::generate;
+using testing::Generated;
+
+std::unique_ptr<ModelSession> load(const char* env) { return testing::load_from_env(env); }
 
 std::vector<int64_t> prompt_of(int64_t length, int64_t salt, const ModelContract& c) {
   std::vector<int64_t> ids;
@@ -48,22 +39,6 @@ GenerationConfig config(int32_t max_new_tokens, int32_t max_draft) {
     c.speculative.max_draft_tokens = max_draft;
   }
   return c;
-}
-
-struct Generated {
-  std::vector<int64_t> tokens;
-  Stats stats;
-};
-
-Generated generate(TextGenerator& g, const std::vector<int64_t>& prompt, const GenerationConfig& c) {
-  Generated run;
-  auto stats = g.generate_prompt(prompt, c, [&](int64_t t) {
-    run.tokens.push_back(t);
-    return true;
-  });
-  EXPECT_TRUE(stats.ok()) << (stats.ok() ? "" : stats.error().message);
-  if (stats.ok()) run.stats = *stats;
-  return run;
 }
 
 TEST(AssistantDrafter, ProgramDeclaresTheDraftMethod) {

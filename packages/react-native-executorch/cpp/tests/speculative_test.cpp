@@ -17,23 +17,17 @@
 #include "rne/runner/model_session.h"
 #include "rne/runner/prompt_lookup.h"
 #include "rne/runner/text_generator.h"
+#include "speculative_test_support.h"
 
 namespace rne::runner {
 namespace {
 
+using testing::generate;
+using testing::Generated;
+
 std::unique_ptr<TextGenerator> open(const char* env) {
-  const char* path = std::getenv(env);
-  if (path == nullptr) {
-    ADD_FAILURE() << env << " is not set: run these tests through ctest (its fixtures export "
-                  << "the models)";
-    return nullptr;
-  }
-  auto session = ModelSession::load(path);
-  if (!session.ok()) {
-    ADD_FAILURE() << session.error().message;
-    return nullptr;
-  }
-  return std::make_unique<TextGenerator>(std::move(session).value());
+  auto session = testing::load_from_env(env);
+  return session ? std::make_unique<TextGenerator>(std::move(session)) : nullptr;
 }
 
 // A prompt whose second half repeats its first, so n-grams recur and prompt lookup drafts.
@@ -62,22 +56,6 @@ GenerationConfig config(int32_t max_new_tokens, int32_t max_draft) {
     c.speculative.ngram_min = 1;
   }
   return c;
-}
-
-struct Generated {
-  std::vector<int64_t> tokens;
-  Stats stats;
-};
-
-Generated generate(TextGenerator& g, const std::vector<int64_t>& prompt, const GenerationConfig& c) {
-  Generated run;
-  auto stats = g.generate_prompt(prompt, c, [&](int64_t t) {
-    run.tokens.push_back(t);
-    return true;
-  });
-  EXPECT_TRUE(stats.ok()) << (stats.ok() ? "" : stats.error().message);
-  if (stats.ok()) run.stats = *stats;
-  return run;
 }
 
 TEST(PromptLookup, DraftsWhatFollowedTheLatestLongestMatch) {
