@@ -317,8 +317,13 @@ function noop(): void {}
  */
 const SUSPENDED_GAP_MS = 1000;
 
+/** The gap between two ticks of a `tickMs` timer past which the thread is taken as suspended. */
+function suspendedGapMs(tickMs: number): number {
+  return Math.max(SUSPENDED_GAP_MS, 4 * tickMs);
+}
+
 /**
- * A timeout that counts only the time this thread ran (gaps past {@link SUSPENDED_GAP_MS} count
+ * A timeout that counts only the time this thread ran (gaps past {@link suspendedGapMs} count
  * as one tick), so a suspension never reads as a stalled, slow or late download. `onGap` hears
  * of each such gap.
  */
@@ -333,7 +338,7 @@ class AwakeTimeout {
     onGap: () => void = noop,
   ) {
     const tick = Math.max(10, Math.min(1000, ms / 8));
-    const gapLimit = Math.max(SUSPENDED_GAP_MS, 4 * tick);
+    const gapLimit = suspendedGapMs(tick);
     this.handle = setInterval(() => {
       const now = Date.now();
       const gap = now - this.last;
@@ -1244,7 +1249,7 @@ export class ResourceFetcher {
     const checkRate = () => {
       const now = Date.now();
       // Either timer may be the first to run after a suspension.
-      const suspended = now - lastCheck > Math.max(SUSPENDED_GAP_MS, 4 * tick);
+      const suspended = now - lastCheck > suspendedGapMs(tick);
       lastCheck = now;
       if (suspended) restartWindow();
       if (now - started < window) return;
