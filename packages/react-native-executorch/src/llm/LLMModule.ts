@@ -639,13 +639,7 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
    */
   deleteMessage(index: number): void {
     this.assertCanGenerate();
-    if (!Number.isInteger(index) || index < 0 || index >= this.history.length) {
-      throw new ExecutorchError(
-        'invalid_argument',
-        `deleteMessage(${index}): no such message; the history has ${this.history.length} ` +
-          `(indices 0..${this.history.length - 1}).`,
-      );
-    }
+    this.checkMessageIndex('deleteMessage', index);
     this.history = this.history.slice(0, index);
   }
 
@@ -756,13 +750,7 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
    */
   async fork(messageIndex: number, path: string): Promise<SessionInfo> {
     this.assertCanGenerate();
-    if (!Number.isInteger(messageIndex) || messageIndex < 0 || messageIndex >= this.history.length) {
-      throw new ExecutorchError(
-        'invalid_argument',
-        `fork(${messageIndex}): no such message; the history has ${this.history.length} ` +
-          `(indices 0..${this.history.length - 1}).`,
-      );
-    }
+    this.checkMessageIndex('fork', messageIndex);
     return this.writeSession(path, this.history.slice(0, messageIndex + 1), false);
   }
 
@@ -869,6 +857,17 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
       throw new ExecutorchError('model_not_loaded', 'The model is not loaded yet; await load().');
     }
     return { native: this.native, handle: this.handle };
+  }
+
+  /** `invalid_argument` unless `index` names a message of the history (`method` says who asked). */
+  private checkMessageIndex(method: string, index: number): void {
+    if (!Number.isInteger(index) || index < 0 || index >= this.history.length) {
+      throw new ExecutorchError(
+        'invalid_argument',
+        `${method}(${index}): no such message; the history has ${this.history.length} ` +
+          `(indices 0..${this.history.length - 1}).`,
+      );
+    }
   }
 
   private assertCanGenerate(): void {

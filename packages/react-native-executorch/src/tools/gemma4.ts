@@ -176,53 +176,43 @@ class Reader {
   }
 
   object(): Record<string, unknown> {
-    return this.nested(() => this.objectBody());
-  }
-
-  private objectBody(): Record<string, unknown> {
-    this.expect('{');
-    const out: Record<string, unknown> = {};
-    this.skipSpace();
-    if (this.at('}')) {
-      this.position++;
+    return this.nested(() => {
+      const out: Record<string, unknown> = {};
+      this.items('{', '}', () => {
+        const key = this.key();
+        this.expect(':');
+        // An own property whatever the key: `__proto__` must not set the object's prototype.
+        Object.defineProperty(out, key, { value: this.value(), enumerable: true, writable: true, configurable: true });
+      });
       return out;
-    }
-    for (;;) {
-      const key = this.key();
-      this.expect(':');
-      // An own property whatever the key: `__proto__` must not set the object's prototype.
-      Object.defineProperty(out, key, { value: this.value(), enumerable: true, writable: true, configurable: true });
-      this.skipSpace();
-      if (this.at(',')) {
-        this.position++;
-        continue;
-      }
-      this.expect('}');
-      return out;
-    }
+    });
   }
 
   private list(): unknown[] {
-    return this.nested(() => this.listBody());
+    return this.nested(() => {
+      const out: unknown[] = [];
+      this.items('[', ']', () => out.push(this.value()));
+      return out;
+    });
   }
 
-  private listBody(): unknown[] {
-    this.expect('[');
-    const out: unknown[] = [];
+  /** `open`, then zero or more `read` items separated by commas, then `close`. */
+  private items(open: string, close: string, read: () => void): void {
+    this.expect(open);
     this.skipSpace();
-    if (this.at(']')) {
+    if (this.at(close)) {
       this.position++;
-      return out;
+      return;
     }
     for (;;) {
-      out.push(this.value());
+      read();
       this.skipSpace();
       if (this.at(',')) {
         this.position++;
         continue;
       }
-      this.expect(']');
-      return out;
+      this.expect(close);
+      return;
     }
   }
 }
