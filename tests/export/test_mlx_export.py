@@ -320,7 +320,7 @@ def test_refuses_options_it_cannot_honour(tmp_path, overrides, message):
 
 
 def test_refuses_other_architectures(tmp_path):
-    with pytest.raises(ExportError, match="gemma4 architecture"):
+    with pytest.raises(ExportError, match=r"written for the gemma4 architectures \(backends\.yaml\); 'llama'"):
         export_llm(
             "smollm2_135m",
             "mlx",

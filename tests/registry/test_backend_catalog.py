@@ -57,6 +57,8 @@ def test_the_declared_backends(catalog: BackendCatalog) -> None:
     mlx = catalog.backend("mlx")
     assert (mlx.runtime, mlx.label, mlx.build_flag) == ("MLXBackend", "MLX (GPU)", "EXECUTORCH_BUILD_MLX")
     assert mlx.simulator_rule("ios") == "never"
+    assert mlx.architectures == ("gemma4",) and not mlx.takes("llama") and mlx.takes("gemma4")
+    assert catalog.backend("xnnpack").takes("llama") and catalog.backend("vulkan").takes("gemma4")
     assert catalog.backend("vulkan").simulator_rule("android") == "explicit_only"
     assert catalog.backend("xnnpack").simulator_rule("ios") == "allowed"
     with pytest.raises(RegistryError, match="unknown backend 'cuda'; backends.yaml declares: xnnpack, vulkan, mlx"):
@@ -105,6 +107,8 @@ def _mlx(doc: dict[str, Any]) -> dict[str, Any]:
         (lambda d: _mlx(d)["archives"].update(linked=["../libx.a"]), "backends.yaml: backends[2].archives.linked[0]: '../libx.a' is not a relative path"),
         (lambda d: _mlx(d)["archives"].update(shared=[]), "backends.yaml: backends[2].archives.shared: unknown field"),
         (lambda d: _mlx(d).update(sdk_libraries=["mlx.dll"]), "backends.yaml: backends[2].sdk_libraries: must be a list of shared library names"),
+        (lambda d: _mlx(d).update(architectures=["mamba"]), "backends.yaml: backends[2].architectures: must be a non-empty list of architectures (the modules of tools/rne_tools/models: gemma4, llama)"),
+        (lambda d: _mlx(d).update(architectures=[]), "backends.yaml: backends[2].architectures: must be a non-empty list"),
     ],
 )
 def test_a_bad_declaration_names_the_file_and_field(change: Callable, expected: str) -> None:

@@ -133,6 +133,12 @@ def test_architectures_are_the_model_modules(reg_dir: Path, monkeypatch) -> None
             "gemma4.yaml: models[0].variants: backend 'mlx' is declared more than once",
         ),
         (
+            "a backend that does not export the architecture",
+            lambda d: gemma(d).update(architecture="llama"),
+            "gemma4.yaml: models[0].variants: backend 'mlx' does not export the 'llama' "
+            "architecture (backends.yaml lists gemma4); ship it on another backend",
+        ),
+        (
             "unknown backend",
             lambda d: gemma(d)["variants"][2].update(backend="opencl"),
             f"gemma4.yaml: models[0].variants[2].backend: 'opencl' is not one of "

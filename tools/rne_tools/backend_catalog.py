@@ -22,6 +22,7 @@ import yaml
 
 from rne_tools import strict_yaml
 from rne_tools.errors import RegistryError
+from rne_tools.models import ARCHITECTURES
 from rne_tools.paths import REGISTRY_DIR
 
 CATALOG_FILE = REGISTRY_DIR / "backends.yaml"
@@ -42,7 +43,7 @@ _SDK_LIBRARY = re.compile(r"^lib[A-Za-z0-9_.+-]+\.so$")
 _FIELDS = (
     "name", "title", "processor", "runtime", "pte_code", "build_flag", "platforms", "archives"
 )
-_OPTIONAL_FIELDS = ("simulator", "sdk_libraries")
+_OPTIONAL_FIELDS = ("simulator", "sdk_libraries", "architectures")
 _ARCHIVE_LISTS = ("whole", "linked")
 _OPTIONAL_ARCHIVE_LISTS = ("external", "arm64")
 
@@ -74,6 +75,8 @@ class BackendInfo:
     archives: Archives
     # The shared libraries the executorch wheel's C++ SDK ships it as (none: it does not).
     sdk_libraries: tuple[str, ...] = ()
+    # The architectures its source transforms are written for (none listed: every one).
+    architectures: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -86,6 +89,10 @@ class BackendInfo:
 
     def simulator_rule(self, platform: str) -> SimulatorRule:
         return self.simulator.get(platform, "allowed")
+
+    def takes(self, architecture: str) -> bool:
+        """Whether models of ``architecture`` export to this backend."""
+        return not self.architectures or architecture in self.architectures
 
 
 @dataclass(frozen=True)
@@ -198,6 +205,16 @@ def _entry_problems(entry: Any, where: str, platforms: list[str]) -> Iterator[st
     libraries = entry.get("sdk_libraries", [])
     if not isinstance(libraries, list) or not all(_matches(_SDK_LIBRARY, n) for n in libraries):
         yield f"{where}.sdk_libraries: must be a list of shared library names (lib<name>.so)"
+    architectures = entry.get("architectures")
+    known = set(ARCHITECTURES)
+    if "architectures" in entry and (
+        not isinstance(architectures, list) or not architectures
+        or not all(isinstance(a, str) and a in known for a in architectures)
+    ):
+        yield (
+            f"{where}.architectures: must be a non-empty list of architectures (the modules of "
+            f"tools/rne_tools/models: {', '.join(sorted(known))}); leave it out if every one exports"
+        )
     rules = entry.get("simulator", {})
     if not isinstance(rules, dict):
         yield f"{where}.simulator: must map a platform to a rule ({', '.join(SIMULATOR_RULES)})"
@@ -274,6 +291,7 @@ def parse_catalog(text: str, source: Path) -> BackendCatalog:
                 **{key: tuple(b["archives"].get(key, ())) for key in Archives.__dataclass_fields__}
             ),
             sdk_libraries=tuple(b.get("sdk_libraries", ())),
+            architectures=tuple(b.get("architectures", ())),
         )
         for b in doc["backends"]
     )

@@ -19,7 +19,7 @@ from torch import nn
 
 from rne_tools.checkpoints import load_model, random_model, read_config
 from rne_tools.errors import ExportError
-from rne_tools.export.backends import Backend, ExportOptions, get_backend
+from rne_tools.export.backends import Backend, ExportOptions, get_backend, require_architecture
 from rne_tools.models import get_architecture
 from rne_tools.models.layers import chunk_problem
 from rne_tools.paths import export_stem
@@ -167,6 +167,7 @@ def plan_export(
         embedding_group_size=embedding_group_size or (variant and variant.embedding_group_size),
         verify_tokens=verify_tokens,
     )
+    require_architecture(backend_impl, spec.architecture)
     backend_impl.validate(options)
     source = _resolve_source(options, architecture, checkpoint, random_config)
     if assistant is not None:

@@ -109,6 +109,12 @@ def cross_problems(doc: dict[str, Any], name: str) -> Iterator[str]:
         backends = [v["backend"] for v in model["variants"]]
         for backend in sorted({b for b in backends if backends.count(b) > 1}):
             yield f"{name}: {where}.variants: backend '{backend}' is declared more than once"
+        for backend in sorted({b for b in backends if not catalog.backend(b).takes(model["architecture"])}):
+            yield (
+                f"{name}: {where}.variants: backend '{backend}' does not export the "
+                f"'{model['architecture']}' architecture ({catalog.source.name} lists "
+                f"{', '.join(catalog.backend(backend).architectures)}); ship it on another backend"
+            )
         for platform, backend in model["platform_defaults"].items():
             if backend not in backends:
                 yield (

@@ -156,11 +156,13 @@ def check_quantization(backend: Backend, options: ExportOptions) -> None:
         )
 
 
-def require_architecture(backend: Backend, architecture: str, supported: tuple[str, ...]) -> None:
-    """Shared check: the backend's source transforms are written for ``architecture``."""
-    if architecture not in supported:
+def require_architecture(backend: Backend, architecture: str) -> None:
+    """Shared check: the backend's source transforms are written for ``architecture``, as its
+    entry in ``backends.yaml`` declares (``architectures``; none listed: every one)."""
+    info = load_catalog().backend(backend.name)
+    if not info.takes(architecture):
         raise ExportError(
             f"The {backend.name} backend's source transforms are written for the "
-            f"{' and '.join(supported)} architectures; {architecture!r} models export with "
-            "--backend xnnpack."
+            f"{' and '.join(info.architectures)} architectures (backends.yaml); {architecture!r} "
+            "models export with --backend xnnpack."
         )

@@ -31,7 +31,6 @@ from rne_tools.export.backends import (
     ExportOptions,
     TransformResult,
     check_quantization,
-    require_architecture,
 )
 from rne_tools.export.host_tables import host_tables, traced_in_host_table
 
@@ -55,7 +54,6 @@ class MLXBackend(Backend):
 
     def validate(self, options: ExportOptions) -> None:
         check_quantization(self, options)
-        require_architecture(self, options.architecture, ("gemma4",))
         if options.group_size not in GROUP_SIZES:
             raise ExportError(
                 f"MLX fuses int4 weights into quantized matmuls for group sizes "
