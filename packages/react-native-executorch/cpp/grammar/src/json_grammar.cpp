@@ -45,6 +45,63 @@ int utf8_lead(uint8_t c, uint32_t& first_range) {
   return 0;
 }
 
+// The frame moves to `next` having taken the byte.
+Feed advance(JsonFrame& f, uint8_t next) {
+  f.sub = next;
+  return Feed::kAccepted;
+}
+
+// A byte that must be `want`, then the frame moves to `next`.
+Feed expect(JsonFrame& f, uint8_t c, char want, uint8_t next) {
+  return c == static_cast<uint8_t>(want) ? advance(f, next) : Feed::kRejected;
+}
+
+// The one space the JSON writer puts after ':' and ',' (Gemma 4's syntax has none): taken by
+// moving to `next`.
+bool took_space(JsonFrame& f, uint8_t c, bool gemma, uint8_t next) {
+  if (c != ' ' || gemma) return false;
+  f.sub = next;
+  return true;
+}
+
+// A string byte >= 0x80 outside a sequence: a lead byte opens kStrUtf8 with its continuation
+// count and the first continuation's range; anything else is refused.
+Feed start_utf8(JsonFrame& f, uint8_t c) {
+  uint32_t range;
+  const int continuation = utf8_lead(c, range);
+  if (continuation == 0) return Feed::kRejected;
+  f.sub = kStrUtf8;
+  f.pos = static_cast<uint16_t>(continuation);
+  f.count = range;
+  return Feed::kAccepted;
+}
+
+// A continuation byte in kStrUtf8, within the range the sequence allows; the last one returns
+// the frame to the string's body.
+Feed continue_utf8(JsonFrame& f, uint8_t c) {
+  if (c < (f.count >> 8) || c > (f.count & 0xFF)) return Feed::kRejected;
+  f.count = byte_range(0x80, 0xBF);
+  if (--f.pos == 0) {
+    f.sub = kStrBody;
+    f.count = 0;
+  }
+  return Feed::kAccepted;
+}
+
+// One content byte through a string's automaton (its state in `candidates`): refused where no
+// accepting state stays reachable or the counted maxLength would be passed (json_schema.h).
+Feed pattern_byte(const StringPattern& p, JsonFrame& f, uint8_t c) {
+  const uint16_t next = p.dfa.step(static_cast<uint16_t>(f.candidates), c);
+  if (next == RegexDfa::kDead || p.paths.cost[next] == RegexPaths::kNone) return Feed::kRejected;
+  if (p.max_length != UINT32_MAX) {
+    const uint32_t n = f.current + ((c & 0xC0) != 0x80 ? 1 : 0);
+    if (uint64_t{n} + p.path_length[next] > p.max_length) return Feed::kRejected;
+    f.current = n;
+  }
+  f.candidates = next;
+  return Feed::kAccepted;
+}
+
 bool number_accepting(uint8_t sub) {
   return sub == kNumZero || sub == kNumInt || sub == kNumFrac || sub == kNumExpDigits;
 }
@@ -115,6 +172,14 @@ uint64_t power10(int n) {
 // An object or array that accepted a byte by opening a value frame: the byte is that value's.
 bool pushed_value(const JsonStack& stack, Feed result) {
   return result == Feed::kAccepted && !stack.empty() && stack.back().kind == JsonGrammar::kValue;
+}
+
+// The rest of an open UTF-8 sequence (kStrUtf8): the lowest allowed byte, then the lowest
+// continuations.
+template <class Out>
+void complete_utf8(const JsonFrame& f, Out& out) {
+  out.add(static_cast<char>(f.count >> 8));
+  for (uint16_t p = 1; p < f.pos; ++p) out.add('\x80');
 }
 
 // Output sinks for the completion walk: one builds the bytes, the other only counts them.
@@ -278,9 +343,7 @@ Feed JsonGrammar::feed_string(JsonStack& stack, uint8_t c, bool open_bottom) con
   }
   switch (f.sub) {
     case kStrOpen:
-      if (c != '"') return Feed::kRejected;
-      f.sub = kStrBody;
-      return Feed::kAccepted;
+      return expect(f, c, '"', kStrBody);
     case kStrBody:
       if (f.node != 0) {  // bounded length: count code points as they start
         const SchemaNode& node = schema_.nodes[f.node];
@@ -293,18 +356,9 @@ Feed JsonGrammar::feed_string(JsonStack& stack, uint8_t c, bool open_bottom) con
         }
       }
       if (c == '"') return finish(stack, open_bottom);
-      if (c == '\\') {
-        f.sub = kStrEscape;
-      } else if (c >= 0x80) {
-        uint32_t range;
-        const int continuation = utf8_lead(c, range);
-        if (continuation == 0) return Feed::kRejected;
-        f.sub = kStrUtf8;
-        f.pos = static_cast<uint16_t>(continuation);
-        f.count = range;
-      } else if (c < 0x20) {
-        return Feed::kRejected;  // control characters must be escaped in JSON
-      }
+      if (c == '\\') return advance(f, kStrEscape);
+      if (c >= 0x80) return start_utf8(f, c);
+      if (c < 0x20) return Feed::kRejected;  // control characters must be escaped in JSON
       return Feed::kAccepted;
     case kStrEscape:
       if (c == 'u' && f.node == 0) {  // bounded strings: see json_schema.h
@@ -312,13 +366,7 @@ Feed JsonGrammar::feed_string(JsonStack& stack, uint8_t c, bool open_bottom) con
         f.pos = 0;
         return Feed::kAccepted;
       }
-      for (char e : {'"', '\\', '/', 'b', 'f', 'n', 'r', 't'}) {
-        if (c == static_cast<uint8_t>(e)) {
-          f.sub = kStrBody;
-          return Feed::kAccepted;
-        }
-      }
-      return Feed::kRejected;
+      return unescaped(c) >= 0 ? advance(f, kStrBody) : Feed::kRejected;
     case kStrHex:
       if (!is_hex(c)) return Feed::kRejected;
       if (++f.pos == 4) {
@@ -327,13 +375,7 @@ Feed JsonGrammar::feed_string(JsonStack& stack, uint8_t c, bool open_bottom) con
       }
       return Feed::kAccepted;
     case kStrUtf8:
-      if (c < (f.count >> 8) || c > (f.count & 0xFF)) return Feed::kRejected;
-      f.count = byte_range(0x80, 0xBF);
-      if (--f.pos == 0) {
-        f.sub = kStrBody;
-        f.count = 0;
-      }
-      return Feed::kAccepted;
+      return continue_utf8(f, c);
   }
   return Feed::kRejected;
 }
@@ -363,13 +405,7 @@ Feed JsonGrammar::feed_gemma_string(JsonStack& stack, uint8_t c, bool open_botto
       if (gemma_content(f, '<') != Feed::kAccepted) return Feed::kRejected;
       break;  // c is content (or another '<')
     case kStrUtf8:  // strings without a pattern (the automaton keeps UTF-8 valid otherwise)
-      if (c < (f.count >> 8) || c > (f.count & 0xFF)) return Feed::kRejected;
-      f.count = byte_range(0x80, 0xBF);
-      if (--f.pos == 0) {
-        f.sub = kStrBody;
-        f.count = 0;
-      }
-      return Feed::kAccepted;
+      return continue_utf8(f, c);
     default:
       break;
   }
@@ -387,31 +423,12 @@ Feed JsonGrammar::feed_gemma_string(JsonStack& stack, uint8_t c, bool open_botto
 // One byte of a Gemma 4 string's content (its pattern, length bounds and UTF-8 validity).
 Feed JsonGrammar::gemma_content(JsonFrame& f, uint8_t c) const {
   const SchemaNode* node = f.node != 0 ? &schema_.nodes[f.node] : nullptr;
-  if (node != nullptr && node->pattern != 0) {
-    const StringPattern& p = pattern_of(*node);
-    const uint16_t next = p.dfa.step(static_cast<uint16_t>(f.candidates), c);
-    if (next == RegexDfa::kDead || p.paths.cost[next] == RegexPaths::kNone) return Feed::kRejected;
-    if (p.max_length != UINT32_MAX) {  // counted maxLength (json_schema.h)
-      const uint32_t n = f.current + ((c & 0xC0) != 0x80 ? 1 : 0);
-      if (uint64_t{n} + p.path_length[next] > p.max_length) return Feed::kRejected;
-      f.current = n;
-    }
-    f.candidates = next;
-    return Feed::kAccepted;
-  }
+  if (node != nullptr && node->pattern != 0) return pattern_byte(pattern_of(*node), f, c);
   if (node != nullptr) {  // bounded length: count code points as they start
     if (f.current >= node->max_length) return Feed::kRejected;
     ++f.current;
   }
-  if (c >= 0x80) {
-    uint32_t range;
-    const int continuation = utf8_lead(c, range);
-    if (continuation == 0) return Feed::kRejected;
-    f.sub = kStrUtf8;
-    f.pos = static_cast<uint16_t>(continuation);
-    f.count = range;
-  }
-  return Feed::kAccepted;
+  return c >= 0x80 ? start_utf8(f, c) : Feed::kAccepted;
 }
 
 bool JsonGrammar::gemma_may_close(const JsonFrame& f) const {
@@ -430,16 +447,8 @@ Feed JsonGrammar::feed_pattern_string(JsonStack& stack, uint8_t c, bool open_bot
   const StringPattern& p = pattern_of(schema_.nodes[f.node]);
   const auto state = static_cast<uint16_t>(f.candidates);
   auto to = [&](uint8_t character) {
-    const uint16_t next = p.dfa.step(state, character);
-    if (next == RegexDfa::kDead || p.paths.cost[next] == RegexPaths::kNone) return Feed::kRejected;
-    if (p.max_length != UINT32_MAX) {  // counted maxLength (json_schema.h)
-      const uint32_t n = f.current + ((character & 0xC0) != 0x80 ? 1 : 0);
-      if (uint64_t{n} + p.path_length[next] > p.max_length) return Feed::kRejected;
-      f.current = n;
-    }
-    f.candidates = next;
-    f.sub = kStrBody;
-    return Feed::kAccepted;
+    if (pattern_byte(p, f, character) != Feed::kAccepted) return Feed::kRejected;
+    return advance(f, kStrBody);
   };
   if (f.sub == kStrEscape) {
     const int decoded = unescaped(c);
@@ -448,8 +457,7 @@ Feed JsonGrammar::feed_pattern_string(JsonStack& stack, uint8_t c, bool open_bot
   if (c == '"') return p.dfa.accepting[state] ? finish(stack, open_bottom) : Feed::kRejected;
   if (c == '\\') {
     if (cheapest_escape(p, state, f.current) < 0) return Feed::kRejected;
-    f.sub = kStrEscape;
-    return Feed::kAccepted;
+    return advance(f, kStrEscape);
   }
   if (c < 0x20) return Feed::kRejected;  // control characters must be escaped in JSON
   return to(c);
@@ -726,23 +734,16 @@ Feed JsonGrammar::feed_object(JsonStack& stack, uint8_t c, bool open_bottom) con
   };
   switch (f.sub) {
     case kObjOpen:
-      if (c != '{') return Feed::kRejected;
-      f.sub = kObjFirst;
-      return Feed::kAccepted;
+      return expect(f, c, '{', kObjFirst);
     case kObjFirst:
       if (c == '}') return may_close() ? finish(stack, open_bottom) : Feed::kRejected;
       return start_key();
     case kObjKey:
       return key_byte();
     case kObjColon:
-      if (c != ':') return Feed::kRejected;
-      f.sub = kObjAfterColon;
-      return Feed::kAccepted;
+      return expect(f, c, ':', kObjAfterColon);
     case kObjAfterColon:
-      if (c == ' ' && !gemma_) {  // Gemma 4's syntax has no whitespace
-        f.sub = kObjAfterColonSpace;
-        return Feed::kAccepted;
-      }
+      if (took_space(f, c, gemma_, kObjAfterColonSpace)) return Feed::kAccepted;
       [[fallthrough]];
     case kObjAfterColonSpace: {
       const uint32_t value_node = node.properties[f.current].node;
@@ -750,17 +751,11 @@ Feed JsonGrammar::feed_object(JsonStack& stack, uint8_t c, bool open_bottom) con
       return push_value(stack, value_node) ? Feed::kAccepted : Feed::kRejected;
     }
     case kObjValueDone:
-      if (c == ',' && eligible_keys(node, f.count) != 0) {
-        f.sub = kObjAfterComma;
-        return Feed::kAccepted;
-      }
+      if (c == ',' && eligible_keys(node, f.count) != 0) return advance(f, kObjAfterComma);
       if (c == '}' && may_close()) return finish(stack, open_bottom);
       return Feed::kRejected;
     case kObjAfterComma:
-      if (c == ' ' && !gemma_) {
-        f.sub = kObjAfterCommaSpace;
-        return Feed::kAccepted;
-      }
+      if (took_space(f, c, gemma_, kObjAfterCommaSpace)) return Feed::kAccepted;
       return start_key();
     case kObjAfterCommaSpace:
       return start_key();
@@ -778,24 +773,16 @@ Feed JsonGrammar::feed_array(JsonStack& stack, uint8_t c, bool open_bottom) cons
   };
   switch (f.sub) {
     case kArrOpen:
-      if (c != '[') return Feed::kRejected;
-      f.sub = kArrFirst;
-      return Feed::kAccepted;
+      return expect(f, c, '[', kArrFirst);
     case kArrFirst:
       if (c == ']') return node.min_items == 0 ? finish(stack, open_bottom) : Feed::kRejected;
       return start_item();
     case kArrValueDone:
-      if (c == ',' && f.count < node.max_items) {
-        f.sub = kArrAfterComma;
-        return Feed::kAccepted;
-      }
+      if (c == ',' && f.count < node.max_items) return advance(f, kArrAfterComma);
       if (c == ']' && f.count >= node.min_items) return finish(stack, open_bottom);
       return Feed::kRejected;
     case kArrAfterComma:
-      if (c == ' ' && !gemma_) {
-        f.sub = kArrAfterCommaSpace;
-        return Feed::kAccepted;
-      }
+      if (took_space(f, c, gemma_, kArrAfterCommaSpace)) return Feed::kAccepted;
       return start_item();
     case kArrAfterCommaSpace:
       return start_item();
@@ -888,9 +875,8 @@ void JsonGrammar::complete_frame(const JsonFrame& f, bool top, Out& out) const {
         case kStrHex:
           for (uint16_t p = f.pos; p < 4; ++p) out.add('0');
           break;
-        case kStrUtf8:  // the lowest allowed byte, then the lowest continuations
-          out.add(static_cast<char>(f.count >> 8));
-          for (uint16_t p = 1; p < f.pos; ++p) out.add('\x80');
+        case kStrUtf8:
+          complete_utf8(f, out);
           break;
         default:
           break;
@@ -963,9 +949,8 @@ void JsonGrammar::complete_gemma_string(const JsonFrame& f, Out& out) const {
         ++length;
       }
       break;
-    case kStrUtf8:  // the lowest allowed byte, then the lowest continuations
-      out.add(static_cast<char>(f.count >> 8));
-      for (uint16_t i = 1; i < f.pos; ++i) out.add('\x80');
+    case kStrUtf8:
+      complete_utf8(f, out);
       break;
     default:
       break;

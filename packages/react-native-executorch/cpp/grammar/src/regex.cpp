@@ -654,6 +654,65 @@ Error too_many_states() {
                    "pattern or lower maxLength"};
 }
 
+// The states of an automaton (`next`: state * classes + class -> state, UINT32_MAX for none)
+// from which a state where `accepting(state)` holds can be reached.
+template <class Accepting>
+std::vector<bool> reach_accepting(const std::vector<uint32_t>& next, size_t n, size_t classes,
+                                  Accepting accepting) {
+  std::vector<std::vector<uint32_t>> incoming(n);
+  std::vector<bool> live(n, false);
+  std::vector<uint32_t> work;
+  for (uint32_t s = 0; s < n; ++s) {
+    for (size_t cls = 0; cls < classes; ++cls) {
+      const uint32_t t = next[s * classes + cls];
+      if (t != UINT32_MAX) incoming[t].push_back(s);
+    }
+    if (accepting(s)) {
+      live[s] = true;
+      work.push_back(s);
+    }
+  }
+  while (!work.empty()) {
+    const uint32_t t = work.back();
+    work.pop_back();
+    for (uint32_t s : incoming[t]) {
+      if (!live[s]) {
+        live[s] = true;
+        work.push_back(s);
+      }
+    }
+  }
+  return live;
+}
+
+// `out`'s states, transitions and start: the `live` states of `next` (the start, state 0, among
+// them), renumbered in order; the others are dropped (RegexDfa's promise).
+template <class Accepting>
+void keep_live(const std::vector<uint32_t>& next, uint16_t classes, const std::vector<bool>& live,
+               Accepting accepting, RegexDfa& out) {
+  const size_t n = live.size();
+  std::vector<uint32_t> renumber(n, UINT32_MAX);
+  uint32_t kept = 0;
+  for (size_t s = 0; s < n; ++s) {
+    if (live[s]) renumber[s] = kept++;
+  }
+  out.classes = classes;
+  out.start = 0;
+  out.next.assign(size_t{kept} * classes, RegexDfa::kDead);
+  out.accepting.assign(kept, 0);
+  for (size_t s = 0; s < n; ++s) {
+    if (!live[s]) continue;
+    const uint32_t id = renumber[s];
+    out.accepting[id] = accepting(s);
+    for (uint16_t cls = 0; cls < classes; ++cls) {
+      const uint32_t t = next[s * classes + cls];
+      if (t != UINT32_MAX && live[t]) {
+        out.next[size_t{id} * classes + cls] = static_cast<uint16_t>(renumber[t]);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 bool RegexDfa::matches(const std::string& text) const {
@@ -806,31 +865,8 @@ Result<RegexDfa> compile_regex(const std::vector<std::string>& patterns, bool se
 
   // Set states that can still reach an accepting one (an unanchored prefix whose ^ can no
   // longer hold leaves states that read on but never match): the product skips the others.
-  std::vector<bool> can_match(sets.size(), false);
-  {
-    std::vector<std::vector<uint32_t>> from(sets.size());
-    std::vector<uint32_t> todo;
-    for (uint32_t s = 0; s < sets.size(); ++s) {
-      for (uint32_t cls = 0; cls < classes; ++cls) {
-        const uint32_t t = next[size_t{s} * classes + cls];
-        if (t != UINT32_MAX) from[t].push_back(s);
-      }
-      if (accepting[s]) {
-        can_match[s] = true;
-        todo.push_back(s);
-      }
-    }
-    while (!todo.empty()) {
-      const uint32_t t = todo.back();
-      todo.pop_back();
-      for (uint32_t s : from[t]) {
-        if (!can_match[s]) {
-          can_match[s] = true;
-          todo.push_back(s);
-        }
-      }
-    }
-  }
+  const std::vector<bool> can_match =
+      reach_accepting(next, sets.size(), classes, [&](size_t s) { return accepting[s]; });
 
   // Product with a code-point counter: count capped at max_length (bounded) or min_length.
   const bool bounded = max_length != UINT32_MAX;
@@ -864,54 +900,16 @@ Result<RegexDfa> compile_regex(const std::vector<std::string>& patterns, bool se
   }
 
   // Keep only the states from which an accepting one can be reached.
-  const size_t n = product.size();
-  std::vector<std::vector<uint32_t>> incoming(n);
-  std::vector<bool> live(n, false);
-  std::vector<uint32_t> work;
-  for (uint32_t p = 0; p < n; ++p) {
-    for (uint32_t cls = 0; cls < classes; ++cls) {
-      const uint32_t t = product_next[size_t{p} * classes + cls];
-      if (t != UINT32_MAX) incoming[t].push_back(p);
-    }
-    if (accepting[product[p].first] && product[p].second >= min_length) {
-      live[p] = true;
-      work.push_back(p);
-    }
-  }
-  while (!work.empty()) {
-    const uint32_t t = work.back();
-    work.pop_back();
-    for (uint32_t p : incoming[t]) {
-      if (!live[p]) {
-        live[p] = true;
-        work.push_back(p);
-      }
-    }
-  }
+  auto product_accepting = [&](size_t p) {
+    return accepting[product[p].first] && product[p].second >= min_length;
+  };
+  const std::vector<bool> live =
+      reach_accepting(product_next, product.size(), classes, product_accepting);
   if (!live[0]) {
     return Error{ErrorCode::kInvalidArgument,
                  "the regex matches no string whose length lies in [minLength, maxLength]"};
   }
-  std::vector<uint32_t> renumber(n, UINT32_MAX);
-  uint32_t kept = 0;
-  for (uint32_t p = 0; p < n; ++p) {
-    if (live[p]) renumber[p] = kept++;
-  }
-  dfa.classes = static_cast<uint16_t>(classes);
-  dfa.start = 0;
-  dfa.next.assign(size_t{kept} * classes, RegexDfa::kDead);
-  dfa.accepting.assign(kept, 0);
-  for (uint32_t p = 0; p < n; ++p) {
-    if (!live[p]) continue;
-    const uint32_t id = renumber[p];
-    dfa.accepting[id] = accepting[product[p].first] && product[p].second >= min_length;
-    for (uint32_t cls = 0; cls < classes; ++cls) {
-      const uint32_t t = product_next[size_t{p} * classes + cls];
-      if (t != UINT32_MAX && live[t]) {
-        dfa.next[size_t{id} * classes + cls] = static_cast<uint16_t>(renumber[t]);
-      }
-    }
-  }
+  keep_live(product_next, static_cast<uint16_t>(classes), live, product_accepting, dfa);
   return dfa;
 }
 
@@ -1018,54 +1016,14 @@ Result<RegexDfa> without_pair(const RegexDfa& dfa, uint8_t first, uint8_t second
     }
   }
   // Keep the states that can still reach an accepting one (RegexDfa's promise).
-  const size_t n = states.size();
-  std::vector<std::vector<uint32_t>> incoming(n);
-  std::vector<bool> live(n, false);
-  std::vector<uint32_t> work;
-  for (size_t i = 0; i < n; ++i) {
-    for (uint16_t cls = 0; cls < classes; ++cls) {
-      const uint32_t t = next[i * classes + cls];
-      if (t != UINT32_MAX) incoming[t].push_back(static_cast<uint32_t>(i));
-    }
-    if (dfa.accepting[states[i].first]) {
-      live[i] = true;
-      work.push_back(static_cast<uint32_t>(i));
-    }
-  }
-  while (!work.empty()) {
-    const uint32_t t = work.back();
-    work.pop_back();
-    for (uint32_t p : incoming[t]) {
-      if (!live[p]) {
-        live[p] = true;
-        work.push_back(p);
-      }
-    }
-  }
+  auto was_accepting = [&](size_t i) { return dfa.accepting[states[i].first] != 0; };
+  const std::vector<bool> live = reach_accepting(next, states.size(), classes, was_accepting);
   if (!live[0]) {
     return Error{ErrorCode::kInvalidArgument,
                  "every string the regex matches contains '" + std::string(1, first) +
                      std::string(1, second) + "'"};
   }
-  std::vector<uint32_t> renumber(n, UINT32_MAX);
-  uint32_t kept = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (live[i]) renumber[i] = kept++;
-  }
-  out.classes = classes;
-  out.start = 0;
-  out.next.assign(size_t{kept} * classes, RegexDfa::kDead);
-  out.accepting.assign(kept, 0);
-  for (size_t i = 0; i < n; ++i) {
-    if (!live[i]) continue;
-    out.accepting[renumber[i]] = dfa.accepting[states[i].first];
-    for (uint16_t cls = 0; cls < classes; ++cls) {
-      const uint32_t t = next[i * classes + cls];
-      if (t != UINT32_MAX && live[t]) {
-        out.next[size_t{renumber[i]} * classes + cls] = static_cast<uint16_t>(renumber[t]);
-      }
-    }
-  }
+  keep_live(next, classes, live, was_accepting, out);
   return out;
 }
 
