@@ -31,6 +31,7 @@ from rne_tools.binaries.platforms import (
     IOS_SLICES,
     LINUX_COMPONENTS,
     backend_flags,
+    delegates_flag,
     ios_archives,
     ios_backends,
 )
@@ -194,6 +195,8 @@ def _missing_from_build_tables(catalog: BackendCatalog) -> list[str]:
             missing.append(f"{b.name}: the SDK size rows")
         if f"-D{b.build_flag}=ON" not in backend_flags(catalog.names(), (b.name,), catalog):
             missing.append(f"{b.name}: the build flags")
+        if b.cmake_target not in delegates_flag(catalog).split("=", 1)[1].split(";"):
+            missing.append(f"{b.name}: the delegates a from-source build links")
         for s in IOS_SLICES:
             on = b.name in ios_backends(s.simulator, catalog)
             held = set(ios_archives(s, catalog))
@@ -215,6 +218,7 @@ def test_every_declared_backend_reaches_the_derived_build_tables(catalog: Backen
     assert _missing_from_build_tables(toy) == []
     assert "$BUILD/ios-device/backends/toy/sdk/libtoy_sdk.a" in ios_archives(IOS_SLICES[0], toy)
     assert sizes.sdk_components(toy)["toy_scratch"] == ("libexecutorch_backend_toy.so",)
+    assert delegates_flag(toy).endswith(";mlxdelegate;toy_backend")
 
 
 def _ts_union(text: str, name: str) -> list[str]:

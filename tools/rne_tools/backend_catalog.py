@@ -90,6 +90,12 @@ class BackendInfo:
     def simulator_rule(self, platform: str) -> SimulatorRule:
         return self.simulator.get(platform, "allowed")
 
+    @property
+    def cmake_target(self) -> str:
+        """Its delegate's target in ExecuTorch's CMake package, named like its whole archive
+        (``libxnnpack_backend.a``: ``xnnpack_backend``)."""
+        return Path(self.archives.whole[0]).name.removeprefix("lib").removesuffix(".a")
+
     def takes(self, architecture: str) -> bool:
         """Whether models of ``architecture`` export to this backend."""
         return not self.architectures or architecture in self.architectures

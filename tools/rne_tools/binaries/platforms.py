@@ -87,6 +87,13 @@ IOS_SLICES = (
 )
 
 
+def delegates_flag(catalog: BackendCatalog | None = None) -> str:
+    """Every backend's delegate target, for ``cmake/executorch_source.cmake``, which links those
+    a from-source ExecuTorch build has."""
+    catalog = catalog or load_catalog()
+    return "-DRNE_EXECUTORCH_DELEGATES=" + ";".join(b.cmake_target for b in catalog.backends)
+
+
 def ios_backends(simulator: bool, catalog: BackendCatalog | None = None) -> tuple[str, ...]:
     """The backends an iOS slice builds: the catalog's iOS backends, but on a simulator slice
     not those whose rule there is `never` (MLX: the simulator's Metal cannot run it)."""
@@ -479,7 +486,8 @@ def _linux_steps(lock: SourceLock, jobs: int,
         ]
     query = f"{LINUX_BUILD}/.cmake/api/v1/query"
     core_cfg = ("-G", "Ninja", f"-DCMAKE_BUILD_TYPE={BUILD_TYPE}",
-                f"-DRNE_EXECUTORCH_PREFIX={paths['et_install']}")
+                f"-DRNE_EXECUTORCH_PREFIX={paths['et_install']}",
+                delegates_flag())
     flags["core"] = core_cfg
     steps += [
         Run("ask CMake to report the build's artifacts", ("cmake", "-E", "make_directory", query)),

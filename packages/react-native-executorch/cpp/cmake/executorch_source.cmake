@@ -14,9 +14,15 @@ endforeach()
 add_library(rne_executorch INTERFACE)
 target_link_libraries(rne_executorch INTERFACE executorch extension_module_static extension_tensor)
 add_library(executorch::runtime ALIAS rne_executorch)  # the name the runner links
+# The delegates' targets come from model-registry/backends.yaml (tools/build_binaries.py derives
+# RNE_EXECUTORCH_DELEGATES from each backend's whole archive), so a new backend needs no edit here.
+if(NOT DEFINED RNE_EXECUTORCH_DELEGATES)
+  message(FATAL_ERROR "RNE_EXECUTORCH_DELEGATES is not set: configure a from-source build through "
+                      "tools/build_binaries.py --platform linux, which derives it from "
+                      "model-registry/backends.yaml")
+endif()
 set(RNE_EXECUTORCH_COMPONENTS "")
-foreach(_component optimized_native_cpu_ops_lib quantized_ops_lib xnnpack_backend vulkan_backend
-                   mlxdelegate)
+foreach(_component optimized_native_cpu_ops_lib quantized_ops_lib ${RNE_EXECUTORCH_DELEGATES})
   if(TARGET ${_component})
     target_link_libraries(rne_executorch INTERFACE ${_component})
     list(APPEND RNE_EXECUTORCH_COMPONENTS ${_component})
