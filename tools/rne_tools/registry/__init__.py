@@ -19,6 +19,7 @@ Loading is what most callers need, so its API is importable from the package its
 from rne_tools.registry.load import load_registry, registry_files
 from rne_tools.registry.schema import revision_pattern
 from rne_tools.registry.specs import (
+    AssistantSpec,
     EncoderSpec,
     FileSet,
     FileSpec,
@@ -28,6 +29,7 @@ from rne_tools.registry.specs import (
 )
 
 __all__ = [
+    "AssistantSpec",
     "EncoderSpec",
     "FileSet",
     "FileSpec",

@@ -12,7 +12,7 @@ from typing import Any
 
 from rne_tools.backend_catalog import load_catalog
 from rne_tools.models.layers import chunk_problem
-from rne_tools.registry.specs import MEDIA_CAPABILITIES
+from rne_tools.registry.specs import ASSISTANT_BACKENDS, MEDIA_CAPABILITIES
 
 # Model ids become keys of the generated `models.llm` object; a key that names an
 # Object.prototype member would shadow or break it in JavaScript.
@@ -90,6 +90,47 @@ def _encoder_problems(model: dict[str, Any], name: str, where: str) -> Iterator[
             )
 
 
+def _assistant_problems(model: dict[str, Any], name: str, where: str) -> Iterator[str]:
+    """An assistant only where its backend exports the architecture's drafter, a .pte (another
+    file than the variant's: ``cache_problems``), a verify length the export takes, checksums
+    that follow its status, and published only with its variant (one revision serves both)."""
+    backends = ASSISTANT_BACKENDS.get(model["architecture"], ())
+    for v, variant in enumerate(model["variants"]):
+        assistant = variant.get("assistant")
+        if assistant is None:
+            continue
+        awhere = f"{where}.variants[{v}].assistant"
+        if variant["backend"] not in backends:
+            yield (
+                f"{name}: {awhere}: the {variant['backend']} variant cannot carry an assistant: "
+                + (
+                    f"the '{model['architecture']}' drafter is exported for "
+                    f"{', '.join(backends)} only (docs/design.md says what the others lack); "
+                    "remove it"
+                    if backends
+                    else f"the '{model['architecture']}' architecture has no assistant drafter "
+                    f"(architectures with one: {', '.join(sorted(ASSISTANT_BACKENDS))}); remove it"
+                )
+            )
+        if not assistant["path"].endswith(".pte"):
+            yield f"{name}: {awhere}.path: '{assistant['path']}' is not a .pte program"
+        k, chunk = assistant["verify_tokens"], variant["export"]["max_chunk"]
+        if k >= chunk:
+            yield (
+                f"{name}: {awhere}.verify_tokens: {k} must be below the variant's max_chunk "
+                f"({chunk}): the assistant reads one position more of the sliding caches than "
+                "the model does"
+            )
+        yield from _file_set_problems(
+            {"status": assistant["status"], "files": [assistant]}, name, awhere, single=True
+        )
+        if assistant["status"] == "published" and variant["status"] != "published":
+            yield (
+                f"{name}: {awhere}.status: 'published' while its variant is not: publish the "
+                "variant and its assistant together (tools/publish_models.py)"
+            )
+
+
 def cross_problems(doc: dict[str, Any], name: str) -> Iterator[str]:
     catalog = load_catalog()
     if doc["family"] != Path(name).stem:
@@ -148,6 +189,7 @@ def cross_problems(doc: dict[str, Any], name: str) -> Iterator[str]:
                     f"model's context_length {model['context_length']}"
                 )
         yield from _encoder_problems(model, name, where)
+        yield from _assistant_problems(model, name, where)
 
 
 @dataclass(frozen=True)
@@ -177,6 +219,10 @@ def _cached_files(name: str, doc: dict[str, Any]) -> Iterator[tuple[tuple[str, s
                 content = (e["status"], e.get("sha256"), e.get("size"))
                 where = f"models[{m}].variants[{v}].encoders.{kind}.path"
                 yield folder, _CachedFile(name, model["id"], where, e["path"], content)
+            if (a := variant.get("assistant")) is not None:
+                content = (a["status"], a.get("sha256"), a.get("size"))
+                where = f"models[{m}].variants[{v}].assistant.path"
+                yield folder, _CachedFile(name, model["id"], where, a["path"], content)
 
 
 def cache_problems(docs: Iterable[tuple[str, dict[str, Any]]]) -> Iterator[str]:

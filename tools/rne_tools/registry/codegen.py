@@ -102,6 +102,21 @@ export type EncoderDescriptor =
   | ({{ readonly status: 'published' }} & PublishedFile)
   | ({{ readonly status: 'unpublished' }} & UnpublishedFile);
 
+/**
+ * The variant's program with the assistant drafter (Gemma 4's), exported from `sourceRepo`: it
+ * is downloaded instead of the variant's program when the app loads with `assistant: true`, and
+ * makes `speculative: {{ drafter: 'assistant' }}` available. Unpublished: never downloaded.
+ */
+export type AssistantDescriptor = (
+  | ({{ readonly status: 'published' }} & PublishedFile)
+  | ({{ readonly status: 'unpublished' }} & UnpublishedFile)
+) & {{
+  /** The Hugging Face repository of the assistant checkpoint it was exported from. */
+  readonly sourceRepo: string;
+  /** Tokens one verify call scores: the round's token and up to `verifyTokens - 1` drafts. */
+  readonly verifyTokens: number;
+}};
+
 /** One exported `.pte` variant of a model for one backend. */
 export type VariantDescriptor<B extends Backend = Backend> = FileSet & {{
   readonly backend: B;
@@ -116,6 +131,8 @@ export type VariantDescriptor<B extends Backend = Backend> = FileSet & {{
   readonly peakMemoryBytes?: number;
   /** The encoder of each media capability of the model (one for each it declares). */
   readonly encoders?: {{ readonly [C in MediaCapability]?: EncoderDescriptor }};
+  /** The program with the assistant drafter, where the variant has one. */
+  readonly assistant?: AssistantDescriptor;
 }};
 
 /** Default generation settings of a model (the model authors' recommendations). */
@@ -229,6 +246,13 @@ def _descriptor(spec: ModelSpec) -> dict[str, Any]:
             variants[backend]["encoders"] = {
                 kind: {"status": e.status, **_file_entries([e.file])[0]}
                 for kind, e in sorted(v.encoders.items(), key=lambda item: MEDIA_CAPABILITIES.index(item[0]))
+            }
+        if v.assistant is not None:
+            variants[backend]["assistant"] = {
+                "status": v.assistant.status,
+                **_file_entries([v.assistant.file])[0],
+                "sourceRepo": v.assistant.hf_repo,
+                "verifyTokens": v.assistant.verify_tokens,
             }
     return {
         "kind": "llm",

@@ -14,6 +14,7 @@ from rne_tools.registry.checks import cache_problems, cross_problems
 from rne_tools.registry.problems import clip, name_models
 from rne_tools.registry.schema import Validator, schema, schema_problems
 from rne_tools.registry.specs import (
+    AssistantSpec,
     EncoderSpec,
     FileSet,
     FileSpec,
@@ -27,6 +28,13 @@ from rne_tools.registry.specs import (
 def _file_set(raw: dict[str, Any]) -> tuple[Status, tuple[FileSpec, ...]]:
     files = tuple(FileSpec(f["path"], f.get("sha256"), f.get("size")) for f in raw["files"])
     return raw["status"], files
+
+
+def _assistant_spec(raw: dict[str, Any] | None) -> AssistantSpec | None:
+    if raw is None:
+        return None
+    file = FileSpec(raw["path"], raw.get("sha256"), raw.get("size"))
+    return AssistantSpec(raw["status"], file, raw["source"]["hf_repo"], raw["verify_tokens"])
 
 
 def _model_spec(raw: dict[str, Any], family: str, source_file: Path) -> ModelSpec:
@@ -45,6 +53,7 @@ def _model_spec(raw: dict[str, Any], family: str, source_file: Path) -> ModelSpe
             embedding_group_size=v["export"].get("embedding_group_size"),
             min_platform=dict(v["min_platform"]),
             peak_memory_bytes=v.get("peak_memory_bytes"),
+            assistant=_assistant_spec(v.get("assistant")),
             encoders={
                 kind: EncoderSpec(e["status"], FileSpec(e["path"], e.get("sha256"), e.get("size")))
                 for kind, e in v.get("encoders", {}).items()

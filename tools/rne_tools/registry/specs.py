@@ -14,6 +14,10 @@ Status = Literal["published", "unpublished"]
 # in a variant's `encoders` (the same word).
 MEDIA_CAPABILITIES = ("vision", "audio")
 
+# Architectures with an assistant drafter, and the backends whose exports carry its `draft`
+# method (rne_tools.export.assistant refuses the others; docs/design.md says what they lack).
+ASSISTANT_BACKENDS = {"gemma4": ("xnnpack",)}
+
 
 @dataclass(frozen=True)
 class FileSpec:
@@ -47,6 +51,23 @@ class EncoderSpec:
 
 
 @dataclass(frozen=True)
+class AssistantSpec:
+    """A variant's program with the assistant drafter: the same variant exported with
+    ``--assistant`` (the checkpoint of ``hf_repo``) and ``--verify-tokens verify_tokens``. It
+    replaces the variant's program for apps that ask for the assistant; sha256/size only when
+    published."""
+
+    status: Status
+    file: FileSpec
+    hf_repo: str
+    verify_tokens: int
+
+    @property
+    def published(self) -> bool:
+        return self.status == "published"
+
+
+@dataclass(frozen=True)
 class VariantSpec:
     backend: str
     quantization: str
@@ -65,6 +86,8 @@ class VariantSpec:
     encoders: dict[str, EncoderSpec] = field(default_factory=dict)
     # The runner's measured peak resident memory; None: not measured (nothing is checked).
     peak_memory_bytes: int | None = None
+    # The program with the assistant drafter, downloaded instead of `pte` when asked for.
+    assistant: AssistantSpec | None = None
 
     @property
     def published(self) -> bool:

@@ -46,6 +46,21 @@ export type EncoderDescriptor =
   | ({ readonly status: 'published' } & PublishedFile)
   | ({ readonly status: 'unpublished' } & UnpublishedFile);
 
+/**
+ * The variant's program with the assistant drafter (Gemma 4's), exported from `sourceRepo`: it
+ * is downloaded instead of the variant's program when the app loads with `assistant: true`, and
+ * makes `speculative: { drafter: 'assistant' }` available. Unpublished: never downloaded.
+ */
+export type AssistantDescriptor = (
+  | ({ readonly status: 'published' } & PublishedFile)
+  | ({ readonly status: 'unpublished' } & UnpublishedFile)
+) & {
+  /** The Hugging Face repository of the assistant checkpoint it was exported from. */
+  readonly sourceRepo: string;
+  /** Tokens one verify call scores: the round's token and up to `verifyTokens - 1` drafts. */
+  readonly verifyTokens: number;
+};
+
 /** One exported `.pte` variant of a model for one backend. */
 export type VariantDescriptor<B extends Backend = Backend> = FileSet & {
   readonly backend: B;
@@ -60,6 +75,8 @@ export type VariantDescriptor<B extends Backend = Backend> = FileSet & {
   readonly peakMemoryBytes?: number;
   /** The encoder of each media capability of the model (one for each it declares). */
   readonly encoders?: { readonly [C in MediaCapability]?: EncoderDescriptor };
+  /** The program with the assistant drafter, where the variant has one. */
+  readonly assistant?: AssistantDescriptor;
 };
 
 /** Default generation settings of a model (the model authors' recommendations). */
@@ -189,6 +206,12 @@ const llm = {
             status: 'unpublished',
             path: 'xnnpack/gemma4_e2b_audio_xnnpack_fp32.pte',
           },
+        },
+        assistant: {
+          status: 'unpublished',
+          path: 'xnnpack/gemma4_e2b_xnnpack_8da4w_assistant.pte',
+          sourceRepo: 'google/gemma-4-E2B-it-assistant',
+          verifyTokens: 5,
         },
       },
       vulkan: {
