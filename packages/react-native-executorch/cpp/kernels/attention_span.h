@@ -186,22 +186,28 @@ void run_task(const Task<T>& s, K kernels) {
   const int64_t seen = s.visible(s.rows - 1);  // the last row sees the most keys
   auto scores_of = [&](int64_t h, int64_t r) { return s.scores + (h * s.rows + r) * s.count; };
   auto out_of = [&](int64_t h, int64_t r) { return s.out + (h * s.rows + r) * row_floats; };
-  for (int64_t t0 = 0; t0 < seen; t0 += kTileKeys) {
-    const int64_t t_end = std::min(t0 + kTileKeys, seen);
-    for (int64_t h = 0; h < s.kv_heads; ++h) {
-      prefetch_rows(s.k + h * s.k_head_stride, s.k_stride, t0 + kPrefetchKeys, seen, d_len);
-      int64_t stride = 0;
-      const float* keys =
-          tile_rows<K>(s.k + h * s.k_head_stride, s.k_stride, t0, t_end, d_len, s.tile, stride);
-      for (int64_t r = 0; r < s.rows; ++r) {
-        const int64_t t1 = std::min(t_end, s.visible(r));
-        if (t1 > t0) {
-          kernels.scores(s.q + (h * s.rows + r) * d_len, keys, stride, t1 - t0, d_len, s.scale,
-                         scores_of(h, r) + t0);
+  // Each head's rows of `src` one tile of keys at a time (prefetched, converted to float32
+  // once), handed to `visit(h, r, tile, stride, t0, n)` for every row r that sees n > 0 of them.
+  auto over_tiles = [&](const T* src, int64_t head_stride, int64_t src_stride, auto&& visit) {
+    for (int64_t t0 = 0; t0 < seen; t0 += kTileKeys) {
+      const int64_t t_end = std::min(t0 + kTileKeys, seen);
+      for (int64_t h = 0; h < s.kv_heads; ++h) {
+        prefetch_rows(src + h * head_stride, src_stride, t0 + kPrefetchKeys, seen, d_len);
+        int64_t stride = 0;
+        const float* tile =
+            tile_rows<K>(src + h * head_stride, src_stride, t0, t_end, d_len, s.tile, stride);
+        for (int64_t r = 0; r < s.rows; ++r) {
+          const int64_t t1 = std::min(t_end, s.visible(r));
+          if (t1 > t0) visit(h, r, tile, stride, t0, t1 - t0);
         }
       }
     }
-  }
+  };
+  over_tiles(s.k, s.k_head_stride, s.k_stride,
+             [&](int64_t h, int64_t r, const float* keys, int64_t stride, int64_t t0, int64_t n) {
+               kernels.scores(s.q + (h * s.rows + r) * d_len, keys, stride, n, d_len, s.scale,
+                              scores_of(h, r) + t0);
+             });
   for (int64_t h = 0; h < s.kv_heads; ++h) {
     for (int64_t r = 0; r < s.rows; ++r) {
       float* row = out_of(h, r);
@@ -214,22 +220,11 @@ void run_task(const Task<T>& s, K kernels) {
       row[d_len + 1] = sum;
     }
   }
-  for (int64_t t0 = 0; t0 < seen; t0 += kTileKeys) {
-    const int64_t t_end = std::min(t0 + kTileKeys, seen);
-    for (int64_t h = 0; h < s.kv_heads; ++h) {
-      prefetch_rows(s.v + h * s.v_head_stride, s.v_stride, t0 + kPrefetchKeys, seen, d_len);
-      int64_t stride = 0;
-      const float* values =
-          tile_rows<K>(s.v + h * s.v_head_stride, s.v_stride, t0, t_end, d_len, s.tile, stride);
-      for (int64_t r = 0; r < s.rows; ++r) {
-        const int64_t t1 = std::min(t_end, s.visible(r));
-        if (t1 > t0) {
-          kernels.weighted_values(out_of(h, r), values, stride, scores_of(h, r) + t0, t1 - t0,
-                                  d_len);
-        }
-      }
-    }
-  }
+  over_tiles(s.v, s.v_head_stride, s.v_stride,
+             [&](int64_t h, int64_t r, const float* values, int64_t stride, int64_t t0, int64_t n) {
+               kernels.weighted_values(out_of(h, r), values, stride, scores_of(h, r) + t0, n,
+                                       d_len);
+             });
 }
 
 // y += alpha * x (vectorises).
