@@ -24,36 +24,12 @@ class ExecutorchHostObject : public facebook::jsi::HostObject {
   std::vector<facebook::jsi::PropNameID> getPropertyNames(facebook::jsi::Runtime& rt) override;
 
  private:
-  facebook::jsi::Value availableBackends(facebook::jsi::Runtime& rt, const facebook::jsi::Value* args,
-                                         size_t count);
-  facebook::jsi::Value platformInfo(facebook::jsi::Runtime& rt, const facebook::jsi::Value* args,
-                                    size_t count);
-  facebook::jsi::Value checkMemory(facebook::jsi::Runtime& rt, const facebook::jsi::Value* args,
-                                   size_t count);
-  facebook::jsi::Value loadLLM(facebook::jsi::Runtime& rt, const facebook::jsi::Value* args,
-                               size_t count);
-  facebook::jsi::Value generate(facebook::jsi::Runtime& rt, const facebook::jsi::Value* args,
-                                size_t count);
-  facebook::jsi::Value interrupt(facebook::jsi::Runtime& rt, const facebook::jsi::Value* args,
-                                 size_t count);
-  facebook::jsi::Value reset(facebook::jsi::Runtime& rt, const facebook::jsi::Value* args,
-                             size_t count);
-  facebook::jsi::Value stats(facebook::jsi::Runtime& rt, const facebook::jsi::Value* args,
-                             size_t count);
-  facebook::jsi::Value renderChatTemplate(facebook::jsi::Runtime& rt, const facebook::jsi::Value* args,
-                                          size_t count);
-  facebook::jsi::Value countTokens(facebook::jsi::Runtime& rt, const facebook::jsi::Value* args,
-                                   size_t count);
-  facebook::jsi::Value maxContextLength(facebook::jsi::Runtime& rt,
+  // Every JS method's signature: (runtime, arguments, their count) -> result.
+  using JsMethod = facebook::jsi::Value(facebook::jsi::Runtime& rt,
                                         const facebook::jsi::Value* args, size_t count);
-  facebook::jsi::Value release(facebook::jsi::Runtime& rt, const facebook::jsi::Value* args,
-                               size_t count);
-  facebook::jsi::Value saveSession(facebook::jsi::Runtime& rt, const facebook::jsi::Value* args,
-                                   size_t count);
-  facebook::jsi::Value loadSession(facebook::jsi::Runtime& rt, const facebook::jsi::Value* args,
-                                   size_t count);
-  facebook::jsi::Value createSession(facebook::jsi::Runtime& rt, const facebook::jsi::Value* args,
-                                     size_t count);
+  JsMethod availableBackends, platformInfo, checkMemory, loadLLM, generate, interrupt, reset,
+      stats, renderChatTemplate, countTokens, maxContextLength, release, saveSession,
+      loadSession, createSession;
   // loadLLM / createSession's promise of a handle; `start` calls the core with the completion.
   facebook::jsi::Value handlePromise(
       facebook::jsi::Runtime& rt,
