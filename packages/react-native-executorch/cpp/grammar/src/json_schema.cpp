@@ -1082,22 +1082,28 @@ class Compiler {
     return json::Value(json::Object{{"allOf", json::Value(std::move(parts))}});
   }
 
-  Result<uint32_t> compile(const json::Value& value, const std::string& pointer) {
-    Nest nest(depth_);
+  // What compile and flatten refuse at any schema: nesting past kMaxSchemaNesting (checked once
+  // the caller's Nest counts this level), `false`, and a value that is no schema.
+  std::optional<Error> refused(const json::Value& value, const std::string& pointer) {
     if (depth_ > kMaxSchemaNesting) {
       return invalid(pointer, "schemas nest deeper than " + std::to_string(kMaxSchemaNesting) +
                                   " levels (kMaxSchemaNesting), $ref and allOf included");
     }
     if (value.is_bool()) {
-      if (!value.as_bool()) {
-        return unsatisfiable(pointer, "the schema 'false' allows no value at all");
-      }
-      return any_node();
+      if (value.as_bool()) return std::nullopt;
+      return unsatisfiable(pointer, "the schema 'false' allows no value at all");
     }
     if (!value.is_object()) {
       return invalid(pointer, "a schema must be an object or a boolean, got " +
                                   std::string(value.type_name()));
     }
+    return std::nullopt;
+  }
+
+  Result<uint32_t> compile(const json::Value& value, const std::string& pointer) {
+    Nest nest(depth_);
+    if (auto refusal = refused(value, pointer)) return *refusal;
+    if (value.is_bool()) return any_node();
     if (const json::Value* ref = value.find("$ref")) {
       const json::Value rest = object_without(value, {"$ref"});
       std::string target;
@@ -1214,20 +1220,8 @@ class Compiler {
                                   std::to_string(kMaxFlattenSteps) +
                                   " steps (kMaxFlattenSteps); simplify them");
     }
-    if (depth_ > kMaxSchemaNesting) {
-      return invalid(pointer, "schemas nest deeper than " + std::to_string(kMaxSchemaNesting) +
-                                  " levels (kMaxSchemaNesting), $ref and allOf included");
-    }
-    if (value.is_bool()) {
-      if (!value.as_bool()) {
-        return unsatisfiable(pointer, "the schema 'false' allows no value at all");
-      }
-      return json::Value(json::Object{});
-    }
-    if (!value.is_object()) {
-      return invalid(pointer, "a schema must be an object or a boolean, got " +
-                                  std::string(value.type_name()));
-    }
+    if (auto refusal = refused(value, pointer)) return *refusal;
+    if (value.is_bool()) return json::Value(json::Object{});
     if (const json::Value* ref = value.find("$ref")) {
       std::string target;
       auto resolved = resolve(*ref, pointer + "/$ref", target);
