@@ -2,6 +2,8 @@
 
 #include <type_traits>
 
+#include "rne/base/utf8.h"
+
 namespace rne::runner {
 
 namespace {
@@ -32,17 +34,13 @@ bool is_hex(uint8_t c) {
 uint32_t byte_range(uint8_t lo, uint8_t hi) { return (uint32_t{lo} << 8) | hi; }
 
 // A UTF-8 lead byte: how many continuation bytes follow and the range of the first one
-// (which excludes overlong forms, surrogates and code points above U+10FFFF). 0: not a lead.
+// (rne/base/utf8.h). 0: not a lead.
 int utf8_lead(uint8_t c, uint32_t& first_range) {
-  first_range = byte_range(0x80, 0xBF);
-  if (c >= 0xC2 && c <= 0xDF) return 1;
-  if (c == 0xE0) first_range = byte_range(0xA0, 0xBF);
-  if (c == 0xED) first_range = byte_range(0x80, 0x9F);
-  if (c >= 0xE0 && c <= 0xEF) return 2;
-  if (c == 0xF0) first_range = byte_range(0x90, 0xBF);
-  if (c == 0xF4) first_range = byte_range(0x80, 0x8F);
-  if (c >= 0xF0 && c <= 0xF4) return 3;
-  return 0;
+  const size_t length = base::utf8::sequence_length(c);
+  if (length < 2) return 0;
+  const base::utf8::ByteRange range = base::utf8::second_byte_range(c);
+  first_range = byte_range(range.lo, range.hi);
+  return static_cast<int>(length - 1);
 }
 
 // The frame moves to `next` having taken the byte.

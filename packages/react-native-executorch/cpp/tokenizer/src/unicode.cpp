@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 
+#include "rne/base/utf8.h"
+
 namespace rne::tokenizer::unicode {
 
 namespace {
@@ -38,42 +40,6 @@ const std::array<uint8_t, 128> kAscii = make_ascii_table();
 
 uint8_t properties(uint32_t cp) { return cp < 128 ? kAscii[cp] : lookup(cp); }
 
-// Allowed range of the second byte for each lead byte (Unicode Table 3-7); later continuation
-// bytes are always 0x80..0xBF.
-bool second_byte_ok(unsigned char lead, unsigned char b) {
-  switch (lead) {
-    case 0xE0: return b >= 0xA0 && b <= 0xBF;
-    case 0xED: return b >= 0x80 && b <= 0x9F;
-    case 0xF0: return b >= 0x90 && b <= 0xBF;
-    case 0xF4: return b >= 0x80 && b <= 0x8F;
-    default: return b >= 0x80 && b <= 0xBF;
-  }
-}
-
-size_t expected_length(unsigned char lead) {
-  if (lead < 0x80) return 1;
-  if (lead >= 0xC2 && lead <= 0xDF) return 2;
-  if (lead >= 0xE0 && lead <= 0xEF) return 3;
-  if (lead >= 0xF0 && lead <= 0xF4) return 4;
-  return 0;  // continuation byte or never-valid lead
-}
-
-// Number of bytes of a (possibly incomplete) valid prefix at pos; equals the expected length
-// when the sequence is complete. Returns 0 for a byte that cannot start a sequence.
-size_t valid_prefix_length(std::string_view s, size_t pos, size_t& expected) {
-  const auto lead = static_cast<unsigned char>(s[pos]);
-  expected = expected_length(lead);
-  if (expected <= 1) return expected;
-  size_t n = 1;
-  while (n < expected && pos + n < s.size()) {
-    const auto b = static_cast<unsigned char>(s[pos + n]);
-    const bool ok = n == 1 ? second_byte_ok(lead, b) : (b >= 0x80 && b <= 0xBF);
-    if (!ok) break;
-    ++n;
-  }
-  return n;
-}
-
 }  // namespace
 
 CharClass classify(uint32_t cp) {
@@ -88,7 +54,7 @@ bool is_word_char(uint32_t cp) { return (properties(cp) & kWord) != 0; }
 
 size_t valid_sequence_length(std::string_view s, size_t pos) {
   size_t expected = 0;
-  const size_t n = valid_prefix_length(s, pos, expected);
+  const size_t n = base::utf8::valid_prefix_length(s, pos, expected);
   return n == expected ? n : 0;
 }
 
@@ -123,7 +89,7 @@ std::string to_valid_utf8_lossy(std::string_view s) {
   out.reserve(s.size());
   for (size_t pos = 0; pos < s.size();) {
     size_t expected = 0;
-    const size_t n = valid_prefix_length(s, pos, expected);
+    const size_t n = base::utf8::valid_prefix_length(s, pos, expected);
     if (n != 0 && n == expected) {
       out.append(s.data() + pos, n);
       pos += n;
