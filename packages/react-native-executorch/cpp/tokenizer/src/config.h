@@ -4,9 +4,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "rne/json/json.h"
 #include "rne/tokenizer/result.h"
@@ -74,6 +77,22 @@ double sequence_growth(const Steps& steps) {
 }
 // An error naming the limit when `text` (the field at `path`) is longer than kMaxStepStringBytes.
 std::optional<Error> check_step_string(const std::string& text, const std::string& path);
+
+// A Sequence's steps: each item of the array `key` of `r` built by `build(item, path)` (an item
+// that builds to nothing is left out), or the first error.
+template <typename Step, typename Build>
+Result<std::vector<std::unique_ptr<Step>>> sequence_items(ConfigReader& r, std::string_view key,
+                                                          Build build) {
+  const json::Value* items = r.array(key);
+  if (!r.ok()) return r.error();
+  std::vector<std::unique_ptr<Step>> steps;
+  for (size_t i = 0; i < items->as_array().size(); ++i) {
+    auto step = build(items->as_array()[i], r.child_path(key) + "[" + std::to_string(i) + "]");
+    if (!step.ok()) return step.error();
+    if (step.value()) steps.push_back(std::move(step).value());
+  }
+  return steps;
+}
 
 // "Unsupported <what> \"<type>\" at <path> (supported: <list>)".
 Error unsupported(std::string_view what, std::string_view type, std::string_view path,

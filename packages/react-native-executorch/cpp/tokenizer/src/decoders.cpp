@@ -224,16 +224,9 @@ Result<std::unique_ptr<Decoder>> build(const json::Value& config, const std::str
     }
     result = std::make_unique<Metaspace>(replacement, scheme != "never");
   } else if (type == "Sequence") {
-    const json::Value* items = r.array("decoders");
-    if (!r.ok()) return r.error();
-    std::vector<std::unique_ptr<Decoder>> steps;
-    for (size_t i = 0; i < items->as_array().size(); ++i) {
-      auto step = build(items->as_array()[i],
-                        r.child_path("decoders") + "[" + std::to_string(i) + "]");
-      if (!step.ok()) return step.error();
-      if (step.value()) steps.push_back(std::move(step).value());
-    }
-    result = std::make_unique<Sequence>(std::move(steps));
+    auto steps = sequence_items<Decoder>(r, "decoders", build);
+    if (!steps.ok()) return steps.error();
+    result = std::make_unique<Sequence>(std::move(steps).value());
   } else {
     return unsupported("decoder", type, path, kSupported);
   }

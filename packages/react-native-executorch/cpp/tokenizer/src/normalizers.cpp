@@ -118,16 +118,9 @@ Result<std::unique_ptr<Normalizer>> build(const json::Value& config, const std::
     result = std::make_unique<Strip>(r.boolean_or("strip_left", true),
                                      r.boolean_or("strip_right", true));
   } else if (type == "Sequence") {
-    const json::Value* items = r.array("normalizers");
-    if (!r.ok()) return r.error();
-    std::vector<std::unique_ptr<Normalizer>> steps;
-    for (size_t i = 0; i < items->as_array().size(); ++i) {
-      auto step = build(items->as_array()[i],
-                        r.child_path("normalizers") + "[" + std::to_string(i) + "]");
-      if (!step.ok()) return step.error();
-      if (step.value()) steps.push_back(std::move(step).value());
-    }
-    result = std::make_unique<Sequence>(std::move(steps));
+    auto steps = sequence_items<Normalizer>(r, "normalizers", build);
+    if (!steps.ok()) return steps.error();
+    result = std::make_unique<Sequence>(std::move(steps).value());
   } else {
     return unsupported("normalizer", type, path, kSupported);
   }

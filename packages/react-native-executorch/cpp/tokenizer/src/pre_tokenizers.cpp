@@ -292,16 +292,9 @@ Result<std::unique_ptr<PreTokenizer>> build(const json::Value& config, const std
                    "Split pattern at " + r.child_path("pattern") + " needs a String or Regex"};
     }
   } else if (type == "Sequence") {
-    const json::Value* items = r.array("pretokenizers");
-    if (!r.ok()) return r.error();
-    std::vector<std::unique_ptr<PreTokenizer>> steps;
-    for (size_t i = 0; i < items->as_array().size(); ++i) {
-      auto step = build(items->as_array()[i],
-                        r.child_path("pretokenizers") + "[" + std::to_string(i) + "]");
-      if (!step.ok()) return step.error();
-      if (step.value()) steps.push_back(std::move(step).value());
-    }
-    result = std::make_unique<Sequence>(std::move(steps));
+    auto steps = sequence_items<PreTokenizer>(r, "pretokenizers", build);
+    if (!steps.ok()) return steps.error();
+    result = std::make_unique<Sequence>(std::move(steps).value());
   } else {
     return unsupported("pre-tokenizer", type, path, kSupported);
   }
