@@ -4,7 +4,7 @@
 
 #include <stb_image.h>
 
-#include "rne/json/file.h"
+#include "media_file.h"
 #include "rne/media/image.h"
 
 namespace rne::media {
@@ -224,15 +224,8 @@ Result<RgbImage> decode_image(const uint8_t* data, size_t size, const DecodeLimi
 }
 
 Result<std::string> read_image_file(const std::string& path, const DecodeLimits& limits) {
-  std::string bytes;
-  json::FileProblem problem;
-  if (!json::read_regular_file(path, limits.max_file_bytes, bytes, problem)) {
-    const bool too_large = problem.error == json::FileError::kTooLarge;
-    return Error{too_large ? ErrorCode::kInvalidArgument : ErrorCode::kNotFound,
-                 "cannot open the image file: " + problem.message +
-                     (too_large ? " (downscale or recompress it first)" : "")};
-  }
-  return bytes;
+  return detail::read_media_file(path, limits.max_file_bytes, "image",
+                                 "downscale or recompress it first");
 }
 
 Result<RgbImage> decode_image_file(const std::string& path, const DecodeLimits& limits) {

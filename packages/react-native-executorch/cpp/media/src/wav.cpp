@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "rne/json/file.h"
+#include "media_file.h"
 
 namespace rne::media {
 
@@ -99,14 +99,10 @@ Result<std::vector<float>> decode_wav(const uint8_t* data, size_t size, const Wa
 }
 
 Result<std::vector<float>> decode_wav_file(const std::string& path, const WavLimits& limits) {
-  std::string bytes;
-  json::FileProblem problem;
-  if (!json::read_regular_file(path, limits.max_file_bytes, bytes, problem)) {
-    const bool too_large = problem.error == json::FileError::kTooLarge;
-    return Error{too_large ? ErrorCode::kInvalidArgument : ErrorCode::kNotFound,
-                 "cannot open the audio file: " + problem.message +
-                     (too_large ? " (split it into shorter clips)" : "")};
-  }
+  auto read = detail::read_media_file(path, limits.max_file_bytes, "audio",
+                                      "split it into shorter clips");
+  if (!read.ok()) return read.error();
+  const std::string& bytes = *read;
   auto samples =
       decode_wav(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), limits);
   if (!samples.ok()) return Error{samples.error().code, path + ": " + samples.error().message};
