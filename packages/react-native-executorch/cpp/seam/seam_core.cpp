@@ -12,6 +12,7 @@
 
 #include "backend_catalog.generated.h"
 #include "rne/runner/backends.h"
+#include "rne/runner/sampler_ranges.generated.h"
 #include "rne/runner/speculative_options.h"
 #include "rne/tokenizer/tokenizer.h"
 #ifdef RNE_WITH_MEDIA
@@ -160,11 +161,10 @@ constexpr auto kSpeculative = &GenerationConfig::speculative;
 
 constexpr GenerationOption kGenerationOptions[] = {
     option<&GenerationConfig::max_new_tokens>("maxNewTokens"),
-    option<&GenerationConfig::sampling, &SamplerConfig::temperature>("temperature"),
-    option<&GenerationConfig::sampling, &SamplerConfig::top_k>("topK"),
-    option<&GenerationConfig::sampling, &SamplerConfig::top_p>("topP"),
-    option<&GenerationConfig::sampling, &SamplerConfig::min_p>("minP"),
-    option<&GenerationConfig::sampling, &SamplerConfig::repetition_penalty>("repetitionPenalty"),
+// Each ranged sampler option of cpp/runner/sampler_options.yaml (generated), then the seed.
+#define RNE_SAMPLER_ROW(field, name) option<&GenerationConfig::sampling, &SamplerConfig::field>(name),
+    RNE_SAMPLER_OPTIONS(RNE_SAMPLER_ROW)
+#undef RNE_SAMPLER_ROW
     option<&GenerationConfig::sampling, &SamplerConfig::seed>("seed"),
     option<&GenerationConfig::stop_strings>("stopStrings"),
     // A JSON Schema's text; the runner constrains the answer to it.
@@ -448,15 +448,16 @@ Result<void> SeamCore::loadLLM(LoadOptions options, LoadDone done) {
     model->runner = std::move(loaded).value();
     model->tokenizer = std::make_shared<const tokenizer::Tokenizer>(model->runner->tokenizer());
     model->max_context = model->runner->contract().max_context;
-    Handle handle;
-    {
-      std::lock_guard<std::mutex> lock(models_mutex_);
-      handle = next_handle_++;
-      models_.emplace(handle, std::move(model));
-    }
-    done(handle);
+    done(add(std::move(model)));
   });
   return {};
+}
+
+Handle SeamCore::add(std::shared_ptr<Model> model) {
+  std::lock_guard<std::mutex> lock(models_mutex_);
+  const Handle handle = next_handle_++;
+  models_.emplace(handle, std::move(model));
+  return handle;
 }
 
 Result<std::shared_ptr<SeamCore::Model>> SeamCore::find(Handle handle) {
@@ -681,13 +682,7 @@ Result<void> SeamCore::createSession(Handle handle, LoadDone done) {
 #ifdef RNE_WITH_MEDIA
     model->media = parent->media;
 #endif
-    Handle created;
-    {
-      std::lock_guard<std::mutex> lock(models_mutex_);
-      created = next_handle_++;
-      models_.emplace(created, std::move(model));
-    }
-    done(created);
+    done(add(std::move(model)));
   });
   return {};
 }

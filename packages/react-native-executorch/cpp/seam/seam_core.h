@@ -178,6 +178,8 @@ class SeamCore : public std::enable_shared_from_this<SeamCore> {
  private:
   struct Model;
   Result<std::shared_ptr<Model>> find(Handle handle);
+  // Puts a loaded or created model in the table under a new handle.
+  Handle add(std::shared_ptr<Model> model);
   // The prompt's ids, its text runs encoded as one text each and its media parts as their
   // tokens; with `spans`, the media parts are also encoded into them (on the worker only) and
   // `media_ms` gains the encoders' time.
