@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "cli_options.h"
+#include "process_memory.h"
 
 #include "rne/runner/model_session.h"
 #include "rne/runner/sampler.h"
@@ -79,18 +80,9 @@ struct Resident {
 };
 
 Resident resident_now() {
-  Resident r;
-  std::FILE* f = std::fopen("/proc/self/status", "r");
-  if (f == nullptr) return r;
-  char line[256];
-  while (std::fgets(line, sizeof line, f) != nullptr) {
-    long long kb = 0;
-    if (std::sscanf(line, "VmHWM: %lld kB", &kb) == 1) r.peak = kb / 1024.0;
-    else if (std::sscanf(line, "RssAnon: %lld kB", &kb) == 1) r.anon = kb / 1024.0;
-    else if (std::sscanf(line, "RssFile: %lld kB", &kb) == 1) r.file = kb / 1024.0;
-  }
-  std::fclose(f);
-  return r;
+  const rne::host::ResidentBytes r = rne::host::resident_bytes();
+  auto mib = [](int64_t bytes) { return bytes < 0 ? -1.0 : bytes / 1048576.0; };
+  return {mib(r.peak), mib(r.anon), mib(r.file)};
 }
 
 // Starts a new peak: VmHWM drops to the current VmRSS (Linux: "5" to clear_refs).

@@ -13,10 +13,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <algorithm>
-#include <fstream>
 #include <string>
 #include <vector>
 
+#include "process_memory.h"
 #include "rne/runner/llm_runner.h"
 #include "rne/tokenizer/tokenizer.h"
 
@@ -26,14 +26,7 @@ using rne::runner::GenerationConfig;
 using rne::runner::LlmRunner;
 using rne::runner::Stats;
 
-int64_t anon_bytes() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("RssAnon:", 0) == 0) return std::stoll(line.substr(8)) * 1024;
-  }
-  return -1;
-}
+int64_t anon_bytes() { return rne::host::resident_bytes().anon; }
 
 [[noreturn]] void fail(const std::string& message) {
   std::fprintf(stderr, "rne_sessions: %s\n", message.c_str());

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "process_memory.h"
 #include "rne/runner/llm_runner.h"
 
 namespace rne::runner {
@@ -176,16 +177,7 @@ TEST(SessionsTest, ASessionOutlivesTheRunnerItCameFrom) {
   EXPECT_EQ(before.logits, after.logits);
 }
 
-// Anonymous resident memory of this process (heap and arenas; the mapped program is file
-// memory), in bytes.
-int64_t anon_bytes() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("RssAnon:", 0) == 0) return std::stoll(line.substr(8)) * 1024;
-  }
-  return -1;
-}
+int64_t anon_bytes() { return rne::host::resident_bytes().anon; }
 
 // The weights are packed once: a second session of the real SmolLM2 (fp32: ~540 MB of packed
 // weights) adds about its own planned arenas, not another copy of the weights. The bound is
