@@ -17,6 +17,11 @@
 // bytes; two consecutive blocks A and B are interleaved as [A even, B even, A odd, B odd] so that
 // one 32-byte load of the table (the pair) lines up with two 32-byte activation vectors.
 //
+// A verify call (speculative decoding) asks for the logits of several positions. The table is
+// still read once, but unpacking its nibbles and the dot products then cost as much as the read
+// itself, so the vector paths unpack each table row once and dot it with up to kMaxPositions
+// positions' activations while it is in registers.
+//
 // Paths: on x86-64 AVX2/FMA/F16C when the CPU has them (checked once at run time: ExecuTorch's
 // library is compiled for baseline x86-64); on arm64 NEON, with the dot-product instructions when
 // the compiler targets them; a portable scalar path elsewhere. RNE_TIED_HEAD_GENERIC in the
@@ -29,6 +34,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -224,6 +230,34 @@ struct Job {
   const Activations* a;
 };
 
+// Activation rows (positions: a verify call's tokens) that the vector paths dot with each table
+// row while its blocks are unpacked, so verifying k tokens unpacks the table once, not k times.
+constexpr int64_t kMaxPositions = 8;
+
+// Positions in the next group when `remaining` are left: the fewest groups of at most
+// kMaxPositions, near-equal in size (9 goes as 5 and 4, not 8 and 1).
+inline int64_t position_group(int64_t remaining) {
+  const int64_t groups = (remaining + kMaxPositions - 1) / kMaxPositions;
+  return (remaining + groups - 1) / groups;
+}
+
+// Calls f(std::integral_constant<int, n>) for n in [1, kMaxPositions]: a tile's positions are
+// a compile-time count, so their accumulators live in registers.
+template <typename F>
+void with_positions(int64_t n, F&& f) {
+  static_assert(kMaxPositions == 8, "one case per count below");
+  switch (n) {
+    case 1: return f(std::integral_constant<int, 1>{});
+    case 2: return f(std::integral_constant<int, 2>{});
+    case 3: return f(std::integral_constant<int, 3>{});
+    case 4: return f(std::integral_constant<int, 4>{});
+    case 5: return f(std::integral_constant<int, 5>{});
+    case 6: return f(std::integral_constant<int, 6>{});
+    case 7: return f(std::integral_constant<int, 7>{});
+    default: return f(std::integral_constant<int, 8>{});
+  }
+}
+
 // ---- Portable path -------------------------------------------------------------------------
 
 inline float portable_scale(const Problem& p, int64_t v, int64_t g, int64_t groups) {
@@ -333,18 +367,27 @@ RNE_AVX2 inline __m256 avx2_block_scales8(const void* scales, int64_t row, int64
   return _mm256_load_ps(each);
 }
 
-// The dot products of a pair of table blocks (32 bytes at w) with activations `even` and `odd`
-// (pair layout), as eight exact int32 partial sums, four per block, the -8 included via `bias`.
-RNE_AVX2 inline __m256i avx2_pair_dot(const uint8_t* w, __m256i even, __m256i odd,
-                                      __m256i bias) {
+// A pair of table blocks (32 bytes at w) as unsigned nibbles: the high ones (even elements)
+// and the low ones (odd elements).
+RNE_AVX2 inline void avx2_unpack(const uint8_t* w, __m256i& hi, __m256i& lo) {
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
-  const __m256i lo = _mm256_and_si256(bytes, low4);
-  const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);
+  lo = _mm256_and_si256(bytes, low4);
+  hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);
+}
+
+// The dot products of an unpacked pair of table blocks with the activations at q (pair layout:
+// 32 even, then 32 odd elements), as eight exact int32 partial sums, four per block, the -8
+// included via `bias`.
+RNE_AVX2 inline __m256i avx2_pair_dot(__m256i hi, __m256i lo, const int8_t* q,
+                                      const int16_t* bias) {
+  const __m256i even = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+  const __m256i odd = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32));
   // Unsigned nibbles times int8s: a 16-bit lane holds at most 4 * 15 * 127, no saturation, and
   // after the bias at most 4 * 8 * 127.
   const __m256i sum16 = _mm256_sub_epi16(
-      _mm256_add_epi16(_mm256_maddubs_epi16(hi, even), _mm256_maddubs_epi16(lo, odd)), bias);
+      _mm256_add_epi16(_mm256_maddubs_epi16(hi, even), _mm256_maddubs_epi16(lo, odd)),
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias)));
   return _mm256_madd_epi16(sum16, _mm256_set1_epi16(1));
 }
 
@@ -364,88 +407,110 @@ RNE_AVX2 inline int32_t avx2_block_dot(const uint8_t* w, const int8_t* even, con
   return _mm_cvtsi128_si32(s) - 8 * sum;
 }
 
-// Logits of vocabulary rows [v, v + R) for activation row t. Pairs of blocks go four at a time:
-// the eight blocks' table scales are loaded and multiplied by their activation scales once, and
-// each pair picks its two lanes; the pairs after the last eight blocks, and an unpaired last
-// block, go one by one.
-template <int R, bool kHalf>
-RNE_AVX2 void avx2_tile(const Job& job, int64_t v, int64_t t) {
+// Logits of vocabulary rows [v, v + R) for activation rows [t0, t0 + T). Each pair of table
+// blocks is loaded and unpacked once and dotted with all T rows' activations, so verifying T
+// positions does the unpacking once rather than T times. Pairs go four at a time: the eight
+// blocks' table scales are loaded once (with one row, multiplied by its activation scales there
+// too) and each pair picks its two lanes; the pairs after the last eight blocks, and an
+// unpaired last block, go one by one.
+template <int R, int T, bool kHalf>
+RNE_AVX2 void avx2_tile(const Job& job, int64_t v, int64_t t0) {
   const Problem& p = *job.p;
   const Activations& a = *job.a;
   const int64_t row_bytes = p.dim / 2;
   const int64_t groups = p.dim / p.group;
   const int64_t group_blocks = p.group / kBlock;
   const int64_t pairs = a.blocks / 2;
-  const int8_t* q = a.q.data() + t * p.dim;
-  const float* block_scale = a.scale.data() + t * a.blocks;
-  const float* pair_scale = a.pair_scale.data() + t * pairs * 8;
-  const int16_t* pair_bias = a.pair_bias.data() + t * pairs * 16;
+  const int8_t* q[T];
+  const float* block_scale[T];
+  const float* pair_scale[T];
+  const int16_t* pair_bias[T];
+  RNE_TIED_HEAD_UNROLL
+  for (int t = 0; t < T; ++t) {
+    q[t] = a.q.data() + (t0 + t) * p.dim;
+    block_scale[t] = a.scale.data() + (t0 + t) * a.blocks;
+    pair_scale[t] = a.pair_scale.data() + (t0 + t) * pairs * 8;
+    pair_bias[t] = a.pair_bias.data() + (t0 + t) * pairs * 16;
+  }
   const uint8_t* w[R];
   int64_t scale_row[R];
-  __m256 acc[R];
+  __m256 acc[R][T];
   RNE_TIED_HEAD_UNROLL
   for (int r = 0; r < R; ++r) {
     w[r] = p.packed + (v + r) * row_bytes;
     scale_row[r] = (v + r) * groups;
-    acc[r] = _mm256_setzero_ps();
+    RNE_TIED_HEAD_UNROLL
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
   }
 
   int64_t k = 0;
   for (; k + 4 <= pairs; k += 4) {
-    const __m256 s = _mm256_loadu_ps(block_scale + 2 * k);
     __m256 sw[R];
     RNE_TIED_HEAD_UNROLL
     for (int r = 0; r < R; ++r) {
-      sw[r] = _mm256_mul_ps(s, avx2_block_scales8<kHalf>(p.scales, scale_row[r], 2 * k,
-                                                         group_blocks));
+      sw[r] = avx2_block_scales8<kHalf>(p.scales, scale_row[r], 2 * k, group_blocks);
+      if constexpr (T == 1) sw[r] = _mm256_mul_ps(_mm256_loadu_ps(block_scale[0] + 2 * k), sw[r]);
     }
     RNE_TIED_HEAD_UNROLL
     for (int j = 0; j < 4; ++j) {
       const __m256i pick =
           _mm256_setr_epi32(2 * j, 2 * j, 2 * j, 2 * j, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1);
       const int64_t pair = k + j;
-      const __m256i even = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + pair * 64));
-      const __m256i odd = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + pair * 64 + 32));
-      const __m256i bias =
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair_bias + pair * 16));
       RNE_TIED_HEAD_UNROLL
       for (int r = 0; r < R; ++r) {
-        const __m256i dot = avx2_pair_dot(w[r] + pair * 32, even, odd, bias);
-        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_permutevar8x32_ps(sw[r], pick),
-                                 acc[r]);
+        __m256i hi, lo;
+        avx2_unpack(w[r] + pair * 32, hi, lo);
+        const __m256 ws = _mm256_permutevar8x32_ps(sw[r], pick);
+        RNE_TIED_HEAD_UNROLL
+        for (int t = 0; t < T; ++t) {
+          const __m256i dot = avx2_pair_dot(hi, lo, q[t] + pair * 64, pair_bias[t] + pair * 16);
+          const __m256 s =
+              T == 1 ? ws : _mm256_mul_ps(ws, _mm256_loadu_ps(pair_scale[t] + pair * 8));
+          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), s, acc[r][t]);
+        }
       }
     }
   }
   for (; k < pairs; ++k) {
-    const __m256i even = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + k * 64));
-    const __m256i odd = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + k * 64 + 32));
-    const __m256i bias = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair_bias + k * 16));
-    const __m256 s = _mm256_loadu_ps(pair_scale + k * 8);
     const int64_t g0 = (2 * k) / group_blocks;
     const int64_t g1 = (2 * k + 1) / group_blocks;
     RNE_TIED_HEAD_UNROLL
     for (int r = 0; r < R; ++r) {
+      __m256i hi, lo;
+      avx2_unpack(w[r] + k * 32, hi, lo);
       const __m256 ws =
           _mm256_set_m128(_mm_set1_ps(avx2_scale<kHalf>(p.scales, scale_row[r] + g1)),
                           _mm_set1_ps(avx2_scale<kHalf>(p.scales, scale_row[r] + g0)));
-      const __m256i dot = avx2_pair_dot(w[r] + k * 32, even, odd, bias);
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(s, ws), acc[r]);
+      RNE_TIED_HEAD_UNROLL
+      for (int t = 0; t < T; ++t) {
+        const __m256i dot = avx2_pair_dot(hi, lo, q[t] + k * 64, pair_bias[t] + k * 16);
+        acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot),
+                                    _mm256_mul_ps(_mm256_loadu_ps(pair_scale[t] + k * 8), ws),
+                                    acc[r][t]);
+      }
     }
   }
-  float tail[R] = {};
+  float tail[R][T] = {};
   if (a.blocks % 2 != 0) {
     const int64_t b = a.blocks - 1;
-    const float s = block_scale[b];
-    const int32_t sum = a.sum[t * a.blocks + b];
     RNE_TIED_HEAD_UNROLL
     for (int r = 0; r < R; ++r) {
-      const int32_t dot = avx2_block_dot(w[r] + b * 16, q + a.even(b), q + a.odd(b), sum);
-      tail[r] = s * avx2_scale<kHalf>(p.scales, scale_row[r] + b / group_blocks) *
-                static_cast<float>(dot);
+      const float ws = avx2_scale<kHalf>(p.scales, scale_row[r] + b / group_blocks);
+      RNE_TIED_HEAD_UNROLL
+      for (int t = 0; t < T; ++t) {
+        const int32_t dot = avx2_block_dot(w[r] + b * 16, q[t] + a.even(b), q[t] + a.odd(b),
+                                           a.sum[(t0 + t) * a.blocks + b]);
+        tail[r][t] = block_scale[t][b] * ws * static_cast<float>(dot);
+      }
     }
   }
   RNE_TIED_HEAD_UNROLL
-  for (int r = 0; r < R; ++r) p.out[t * p.vocab + v + r] = avx2_hsum(acc[r]) + tail[r];
+  for (int r = 0; r < R; ++r) {
+    RNE_TIED_HEAD_UNROLL
+    for (int t = 0; t < T; ++t) {
+      p.out[(t0 + t) * p.vocab + v + r] = avx2_hsum(acc[r][t]) + tail[r][t];
+    }
+  }
 }
 
 template <bool kHalf>
@@ -453,12 +518,24 @@ RNE_AVX2 void avx2_rows_of(const Job& job, int64_t v0, int64_t v1) {
   const int64_t rows = job.p->rows;
   const int64_t ahead = prefetch_distance(*job.p);
   int64_t v = v0;
-  for (; v + kAvx2Rows <= v1; v += kAvx2Rows) {
-    prefetch_rows(*job.p, v + ahead, kAvx2Rows, v1);
-    for (int64_t t = 0; t < rows; ++t) avx2_tile<kAvx2Rows, kHalf>(job, v, t);
+  if (rows == 1) {
+    for (; v + kAvx2Rows <= v1; v += kAvx2Rows) {
+      prefetch_rows(*job.p, v + ahead, kAvx2Rows, v1);
+      avx2_tile<kAvx2Rows, 1, kHalf>(job, v, 0);
+    }
+    for (; v < v1; ++v) avx2_tile<1, 1, kHalf>(job, v, 0);
+    return;
   }
+  // Several positions: one vocabulary row at a time, its blocks shared by up to
+  // kMaxPositions activation rows (more rows per tile measured slower: the accumulators no
+  // longer fit in the sixteen registers).
   for (; v < v1; ++v) {
-    for (int64_t t = 0; t < rows; ++t) avx2_tile<1, kHalf>(job, v, t);
+    prefetch_rows(*job.p, v + ahead, 1, v1);
+    for (int64_t t = 0; t < rows;) {
+      const int64_t n = position_group(rows - t);
+      with_positions(n, [&](auto positions) { avx2_tile<1, positions.value, kHalf>(job, v, t); });
+      t += n;
+    }
   }
 }
 
@@ -491,14 +568,19 @@ inline float neon_scale(const void* scales, int64_t i) {
   }
 }
 
-// The dot product of one table block (16 bytes at w) with its activations, times 16, as four
-// int32 lanes. XOR 0x88 turns each nibble n into the 4-bit two's complement of n - 8; masking
-// the high nibble in place and shifting the low one up gives both as 16 * (n - 8) in an int8:
-// three instructions where shifting down and subtracting 8 from each takes four.
-inline int32x4_t neon_block_dot16(const uint8_t* w, int8x16_t even, int8x16_t odd) {
+// One table block (16 bytes at w) as its elements times 16, in int8s: the even ones in `hi`, the
+// odd ones in `lo`. XOR 0x88 turns each nibble n into the 4-bit two's complement of n - 8;
+// masking the high nibble in place and shifting the low one up gives both as 16 * (n - 8) in an
+// int8: three instructions where shifting down and subtracting 8 from each takes four.
+inline void neon_unpack(const uint8_t* w, int8x16_t& hi, int8x16_t& lo) {
   const int8x16_t c = vreinterpretq_s8_u8(veorq_u8(vld1q_u8(w), vdupq_n_u8(0x88)));
-  const int8x16_t hi = vandq_s8(c, vdupq_n_s8(static_cast<int8_t>(0xF0)));
-  const int8x16_t lo = vshlq_n_s8(c, 4);
+  hi = vandq_s8(c, vdupq_n_s8(static_cast<int8_t>(0xF0)));
+  lo = vshlq_n_s8(c, 4);
+}
+
+// The dot product of an unpacked table block with its activations, times 16, as four int32
+// lanes.
+inline int32x4_t neon_block_dot16(int8x16_t hi, int8x16_t lo, int8x16_t even, int8x16_t odd) {
 #ifdef __ARM_FEATURE_DOTPROD
   return vdotq_s32(vdotq_s32(vdupq_n_s32(0), hi, even), lo, odd);
 #else
@@ -511,56 +593,88 @@ inline int32x4_t neon_block_dot16(const uint8_t* w, int8x16_t even, int8x16_t od
 #endif
 }
 
-template <int R, bool kHalf>
-void neon_tile(const Job& job, int64_t v, int64_t t) {
+// Logits of vocabulary rows [v, v + R) for activation rows [t0, t0 + T): each table block is
+// unpacked once and dotted with all T rows' activations.
+template <int R, int T, bool kHalf>
+void neon_tile(const Job& job, int64_t v, int64_t t0) {
   const Problem& p = *job.p;
   const Activations& a = *job.a;
   const int64_t row_bytes = p.dim / 2;
   const int64_t groups = p.dim / p.group;
   const int64_t group_blocks = p.group / kBlock;
-  const int8_t* q = a.q.data() + t * p.dim;
-  const float* s = a.scale.data() + t * a.blocks;
+  const int8_t* q[T];
+  const float* s[T];
+  RNE_TIED_HEAD_UNROLL
+  for (int t = 0; t < T; ++t) {
+    q[t] = a.q.data() + (t0 + t) * p.dim;
+    s[t] = a.scale.data() + (t0 + t) * a.blocks;
+  }
   const uint8_t* w[R];
-  float32x4_t acc[R];
+  float32x4_t acc[R][T];
   RNE_TIED_HEAD_UNROLL
   for (int r = 0; r < R; ++r) {
     w[r] = p.packed + (v + r) * row_bytes;
-    acc[r] = vdupq_n_f32(0.0f);
+    RNE_TIED_HEAD_UNROLL
+    for (int t = 0; t < T; ++t) acc[r][t] = vdupq_n_f32(0.0f);
   }
   for (int64_t g = 0; g < groups; ++g) {
-    float32x4_t group_acc[R];
+    float32x4_t group_acc[R][T];
     RNE_TIED_HEAD_UNROLL
-    for (int r = 0; r < R; ++r) group_acc[r] = vdupq_n_f32(0.0f);
-    for (int64_t b = g * group_blocks; b < (g + 1) * group_blocks; ++b) {
-      const int8x16_t even = vld1q_s8(q + a.even(b));
-      const int8x16_t odd = vld1q_s8(q + a.odd(b));
+    for (int r = 0; r < R; ++r) {
       RNE_TIED_HEAD_UNROLL
-      for (int r = 0; r < R; ++r) {
-        // The fixed-point conversion divides by the 16 exactly.
-        const float32x4_t dot = vcvtq_n_f32_s32(neon_block_dot16(w[r] + b * 16, even, odd), 4);
-        group_acc[r] = vfmaq_n_f32(group_acc[r], dot, s[b]);
+      for (int t = 0; t < T; ++t) group_acc[r][t] = vdupq_n_f32(0.0f);
+    }
+    for (int64_t b = g * group_blocks; b < (g + 1) * group_blocks; ++b) {
+      int8x16_t hi[R], lo[R];
+      RNE_TIED_HEAD_UNROLL
+      for (int r = 0; r < R; ++r) neon_unpack(w[r] + b * 16, hi[r], lo[r]);
+      RNE_TIED_HEAD_UNROLL
+      for (int t = 0; t < T; ++t) {
+        const int8x16_t even = vld1q_s8(q[t] + a.even(b));
+        const int8x16_t odd = vld1q_s8(q[t] + a.odd(b));
+        RNE_TIED_HEAD_UNROLL
+        for (int r = 0; r < R; ++r) {
+          // The fixed-point conversion divides by the 16 exactly.
+          const float32x4_t dot = vcvtq_n_f32_s32(neon_block_dot16(hi[r], lo[r], even, odd), 4);
+          group_acc[r][t] = vfmaq_n_f32(group_acc[r][t], dot, s[t][b]);
+        }
       }
     }
     RNE_TIED_HEAD_UNROLL
     for (int r = 0; r < R; ++r) {
-      acc[r] = vfmaq_n_f32(acc[r], group_acc[r], neon_scale<kHalf>(p.scales, (v + r) * groups + g));
+      const float ws = neon_scale<kHalf>(p.scales, (v + r) * groups + g);
+      RNE_TIED_HEAD_UNROLL
+      for (int t = 0; t < T; ++t) acc[r][t] = vfmaq_n_f32(acc[r][t], group_acc[r][t], ws);
     }
   }
   RNE_TIED_HEAD_UNROLL
-  for (int r = 0; r < R; ++r) p.out[t * p.vocab + v + r] = vaddvq_f32(acc[r]);
+  for (int r = 0; r < R; ++r) {
+    RNE_TIED_HEAD_UNROLL
+    for (int t = 0; t < T; ++t) p.out[(t0 + t) * p.vocab + v + r] = vaddvq_f32(acc[r][t]);
+  }
 }
 
 template <bool kHalf>
 void neon_rows_of(const Job& job, int64_t v0, int64_t v1) {
   const int64_t rows = job.p->rows;
-  int64_t v = v0;
   const int64_t ahead = prefetch_distance(*job.p);
-  for (; v + kNeonRows <= v1; v += kNeonRows) {
-    prefetch_rows(*job.p, v + ahead, kNeonRows, v1);
-    for (int64_t t = 0; t < rows; ++t) neon_tile<kNeonRows, kHalf>(job, v, t);
+  int64_t v = v0;
+  if (rows == 1) {
+    for (; v + kNeonRows <= v1; v += kNeonRows) {
+      prefetch_rows(*job.p, v + ahead, kNeonRows, v1);
+      neon_tile<kNeonRows, 1, kHalf>(job, v, 0);
+    }
+    for (; v < v1; ++v) neon_tile<1, 1, kHalf>(job, v, 0);
+    return;
   }
+  // Several positions: one vocabulary row at a time, as on AVX2.
   for (; v < v1; ++v) {
-    for (int64_t t = 0; t < rows; ++t) neon_tile<1, kHalf>(job, v, t);
+    prefetch_rows(*job.p, v + ahead, 1, v1);
+    for (int64_t t = 0; t < rows;) {
+      const int64_t n = position_group(rows - t);
+      with_positions(n, [&](auto positions) { neon_tile<1, positions.value, kHalf>(job, v, t); });
+      t += n;
+    }
   }
 }
 

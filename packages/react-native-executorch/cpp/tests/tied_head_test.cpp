@@ -1,7 +1,8 @@
 // kernels/tied_head.h against a plain double-precision reference of the op's definition (block
 // int8 quantization of x, 4-bit table times per-group scales): on the path this CPU takes and on
 // the portable one, serial and on std::threads, float32 and fp16 scales, shapes with a trailing
-// unpaired block (dim 96) and vocabularies that are not multiples of a tile or a task.
+// unpaired block (dim 96) and vocabularies that are not multiples of a tile or a task; and a
+// verify call's several positions, every count of them up to past one group of tiles.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -202,6 +203,38 @@ TEST(TiedHeadTest, UnevenWidthsAndGroupsMatchReference) {
                           {1, 352, 352, 11, true}, {1, 768, 384, 9, true}};
   uint32_t seed = 200;
   for (const Shape& s : shapes) check_shape(s, seed++);
+}
+
+// A verify call's positions share each unpacked table row on the vector paths: every count up
+// to past one group (9: groups of 5 and 4), at E2B's width and group with fp16 scales, with an
+// unpaired last block, with pairs after the last run of eight blocks and with groups that do
+// not tile eight blocks; vocabularies end mid-tile. The positions' activations differ in scale
+// by orders of magnitude, so a tile that takes one position's for another's is far off.
+TEST(TiedHeadTest, ManyPositionsMatchReference) {
+  uint32_t seed = 300;
+  for (int64_t rows = 1; rows <= 9; ++rows) {
+    check_shape({rows, 1536, 128, 13, true}, seed++);
+    check_shape({rows, 96, 32, 7, false}, seed++);
+    check_shape({rows, 320, 64, 5, rows % 2 == 0}, seed++);
+    check_shape({rows, 288, 96, 3, rows % 2 != 0}, seed++);
+  }
+  check_shape({17, 256, 64, 11, true}, seed++);
+}
+
+TEST(TiedHeadTest, PositionsSplitIntoNearEqualGroups) {
+  for (int64_t rows = 1; rows <= 40; ++rows) {
+    std::vector<int64_t> sizes;
+    for (int64_t t = 0; t < rows;) {
+      sizes.push_back(th::detail::position_group(rows - t));
+      t += sizes.back();
+    }
+    const int64_t fewest = (rows + th::detail::kMaxPositions - 1) / th::detail::kMaxPositions;
+    EXPECT_EQ(static_cast<int64_t>(sizes.size()), fewest) << rows;
+    EXPECT_LE(sizes.front(), th::detail::kMaxPositions) << rows;
+    EXPECT_LE(sizes.front() - sizes.back(), 1) << rows;
+  }
+  EXPECT_EQ(th::detail::position_group(9), 5);
+  EXPECT_EQ(th::detail::position_group(8), 8);
 }
 
 TEST(TiedHeadTest, ManyTasksMatchReference) {
