@@ -12,46 +12,21 @@ import {
   ExecutorchError,
   LLMModule,
   type Message,
-  ResourceFetcher,
   type AnyLLMDescriptor,
   type GenerationStats,
-  type LLMDescriptor,
   type ModelFiles,
   type NativeExecutorch,
   type NativeGenerationConfig,
   models,
 } from '../../src';
-import { HfServer } from '../support/hfServer';
 import { codeOf } from '../support/errorCode';
-import { nodeAdapters } from '../support/nodeAdapters';
 import type { FakeNative } from '../../src/testing/fakeNative';
 import { runnerTokenize } from './support/realNative';
-import { publishSmollm2, smollm2Files, SMOLLM2_MAX_CONTEXT, TARGETS, type SeamTarget } from './support/targets';
+import { hostSmollm2, SMOLLM2_MAX_CONTEXT, TARGETS, type SeamTarget } from './support/targets';
 
 const GREEDY = { temperature: 0, maxNewTokens: 24 } as const;
 
-let server: HfServer;
-let docs: string;
-let model: LLMDescriptor<'xnnpack'>;
-/** The verified files of the first download; later tests load them directly. */
-let files: ModelFiles;
-
-beforeAll(async () => {
-  server = new HfServer();
-  await server.start();
-  docs = mkdtempSync(join(tmpdir(), 'rne-e2e-'));
-  model = publishSmollm2(server, smollm2Files());
-  files = await fetcher().fetchModel(model, 'xnnpack');
-});
-
-afterAll(async () => {
-  await server.stop();
-  rmSync(docs, { recursive: true, force: true });
-});
-
-function fetcher(): ResourceFetcher {
-  return new ResourceFetcher({ ...nodeAdapters(docs), baseUrl: server.baseUrl });
-}
+const smol = hostSmollm2('rne-e2e-');
 
 /** sendMessage, keeping the streamed pieces. */
 async function send(llm: LLMModule, content: string): Promise<{ answer: string; pieces: string[]; stats: GenerationStats }> {
@@ -69,8 +44,8 @@ describe.each(TARGETS.map((t) => [t.name, t] as const))('LLMModule on %s', (_, t
   });
   afterEach(() => llm?.release());
 
-  function loaded(localFiles: ModelFiles = files): Promise<LLMModule> {
-    llm = new LLMModule({ model, localFiles, native, resources: fetcher() });
+  function loaded(localFiles: ModelFiles = smol.files): Promise<LLMModule> {
+    llm = new LLMModule({ model: smol.model, localFiles, native, resources: smol.fetcher() });
     llm.configure({ generation: GREEDY });
     return llm.load().then(() => llm);
   }
@@ -78,13 +53,13 @@ describe.each(TARGETS.map((t) => [t.name, t] as const))('LLMModule on %s', (_, t
   it('downloads with sha256 checks, loads and chats over several turns reusing the KV cache', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'rne-e2e-dl-'));
     try {
-      const downloads = new ResourceFetcher({ ...nodeAdapters(dir), baseUrl: server.baseUrl });
-      llm = new LLMModule({ model, resources: downloads, native });
+      const downloads = smol.fetcher(dir);
+      llm = new LLMModule({ model: smol.model, resources: downloads, native });
       llm.configure({ generation: GREEDY });
       const progress: number[] = [];
-      const served = server.requests.length;
+      const served = smol.server.requests.length;
       await llm.load({ onDownloadProgress: (p) => progress.push(p) });
-      const fetched = server.requests.slice(served).map((r) => `${r.path.split('/').pop()} ${r.status}`);
+      const fetched = smol.server.requests.slice(served).map((r) => `${r.path.split('/').pop()} ${r.status}`);
       expect(fetched.sort()).toEqual(['smollm2.pte 200', 'tokenizer.json 200', 'tokenizer_config.json 200']);
       expect(progress[progress.length - 1]).toBe(1);
       expect(llm.isReady).toBe(true);
@@ -147,7 +122,7 @@ describe.each(TARGETS.map((t) => [t.name, t] as const))('LLMModule on %s', (_, t
     expect(await codeOf(llm.sendMessage('And dogs?'))).toBe('busy');
     await first;
 
-    const handle = await native.loadLLM({ modelPath: files.modelPath, tokenizerPath: files.tokenizerPath, backend: 'xnnpack' });
+    const handle = await native.loadLLM({ modelPath: smol.files.modelPath, tokenizerPath: smol.files.tokenizerPath, backend: 'xnnpack' });
     const config: NativeGenerationConfig = {
       maxNewTokens: 8, temperature: 0, topK: 0, topP: 1, minP: 0, repetitionPenalty: 1, seed: 1, stopStrings: [],
     };
@@ -175,7 +150,7 @@ describe.each(TARGETS.map((t) => [t.name, t] as const))('LLMModule on %s', (_, t
     expect(llm.isReady).toBe(false);
     expect(await codeOf(llm.sendMessage('Still there?'))).toBe('released');
 
-    const handle = await native.loadLLM({ modelPath: files.modelPath, tokenizerPath: files.tokenizerPath, backend: 'xnnpack' });
+    const handle = await native.loadLLM({ modelPath: smol.files.modelPath, tokenizerPath: smol.files.tokenizerPath, backend: 'xnnpack' });
     native.release(handle);
     for (const call of [() => native.stats(handle), () => native.interrupt(handle), () => native.release(handle)]) {
       expect(call).toThrow(expect.objectContaining({ code: 'invalid_argument' }));
@@ -192,10 +167,10 @@ describe.each(TARGETS.map((t) => [t.name, t] as const))('LLMModule on %s', (_, t
     it('refuses a corrupt .pte with invalid_model', async () => {
       const corrupt = join(dir, 'corrupt.pte');
       // The real program's bytes with its flatbuffer header overwritten.
-      const bytes = readFileSync(files.modelPath).subarray(0, 1 << 20);
+      const bytes = readFileSync(smol.files.modelPath).subarray(0, 1 << 20);
       bytes.fill(0x5a, 0, 64);
       writeFileSync(corrupt, bytes);
-      const error = await load({ ...files, modelPath: corrupt }).catch((e: unknown) => e);
+      const error = await load({ ...smol.files, modelPath: corrupt }).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(ExecutorchError);
       expect((error as ExecutorchError).code).toBe('invalid_model');
       expect((error as ExecutorchError).message).toContain(corrupt);
@@ -203,7 +178,7 @@ describe.each(TARGETS.map((t) => [t.name, t] as const))('LLMModule on %s', (_, t
 
     it('refuses a tokenizer that belongs to another model with tokenizer', async () => {
       // SmolLM2's tokenizer plus tokens its model has no embedding for (a bigger vocabulary).
-      const tokenizer = JSON.parse(readFileSync(files.tokenizerPath, 'utf8'));
+      const tokenizer = JSON.parse(readFileSync(smol.files.tokenizerPath, 'utf8'));
       const next = 49152;
       for (let i = 0; i < 256; i += 1) {
         tokenizer.added_tokens.push({
@@ -213,15 +188,15 @@ describe.each(TARGETS.map((t) => [t.name, t] as const))('LLMModule on %s', (_, t
       }
       const other = join(dir, 'tokenizer.json');
       writeFileSync(other, JSON.stringify(tokenizer));
-      const error = await load({ ...files, tokenizerPath: other }).catch((e: unknown) => e);
+      const error = await load({ ...smol.files, tokenizerPath: other }).catch((e: unknown) => e);
       expect((error as ExecutorchError).code).toBe('tokenizer');
       expect((error as ExecutorchError).message).toContain('different models');
     });
 
     it('reports a missing file with not_found', async () => {
       const missing = join(dir, 'absent.pte');
-      copyFileSync(files.tokenizerPath, join(dir, 'tokenizer.json'));
-      const error = await load({ ...files, modelPath: missing }).catch((e: unknown) => e);
+      copyFileSync(smol.files.tokenizerPath, join(dir, 'tokenizer.json'));
+      const error = await load({ ...smol.files, modelPath: missing }).catch((e: unknown) => e);
       expect((error as ExecutorchError).code).toBe('not_found');
       expect((error as ExecutorchError).message).toContain(missing);
     });
@@ -229,7 +204,7 @@ describe.each(TARGETS.map((t) => [t.name, t] as const))('LLMModule on %s', (_, t
     // The registry's entry has no checksums: the bad files reach the native load unchecked.
     function load(localFiles: ModelFiles): Promise<void> {
       const unchecked: AnyLLMDescriptor = models.llm.smollm2_135m;
-      llm = new LLMModule({ model: unchecked, localFiles, native, resources: fetcher() });
+      llm = new LLMModule({ model: unchecked, localFiles, native, resources: smol.fetcher() });
       return llm.load();
     }
   });
@@ -246,7 +221,7 @@ describe.each(TARGETS.map((t) => [t.name, t] as const))('LLMModule on %s', (_, t
   it('counts tokens as the runner encodes them and reports the context length', async () => {
     await loaded();
     const text = 'Zażółć gęślą jaźń: the capital of France is Paris.';
-    if (target.real) expect(llm.countTokens(text)).toBe(runnerTokenize(files.tokenizerPath, text).length);
+    if (target.real) expect(llm.countTokens(text)).toBe(runnerTokenize(smol.files.tokenizerPath, text).length);
     else expect(llm.countTokens(text)).toBe(Math.ceil(text.length / 4));
     expect(llm.getMaxContextLength()).toBe(SMOLLM2_MAX_CONTEXT);
   });
@@ -258,7 +233,7 @@ describe.each(TARGETS.map((t) => [t.name, t] as const))('LLMModule on %s', (_, t
       { role: 'system', content: 'Be brief.' },
       { role: 'user', content: forged },
     ];
-    const template = ChatTemplate.fromTokenizerConfig(readFileSync(files.chatTemplatePath, 'utf8'));
+    const template = ChatTemplate.fromTokenizerConfig(readFileSync(smol.files.chatTemplatePath, 'utf8'));
     const parts = template.renderParts(messages);
     expect(parts.filter((p) => p.plain).map((p) => p.text)).toEqual(['Be brief.', forged]);
     await llm.generate(messages);
@@ -268,15 +243,15 @@ describe.each(TARGETS.map((t) => [t.name, t] as const))('LLMModule on %s', (_, t
       expect((native as FakeNative).promptParts.at(-1)).toEqual(parts);
       return;
     }
-    const ids = runnerTokenize(files.tokenizerPath, parts);
+    const ids = runnerTokenize(smol.files.tokenizerPath, parts);
     expect(ids).toHaveLength(llm.countTokens(messages));
-    const [imStart] = runnerTokenize(files.tokenizerPath, '<|im_start|>');
-    const [imEnd] = runnerTokenize(files.tokenizerPath, '<|im_end|>');
+    const [imStart] = runnerTokenize(smol.files.tokenizerPath, '<|im_start|>');
+    const [imEnd] = runnerTokenize(smol.files.tokenizerPath, '<|im_end|>');
     const count = (list: number[], id: number | undefined) => list.filter((i) => i === id).length;
     // The template's system, user and assistant headers, and its two turn ends: no more.
     expect([count(ids, imStart), count(ids, imEnd)]).toEqual([3, 2]);
     // The same prompt as one string (how prompts were sent before parts): the forged turn is real.
-    const whole = runnerTokenize(files.tokenizerPath, template.render(messages));
+    const whole = runnerTokenize(smol.files.tokenizerPath, template.render(messages));
     expect([count(whole, imStart), count(whole, imEnd)]).toEqual([5, 4]);
   });
 
@@ -325,8 +300,8 @@ describe.each(TARGETS.map((t) => [t.name, t] as const))('LLMModule on %s', (_, t
       const reused: GenerationStats[] = [];
       for (const q of questions) reused.push((await send(llm, q)).stats);
       // The same prompts, each prefilled from an empty cache on a second handle.
-      const template = ChatTemplate.fromTokenizerConfig(readFileSync(files.chatTemplatePath, 'utf8'));
-      const handle = await native.loadLLM({ modelPath: files.modelPath, tokenizerPath: files.tokenizerPath, backend: 'xnnpack' });
+      const template = ChatTemplate.fromTokenizerConfig(readFileSync(smol.files.chatTemplatePath, 'utf8'));
+      const handle = await native.loadLLM({ modelPath: smol.files.modelPath, tokenizerPath: smol.files.tokenizerPath, backend: 'xnnpack' });
       const config: NativeGenerationConfig = { maxNewTokens: 1, temperature: 0, topK: 0, topP: 1, minP: 0, repetitionPenalty: 1, seed: 1, stopStrings: [] };
       const fresh: GenerationStats[] = [];
       for (let i = 0; i < questions.length; i += 1) {

@@ -8,38 +8,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-import {
-  ExecutorchError,
-  LLMModule,
-  ResourceFetcher,
-  type LLMDescriptor,
-  type ModelFiles,
-  type NativeExecutorch,
-} from '../../src';
-import { HfServer } from '../support/hfServer';
-import { nodeAdapters } from '../support/nodeAdapters';
+import { ExecutorchError, LLMModule, type NativeExecutorch } from '../../src';
 import { createRealNative } from './support/realNative';
-import { publishSmollm2, smollm2Files } from './support/targets';
+import { hostSmollm2 } from './support/targets';
 
 const PLATFORM = { os: 'android', isSimulator: false, osVersion: '34' } as const;
 
-let server: HfServer;
-let docs: string;
-let model: LLMDescriptor<'xnnpack'>;
-let files: ModelFiles;
-
-beforeAll(async () => {
-  server = new HfServer();
-  await server.start();
-  docs = mkdtempSync(join(tmpdir(), 'rne-e2e-memory-'));
-  model = publishSmollm2(server, smollm2Files());
-  files = await new ResourceFetcher({ ...nodeAdapters(docs), baseUrl: server.baseUrl }).fetchModel(model, 'xnnpack');
-});
-
-afterAll(async () => {
-  await server.stop();
-  rmSync(docs, { recursive: true, force: true });
-});
+const smol = hostSmollm2('rne-e2e-memory-');
 
 /**
  * A module on the real seam, whose memory checks and loads see `available` bytes of free
@@ -54,15 +29,15 @@ function module(available: number, download?: { cacheDir: string }): LLMModule {
       real.loadLLM({ ...options, availableMemoryBytes: available }),
   });
   return new LLMModule({
-    model,
-    ...(download ? {} : { localFiles: files }),
+    model: smol.model,
+    ...(download ? {} : { localFiles: smol.files }),
     native,
-    resources: new ResourceFetcher({ ...nodeAdapters(download?.cacheDir ?? docs), baseUrl: server.baseUrl }),
+    resources: smol.fetcher(download?.cacheDir),
   });
 }
 
 it('refuses a load the available memory cannot hold, naming both numbers', async () => {
-  const peak = model.variants.xnnpack.peakMemoryBytes;
+  const peak = smol.model.variants.xnnpack.peakMemoryBytes;
   expect(peak).toBeGreaterThan(100 * 2 ** 20); // the registry carries the measured figure
   const refused = module(100 * 2 ** 20);
   const error = await refused.load().then(
@@ -84,7 +59,7 @@ it('refuses a load the available memory cannot hold, naming both numbers', async
 it('refuses before downloading: a phone that cannot hold the model fetches nothing', async () => {
   const cacheDir = mkdtempSync(join(tmpdir(), 'rne-e2e-memory-fresh-'));
   try {
-    const before = server.requests.length;
+    const before = smol.server.requests.length;
     const refused = module(100 * 2 ** 20, { cacheDir });
     const error = await refused.load().then(
       () => null,
@@ -93,7 +68,7 @@ it('refuses before downloading: a phone that cannot hold the model fetches nothi
     refused.release();
     expect((error as ExecutorchError).code).toBe('insufficient_memory');
     expect((error as ExecutorchError).message).toContain('only 100 MiB are available');
-    expect(server.requests.length).toBe(before);
+    expect(smol.server.requests.length).toBe(before);
   } finally {
     rmSync(cacheDir, { recursive: true, force: true });
   }

@@ -5,15 +5,9 @@
  * a time in the order asked, and releasing one session leaves the others working.
  * @jest-environment node
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-
-import { LLMModule, ResourceFetcher, type GenerationStats, type LLMDescriptor, type ModelFiles } from '../../src';
-import { HfServer } from '../support/hfServer';
+import { LLMModule, type GenerationStats } from '../../src';
 import { codeOf } from '../support/errorCode';
-import { nodeAdapters } from '../support/nodeAdapters';
-import { publishSmollm2, smollm2Files, TARGETS, type SeamTarget } from './support/targets';
+import { freshModules, hostSmollm2, TARGETS, type SeamTarget } from './support/targets';
 
 const GREEDY = { temperature: 0, maxNewTokens: 12 } as const;
 const SCRIPTS = [
@@ -21,39 +15,10 @@ const SCRIPTS = [
   ['What is 2 + 2?', 'And 3 + 3?'],
 ] as const;
 
-let server: HfServer;
-let docs: string;
-let model: LLMDescriptor<'xnnpack'>;
-let files: ModelFiles;
-
-beforeAll(async () => {
-  server = new HfServer();
-  await server.start();
-  docs = mkdtempSync(join(tmpdir(), 'rne-e2e-sessions-'));
-  model = publishSmollm2(server, smollm2Files());
-  files = await fetcher().fetchModel(model, 'xnnpack');
-});
-
-afterAll(async () => {
-  await server.stop();
-  rmSync(docs, { recursive: true, force: true });
-});
-
-function fetcher(): ResourceFetcher {
-  return new ResourceFetcher({ ...nodeAdapters(docs), baseUrl: server.baseUrl });
-}
+const smol = hostSmollm2('rne-e2e-sessions-');
 
 describe.each(TARGETS.map((t) => [t.name, t] as const))('Sessions of one model on %s', (_, target: SeamTarget) => {
-  const modules: LLMModule[] = [];
-  afterEach(() => modules.splice(0).forEach((m) => m.release()));
-
-  async function fresh(): Promise<LLMModule> {
-    const llm = new LLMModule({ model, localFiles: files, native: target.create(), resources: fetcher() });
-    modules.push(llm);
-    llm.configure({ generation: GREEDY });
-    await llm.load();
-    return llm;
-  }
+  const { modules, fresh } = freshModules(smol, target, GREEDY);
 
   it('answers each conversation as it is answered alone, turns interleaved', async () => {
     const first = await fresh();
@@ -117,7 +82,7 @@ describe.each(TARGETS.map((t) => [t.name, t] as const))('Sessions of one model o
   });
 
   it('refuses a session before the model is loaded', async () => {
-    const llm = new LLMModule({ model, localFiles: files, native: target.create(), resources: fetcher() });
+    const llm = new LLMModule({ model: smol.model, localFiles: smol.files, native: target.create(), resources: smol.fetcher() });
     modules.push(llm);
     expect(await codeOf(llm.createSession())).toBe('model_not_loaded');
   });

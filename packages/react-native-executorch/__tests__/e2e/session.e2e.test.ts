@@ -5,46 +5,23 @@
  * uninterrupted one; bad files and a load during a generation are refused and change nothing.
  * @jest-environment node
  */
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-import { LLMModule, ResourceFetcher, type GenerationStats, type LLMDescriptor, type ModelFiles } from '../../src';
-import { HfServer } from '../support/hfServer';
+import type { GenerationStats } from '../../src';
 import { codeOf } from '../support/errorCode';
-import { nodeAdapters } from '../support/nodeAdapters';
-import { publishSmollm2, smollm2Files, TARGETS, type SeamTarget } from './support/targets';
+import { freshModules, hostSmollm2, TARGETS, type SeamTarget } from './support/targets';
 
 const GREEDY = { temperature: 0, maxNewTokens: 16 } as const;
 const FIRST = 'Name one colour.';
 const SECOND = 'And one animal?';
 
-let server: HfServer;
-let docs: string;
-let model: LLMDescriptor<'xnnpack'>;
-let files: ModelFiles;
-
-beforeAll(async () => {
-  server = new HfServer();
-  await server.start();
-  docs = mkdtempSync(join(tmpdir(), 'rne-e2e-session-'));
-  model = publishSmollm2(server, smollm2Files());
-  files = await fetcher().fetchModel(model, 'xnnpack');
-});
-
-afterAll(async () => {
-  await server.stop();
-  rmSync(docs, { recursive: true, force: true });
-});
-
-function fetcher(): ResourceFetcher {
-  return new ResourceFetcher({ ...nodeAdapters(docs), baseUrl: server.baseUrl });
-}
+const smol = hostSmollm2('rne-e2e-session-');
 
 it('the real seam refuses a session load or save while a generation runs, as busy', async () => {
   const native = TARGETS.find((t) => t.real)!.create();
-  const handle = await native.loadLLM({ modelPath: files.modelPath, tokenizerPath: files.tokenizerPath, backend: 'xnnpack' });
-  const path = join(docs, 'busy.session');
+  const handle = await native.loadLLM({ modelPath: smol.files.modelPath, tokenizerPath: smol.files.tokenizerPath, backend: 'xnnpack' });
+  const path = join(smol.docs, 'busy.session');
   await native.saveSession(handle, path, false, '');
   const config = { temperature: 0, topK: 0, topP: 1, minP: 0, repetitionPenalty: 1, seed: 1, maxNewTokens: 8, stopStrings: [] };
   const running = native.generate(handle, 'Hello', config, () => {});
@@ -57,17 +34,7 @@ it('the real seam refuses a session load or save while a generation runs, as bus
 });
 
 describe.each(TARGETS.map((t) => [t.name, t] as const))('Saved sessions on %s', (_, target: SeamTarget) => {
-  const modules: LLMModule[] = [];
-  afterEach(() => modules.splice(0).forEach((m) => m.release()));
-
-  /** A module on a seam of its own: a fresh process as far as the native side goes. */
-  async function fresh(): Promise<LLMModule> {
-    const llm = new LLMModule({ model, localFiles: files, native: target.create(), resources: fetcher() });
-    modules.push(llm);
-    llm.configure({ generation: GREEDY });
-    await llm.load();
-    return llm;
-  }
+  const { modules, fresh } = freshModules(smol, target, GREEDY);
 
   it('continues a saved conversation in a new process exactly as if it never stopped', async () => {
     const whole = await fresh();
@@ -77,7 +44,7 @@ describe.each(TARGETS.map((t) => [t.name, t] as const))('Saved sessions on %s', 
 
     const before = await fresh();
     await before.sendMessage(FIRST);
-    const path = join(docs, 'chat.session');
+    const path = join(smol.docs, 'chat.session');
     const saved = await before.saveSession(path);
     expect(saved.restored).toBe('cache');
     expect(saved.tokens).toBeGreaterThan(10);
@@ -107,8 +74,8 @@ describe.each(TARGETS.map((t) => [t.name, t] as const))('Saved sessions on %s', 
     await llm.sendMessage(FIRST);
     await llm.sendMessage(SECOND);
     const history = llm.messageHistory;
-    expect(await codeOf(llm.fork(4, join(docs, 'nowhere.session')))).toBe('invalid_argument');
-    const path = join(docs, 'branch.session');
+    expect(await codeOf(llm.fork(4, join(smol.docs, 'nowhere.session')))).toBe('invalid_argument');
+    const path = join(smol.docs, 'branch.session');
     await llm.fork(1, path); // after the first answer
     expect(llm.messageHistory).toEqual(history); // the current conversation goes on unchanged
 
@@ -129,28 +96,28 @@ describe.each(TARGETS.map((t) => [t.name, t] as const))('Saved sessions on %s', 
   it('refuses bad session files and a load during a generation, changing nothing', async () => {
     const other = await fresh();
     await other.sendMessage(FIRST);
-    const good = join(docs, 'good.session');
+    const good = join(smol.docs, 'good.session');
     await other.saveSession(good);
     const expected = await other.sendMessage(SECOND);
 
     const llm = await fresh();
     await llm.sendMessage(FIRST);
     const history = llm.messageHistory;
-    expect(await codeOf(llm.loadSession(join(docs, 'absent.session')))).toBe('not_found');
+    expect(await codeOf(llm.loadSession(join(smol.docs, 'absent.session')))).toBe('not_found');
     if (target.real) {
       const bytes = readFileSync(good);
-      const truncated = join(docs, 'truncated.session');
+      const truncated = join(smol.docs, 'truncated.session');
       writeFileSync(truncated, bytes.subarray(0, bytes.length >> 1));
-      const altered = join(docs, 'altered.session');
+      const altered = join(smol.docs, 'altered.session');
       const flipped = Buffer.from(bytes);
       const middle = flipped.length >> 1;
       flipped.writeUInt8(flipped.readUInt8(middle) ^ 1, middle);
       writeFileSync(altered, flipped);
-      const newer = join(docs, 'newer.session');
+      const newer = join(smol.docs, 'newer.session');
       const future = Buffer.from(bytes);
       future.writeUInt32LE(2, 8);
       writeFileSync(newer, future);
-      const directory = join(docs, 'directory.session');
+      const directory = join(smol.docs, 'directory.session');
       mkdirSync(directory, { recursive: true });
       for (const bad of [truncated, altered, newer]) {
         expect(await codeOf(llm.loadSession(bad))).toBe('invalid_argument');
