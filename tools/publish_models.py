@@ -7,6 +7,9 @@ python tools/publish_models.py --model gemma4_e2b --variant xnnpack --revision v
 
 A variant that lists encoders (`encoders: {vision: ..., audio: ...}`) is published with them: each
 encoder's export (tools/export_encoder.py) must be in --exports-dir, named after its registry path.
+A variant that declares an assistant drafter (`assistant: {path: ..., verify_tokens: K}`) is
+published with it: the variant exported with --assistant and --verify-tokens K, in
+--assistant-exports-dir (the exporter names it as the plain export).
 
 The token comes from the standard Hugging Face sources (HF_TOKEN, then `hf auth login`) and is
 never printed. Against a Hub-compatible server without Xet storage, set HF_HUB_DISABLE_XET=1 so
@@ -47,7 +50,12 @@ def _describe(plan: PublishPlan) -> None:
     for c in plan.encoders:
         click.echo(f"  {c.kind:8} {c.pte.name} -> {c.path}  {c.size} bytes  sha256 {c.sha256}")
         click.echo(f"           verification: {c.verification}")
-    for f in plan.files()[len(plan.exports) + len(plan.encoders) :]:
+    for a in plan.assistants:
+        click.echo(
+            f"  {'drafter':8} {a.export.pte} -> {a.path}  {a.size} bytes  sha256 {a.sha256}"
+        )
+        click.echo(f"           verification: {a.draft_check}")
+    for f in plan.files()[len(plan.exports) + len(plan.encoders) + len(plan.assistants) :]:
         click.echo(f"  {f.path}  {f.size} bytes  sha256 {f.sha256}")
 
 
@@ -72,6 +80,14 @@ def _describe(plan: PublishPlan) -> None:
     help="Directory of <model>_<backend>_<quant>.pte and .report.json (export_model.py "
     "--output-dir), and of the encoders the variants list, named after their registry paths "
     "(<stem>.pte or <stem>_<budget>.pte with .report.json, export_encoder.py --output-dir).",
+)
+@click.option(
+    "--assistant-exports-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Directory of the exports with the assistant drafter (export_model.py --assistant "
+    "--verify-tokens K --output-dir) of the variants that declare one (default: "
+    "<exports-dir>/assistant).",
 )
 @click.option(
     "--tokenizer-dir",
@@ -107,6 +123,7 @@ def main(
     revision: str,
     endpoint: str | None,
     exports_dir: Path,
+    assistant_exports_dir: Path | None,
     tokenizer_dir: Path | None,
     registry_dir: Path,
     ts_output: Path,
@@ -123,6 +140,7 @@ def main(
             backends=backends or None,
             registry_dir=registry_dir,
             allow_random_weights=allow_random_weights,
+            assistant_exports_dir=assistant_exports_dir,
         )
         _describe(plan)
         if dry_run:

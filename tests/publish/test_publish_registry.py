@@ -21,6 +21,7 @@ VISION = "xnnpack/gemma4_e2b_vision_xnnpack_8w.pte"
 AUDIO = "xnnpack/gemma4_e2b_audio_xnnpack_fp32.pte"
 # Gemma 4's encoders: every variant lists the same two XNNPACK programs.
 ENCODERS = [PublishedFile(VISION, SHA_D, 500_000_000), PublishedFile(AUDIO, SHA_E, 300_000_000)]
+ASSISTANT = PublishedFile("xnnpack/gemma4_e2b_xnnpack_8da4w_assistant.pte", "f" * 64, 2_800_000_000)
 
 
 @pytest.fixture
@@ -61,6 +62,7 @@ def test_update_touches_only_the_published_fields(reg_dir: Path, tmp_path: Path)
         registry_dir=reg_dir,
         ts_output=ts,
         encoders=ENCODERS,
+        assistants={"xnnpack": ASSISTANT},
     )
 
     after = (reg_dir / "gemma4.yaml").read_text()
@@ -87,6 +89,11 @@ def test_update_touches_only_the_published_fields(reg_dir: Path, tmp_path: Path)
         "+        status: published",
         f"+            sha256: {SHA_C}",
         "+            size: 2500000000",
+        # Its assistant drafter's program (published with the variant).
+        "-          status: unpublished",
+        "+          status: published",
+        f"+          sha256: {ASSISTANT.sha256}",
+        "+          size: 2800000000",
         *encoder_lines,  # xnnpack
         *encoder_lines,  # vulkan
     ]
@@ -119,7 +126,19 @@ def test_update_touches_only_the_published_fields(reg_dir: Path, tmp_path: Path)
         registry_dir=reg_dir,
         ts_output=ts,
         encoders=ENCODERS,
+        assistants={"xnnpack": ASSISTANT},
     )
+    assert (reg_dir / "gemma4.yaml").read_text() == after
+    assistant = registry.load_registry(reg_dir).model("gemma4_e2b").variant("xnnpack").assistant
+    assert assistant is not None and assistant.published
+    assert (assistant.file.sha256, assistant.file.size) == (ASSISTANT.sha256, ASSISTANT.size)
+
+    # A variant that declares an assistant is never recorded without it.
+    with pytest.raises(RegistryError, match=r"xnnpack\.assistant: was not published with its variant"):
+        update_registry(
+            "gemma4_e2b", "v0.3.0", tokenizer=tokenizer_files(), variants={"xnnpack": [pte]},
+            registry_dir=reg_dir, ts_output=ts, encoders=ENCODERS,
+        )  # fmt: skip
     assert (reg_dir / "gemma4.yaml").read_text() == after
 
 

@@ -23,7 +23,8 @@ from rne_tools.registry import FileSpec
 
 @dataclass(frozen=True)
 class DownloadedVariant:
-    """Local paths of a verified variant: its program, tokenizer files and published encoders."""
+    """Local paths of a verified variant: its program (the one with the assistant drafter where
+    asked for), tokenizer files and published encoders."""
 
     model_id: str
     backend: str
@@ -54,6 +55,7 @@ def download_variant(
     registry_dir: Path = REGISTRY_DIR,
     endpoint: str | None = None,
     token: str | bool | None = None,
+    assistant: bool = False,
 ) -> DownloadedVariant:
     """Download the ``backend`` variant of ``model_id``, its tokenizer and its published encoders
     into ``dest`` (an unpublished encoder is left out, as the SDK's downloader does: the model
@@ -63,9 +65,15 @@ def download_variant(
     pins. ``endpoint``/``token`` default to the standard Hugging Face settings (``HF_ENDPOINT``,
     ``HF_TOKEN`` or the saved login). Raises ``DownloadError`` for an unpublished variant, an
     unreachable file, or a file whose sha256 or size differs from the registry.
+
+    ``assistant``: fetch the variant's program with the assistant drafter instead of its plain
+    program, as the SDK does for ``assistant: true`` (``DownloadError`` where the variant has
+    none, naming the variants that do, or where it is unpublished).
     """
-    spec = registry.load_registry(registry_dir).model(model_id)
+    reg = registry.load_registry(registry_dir)
+    spec = reg.model(model_id)
     variant = spec.variant(backend)
+    program = _assistant_file(reg, model_id, backend) if assistant else variant.pte
     if not variant.published or not spec.tokenizer.published:
         what = "variant" if not variant.published else "tokenizer"
         raise DownloadError(
@@ -74,7 +82,8 @@ def download_variant(
         )
     dest = Path(dest)
     encoders = {kind: e.file for kind, e in variant.encoders.items() if e.published}
-    files = list(variant.files) + list(spec.tokenizer.files) + list(encoders.values())
+    others = [f for f in variant.files if f != variant.pte]
+    files = [program, *others, *spec.tokenizer.files, *encoders.values()]
     local: dict[str, Path] = {}
     for f in tqdm(files, desc=f"{model_id}/{backend}", unit="file"):
         local[f.path] = _fetch_verified(spec.hf_repo, spec.revision, f, dest, endpoint, token)
@@ -83,11 +92,30 @@ def download_variant(
         backend=backend,
         revision=spec.revision,
         directory=dest,
-        pte=local[variant.pte.path],
+        pte=local[program.path],
         tokenizer_files={f.path: local[f.path] for f in spec.tokenizer.files},
         chat_template=local[spec.chat_template],
         encoders={kind: local[f.path] for kind, f in encoders.items()},
     )
+
+
+def _assistant_file(reg: registry.Registry, model_id: str, backend: str) -> FileSpec:
+    found = reg.model(model_id).variant(backend).assistant
+    if found is None:
+        having = [
+            f"{m.id} ({b})" for m in reg.models.values() for b, v in m.variants.items() if v.assistant
+        ]
+        raise DownloadError(
+            f"the {backend} variant of '{model_id}' has no assistant drafter; variants with one: "
+            f"{', '.join(having) or 'none'}"
+        )
+    if not found.published:
+        raise DownloadError(
+            f"the assistant of '{model_id}' ({backend}, {found.file.path}) is not published yet, "
+            "so the registry has no checksum to verify a download against; publish it with "
+            "tools/publish_models.py"
+        )
+    return found.file
 
 
 def _fetch_verified(

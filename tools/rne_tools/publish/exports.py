@@ -185,6 +185,112 @@ def read_export(
     )
 
 
+@dataclass(frozen=True)
+class AssistantArtifact:
+    """A verified export of a variant with the assistant drafter, ready to upload to its
+    registry ``path`` (``variants.<backend>.assistant.path``)."""
+
+    backend: str
+    path: str
+    export: ExportArtifact
+    verify_tokens: int
+    source_repo: str  # the registry's assistant checkpoint repository, for the model card
+    draft_check: str  # one line for the model card: the draft method against the eager assistant
+
+    @property
+    def sha256(self) -> str:
+        return self.export.sha256
+
+    @property
+    def size(self) -> int:
+        return self.export.size
+
+
+def _weights(export: ExportArtifact) -> str:
+    if export.random_config:
+        return f"the random config {export.random_config!r}"
+    return str(export.checkpoint)
+
+
+def _assistant_command(spec: ModelSpec, variant: VariantSpec, assistant_dir: Path) -> str:
+    a = variant.assistant
+    assert a is not None
+    return (
+        f".venv/bin/python tools/export_model.py --model {spec.id} --backend {variant.backend} "
+        f"--assistant ASSISTANT_CHECKPOINT_DIR (from {a.hf_repo}) --verify-tokens "
+        f"{a.verify_tokens} --out {assistant_dir}"
+    )
+
+
+def check_plain_export(export: ExportArtifact) -> None:
+    """A variant's own program must be the one without the drafter: the heavier program with
+    ``draft`` and ``verify`` is published as its assistant, for apps that ask for it."""
+    if _read_report(export.report_path).get("assistant"):
+        raise PublishError(
+            f"{export.pte.name} in {export.pte.parent} was exported with --assistant "
+            f"({export.report_path.name}); the {export.backend} variant's own program is the "
+            "export without it (every app downloads that one). Export it without --assistant, "
+            "and put the export with --assistant in --assistant-exports-dir"
+        )
+
+
+def read_assistant(
+    spec: ModelSpec,
+    variant: VariantSpec,
+    assistant_dir: Path,
+    plain: ExportArtifact,
+    allow_random_weights: bool = False,
+) -> AssistantArtifact:
+    """The checked export of ``variant`` with its assistant drafter in ``assistant_dir`` (the
+    exporter names it as the plain export, so it has a folder of its own): the registry's
+    variant shape, the registry's ``verify_tokens``, a draft method verified against the eager
+    assistant, and the same target weights as the plain export ``plain``."""
+    declared = variant.assistant
+    assert declared is not None
+    command = _assistant_command(spec, variant, assistant_dir)
+    stem = export_stem(spec.id, variant.backend, variant.quantization)
+    if not (Path(assistant_dir) / f"{stem}.pte").is_file():
+        raise PublishError(
+            f"the {variant.backend} variant of {spec.id} declares an assistant "
+            f"({declared.file.path}), but {assistant_dir} has no {stem}.pte: export it with {command}"
+        )
+    export = read_export(spec, variant, assistant_dir, allow_random_weights)
+    report = _read_report(export.report_path)
+    if not isinstance(report.get("assistant"), dict):
+        raise PublishError(
+            f"{export.pte} has no draft method (its report {export.report_path.name} records no "
+            f"assistant): it is not the assistant's program; export it with {command}"
+        )
+    if report.get("verify_tokens") != declared.verify_tokens:
+        raise PublishError(
+            f"{export.report_path}: verify_tokens is {report.get('verify_tokens')!r} but the "
+            f"registry's {spec.id}/{variant.backend} assistant needs {declared.verify_tokens}; "
+            f"re-export with {command}"
+        )
+    draft = report["verification"].get("draft_method")
+    if not isinstance(draft, dict) or draft.get("status") != "passed":
+        raise PublishError(
+            f"refusing to publish {export.pte.name} as the assistant of {spec.id}/"
+            f"{variant.backend}: its report {export.report_path} does not show a passed check of "
+            f"the draft method against the eager assistant; re-export with {command}"
+        )
+    if (export.random_config, export.checkpoint) != (plain.random_config, plain.checkpoint):
+        raise PublishError(
+            f"{export.pte} was exported from {_weights(export)}, but the {variant.backend} "
+            f"variant's program {plain.pte} from {_weights(plain)}: the assistant drafts for the "
+            "weights it was exported with; export both from the same checkpoint"
+        )
+    steps = draft.get("steps")
+    return AssistantArtifact(
+        backend=variant.backend,
+        path=declared.file.path,
+        export=export,
+        verify_tokens=declared.verify_tokens,
+        source_repo=declared.hf_repo,
+        draft_check=f"{export.verification}; draft: {steps} greedy steps match the eager assistant",
+    )
+
+
 def _encoder_command(kind: str, exports_dir: Path) -> str:
     return f".venv/bin/python tools/export_encoder.py --encoder {kind} --output-dir {exports_dir}"
 

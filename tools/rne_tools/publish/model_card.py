@@ -43,6 +43,19 @@ class CardEncoder:
     verification: str  # one line: how the program was checked against the eager model
 
 
+@dataclass(frozen=True)
+class CardAssistant:
+    """One row of the assistant table: a variant's program with the assistant drafter."""
+
+    backend: str
+    path: str
+    size: int
+    sha256: str
+    source_repo: str  # the assistant checkpoint it was exported from
+    verify_tokens: int
+    verification: str
+
+
 _INPUTS = {"vision": "images", "audio": "audio (16 kHz mono)"}
 
 
@@ -113,6 +126,28 @@ def _encoder_section(encoders: Sequence[CardEncoder]) -> list[str]:
     return [*rows, ""]
 
 
+def _assistant_section(assistants: Sequence[CardAssistant]) -> list[str]:
+    if not assistants:
+        return []
+    rows = [
+        "## Assistant drafter (speculative decoding)",
+        "",
+        "The same variant with the model's assistant drafter and a verify method, for "
+        "`generationConfig.speculative = { drafter: 'assistant' }`. It replaces the variant's "
+        "program and is downloaded only by apps that load with `assistant: true`.",
+        "",
+        "| Backend | File | Size | Drafter | Tokens per verify | Verification |",
+        "|---|---|---|---|---|---|",
+    ]
+    for a in assistants:
+        rows.append(
+            f"| {a.backend} | `{a.path}` | {_size(a.size)} "
+            f"| [{a.source_repo}](https://huggingface.co/{a.source_repo}) | {a.verify_tokens} "
+            f"| {_cell(a.verification)} |"
+        )
+    return [*rows, ""]
+
+
 def _media_usage(kinds: set[str]) -> list[str]:
     examples = {
         "vision": "await llm.sendMessage('What is in this picture?', { image: '/path/to/photo.jpg' });",
@@ -123,14 +158,18 @@ def _media_usage(kinds: set[str]) -> list[str]:
 
 
 def render_model_card(
-    spec: ModelSpec, variants: Sequence[CardVariant], encoders: Iterable[CardEncoder] = ()
+    spec: ModelSpec,
+    variants: Sequence[CardVariant],
+    encoders: Iterable[CardEncoder] = (),
+    assistants: Iterable[CardAssistant] = (),
 ) -> str:
-    """README.md for the repository of ``spec``: variants and encoders tables, checksums,
-    ``useLLM`` usage."""
+    """README.md for the repository of ``spec``: variants, encoders and assistant tables,
+    checksums, ``useLLM`` usage."""
     if not variants:
         raise ValueError("a model card needs at least one published variant")
     variants = sorted(variants, key=lambda v: v.backend)
     encoders = sorted(encoders, key=lambda e: (e.kind, e.path))
+    assistants = sorted(assistants, key=lambda a: a.backend)
     rows = [
         "| Backend | Quantization | File | Size | Context | Prefill chunk | Minimum OS | Verification |",
         "|---|---|---|---|---|---|---|---|",
@@ -140,7 +179,7 @@ def render_model_card(
             f"| {v.backend} | {v.quantization} | `{v.path}` | {_size(v.size)} | {v.max_context} "
             f"| {v.max_chunk} | {_platforms(v.min_platform)} | {_cell(v.verification)} |"
         )
-    checksums = [f"| `{f.path}` | {f.size} | `{f.sha256}` |" for f in [*variants, *encoders]]
+    checksums = [f"| `{f.path}` | {f.size} | `{f.sha256}` |" for f in [*variants, *encoders, *assistants]]
     backend = variants[0].backend
     platform_names = {"ios": "iOS", "android": "Android"}
     defaults = ", ".join(
@@ -159,6 +198,7 @@ def render_model_card(
         *rows,
         "",
         *_encoder_section(encoders),
+        *_assistant_section(assistants),
         "| File | Bytes | SHA-256 |",
         "|---|---|---|",
         *checksums,
@@ -176,6 +216,17 @@ def render_model_card(
         "// Or choose the backend explicitly:",
         f"const onBackend = useLLM({{ model: models.llm.{spec.id}, backend: '{backend}' }});",
         *_media_usage({e.kind for e in encoders}),
+        *(
+            [
+                "",
+                "// Speculative decoding with the assistant drafter (its program is downloaded):",
+                f"const fast = useLLM({{ model: models.llm.{spec.id}, backend: "
+                f"'{assistants[0].backend}', assistant: true }});",
+                "fast.configure({ generationConfig: { speculative: { drafter: 'assistant' } } });",
+            ]
+            if assistants
+            else []
+        ),
         "```",
         "",
         f"Default backend per platform: {defaults}. The SDK downloads the variant for the "

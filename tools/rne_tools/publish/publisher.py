@@ -32,13 +32,21 @@ from rne_tools import registry
 from rne_tools.paths import REGISTRY_DIR, contained_path
 from rne_tools.publish.errors import PublishError
 from rne_tools.publish.exports import (
+    AssistantArtifact,
     EncoderArtifact,
     ExportArtifact,
+    check_plain_export,
+    read_assistant,
     read_encoder,
     read_export,
     text_width,
 )
-from rne_tools.publish.model_card import CardEncoder, CardVariant, render_model_card
+from rne_tools.publish.model_card import (
+    CardAssistant,
+    CardEncoder,
+    CardVariant,
+    render_model_card,
+)
 from rne_tools.publish.registry_update import PublishedFile, update_registry
 from rne_tools.registry import FileSpec, ModelSpec, codegen
 
@@ -74,6 +82,8 @@ class PublishPlan:
     # Files the registry already records as published (earlier variants) and that must still be
     # in the repository at the new revision, since the registry pins one revision per model.
     kept: tuple[PublishedFile, ...]
+    # The programs with the assistant drafter of the chosen variants that declare one.
+    assistants: tuple[AssistantArtifact, ...] = ()
 
     @property
     def repo(self) -> str:
@@ -84,13 +94,14 @@ class PublishPlan:
         return [e.backend for e in self.exports]
 
     def files(self) -> list[PlannedFile]:
-        """The commit: programs and encoders at their registry paths, tokenizer files, model
-        card."""
+        """The commit: programs, encoders and assistant programs at their registry paths,
+        tokenizer files, model card."""
         out = []
         for e in self.exports:
             path = self.model.variant(e.backend).pte.path
             out.append(PlannedFile(path, e.pte, e.sha256, e.size))
         out += [PlannedFile(c.path, c.pte, c.sha256, c.size) for c in self.encoders]
+        out += [PlannedFile(a.path, a.export.pte, a.sha256, a.size) for a in self.assistants]
         card = self.card.encode()
         out += [
             *self.tokenizer,
@@ -132,11 +143,15 @@ def plan_publish(
     backends: Sequence[str] | None = None,
     registry_dir: Path = REGISTRY_DIR,
     allow_random_weights: bool = False,
+    assistant_exports_dir: Path | None = None,
 ) -> PublishPlan:
     """Check everything locally and build the commit; ``PublishError`` says what to fix.
 
     ``backends`` defaults to every variant of the model. No network access.
     ``allow_random_weights`` admits exports of random-weight test configs (tests only).
+    ``assistant_exports_dir`` (default ``<exports_dir>/assistant``) holds the exports with the
+    assistant drafter of the variants that declare one: the exporter names them as the plain
+    exports, so they need a folder of their own.
     """
     _check_revision(revision)
     spec = registry.load_registry(registry_dir).model(model_id)
@@ -151,6 +166,15 @@ def plan_publish(
     exports = tuple(
         read_export(spec, spec.variant(b), exports_dir, allow_random_weights) for b in chosen
     )
+    assistant_dir = Path(assistant_exports_dir or Path(exports_dir) / "assistant")
+    assistants = []
+    for export in exports:
+        check_plain_export(export)
+        variant = spec.variant(export.backend)
+        if variant.assistant is not None:
+            assistants.append(
+                read_assistant(spec, variant, assistant_dir, export, allow_random_weights)
+            )
     encoders = _read_encoders(spec, exports, exports_dir, tokenizer_dir, allow_random_weights)
 
     tokenizer = []
@@ -206,6 +230,21 @@ def plan_publish(
             if enc.published and enc.file.path not in uploading:
                 kept_encoders.setdefault(enc.file.path, (kind, enc.file))
     kept += [PublishedFile(f.path, f.sha256 or "", f.size or 0) for _, f in kept_encoders.values()]
+    # Assistants published earlier with variants not published now stay, as those variants do.
+    card_assistants = [
+        CardAssistant(a.backend, a.path, a.size, a.sha256, a.source_repo, a.verify_tokens,
+                      a.draft_check)
+        for a in assistants
+    ]
+    for backend, v in spec.variants.items():
+        a = v.assistant
+        if backend in chosen or a is None or not a.published:
+            continue
+        kept.append(PublishedFile(a.file.path, a.file.sha256 or "", a.file.size or 0))
+        card_assistants.append(
+            CardAssistant(backend, a.file.path, a.file.size or 0, a.file.sha256 or "", a.hf_repo,
+                          a.verify_tokens, "passed (verified when first published)")
+        )
 
     in_card = [r.backend for r in rows]
 
@@ -238,8 +277,9 @@ def plan_publish(
         exports=exports,
         encoders=encoders,
         tokenizer=tuple(tokenizer),
-        card=render_model_card(spec, rows, card_encoders),
+        card=render_model_card(spec, rows, card_encoders, card_assistants),
         kept=tuple(kept),
+        assistants=tuple(assistants),
     )
 
 
@@ -343,9 +383,11 @@ def _mismatches(
 
 def _description(plan: PublishPlan) -> str:
     encoders = ", ".join(c.path for c in plan.encoders)
+    assistants = ", ".join(a.path for a in plan.assistants)
     return (
         f"Variants: {', '.join(plan.backends)}. "
         + (f"Encoders: {encoders}. " if encoders else "")
+        + (f"Assistant drafters: {assistants}. " if assistants else "")
         + "Model card regenerated."
     )
 
@@ -451,5 +493,6 @@ def publish(
         registry_dir=registry_dir,
         ts_output=ts_output,
         encoders=[published[c.path] for c in plan.encoders],
+        assistants={a.backend: published[a.path] for a in plan.assistants},
     )
     return PublishResult(repo, tag, commit, new_commit, new_tag, changed)

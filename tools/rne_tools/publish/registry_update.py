@@ -87,6 +87,39 @@ def _record_encoders(
         )
 
 
+def _record_assistants(
+    by_backend: Mapping[str, Any], variants: Mapping[str, Any],
+    published: Mapping[str, PublishedFile], where: str,
+) -> None:
+    """Each variant published now with an assistant entry gets its program recorded; an
+    assistant is never published without its variant."""
+    for backend in variants:
+        entry = by_backend[backend].get("assistant")
+        f = published.get(backend)
+        if entry is None or f is None:
+            if entry is not None or f is not None:
+                raise RegistryError(
+                    f"{where}.variants.{backend}.assistant: "
+                    + ("was not published with its variant; publish a variant with its assistant"
+                       if f is None else "the registry declares no assistant for this variant")
+                )
+            continue
+        if entry["path"] != f.path:
+            raise RegistryError(
+                f"{where}.variants.{backend}.assistant.path: the registry declares "
+                f"{entry['path']} but {f.path} was published"
+            )
+        entry["status"] = "published"
+        entry["sha256"] = f.sha256
+        entry["size"] = f.size
+    extra = sorted(set(published) - set(variants))
+    if extra:
+        raise RegistryError(
+            f"{where}: assistants of {extra} were published without their variants; publish "
+            "each with its variant"
+        )
+
+
 def update_registry(
     model_id: str,
     revision: str,
@@ -95,9 +128,10 @@ def update_registry(
     registry_dir: Path = REGISTRY_DIR,
     ts_output: Path = codegen.GENERATED_TS,
     encoders: Sequence[PublishedFile] = (),
+    assistants: Mapping[str, PublishedFile] | None = None,
 ) -> bool:
-    """Mark ``variants`` (backend -> files), their ``encoders`` and the tokenizer of
-    ``model_id`` published.
+    """Mark ``variants`` (backend -> files), their ``encoders``, their ``assistants`` (backend ->
+    the program with the assistant drafter) and the tokenizer of ``model_id`` published.
 
     Every encoder entry of the model whose path is among ``encoders`` records it, in whichever
     variant it sits: variants share an encoder by path, and the revision holds one file there.
@@ -122,6 +156,7 @@ def update_registry(
             raise RegistryError(f"{name}: model '{model_id}' has no '{backend}' variant")
         _record_files(by_backend[backend], files, f"{name}: {model_id}.variants.{backend}")
     _record_encoders(model, variants, encoders, f"{name}: {model_id}")
+    _record_assistants(by_backend, variants, assistants or {}, f"{name}: {model_id}")
     out = io.StringIO()
     y.dump(doc, out)
     text = out.getvalue()
