@@ -12,7 +12,7 @@ import { LLMModule, ResourceFetcher, type SpeculativeConfig } from '../src';
 import { FakeNative } from '../src/testing/fakeNative';
 import { HfServer } from './support/hfServer';
 import { nodeAdapters } from './support/nodeAdapters';
-import { publishOn } from './support/publishedModel';
+import { publishWithAssistant } from './support/publishedModel';
 
 let server: HfServer;
 let docs: string;
@@ -30,8 +30,10 @@ afterEach(async () => {
 
 async function loaded(): Promise<{ native: FakeNative; llm: LLMModule }> {
   const native = new FakeNative({ answer: () => ['yes', '.'] });
+  // With its assistant drafter's program, so that drafter 'assistant' is available too.
   const llm = new LLMModule({
-    model: publishOn(server),
+    model: publishWithAssistant(server),
+    assistant: true,
     resources: new ResourceFetcher({ ...nodeAdapters(docs), baseUrl: server.baseUrl }),
     native,
   });

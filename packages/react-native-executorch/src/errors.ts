@@ -58,6 +58,12 @@ export type ExecutorchErrorCode =
    * ({@link UnsupportedInputError}).
    */
   | 'unsupported_input'
+  /**
+   * The assistant drafter was asked of a load without it: `assistant: true` on a variant that
+   * has none, or `speculative: { drafter: 'assistant' }` on a model loaded without
+   * `assistant: true` ({@link AssistantUnavailableError}).
+   */
+  | 'assistant_unavailable'
   // native
   | 'invalid_argument'
   | 'not_found'
@@ -135,6 +141,27 @@ export class UnsupportedInputError extends ExecutorchError {
     super('unsupported_input', message);
     this.input = input;
     this.supportedModels = supportedModels;
+  }
+}
+
+/** A variant of the registry: a model id and one of its backends. */
+export interface VariantRef {
+  readonly model: string;
+  readonly backend: Backend;
+}
+
+/**
+ * The assistant drafter (`assistant: true`, `speculative: { drafter: 'assistant' }`) is not
+ * available for this load (code `assistant_unavailable`): the variant has no assistant, or the
+ * model was loaded without `assistant: true`. `variants` lists the registry's variants that
+ * have one. Thrown before anything is downloaded or generated.
+ */
+export class AssistantUnavailableError extends ExecutorchError {
+  readonly variants: readonly VariantRef[];
+
+  constructor(message: string, variants: readonly VariantRef[]) {
+    super('assistant_unavailable', message);
+    this.variants = variants;
   }
 }
 

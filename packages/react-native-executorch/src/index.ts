@@ -13,6 +13,7 @@ export {
 } from './backend';
 export { BACKENDS, type BackendInfo, type SimulatorRule } from './backends.generated';
 export {
+  AssistantUnavailableError,
   ExecutorchError,
   isExecutorchError,
   UnsupportedInputError,
@@ -20,6 +21,7 @@ export {
   type ExecutorchErrorCode,
   type ExecutorchErrorDetails,
   type NativeErrorCode,
+  type VariantRef,
 } from './errors';
 export {
   ChatTemplate,

@@ -1,6 +1,6 @@
 /** A registry-shaped model whose files are published on a test {@link HfServer}. */
 import { models, type LLMDescriptor } from '../../src';
-import { bytes, sha256, type HfServer } from './hfServer';
+import { bytes, sha256, type HfServer, type ServedFile } from './hfServer';
 import smolConfig from '../fixtures/smollm2_tokenizer_config.json';
 
 /** `tokenizerConfig`: the published tokenizer_config.json (chat template), SmolLM2's by default. */
@@ -39,4 +39,31 @@ export function publishOn(
       },
     },
   };
+}
+
+/** The assistant drafter's program that {@link publishWithAssistant} publishes. */
+export const ASSISTANT_PTE = 'xnnpack/smol_assistant.pte';
+
+/**
+ * {@link publishOn}'s model whose xnnpack variant also has a published assistant drafter
+ * program (`served` overrides how the server sends it, e.g. faults).
+ */
+export function publishWithAssistant(
+  server: HfServer,
+  served: Partial<ServedFile> = {},
+  repo = 'acme/smol-published',
+  revision = 'r1',
+): LLMDescriptor<'xnnpack'> {
+  const model = publishOn(server, repo, revision);
+  const body = bytes(130_000, 22);
+  server.add(repo, revision, ASSISTANT_PTE, { body, chunkSize: 8192, chunkDelayMs: 2, ...served });
+  const assistant = {
+    status: 'published' as const,
+    path: ASSISTANT_PTE,
+    sha256: sha256(body),
+    size: body.length,
+    sourceRepo: 'acme/smol-assistant',
+    verifyTokens: 5,
+  };
+  return { ...model, variants: { xnnpack: { ...model.variants.xnnpack, assistant } } };
 }

@@ -9,7 +9,13 @@ import {
 import type { ChatFormat, ForcedCallSyntax } from '../chat/formats';
 import { loadChatTemplate } from '../chat/files';
 import { ThoughtSplitter } from '../chat/thought';
-import { ExecutorchError, fromNativeError, UnsupportedInputError, type InputKind } from '../errors';
+import {
+  AssistantUnavailableError,
+  ExecutorchError,
+  fromNativeError,
+  UnsupportedInputError,
+  type InputKind,
+} from '../errors';
 import {
   models,
   type AnyLLMDescriptor,
@@ -29,7 +35,7 @@ import type {
   SessionInfo,
 } from '../native/seam';
 import { resolveResourceFetcher } from '../resources/defaultFetcher';
-import type { DownloadControl, DownloadStatus, ModelFiles, ResourceFetcher } from '../resources/fetcher';
+import { ResourceFetcher, type DownloadControl, type DownloadStatus, type ModelFiles } from '../resources/fetcher';
 import { runToolRounds, toolCallSchema, ToolPrompt, type GenerateRound, type ToolTurn } from '../tools';
 import { fitContext, resolveContextSettings, type ContextSettings } from './context';
 import { SAMPLING_OFF, samplingProblem } from './sampling';
@@ -404,6 +410,8 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
   private lastThoughtUnfinished = false;
   /** The media capabilities whose encoder was loaded with the model. */
   private encoders: ReadonlySet<MediaCapability> = new Set();
+  /** Whether the program loaded is the variant's with the assistant drafter. */
+  private assistantLoaded = false;
   private cancelLoad: () => void = () => {};
 
   constructor(options: LLMOptions<M>) {
@@ -482,6 +490,9 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
       this.options.backend,
     );
     this.chosenBackend = backend;
+    const assistant = this.options.assistant === true;
+    // Before anything is downloaded: a variant without an assistant is refused at once.
+    if (assistant) ResourceFetcher.assistantOf(this.model, backend);
     const memory = this.memoryNeed(backend, native.availableBackends());
     if (!this.options.localFiles) {
       // Before the download: a phone that cannot hold the model should not fetch it first.
@@ -500,6 +511,7 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
     const files: ModelFiles =
       this.options.localFiles ??
       (await fetcher.fetchModel(this.model, backend, {
+        assistant,
         signal: controller.signal,
         ...(onDownloadProgress ? { onProgress: onDownloadProgress } : {}),
         ...(download ? { control: download } : {}),
@@ -507,7 +519,7 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
       }));
     if (this.options.localFiles) {
       // A file the registry has a checksum for is verified before its first load.
-      await fetcher.verifyLocalFiles(this.model, backend, this.options.localFiles);
+      await fetcher.verifyLocalFiles(this.model, backend, this.options.localFiles, { assistant });
       onDownloadProgress?.(1);
     }
     this.assertLive();
@@ -535,6 +547,7 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
     this.native = native;
     this.handle = handle;
     this.template = template;
+    this.assistantLoaded = assistant;
     this.encoders = new Set(
       (['vision', 'audio'] as const).filter(
         (c) => this.declares(c) && (c === 'vision' ? files.visionEncoderPath : files.audioEncoderPath),
@@ -870,6 +883,24 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
     }
   }
 
+  /**
+   * Throws {@link AssistantUnavailableError} unless the program loaded carries the assistant
+   * drafter: its variant has none, or the module was created without `assistant: true`.
+   */
+  private checkAssistantLoaded(): void {
+    if (this.assistantLoaded) return;
+    const backend = String(this.chosenBackend);
+    ResourceFetcher.assistantOf(this.model, backend, "draft with speculative: { drafter: 'assistant' }");
+    throw new AssistantUnavailableError(
+      `${this.model.name} was loaded without its assistant drafter, so it cannot draft with ` +
+        "speculative: { drafter: 'assistant' }. Create the module with assistant: true " +
+        `(useLLM({ model, assistant: true })): the ${backend} variant's program with the drafter ` +
+        "is then downloaded and loaded instead of the plain one. Or use speculative: " +
+        "{ drafter: 'promptLookup' }, which needs no other file.",
+      ResourceFetcher.variantsWithAssistant(this.model),
+    );
+  }
+
   private assertCanGenerate(): void {
     this.loaded();
     if (this.generating) {
@@ -890,6 +921,7 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
       ...setFields(this.model.generation),
       ...setFields(this.config.generation),
     };
+    if (speculative?.drafter === 'assistant') this.checkAssistantLoaded();
     const randomSeed = () => Math.floor(Math.random() * 2 ** 31);
     return {
       ...options,

@@ -28,7 +28,8 @@ export interface SpeculativeConfig {
    * `'promptLookup'`: drafts by copying what followed the latest n-gram's earlier occurrence in
    * the conversation; any model, no extra files; gains where the answer repeats its input
    * (summaries, extraction, edits, questions about a given text). `'assistant'`: a small drafter
-   * model made for the model (Gemma 4's); a model without one rejects with `invalid_argument`.
+   * model made for the model (Gemma 4's), loaded with `LLMOptions.assistant: true`; a model
+   * loaded without it, or whose variant has none, rejects with `AssistantUnavailableError`.
    */
   readonly drafter: 'promptLookup' | 'assistant';
   /** Tokens drafted per forward, an integer >= 1. Default: as many as the model verifies at once. */
@@ -154,6 +155,15 @@ export interface LLMOptions<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
    * with the app). Paths are plain absolute paths.
    */
   readonly localFiles?: ModelFiles;
+  /**
+   * Load the variant's program with its assistant drafter (Gemma 4's, `variants.<backend>.
+   * assistant` in the registry) instead of its plain program, so that
+   * `generationConfig.speculative = { drafter: 'assistant' }` can be used. That program is a
+   * little larger (the drafter's weights) and is downloaded only when this is true; with
+   * `localFiles`, `modelPath` is that program. A variant without an assistant rejects the load
+   * with `AssistantUnavailableError` naming the variants that have one. Default: false.
+   */
+  readonly assistant?: boolean;
   /** Where downloads go and how; default: `react-native-blob-util` adapters when installed. */
   readonly resources?: ResourceFetcher | ResourceAdapters;
   /** The native module; default: the installed JSI binding. Tests pass a double. */

@@ -197,7 +197,7 @@ function useModuleLoad<M extends AnyLLMDescriptor>(
   setState: (state: HookState<M>) => void,
   update: (patch: Partial<HookState<M>>) => void,
 ): void {
-  const { model, backend, preventLoad = false, localFiles } = options;
+  const { model, backend, preventLoad = false, localFiles, assistant = false } = options;
   // Adapters and native doubles are read when loading starts; they are not reload triggers.
   const optionsRef = useRef(options);
   optionsRef.current = options;
@@ -242,6 +242,7 @@ function useModuleLoad<M extends AnyLLMDescriptor>(
   }, [
     model,
     backend,
+    assistant,
     preventLoad,
     localFiles?.modelPath,
     localFiles?.tokenizerPath,

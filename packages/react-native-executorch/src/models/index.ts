@@ -1,5 +1,6 @@
 export { models } from './registry.generated';
 export type {
+  AssistantDescriptor,
   Backend,
   Capability,
   EncoderDescriptor,

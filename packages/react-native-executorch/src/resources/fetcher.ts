@@ -1,5 +1,13 @@
-import { ExecutorchError } from '../errors';
-import type { AnyLLMDescriptor, Backend, MediaCapability, PublishedFile, VariantDescriptor } from '../models';
+import { AssistantUnavailableError, ExecutorchError, type VariantRef } from '../errors';
+import {
+  models,
+  type AnyLLMDescriptor,
+  type AssistantDescriptor,
+  type Backend,
+  type MediaCapability,
+  type PublishedFile,
+  type VariantDescriptor,
+} from '../models';
 import type {
   FileInfo,
   FileSystemAdapter,
@@ -29,6 +37,15 @@ export interface FetchOptions {
    * pause and a resume.
    */
   readonly onStatus?: (status: DownloadStatus) => void;
+}
+
+/** Which files of a variant a model needs. */
+export interface ModelFileOptions {
+  /**
+   * The variant's program with the assistant drafter instead of its plain program
+   * (`LLMOptions.assistant`). Default false: the assistant's program is never fetched.
+   */
+  readonly assistant?: boolean;
 }
 
 /** Where a fetch stands ({@link FetchOptions.onStatus}). */
@@ -480,6 +497,11 @@ function sampleBlocks(size: number): [number, number][] {
     .map((i) => [i * SAMPLE_BLOCK_BYTES, Math.min(size, (i + 1) * SAMPLE_BLOCK_BYTES)]);
 }
 
+/** A published file's own fields, without its entry's others (status, source). */
+function pick({ path, sha256, size }: PublishedFile): PublishedFile {
+  return { path, sha256, size };
+}
+
 /**
  * Downloads published model files into the app's documents directory and hands out local paths
  * only for complete, verified files.
@@ -551,12 +573,38 @@ export class ResourceFetcher {
   }
 
   /**
-   * The remote files `model` needs to run on `backend`: the variant's, the tokenizer's and each
-   * published encoder (an unpublished one is left out: the model then loads without it). Throws
-   * `model_unpublished` when the variant or the tokenizer has no published checksums (nothing is
-   * downloaded then).
+   * The variant's program with the assistant drafter. Throws {@link AssistantUnavailableError}
+   * (naming the variants that have one) when the `backend` variant of `model` has none.
    */
-  static filesOf(model: AnyLLMDescriptor, backend: string): RemoteFile[] {
+  static assistantOf(
+    model: AnyLLMDescriptor,
+    backend: string,
+    asked = 'be loaded with assistant: true',
+  ): AssistantDescriptor {
+    const found = ResourceFetcher.variantOf(model, backend).assistant;
+    if (found !== undefined) return found;
+    const having = ResourceFetcher.variantsWithAssistant(model);
+    throw new AssistantUnavailableError(
+      `${model.name} has no assistant drafter for its ${backend} variant, so it cannot ${asked}. ` +
+        (having.length
+          ? `Variants with one: ${having.map((v) => `${v.model} (${v.backend})`).join(', ')}. `
+          : 'No model of this registry has one. ') +
+        "Load without it, or use speculative: { drafter: 'promptLookup' }.",
+      having,
+    );
+  }
+
+  /** The variants with an assistant drafter: `model`'s, then the rest of the registry's. */
+  static variantsWithAssistant(model: AnyLLMDescriptor): VariantRef[] {
+    const all = [model, ...Object.values(models.llm).filter((m) => m.id !== model.id)] as AnyLLMDescriptor[];
+    return all.flatMap((m) =>
+      (Object.values(m.variants) as VariantDescriptor[])
+        .filter((v) => v.assistant !== undefined)
+        .map((v) => ({ model: m.id, backend: v.backend })),
+    );
+  }
+
+  private static variantOf(model: AnyLLMDescriptor, backend: string): VariantDescriptor {
     const variant = (model.variants as Partial<Record<string, VariantDescriptor>>)[backend];
     if (variant === undefined) {
       throw new ExecutorchError(
@@ -565,24 +613,40 @@ export class ResourceFetcher {
         { alternatives: Object.keys(model.variants) as Backend[] },
       );
     }
-    for (const [what, set] of [
-      [`its ${backend} variant`, variant],
-      ['its tokenizer', model.tokenizer],
-    ] as const) {
+    return variant;
+  }
+
+  /**
+   * The remote files `model` needs to run on `backend`: the variant's (its program with the
+   * assistant drafter in place of its own with `assistant`), the tokenizer's and each published
+   * encoder (an unpublished one is left out: the model then loads without it). Throws
+   * `model_unpublished` when the program or the tokenizer has no published checksums (nothing is
+   * downloaded then), and {@link AssistantUnavailableError} for an assistant the variant lacks.
+   */
+  static filesOf(model: AnyLLMDescriptor, backend: string, options: ModelFileOptions = {}): RemoteFile[] {
+    const variant = ResourceFetcher.variantOf(model, backend);
+    const assistant = options.assistant ? ResourceFetcher.assistantOf(model, backend) : undefined;
+    const sets = [
+      [`its ${backend} variant`, variant, variant.files],
+      ...(assistant ? [[`its ${backend} variant's assistant drafter`, assistant, [assistant]] as const] : []),
+      ['its tokenizer', model.tokenizer, model.tokenizer.files],
+    ] as const;
+    for (const [what, set, files] of sets) {
       if (set.status !== 'published') {
         throw new ExecutorchError(
           'model_unpublished',
           `${model.name}: ${what} is not published yet (the registry has no checksums for ` +
-            `${set.files.map((f) => f.path).join(', ')}), so it cannot be downloaded and ` +
+            `${files.map((f) => f.path).join(', ')}), so it cannot be downloaded and ` +
             'verified. Use a published model or a registry version that publishes it.',
         );
       }
     }
     const { repo, revision } = model.hf;
-    const encoders = Object.values(variant.encoders ?? {}).flatMap((e) =>
-      e.status === 'published' ? [{ path: e.path, sha256: e.sha256, size: e.size }] : [],
-    );
-    const published = [...variant.files, ...model.tokenizer.files, ...encoders] as PublishedFile[];
+    const encoders = Object.values(variant.encoders ?? {}).flatMap((e) => (e.status === 'published' ? [pick(e)] : []));
+    // The assistant's program replaces the variant's own (the one .pte among its files).
+    const program = assistant ? [pick(assistant as PublishedFile)] : [];
+    const own = assistant ? variant.files.filter((f) => !f.path.endsWith('.pte')) : variant.files;
+    const published = [...program, ...own, ...model.tokenizer.files, ...encoders] as PublishedFile[];
     return published.map((f) => ({ ...f, repo, revision }));
   }
 
@@ -593,9 +657,9 @@ export class ResourceFetcher {
   async fetchModel(
     model: AnyLLMDescriptor,
     backend: string,
-    options: FetchOptions = {},
+    options: FetchOptions & ModelFileOptions = {},
   ): Promise<ModelFiles> {
-    const files = ResourceFetcher.filesOf(model, backend);
+    const files = ResourceFetcher.filesOf(model, backend, options);
     const roles = ResourceFetcher.roles(model, backend, files);
     const paths = await this.fetchFiles(files, options);
     return Object.fromEntries(
@@ -611,11 +675,20 @@ export class ResourceFetcher {
    * blocks still hash the same (where the folder is writable). Throws `not_found` for a missing
    * or non-regular file and `checksum_mismatch` for a corrupt one, which is left in place: it is
    * the caller's. An encoder is checked when `local` names it and the registry publishes it.
+   * With `assistant`, `local.modelPath` is checked as the variant's program with the assistant
+   * drafter (when the registry publishes that).
    */
-  async verifyLocalFiles(model: AnyLLMDescriptor, backend: string, local: ModelFiles): Promise<void> {
-    const variant = (model.variants as Partial<Record<string, VariantDescriptor>>)[backend];
-    if (variant?.status !== 'published' || model.tokenizer.status !== 'published') return;
-    const files = ResourceFetcher.filesOf(model, backend);
+  async verifyLocalFiles(
+    model: AnyLLMDescriptor,
+    backend: string,
+    local: ModelFiles,
+    options: ModelFileOptions = {},
+  ): Promise<void> {
+    const variant = ResourceFetcher.variantOf(model, backend);
+    const assistant = options.assistant ? ResourceFetcher.assistantOf(model, backend) : undefined;
+    if (variant.status !== 'published' || model.tokenizer.status !== 'published') return;
+    if (assistant && assistant.status !== 'published') return;
+    const files = ResourceFetcher.filesOf(model, backend, options);
     const roles = ResourceFetcher.roles(model, backend, files);
     for (const role of Object.keys(roles) as (keyof ModelFiles)[]) {
       const file = files[roles[role]!]!;
@@ -660,7 +733,7 @@ export class ResourceFetcher {
     files: readonly RemoteFile[],
   ): Record<'modelPath' | 'tokenizerPath' | 'chatTemplatePath', number> &
     Record<'visionEncoderPath' | 'audioEncoderPath', number | undefined> {
-    const find = (pred: (f: RemoteFile) => boolean, what: string): number => {
+    const find = (pred: (f: RemoteFile, i: number) => boolean, what: string): number => {
       const i = files.findIndex(pred);
       if (i < 0) {
         throw new ExecutorchError(
@@ -678,7 +751,8 @@ export class ResourceFetcher {
       return files.findIndex((f) => f.path === spec.path);
     };
     return {
-      modelPath: find((f) => f.path.endsWith('.pte'), '.pte file'),
+      // filesOf lists the program (the variant's or its assistant's) first.
+      modelPath: find((f, i) => i === 0 && f.path.endsWith('.pte'), '.pte file'),
       tokenizerPath: find((f) => base(f.path) === 'tokenizer.json', 'tokenizer.json'),
       chatTemplatePath: find(
         (f) => base(f.path) === model.tokenizer.chatTemplate,
