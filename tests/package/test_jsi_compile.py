@@ -119,6 +119,11 @@ def test_generate_option_table_reads_exactly_the_typescript_config() -> None:
                       re.S)
     assert table, "kGenerationOptions not found in seam_core.cpp"
     rows = re.findall(r'option<[^>]*>\("(\w+)"(, Presence::kOptional)?\)', table.group(1))
+    # The ranged sampler options come in as the generated list's rows, each a required one.
+    assert "RNE_SAMPLER_OPTIONS(RNE_SAMPLER_ROW)" in table.group(1)
+    generated = (PACKAGE_DIR / "cpp" / "runner" / "include" / "rne" / "runner"
+                 / "sampler_ranges.generated.h").read_text()
+    rows += [(name, "") for name in re.findall(r'^  X\(\w+, "(\w+)"\)', generated, re.M)]
     assert len(rows) == len({name for name, _ in rows}) >= 9, rows
     typescript = _ts_fields("SamplingOptions") | _ts_fields("NativeGenerationConfig")
     assert {name: bool(optional) for name, optional in rows} == typescript

@@ -550,6 +550,7 @@ def generate_sampling_header(options: Iterable[SamplerOption]) -> str:
         for o in options
     )
     values = ",\n".join(f"      static_cast<double>(config.{o.field})" for o in options)
+    each = " \\\n".join(f"  X({o.field}, {_cpp_string(o.js_name)})" for o in options)
     return (
         _sampler_header_comment("//")
         + "#pragma once\n\n#include <array>\n#include <limits>\n\n"
@@ -568,7 +569,10 @@ def generate_sampling_header(options: Iterable[SamplerOption]) -> str:
         f"inline std::array<double, {len(options)}> sampler_values(const SamplerConfig& config) {{\n"
         f"  return {{{{\n{values},\n  }}}};\n"
         "}\n\n"
-        "}  // namespace rne::runner\n"
+        "}  // namespace rne::runner\n\n"
+        "// Every option as X(SamplerConfig field, JavaScript name), for the tables that take each\n"
+        "// of them (the seam's generation options).\n"
+        f"#define RNE_SAMPLER_OPTIONS(X) \\\n{each}\n"
     )
 
 

@@ -41,3 +41,12 @@ inline std::array<double, 5> sampler_values(const SamplerConfig& config) {
 }
 
 }  // namespace rne::runner
+
+// Every option as X(SamplerConfig field, JavaScript name), for the tables that take each
+// of them (the seam's generation options).
+#define RNE_SAMPLER_OPTIONS(X) \
+  X(temperature, "temperature") \
+  X(top_k, "topK") \
+  X(top_p, "topP") \
+  X(min_p, "minP") \
+  X(repetition_penalty, "repetitionPenalty")
