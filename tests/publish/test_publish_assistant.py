@@ -256,3 +256,18 @@ def test_assistant_exports_that_cannot_be_trusted_are_refused(
         shutil.copyfile(exports / "assistant" / name, exports / name)
     with pytest.raises(PublishError, match="was exported with --assistant"):
         plan(exports, tokenizer_dir, reg_dir)
+
+
+def test_a_release_that_exports_now_says_the_assistant_needs_an_export_of_its_own(
+    tmp_path: Path,
+) -> None:
+    from rne_tools.release import ModelRequest, ReleaseError, export_models
+
+    with pytest.raises(ReleaseError) as info:
+        export_models([ModelRequest(MODEL, ("xnnpack",))], REGISTRY_DIR, tmp_path, dry_run=True)
+    assert str(info.value).startswith(
+        f"gemma4_e2b/xnnpack declares an assistant drafter ({ASSISTANT}), which --export does not "
+        "make: export the variant and, with --assistant (the checkpoint of "
+        "google/gemma-4-E2B-it-assistant) and --verify-tokens 5, its assistant program"
+    )
+    assert list(tmp_path.iterdir()) == []

@@ -244,6 +244,14 @@ def export_models(requests: Sequence[ModelRequest], registry_dir: Path, exports_
         spec = reg.model(r.model_id)
         for backend in r.backends or spec.variants:
             v = spec.variant(backend)
+            if v.assistant is not None:
+                raise ReleaseError(
+                    f"{r.model_id}/{backend} declares an assistant drafter "
+                    f"({v.assistant.file.path}), which --export does not make: export the variant "
+                    "and, with --assistant (the checkpoint of "
+                    f"{v.assistant.hf_repo}) and --verify-tokens {v.assistant.verify_tokens}, its "
+                    "assistant program with tools/export_model.py, and pass the directory with "
+                    "--exports-dir (the assistant's export in its assistant/ folder)")
             if v.encoders:
                 raise ReleaseError(
                     f"{r.model_id}/{backend} lists encoders ({', '.join(v.encoders)}), which "
