@@ -195,7 +195,9 @@ def test_a_published_assistant_is_generated_with_its_checksum(reg_dir: Path) -> 
         v["files"][0].update(sha256="cd" * 32, size=3_000_000_000)
         for encoder in v["encoders"].values():
             encoder.update(status="published", sha256="ef" * 32, size=1000)
-        assistant(doc).update(status="published", sha256=SHA, size=3_310_000_000)
+        assistant(doc).update(
+            status="published", sha256=SHA, size=3_310_000_000, peak_memory_bytes=2_900_000_000
+        )
 
     def publish_encoders_everywhere(doc: dict[str, Any]) -> None:
         # Every variant lists the same encoder files: one file, one status.
@@ -208,6 +210,7 @@ def test_a_published_assistant_is_generated_with_its_checksum(reg_dir: Path) -> 
     spec = registry.load_registry(reg_dir).model("gemma4_e2b")
     got = spec.variant("xnnpack").assistant
     assert got is not None and got.published and got.file.sha256 == SHA
+    assert got.peak_memory_bytes == 2_900_000_000
     ts = codegen.generate_typescript(registry.load_registry(reg_dir))
     assert (
         "        assistant: {\n"
@@ -217,6 +220,7 @@ def test_a_published_assistant_is_generated_with_its_checksum(reg_dir: Path) -> 
         "          size: 3310000000,\n"
         "          sourceRepo: 'google/gemma-4-E2B-it-assistant',\n"
         "          verifyTokens: 5,\n"
+        "          peakMemoryBytes: 2900000000,\n"
         "        },\n"
     ) in ts
     # Only the xnnpack variant has one; the type says it is optional.

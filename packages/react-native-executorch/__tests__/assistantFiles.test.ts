@@ -170,3 +170,46 @@ it('checks a local modelPath against the assistant program with assistant: true'
   expect(await codeOf(llm.load())).toBe('checksum_mismatch');
   expect(native.loads).toEqual([]);
 });
+
+it("checks memory against the assistant program's own peak, else the variant's", async () => {
+  const model = publishWithAssistant(server);
+  const variant = model.variants.xnnpack;
+  const peak = variant.peakMemoryBytes!;
+  const heavier = {
+    ...model,
+    variants: { xnnpack: { ...variant, assistant: { ...variant.assistant!, peakMemoryBytes: peak + 1000 } } },
+  } as LLMDescriptor<'xnnpack'>;
+  const native = (available: number) => new FakeNative({ availableMemoryBytes: available, answer: () => ['ok'] });
+
+  const refused = native(peak);
+  const fast = new LLMModule({
+    model: heavier,
+    assistant: true,
+    resources: new ResourceFetcher({ ...nodeAdapters(docs), baseUrl: server.baseUrl }),
+    native: refused,
+  });
+  expect(await codeOf(fast.load())).toBe('insufficient_memory');
+  expect(server.requests).toEqual([]);
+
+  const plainNative = native(peak);
+  const plain = new LLMModule({
+    model: heavier,
+    resources: new ResourceFetcher({ ...nodeAdapters(docs), baseUrl: server.baseUrl }),
+    native: plainNative,
+  });
+  await plain.load();
+  expect(plainNative.loads[0]!.peakMemoryBytes).toBe(peak);
+  plain.release();
+
+  // Not measured: the variant's peak is the (lower-bound) need.
+  const unmeasured = native(peak);
+  const llm = new LLMModule({
+    model,
+    assistant: true,
+    resources: new ResourceFetcher({ ...nodeAdapters(docs), baseUrl: server.baseUrl }),
+    native: unmeasured,
+  });
+  await llm.load();
+  expect(unmeasured.loads[0]!.peakMemoryBytes).toBe(peak);
+  llm.release();
+});

@@ -115,6 +115,11 @@ export type AssistantDescriptor = (
   readonly sourceRepo: string;
   /** Tokens one verify call scores: the round's token and up to `verifyTokens - 1` drafts. */
   readonly verifyTokens: number;
+  /**
+   * The runner's measured peak resident memory with this program, in bytes (its verify method
+   * packs its own copy of the weights). Absent: the variant's `peakMemoryBytes` is checked.
+   */
+  readonly peakMemoryBytes?: number;
 }};
 
 /** One exported `.pte` variant of a model for one backend. */
@@ -254,6 +259,8 @@ def _descriptor(spec: ModelSpec) -> dict[str, Any]:
                 "sourceRepo": v.assistant.hf_repo,
                 "verifyTokens": v.assistant.verify_tokens,
             }
+            if v.assistant.peak_memory_bytes is not None:
+                variants[backend]["assistant"]["peakMemoryBytes"] = v.assistant.peak_memory_bytes
     return {
         "kind": "llm",
         "id": spec.id,

@@ -34,7 +34,10 @@ def _assistant_spec(raw: dict[str, Any] | None) -> AssistantSpec | None:
     if raw is None:
         return None
     file = FileSpec(raw["path"], raw.get("sha256"), raw.get("size"))
-    return AssistantSpec(raw["status"], file, raw["source"]["hf_repo"], raw["verify_tokens"])
+    return AssistantSpec(
+        raw["status"], file, raw["source"]["hf_repo"], raw["verify_tokens"],
+        raw.get("peak_memory_bytes"),
+    )
 
 
 def _model_spec(raw: dict[str, Any], family: str, source_file: Path) -> ModelSpec:

@@ -61,6 +61,8 @@ class AssistantSpec:
     file: FileSpec
     hf_repo: str
     verify_tokens: int
+    # The runner's measured peak resident memory with this program; None: not measured.
+    peak_memory_bytes: int | None = None
 
     @property
     def published(self) -> bool:

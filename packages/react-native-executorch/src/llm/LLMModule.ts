@@ -493,7 +493,7 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
     const assistant = this.options.assistant === true;
     // Before anything is downloaded: a variant without an assistant is refused at once.
     if (assistant) ResourceFetcher.assistantOf(this.model, backend);
-    const memory = this.memoryNeed(backend, native.availableBackends());
+    const memory = this.memoryNeed(backend, native.availableBackends(), assistant);
     if (!this.options.localFiles) {
       // Before the download: a phone that cannot hold the model should not fetch it first.
       try {
@@ -556,15 +556,18 @@ export class LLMModule<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
   }
 
   /**
-   * The registry's measured peak memory of the `backend` variant, for the native check before
+   * The registry's measured peak memory of the `backend` variant (of its assistant program with
+   * `assistant`, where measured; the variant's is a lower bound), for the native check before
    * the load, and the smallest other variant this device can run, which the refusal names.
    */
   private memoryNeed(
     backend: Backend,
     runnable: readonly Backend[],
+    assistant: boolean,
   ): { peakMemoryBytes?: number; smallerVariant?: string; smallerVariantPeakBytes?: number } {
     const variants = Object.values(this.model.variants) as VariantDescriptor[];
-    const peak = variants.find((v) => v.backend === backend)?.peakMemoryBytes;
+    const chosen = variants.find((v) => v.backend === backend);
+    const peak = (assistant ? chosen?.assistant?.peakMemoryBytes : undefined) ?? chosen?.peakMemoryBytes;
     if (peak === undefined) return {};
     const smaller = variants
       .filter((v) => v.backend !== backend && runnable.includes(v.backend) && (v.peakMemoryBytes ?? peak) < peak)
