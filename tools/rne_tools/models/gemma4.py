@@ -25,6 +25,7 @@ layer declares its window and KV source (``layers.AttentionSpec``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,13 +35,13 @@ from torch import nn
 from rne_tools.errors import CheckpointError
 from rne_tools.models.layers import (
     AttentionSpec,
+    Decoder,
     GeluTanh,
     KVCache,
     MatmulSDPA,
     RMSNorm,
     RoPE,
     Softcap,
-    chunk_problem,
     init_like_trained,
 )
 
@@ -374,7 +375,7 @@ class TransformerBlock(nn.Module):
         return x * self.layer_scalar
 
 
-class Transformer(nn.Module):
+class Transformer(Decoder):
     """Gemma 4 text decoder with static caches: ``forward(tokens[1, T], input_pos[1]) -> [1, V]``.
 
     A decoder with media tokens (``ModelArgs.media_token_ids``) takes ``embeds[1, T, dim]`` (float32)
@@ -390,17 +391,12 @@ class Transformer(nn.Module):
     # (docs/performance.md, "Gemma 4 E2B: file size and memory").
     half_kv_cache_when_quantized = True
 
-    # Set while the ``verify`` method is traced (``layers.returning_every_position``).
-    every_position_logits = False
     # Set in programs with an assistant drafter (``gemma4_assistant.returning_hidden``): forward
     # and verify also return the normed last hidden state of the positions they return logits of.
     returns_hidden = False
 
     def __init__(self, args: ModelArgs, max_context: int, max_chunk: int) -> None:
-        super().__init__()
-        if problem := chunk_problem(max_chunk, max_context):
-            raise ValueError(problem + ".")
-        self.args, self.max_context, self.max_chunk = args, max_context, max_chunk
+        super().__init__(args, max_context, max_chunk)
         self.tok_embeddings = nn.Embedding(args.vocab_size, args.dim)
         # Like the reference, the sqrt(dim) scale is rounded to the weights' dtype (buffer casts).
         self.register_buffer("embed_scale", torch.tensor(args.dim**0.5), persistent=False)
@@ -540,13 +536,9 @@ class Transformer(nn.Module):
             m.inv_freq = inv_freq
         return self
 
-    @torch.no_grad()
     def init_random(self, seed: int = 0) -> Transformer:
         """Fill the weights with seeded random values of a trained model's rough scale."""
-        g = torch.Generator().manual_seed(seed)
-        init_like_trained(self, g)
-        for layer in self.layers:
-            layer.layer_scalar.copy_(0.5 + torch.rand(1, generator=g))
+        init_like_trained_gemma4(self, self.layers, seed)
         return self
 
 
@@ -622,9 +614,19 @@ def reference_model(config: dict[str, Any], seed: int | None = None) -> nn.Modul
     cfg._attn_implementation = "eager"
     model = Gemma4ForCausalLM(cfg).eval()
     if seed is not None:
-        g = torch.Generator().manual_seed(seed)
-        init_like_trained(model, g)
-        with torch.no_grad():
-            for layer in model.model.layers:
-                layer.layer_scalar.copy_(0.5 + torch.rand(1, generator=g))
+        init_like_trained_gemma4(model, model.model.layers, seed)
     return model
+
+
+@torch.no_grad()
+def init_like_trained_gemma4(model: nn.Module, layers: Iterable[nn.Module],
+                             seed: int) -> torch.Generator:
+    """Seeded random weights of a trained model's rough scale (``init_like_trained``) for a
+    Gemma 4 model (ours, the assistant, transformers'), then each of ``layers``' ``layer_scalar``
+    in [0.5, 1.5) rather than 1, so that it matters. Returns the generator, for what the model
+    draws after."""
+    g = torch.Generator().manual_seed(seed)
+    init_like_trained(model, g)
+    for layer in layers:
+        layer.layer_scalar.copy_(0.5 + torch.rand(1, generator=g))
+    return g

@@ -42,7 +42,7 @@ from torch import Tensor, nn
 
 from rne_tools.errors import CheckpointError
 from rne_tools.models import gemma4
-from rne_tools.models.layers import KVCache, init_like_trained
+from rne_tools.models.layers import KVCache
 
 SLIDING, FULL = gemma4.SLIDING, gemma4.FULL
 
@@ -274,10 +274,7 @@ class Assistant(nn.Module):
     @torch.no_grad()
     def init_random(self, seed: int = 0) -> Assistant:
         """Seeded random weights of a trained model's rough scale, a random token ordering."""
-        g = torch.Generator().manual_seed(seed)
-        init_like_trained(self, g)
-        for layer in self.layers:
-            layer.layer_scalar.copy_(0.5 + torch.rand(1, generator=g))
+        g = gemma4.init_like_trained_gemma4(self, self.layers, seed)
         if self.args.num_centroids:
             self.token_ordering.copy_(torch.randperm(self.args.vocab_size, generator=g))
         return self

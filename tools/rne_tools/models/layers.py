@@ -22,6 +22,7 @@ import contextlib
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -196,6 +197,20 @@ class KVCache(nn.Module):
         if not self.ring:
             return j
         return last_pos - torch.remainder(last_pos - j, self.size)
+
+
+class Decoder(nn.Module):
+    """What every architecture's top module shares: its KV capacity and prefill chunk, checked
+    against each other once, and the switch ``returning_every_position`` sets."""
+
+    # Set while the ``verify`` method is traced (``returning_every_position``).
+    every_position_logits = False
+
+    def __init__(self, args: Any, max_context: int, max_chunk: int) -> None:
+        super().__init__()
+        if problem := chunk_problem(max_chunk, max_context):
+            raise ValueError(problem + ".")
+        self.args, self.max_context, self.max_chunk = args, max_context, max_chunk
 
 
 @contextlib.contextmanager

@@ -26,12 +26,12 @@ from torch import Tensor, nn
 from rne_tools.errors import CheckpointError
 from rne_tools.models.layers import (
     AttentionSpec,
+    Decoder,
     KVCache,
     RMSNorm,
     RotateHalf,
     TorchSDPA,
     apply_rope,
-    chunk_problem,
     init_like_trained,
     rope_tables,
 )
@@ -198,18 +198,13 @@ class DecoderLayer(nn.Module):
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
-class Transformer(nn.Module):
+class Transformer(Decoder):
     # Quantized variants may keep the KV cache in fp16 (half the bytes a long-context decode step
     # reads): measured on SmolLM2 to keep its agreement with fp32.
     half_kv_cache_when_quantized = True
-    # Set while the ``verify`` method is traced (``layers.returning_every_position``).
-    every_position_logits = False
 
     def __init__(self, args: ModelArgs, max_context: int, max_chunk: int) -> None:
-        super().__init__()
-        if problem := chunk_problem(max_chunk, max_context):
-            raise ValueError(problem + ".")
-        self.args, self.max_context, self.max_chunk = args, max_context, max_chunk
+        super().__init__(args, max_context, max_chunk)
         self.embed_tokens = nn.Embedding(args.vocab_size, args.dim)
         self.layers = nn.ModuleList(
             DecoderLayer(args, i, max_context) for i in range(args.n_layers)
