@@ -226,3 +226,25 @@ def test_a_published_assistant_is_generated_with_its_checksum(reg_dir: Path) -> 
     # Only the xnnpack variant has one; the type says it is optional.
     assert ts.count("        assistant: {\n") == 1
     assert "  readonly assistant?: AssistantDescriptor;\n" in ts
+
+
+def test_the_registered_source_is_a_drafter_for_e2b() -> None:
+    """gemma4_e2b's assistant comes from google/gemma-4-E2B-it-assistant, whose published shape
+    (gemma4_assistant.E2B_CONFIG) our drafter parses and finds fit for E2B's caches and width."""
+    import torch
+
+    from benchmarks.export_benchmark import gemma4_e2b_config
+    from rne_tools.models import gemma4, gemma4_assistant
+
+    spec = registry.load_registry().model("gemma4_e2b")
+    assert spec.variant("xnnpack").assistant.hf_repo == "google/gemma-4-E2B-it-assistant"
+    args = gemma4_assistant.AssistantArgs.from_hf_config(gemma4_assistant.E2B_CONFIG)
+    e2b = gemma4.ModelArgs.from_hf_config(gemma4_e2b_config(35))
+    assert args.target_problem(e2b) is None
+    assert (args.dim, args.n_layers, args.num_centroids, args.centroid_top_k) == (256, 4, 2048, 32)
+    with torch.device("meta"):
+        params = sum(p.numel() for p in gemma4_assistant.Assistant(args).parameters())
+    assert params == 77_731_328  # ~311 MB in float32, as the registry's comment says
+    # A drafter for another width is not one for E2B.
+    other = {**gemma4_assistant.E2B_CONFIG, "backbone_hidden_size": 2560}
+    assert "hidden size 2560" in gemma4_assistant.AssistantArgs.from_hf_config(other).target_problem(e2b)

@@ -13,7 +13,10 @@ see when the depths measured are 15 or fewer).
 Before/after a change to the runtime: ``--baseline-bench`` names a second ``rne_bench`` (a build
 from before the change), timed in turn with ``--bench`` on every depth, ``--rounds`` times; each
 cost is the best of the rounds. ``--pte DEPTH=FILE`` reuses an export made earlier (an older
-recipe's, say) instead of exporting that depth.
+recipe's, say) instead of exporting that depth. ``--assistant`` exports the programs with E2B's
+assistant drafter (random weights of google/gemma-4-E2B-it-assistant's published shape,
+``gemma4_assistant.E2B_CONFIG``), as the registry's assistant program is: ``forward`` and
+``verify`` then also return hidden states; each program's size is printed.
 
 Then the projection: with a per-token acceptance ``a`` and ``d`` drafts a round yields
 ``(1 - a^(d+1)) / (1 - a)`` tokens for the price of ``verify(d + 1)``; the best ``d`` per ``a`` gives
@@ -49,15 +52,26 @@ E2B_LAYERS = 35
 ACCEPTANCE = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 
 
-def export_e2b(layers: int, verify_tokens: int) -> Path:
-    """gemma4_e2b's XNNPACK variant at ``layers`` layers with a verify method (random weights),
-    exported once per recipe key; returns the .pte."""
+def e2b_assistant() -> Path:
+    """A checkpoint of E2B's published assistant shape with random weights, written once."""
+    directory = OUT_DIR / "assistant-e2b"
+    if not (directory / "model.safetensors").is_file():
+        from rne_tools.models.gemma4_assistant import write_random_checkpoint
+
+        write_random_checkpoint(directory, "e2b")
+    return directory
+
+
+def export_e2b(layers: int, verify_tokens: int, assistant: Path | None = None) -> Path:
+    """gemma4_e2b's XNNPACK variant at ``layers`` layers with a verify method (and the draft
+    method of ``assistant``, a checkpoint directory; random weights), exported once per recipe
+    key; returns the .pte."""
     from rne_tools.export.cache import recipe_key
     from rne_tools.export.pipeline import run_export
     from rne_tools.export.plan import plan_export
 
     plan = plan_export("gemma4_e2b", "xnnpack", random_config=gemma4_e2b_config(layers),
-                       verify_tokens=verify_tokens)
+                       verify_tokens=verify_tokens, assistant=assistant)
     out = OUT_DIR / f"l{layers}-{recipe_key(plan)}"
     pte = out / f"{plan.stem}.pte"
     if not pte.is_file():
@@ -134,8 +148,11 @@ def report(title: str, costs: dict[int, list[float]], context: int, verify_token
 @click.option("--rounds", default=1, show_default=True, help="Best of this many sweeps.")
 @click.option("--pte", "ptes", multiple=True, metavar="DEPTH=FILE",
               help="An existing export for a depth, instead of exporting it.")
+@click.option("--assistant", is_flag=True,
+              help="Export with E2B's assistant drafter (random weights of its published shape).")
 def main(layers: str, verify_tokens: int, context: int, iterations: int, bench: Path | None,
-         baseline_bench: Path | None, rounds: int, ptes: tuple[str, ...]) -> None:
+         baseline_bench: Path | None, rounds: int, ptes: tuple[str, ...],
+         assistant: bool) -> None:
     benches = {"this build": bench or ensure_rne_bench()}
     if baseline_bench is not None:
         benches = {"baseline": baseline_bench, **benches}
@@ -147,7 +164,11 @@ def main(layers: str, verify_tokens: int, context: int, iterations: int, bench: 
             raise click.BadParameter(f"{item!r}: give DEPTH=FILE with an existing .pte",
                                      param_hint="--pte")
         given[int(depth)] = Path(file)
-    files = {depth: given.get(depth) or export_e2b(depth, verify_tokens) for depth in depths}
+    drafter = e2b_assistant() if assistant else None
+    files = {depth: given.get(depth) or export_e2b(depth, verify_tokens, drafter)
+             for depth in depths}
+    for depth, file in files.items():
+        print(f"depth {depth}: {file.name} {file.stat().st_size / 1e6:.1f} MB")
     best: dict[str, dict[int, list[float]]] = {name: {} for name in benches}
     for _ in range(rounds):
         for depth in depths:

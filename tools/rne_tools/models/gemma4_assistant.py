@@ -444,15 +444,53 @@ def tiny_config(target: dict[str, Any]) -> dict[str, Any]:
 
 
 
+# The shape of google/gemma-4-E2B-it-assistant (its config.json; docs/design.md): about 77 M
+# parameters, 67 M of them its token table. ``write_random_checkpoint(dir, "e2b")`` gives it
+# random weights, for programs and benchmarks at E2B's widths.
+E2B_CONFIG: dict[str, Any] = {
+    "model_type": "gemma4_assistant",
+    "text_config": {
+        "model_type": "gemma4_text",
+        "vocab_size": 262144,
+        "hidden_size": 256,
+        "intermediate_size": 2048,
+        "num_hidden_layers": 4,
+        "layer_types": [SLIDING, SLIDING, SLIDING, FULL],
+        "num_kv_shared_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 1,
+        "head_dim": 256,
+        "global_head_dim": 512,
+        "sliding_window": 512,
+        "hidden_size_per_layer_input": 0,
+        "vocab_size_per_layer_input": 0,
+        "rope_parameters": {
+            FULL: {"partial_rotary_factor": 0.25, "rope_theta": 1000000.0,
+                   "rope_type": "proportional"},
+            SLIDING: {"rope_theta": 10000.0, "rope_type": "default"},
+        },
+        "final_logit_softcapping": None,
+        "rms_norm_eps": 1e-6,
+        "tie_word_embeddings": True,
+    },
+    "backbone_hidden_size": 1536,
+    "use_ordered_embeddings": True,
+    "num_centroids": 2048,
+    "centroid_intermediate_top_k": 32,
+    "tie_word_embeddings": True,
+}
+
+
 def write_random_checkpoint(directory: Path | str, target: str = "tiny", seed: int = 0) -> Path:
     """A transformers-layout assistant checkpoint (config.json, model.safetensors) of seeded
-    random weights for ``gemma4.RANDOM_CONFIGS[target]``: the test fixture of exports with a
-    draft method. ``load_assistant`` reads it back; transformers loads it too."""
+    random weights for ``gemma4.RANDOM_CONFIGS[target]``, or of E2B's published assistant shape
+    for ``target="e2b"``: the test fixture of exports with a draft method, and the drafter of
+    E2B-width benchmarks. ``load_assistant`` reads it back; transformers loads it too."""
     from safetensors.torch import save_file
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    cfg = tiny_config(gemma4.RANDOM_CONFIGS[target])
+    cfg = E2B_CONFIG if target == "e2b" else tiny_config(gemma4.RANDOM_CONFIGS[target])
     model = Assistant(AssistantArgs.from_hf_config(cfg)).init_random(seed)
     local_to_hf = {v: k for k, v in _HF_TOP.items() if k != "lm_head.weight"}
     reverse_layer = {v: k for k, v in gemma4._HF_LAYER.items()}
@@ -472,5 +510,6 @@ def write_random_checkpoint(directory: Path | str, target: str = "tiny", seed: i
 if __name__ == "__main__":
     import sys
 
-    # python -m rne_tools.models.gemma4_assistant DIR [TARGET]: a random checkpoint (tests).
+    # python -m rne_tools.models.gemma4_assistant DIR [TARGET]: a random checkpoint (tests;
+    # TARGET e2b: the shape of E2B's published assistant, for benchmarks).
     write_random_checkpoint(sys.argv[1], *(sys.argv[2:3] or ["tiny"]))
