@@ -218,7 +218,7 @@ def test_every_declared_backend_reaches_the_derived_build_tables(catalog: Backen
     assert _missing_from_build_tables(toy) == []
     assert "$BUILD/ios-device/backends/toy/sdk/libtoy_sdk.a" in ios_archives(IOS_SLICES[0], toy)
     assert sizes.sdk_components(toy)["toy_scratch"] == ("libexecutorch_backend_toy.so",)
-    assert delegates_flag(toy).endswith(";mlxdelegate;toy_backend")
+    assert delegates_flag(toy).endswith(";toy_backend")
 
 
 def _ts_union(text: str, name: str) -> list[str]:
