@@ -1,6 +1,6 @@
 #include "rne/runner/audio_encoder.h"
 
-#include "encoder_program.h"
+#include "program_loader.h"
 
 #include <executorch/extension/module/module.h>
 #include <executorch/extension/tensor/tensor.h>
@@ -18,11 +18,11 @@ using et::extension::module::Module;
 
 namespace {
 
-constexpr detail::EncoderKind kAudio{"an audio encoder",
+const detail::EncoderKind kAudio{"an audio encoder",
                                      "export one with tools/export_encoder.py --encoder audio"};
 
 Error contract_error(const std::string& path, const std::string& what) {
-  return detail::encoder_contract_error(kAudio, path, what);
+  return kAudio.contract_error(path, what);
 }
 
 // Feature frames whose window ends on real audio: transformers' feature extractor prepends
@@ -47,14 +47,14 @@ Result<std::unique_ptr<AudioEncoder>> AudioEncoder::load(const std::string& path
 }
 
 Result<std::unique_ptr<AudioEncoder>> AudioEncoder::load(std::shared_ptr<const ModelFile> file) {
-  return detail::load_encoder(kAudio, std::move(file), {kTransformMethod, kMethod},
+  return detail::load_program(kAudio, std::move(file), {kTransformMethod, kMethod},
                               [](auto file, auto& opened) {
                                 return finish_load(std::move(file), opened);
                               });
 }
 
 Result<std::unique_ptr<AudioEncoder>> AudioEncoder::finish_load(
-    std::shared_ptr<const ModelFile> file, detail::OpenedEncoder& opened) {
+    std::shared_ptr<const ModelFile> file, detail::OpenedProgram& opened) {
   const std::string path = file->path();
   std::unique_ptr<AudioEncoder> encoder(new AudioEncoder());
   encoder->path_ = path;
@@ -72,7 +72,7 @@ Result<std::unique_ptr<AudioEncoder>> AudioEncoder::finish_load(
                                               {&c.frame_length, "audio_frame_length"},
                                               {&c.hop_length, "audio_hop_length"},
                                               {&c.text_hidden, "audio_text_hidden"}},
-                                             opened.has_backend_code, c.backend_code);
+                                             opened.methods.count("get_backend") > 0, c.backend_code);
       !read.ok()) {
     return read.error();
   }

@@ -2,11 +2,10 @@
 
 #include "rne/runner/backends.h"
 #include "rne/runner/program_check.h"
-#include "held_bytes_loader.h"
+#include "program_loader.h"
 
 #include <executorch/extension/module/module.h>
 #include <executorch/extension/tensor/tensor.h>
-#include <executorch/runtime/backend/options.h>
 #include <executorch/runtime/core/data_loader.h>
 #include <executorch/runtime/platform/log.h>
 
@@ -32,7 +31,7 @@ Error contract_error(const std::string& path, const std::string& what) {
               "verify its sha256)"};
 }
 
-using RuntimeError = et::runtime::Error;
+using detail::RuntimeError;
 
 std::string runtime_error_text(RuntimeError error) {
   const char* name = "unknown";
@@ -84,7 +83,7 @@ std::string registered_backend_list() {
 // Why loading the program or its `forward` method failed, in words a user can act on. A damaged
 // file shows up as almost any of these codes (a flipped byte can turn an operator name into one
 // that does not exist), so every message that could be damage says so.
-Error load_error(const std::string& path, const char* stage, RuntimeError error) {
+Error load_error(const std::string& path, const std::string& stage, RuntimeError error) {
   const std::string prefix = path + ": " + stage + " failed (" + runtime_error_text(error) + "): ";
   const char* damaged =
       "corrupt file: it is damaged or truncated; verify it (rne_llm --sha256) and download or "
@@ -111,15 +110,36 @@ Error load_error(const std::string& path, const char* stage, RuntimeError error)
   }
 }
 
-// A .pte is a FlatBuffer whose file identifier (bytes 4..7) starts with "ET".
-Result<void> check_pte_header(const ModelFile& file) {
-  if (file.size() < 8 || file.data()[4] != 'E' || file.data()[5] != 'T') {
-    return Error{ErrorCode::kInvalidModel,
-                 file.path() + ": not an ExecuTorch program (.pte); expected a file written by "
-                               "tools/export_model.py"};
+// The LLM program written by tools/export_model.py, for the one program loader.
+class ModelKind final : public detail::ProgramKind {
+ public:
+  Error contract_error(const std::string& path, const std::string& what) const override {
+    return runner::contract_error(path, what);
   }
-  return {};
-}
+  Error not_a_program(const std::string& path) const override {
+    return {ErrorCode::kInvalidModel,
+            path + ": not an ExecuTorch program (.pte); expected a file written by "
+                   "tools/export_model.py"};
+  }
+  Error load_failure(const std::string& path, const std::string& stage,
+                     RuntimeError error) const override {
+    return load_error(path, stage, error);
+  }
+  // A delegate throws too when the device cannot hold what an intact file asks for (Vulkan: a
+  // tensor larger than the GPU's storage-buffer limit), so the message names both causes.
+  Error load_threw(const std::string& path, const char* what) const override {
+    return {ErrorCode::kInvalidModel,
+            path + ": loading failed (" + what +
+                "): the file is damaged or truncated, or it needs more than this device "
+                "offers (memory, or a GPU buffer limit the message above names); verify it "
+                "(rne_llm --sha256) and download or export it again, or use another "
+                "variant (backend) of the model"};
+  }
+  // Another session of the same file, and `verify`, reuse the packed weights.
+  bool weight_cache() const override { return true; }
+};
+
+const ModelKind kModel;
 
 // Reads a constant method that returns one int (or bool) scalar.
 Result<int64_t> read_int(Module& module, const std::string& path, const char* method) {
@@ -153,85 +173,32 @@ Result<std::vector<int64_t>> read_int_list(Module& module, const std::string& pa
   return ids;
 }
 
-// Parses the program (fully verified: a damaged header must fail here, not crash later;
-// Minimal verification lets a flipped offset reach a wild read) with XNNPACK's weight cache on
-// for every method it loads: packed weights are keyed by their names in the program's data, so
-// another session of the same file, and `verify`, reuse them instead of packing copies.
-RuntimeError load_program(Module& module) {
-  et::runtime::BackendOptions<1> xnnpack;
-  xnnpack.set_option("weight_cache_enabled", true);
-  et::runtime::LoadBackendOptionsMap options;
-  options.set_options("XnnpackBackend", xnnpack.view());
-  return module.load(options, et::runtime::Program::Verification::InternalConsistency);
-}
-
 }  // namespace
 
 ModelSession::~ModelSession() = default;
 
 Result<std::unique_ptr<ModelSession>> ModelSession::load(const std::string& path) {
-  auto file = ModelFile::open(path, ModelFile::Hold::kMapped);
-  if (!file.ok()) return file.error();
-  return load(std::move(file).value());
+  return detail::load_mapped<ModelSession>(path);
 }
 
+// A program with a `verify` method shares its KV caches between the two methods (exported with
+// share_mutable_buffers): the runtime gives all its methods one set of arenas.
 Result<std::unique_ptr<ModelSession>> ModelSession::load(std::shared_ptr<const ModelFile> file) {
-  const std::string path = file->path();
-  // The runtime sizes containers from counts in the file: a damaged count throws bad_alloc
-  // (or length_error) from inside it, which must not escape this no-throw API. A delegate
-  // throws too when the device cannot hold what an intact file asks for (Vulkan: a tensor
-  // larger than the GPU's storage-buffer limit), so the message names both causes.
-  try {
-    return load_unguarded(std::move(file));
-  } catch (const std::exception& e) {
-    return Error{ErrorCode::kInvalidModel,
-                 path + ": loading failed (" + e.what() +
-                     "): the file is damaged or truncated, or it needs more than this device "
-                     "offers (memory, or a GPU buffer limit the message above names); verify it "
-                     "(rne_llm --sha256) and download or export it again, or use another "
-                     "variant (backend) of the model"};
-  }
+  return detail::load_program(
+      kModel, std::move(file), {"forward"},
+      [](auto file, auto& opened) { return finish_load(std::move(file), opened); }, "verify");
 }
 
-Result<std::unique_ptr<ModelSession>> ModelSession::load_unguarded(
-    std::shared_ptr<const ModelFile> file) {
+Result<std::unique_ptr<ModelSession>> ModelSession::finish_load(
+    std::shared_ptr<const ModelFile> file, detail::OpenedProgram& opened) {
   const std::string path = file->path();
-  if (auto header = check_pte_header(*file); !header.ok()) return header.error();
-  if (auto whole = file->check_still_whole(); !whole.ok()) return whole.error();
-
   std::unique_ptr<ModelSession> session(new ModelSession());
   session->path_ = path;
-  session->file_ = file;
-  session->module_ = std::make_unique<Module>(std::make_unique<HeldBytesLoader>(file));
-  // Full verification walks the program's tables only, not the weight segments, so it is cheap
-  // even for a multi-GB file.
-  if (auto err = load_program(*session->module_); err != RuntimeError::Ok) {
-    return load_error(path, "parsing the program", err);
-  }
-  // Indices the runtime trusts when it builds a Method (a damaged one aborts the process).
-  if (auto sound = check_program(session->file_->data(), session->file_->size(), path);
-      !sound.ok()) {
-    return sound.error();
-  }
-  auto names = session->module_->method_names();
-  if (!names.ok() || names->count("forward") == 0) {
-    return contract_error(path, "method 'forward' is missing");
-  }
-  // A program with a `verify` method shares its KV caches between the two methods (exported
-  // with share_mutable_buffers): the runtime must give all its methods one set of arenas, which
-  // is decided when the Module is made.
-  const bool shared_arenas = names->count("verify") == 1;
-  if (shared_arenas) {
-    session->module_ = std::make_unique<Module>(std::make_unique<HeldBytesLoader>(file), nullptr,
-                                                nullptr, nullptr, nullptr, true);
-    if (auto err = load_program(*session->module_); err != RuntimeError::Ok) {
-      return load_error(path, "parsing the program", err);
-    }
-  }
+  session->file_ = std::move(file);
+  session->module_ = std::move(opened.module);
+  const auto& names = opened.methods;
+  const bool shared_arenas = names.count("verify") == 1;
   Module& module = *session->module_;
-  if (auto err = module.load_method("forward"); err != RuntimeError::Ok) {
-    return load_error(path, "loading method 'forward'", err);
-  }
 
   auto meta = module.method_meta("forward");
   if (!meta.ok() || (meta->num_inputs() != 2 && meta->num_inputs() != 3)) {
@@ -260,17 +227,17 @@ Result<std::unique_ptr<ModelSession>> ModelSession::load_unguarded(
   c.max_context = *max_context;
   c.vocab_size = *vocab;
   c.eos_ids = std::move(*eos);
-  if (names->count("get_bos_id")) {
+  if (names.count("get_bos_id")) {
     auto bos = read_int(module, path, "get_bos_id");
     if (!bos.ok()) return bos.error();
     c.bos_id = *bos;
   }
-  if (names->count("get_backend")) {
+  if (names.count("get_backend")) {
     auto backend = read_int(module, path, "get_backend");
     if (!backend.ok()) return backend.error();
     c.backend_code = *backend;
   }
-  if (names->count("get_kv_ring_size")) {
+  if (names.count("get_kv_ring_size")) {
     auto ring = read_int(module, path, "get_kv_ring_size");
     if (!ring.ok()) return ring.error();
     c.kv_ring_size = *ring;
@@ -279,7 +246,7 @@ Result<std::unique_ptr<ModelSession>> ModelSession::load_unguarded(
     auto embeds_meta = meta->input_tensor_meta(2);
     if (!embeds_meta.ok() || embeds_meta->sizes().size() != 3 ||
         embeds_meta->scalar_type() != et::aten::ScalarType::Float || embeds_meta->sizes()[2] < 1 ||
-        names->count("get_media_token_ids") == 0) {
+        names.count("get_media_token_ids") == 0) {
       return contract_error(path, "'forward' input 2 must be float32 embeds[1, T, D], declared by "
                                   "get_media_token_ids");
     }
@@ -297,7 +264,7 @@ Result<std::unique_ptr<ModelSession>> ModelSession::load_unguarded(
     }
     c.max_verify = *verify;
   }
-  if (names->count("draft")) {
+  if (names.count("draft")) {
     // Gemma 4's assistant: draft(token[1, 1], hidden[1, 1, D], input_pos[1]) -> (token[1],
     // hidden[1, 1, D]); forward and verify then return each position's hidden state second.
     auto draft_meta = module.method_meta("draft");
@@ -324,7 +291,7 @@ Result<std::unique_ptr<ModelSession>> ModelSession::load_unguarded(
   // buffer.
   std::vector<int64_t> planned;
   for (const char* method : {"forward", "verify", "draft"}) {
-    if (names->count(method) == 0 || (!shared_arenas && std::strcmp(method, "forward") != 0)) {
+    if (names.count(method) == 0 || (!shared_arenas && std::strcmp(method, "forward") != 0)) {
       continue;
     }
     auto method_meta = module.method_meta(method);

@@ -1,6 +1,6 @@
 #include "rne/runner/vision_encoder.h"
 
-#include "encoder_program.h"
+#include "program_loader.h"
 
 #include <executorch/extension/module/module.h>
 #include <executorch/extension/tensor/tensor.h>
@@ -14,11 +14,11 @@ using et::extension::module::Module;
 
 namespace {
 
-constexpr detail::EncoderKind kVision{"a vision encoder",
+const detail::EncoderKind kVision{"a vision encoder",
                                       "export one with tools/export_encoder.py"};
 
 Error contract_error(const std::string& path, const std::string& what) {
-  return detail::encoder_contract_error(kVision, path, what);
+  return kVision.contract_error(path, what);
 }
 
 }  // namespace
@@ -30,13 +30,13 @@ Result<std::unique_ptr<VisionEncoder>> VisionEncoder::load(const std::string& pa
 }
 
 Result<std::unique_ptr<VisionEncoder>> VisionEncoder::load(std::shared_ptr<const ModelFile> file) {
-  return detail::load_encoder(kVision, std::move(file), {kMethod}, [](auto file, auto& opened) {
+  return detail::load_program(kVision, std::move(file), {kMethod}, [](auto file, auto& opened) {
     return finish_load(std::move(file), opened);
   });
 }
 
 Result<std::unique_ptr<VisionEncoder>> VisionEncoder::finish_load(
-    std::shared_ptr<const ModelFile> file, detail::OpenedEncoder& opened) {
+    std::shared_ptr<const ModelFile> file, detail::OpenedProgram& opened) {
   const std::string path = file->path();
   std::unique_ptr<VisionEncoder> encoder(new VisionEncoder());
   encoder->path_ = path;
@@ -75,7 +75,7 @@ Result<std::unique_ptr<VisionEncoder>> VisionEncoder::finish_load(
            {&c.patch_size, "vision_patch_size"},
            {&c.pooling_kernel_size, "vision_pooling_kernel_size"},
            {&c.text_hidden, "vision_text_hidden"}},
-          opened.has_backend_code, c.backend_code);
+          opened.methods.count("get_backend") > 0, c.backend_code);
       !read.ok()) {
     return read.error();
   }

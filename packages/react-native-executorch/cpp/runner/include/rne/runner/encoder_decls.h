@@ -1,6 +1,6 @@
 // What the encoder headers (audio_encoder.h, vision_encoder.h) declare alike: the types their
 // load and encode calls take and return, and the two that the one program loader
-// (runner/src/encoder_program.h) keeps behind them.
+// (runner/src/program_loader.h) keeps behind them.
 #pragma once
 
 #include <cstdint>
@@ -17,5 +17,5 @@ class Module;
 }
 
 namespace rne::runner::detail {
-struct OpenedEncoder;
+struct OpenedProgram;
 }

@@ -14,6 +14,10 @@ namespace executorch::extension::module {
 class Module;
 }
 
+namespace rne::runner::detail {
+struct OpenedProgram;
+}
+
 namespace rne::runner {
 
 // What the runner needs to know about a model, read from the file rather than assumed.
@@ -133,9 +137,9 @@ class ModelSession {
   // Finds the ring buffers (see ring_state_bytes) among the method's named attributes.
   void find_ring_buffers();
   ModelSession() = default;
-  // load() without the guard that turns exceptions from the runtime into Errors.
-  static Result<std::unique_ptr<ModelSession>> load_unguarded(
-      std::shared_ptr<const ModelFile> file);
+  // The session of an opened program, its contract read and checked (program_loader.h).
+  static Result<std::unique_ptr<ModelSession>> finish_load(std::shared_ptr<const ModelFile> file,
+                                                           detail::OpenedProgram& opened);
   std::string path_;
   std::shared_ptr<const ModelFile> file_;
   std::unique_ptr<executorch::extension::module::Module> module_;

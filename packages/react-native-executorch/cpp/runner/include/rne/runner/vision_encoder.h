@@ -49,9 +49,9 @@ class VisionEncoder {
 
  private:
   VisionEncoder() = default;
-  // The encoder of an opened program, its contract read and checked (encoder_program.h).
+  // The encoder of an opened program, its contract read and checked (program_loader.h).
   static Result<std::unique_ptr<VisionEncoder>> finish_load(std::shared_ptr<const ModelFile> file,
-                                                     detail::OpenedEncoder& opened);
+                                                     detail::OpenedProgram& opened);
   std::string path_;
   std::shared_ptr<const ModelFile> file_;
   std::unique_ptr<executorch::extension::module::Module> module_;
