@@ -431,10 +431,10 @@ std::optional<rne::chat::ChatTemplate> load_chat_template(const Options& o) {
                : rne::chat::ChatTemplate::from_tokenizer_config(o.tokenizer_config);
   if (!t.ok()) {
     const auto& e = t.error();
-    if (e.kind == rne::chat::ErrorKind::kNotFound) {
+    if (e.code == rne::chat::ErrorKind::kNotFound) {
       fail(e.message + "; pass --raw to send the prompt without a chat template");
     }
-    fail(e.kind == rne::chat::ErrorKind::kInvalidFile ? e.message : e.to_string());
+    fail(e.code == rne::chat::ErrorKind::kInvalidFile ? e.message : e.to_string());
   }
   return std::move(t).value();
 }

@@ -15,7 +15,7 @@ using chat::ChatTemplate;
 
 std::string error_json(const chat::Error& e) {
   std::string out = "{\"error\":{\"kind\":\"";
-  out += chat::error_kind_name(e.kind);
+  out += chat::error_kind_name(e.code);
   out += "\",\"message\":";
   json::write_string(e.message, out);
   out += ",\"line\":" + std::to_string(e.line) + ",\"column\":" + std::to_string(e.column) + "}}";

@@ -91,7 +91,7 @@ TEST(ChatTemplateTest, Gemma4FixturesRenderAsTransformersDoes) {
       const std::string case_name = name + ": " + c.find("name")->as_string();
       if (const auto* error = c.find("error")) {
         ASSERT_FALSE(rendered.ok()) << case_name;
-        EXPECT_EQ(std::string(error_kind_name(rendered.error().kind)) + ": " + rendered.error().message,
+        EXPECT_EQ(std::string(error_kind_name(rendered.error().code)) + ": " + rendered.error().message,
                   error->as_string())
             << case_name;
         EXPECT_GT(rendered.error().line, 0) << case_name;
@@ -153,17 +153,17 @@ TEST(ChatTemplateTest, ModelDirLookupOrderFollowsTransformers) {
   write(dir.path / "tokenizer_config.json", R"({"eos_token": "<E>"})");
   auto none = ChatTemplate::from_model_dir(dir.path.string());
   ASSERT_FALSE(none.ok());
-  EXPECT_EQ(none.error().kind, ErrorKind::kNotFound);
+  EXPECT_EQ(none.error().code, ErrorKind::kNotFound);
   EXPECT_NE(none.error().message.find("chat_template.jinja"), std::string::npos);
 
   write(dir.path / "tokenizer_config.json", "{not json");
   auto broken = ChatTemplate::from_model_dir(dir.path.string());
   ASSERT_FALSE(broken.ok());
-  EXPECT_EQ(broken.error().kind, ErrorKind::kInvalidFile);
+  EXPECT_EQ(broken.error().code, ErrorKind::kInvalidFile);
 
   auto missing = ChatTemplate::from_model_dir((dir.path / "nope").string());
   ASSERT_FALSE(missing.ok());
-  EXPECT_EQ(missing.error().kind, ErrorKind::kNotFound);
+  EXPECT_EQ(missing.error().code, ErrorKind::kNotFound);
 }
 
 TEST(ChatTemplateTest, MessagesPassThroughWithTransformersNormalisation) {
@@ -184,7 +184,7 @@ TEST(ChatTemplateTest, MessagesPassThroughWithTransformersNormalisation) {
 
   auto empty = t->render(parse_json("[]"));
   ASSERT_FALSE(empty.ok());
-  EXPECT_EQ(empty.error().kind, ErrorKind::kInvalidInput);
+  EXPECT_EQ(empty.error().code, ErrorKind::kInvalidInput);
   auto not_objects = t->render(parse_json(R"(["hi"])"));
   ASSERT_FALSE(not_objects.ok());
   EXPECT_NE(not_objects.error().message.find("message 0"), std::string::npos);
@@ -254,25 +254,25 @@ TEST(ChatTemplateTest, MacrosNamespacesAndLoops) {
 TEST(ChatTemplateTest, TemplateErrorsAreTypedAndNameTheirLine) {
   auto raised = render_text("line one\n{{ raise_exception('roles must alternate') }}", "{}");
   ASSERT_FALSE(raised.ok());
-  EXPECT_EQ(raised.error().kind, ErrorKind::kRaised);
+  EXPECT_EQ(raised.error().code, ErrorKind::kRaised);
   EXPECT_EQ(raised.error().message, "roles must alternate");
   EXPECT_EQ(raised.error().line, 2);
   EXPECT_EQ(raised.error().to_string(), "TemplateError: roles must alternate (template line 2, column 4)");
 
   auto undefined = render_text("{{ m['function']['name'] }}", R"({"m": {}})");
   ASSERT_FALSE(undefined.ok());
-  EXPECT_EQ(undefined.error().kind, ErrorKind::kUndefined);
+  EXPECT_EQ(undefined.error().code, ErrorKind::kUndefined);
   EXPECT_EQ(undefined.error().message, "'dict object' has no attribute 'function'");
 
   auto type = render_text("{{ 'a' + 1 }}", "{}");
   ASSERT_FALSE(type.ok());
-  EXPECT_EQ(type.error().kind, ErrorKind::kType);
+  EXPECT_EQ(type.error().code, ErrorKind::kType);
 
   for (const char* bad : {"{% if x %}", "{{ 'open", "{% endfor %}", "{{ x | nope }}", "{% for %}",
                           "{{ (1 }}", "{% macro m( %}", "{#", "{{ }}", "{% set %}"}) {
     auto parsed = Template::parse(bad);
     ASSERT_FALSE(parsed.ok()) << bad;
-    EXPECT_EQ(parsed.error().kind, ErrorKind::kSyntax) << bad;
+    EXPECT_EQ(parsed.error().code, ErrorKind::kSyntax) << bad;
     EXPECT_GT(parsed.error().line, 0) << bad;
   }
 }
@@ -288,7 +288,7 @@ TEST(ChatTemplateTest, TruncatedTemplatesNeverCrash) {
   for (size_t n = 0; n <= source.size(); n += 37) {
     auto t = Template::parse(source.substr(0, n));
     if (!t.ok()) {
-      EXPECT_EQ(t.error().kind, ErrorKind::kSyntax);
+      EXPECT_EQ(t.error().code, ErrorKind::kSyntax);
       continue;
     }
     ++parsed;
@@ -308,27 +308,27 @@ TEST(ChatTemplateTest, HostileTemplatesHitLimitsNotTheStack) {
     EXPECT_FALSE(r.ok()) << source;
     return r.ok() ? Error{ErrorKind::kInvalidInput, ""} : r.error();
   };
-  EXPECT_EQ(run("{% macro r() %}{{ r() }}{% endmacro %}{{ r() }}").kind, ErrorKind::kLimit);
-  EXPECT_EQ(run("{% for a in range(1000) %}{% for b in range(1000) %}{% endfor %}{% endfor %}").kind,
+  EXPECT_EQ(run("{% macro r() %}{{ r() }}{% endmacro %}{{ r() }}").code, ErrorKind::kLimit);
+  EXPECT_EQ(run("{% for a in range(1000) %}{% for b in range(1000) %}{% endfor %}{% endfor %}").code,
             ErrorKind::kLimit);
-  EXPECT_EQ(run("{{ 'x' * 10000000 }}").kind, ErrorKind::kLimit);
-  EXPECT_EQ(run("{% for a in range(100000) %}xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx{% endfor %}").kind,
+  EXPECT_EQ(run("{{ 'x' * 10000000 }}").code, ErrorKind::kLimit);
+  EXPECT_EQ(run("{% for a in range(100000) %}xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx{% endfor %}").code,
             ErrorKind::kLimit);
   const Error deep = run("{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}");
-  EXPECT_EQ(deep.kind, ErrorKind::kSyntax);
+  EXPECT_EQ(deep.code, ErrorKind::kSyntax);
   EXPECT_NE(deep.message.find("nests deeper"), std::string::npos);
   const Error deep_if = run(std::string(20000, ' ') + [] {
     std::string s;
     for (int k = 0; k < 5000; ++k) s += "{% if true %}";
     return s;
   }());
-  EXPECT_EQ(deep_if.kind, ErrorKind::kSyntax);
+  EXPECT_EQ(deep_if.code, ErrorKind::kSyntax);
 
   // Values nest only so deep (printing and freeing them recurse), and hold no cycles.
   EXPECT_EQ(run("{% set ns = namespace(x=none) %}{% for i in range(5000) %}{% set ns.x = [ns.x] %}"
-                "{% endfor %}{{ ns.x }}").kind,
+                "{% endfor %}{{ ns.x }}").code,
             ErrorKind::kLimit);
-  EXPECT_EQ(run("{% set ns = namespace() %}{% set ns.me = [ns] %}{{ ns }}").kind, ErrorKind::kType);
+  EXPECT_EQ(run("{% set ns = namespace() %}{% set ns.me = [ns] %}{{ ns }}").code, ErrorKind::kType);
 
   std::string nested = "1";
   for (int k = 0; k < 200; ++k) nested = "[" + nested + "]";
@@ -336,7 +336,7 @@ TEST(ChatTemplateTest, HostileTemplatesHitLimitsNotTheStack) {
   ASSERT_TRUE(deep_input.ok());
   auto r = deep_input->render(parse_json("{\"x\": " + nested + "}"));
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().kind, ErrorKind::kLimit);
+  EXPECT_EQ(r.error().code, ErrorKind::kLimit);
 }
 
 // Round 3 of the hostile-template probes (issue #63): each class ends in a typed error naming
@@ -349,7 +349,7 @@ TEST(ChatTemplateTest, HostileTemplatesEndInAnErrorNamingTheLimit) {
   };
   auto expect_limit = [&](const std::string& source, const std::string& names) {
     const Error e = error_of(source);
-    EXPECT_EQ(e.kind, ErrorKind::kLimit) << source.substr(0, 200) << ": " << e.to_string();
+    EXPECT_EQ(e.code, ErrorKind::kLimit) << source.substr(0, 200) << ": " << e.to_string();
     EXPECT_NE(e.message.find(names), std::string::npos) << source.substr(0, 200) << ": " << e.to_string();
   };
   auto chain = [](const std::string& term, const std::string& op, int n) {
@@ -375,7 +375,7 @@ TEST(ChatTemplateTest, HostileTemplatesEndInAnErrorNamingTheLimit) {
   // (arm64 under qemu); either is a LimitError that names its limit.
   {
     const Error e = error_of("{% macro f(n) %}{{ f(n+1) }}{% endmacro %}{{ f(0) }}");
-    EXPECT_EQ(e.kind, ErrorKind::kLimit) << e.to_string();
+    EXPECT_EQ(e.code, ErrorKind::kLimit) << e.to_string();
     EXPECT_TRUE(e.message.find("nested deeper") != std::string::npos ||
                 e.message.find("Limits::max_stack_bytes") != std::string::npos)
         << e.to_string();
@@ -402,22 +402,22 @@ TEST(ChatTemplateTest, HostileTemplatesEndInAnErrorNamingTheLimit) {
   EXPECT_EQ(render_ok("{{ 2 ** 62 }} {{ -9223372036854775807 - 1 }}"), "4611686018427387904 -9223372036854775808");
   // 20-digit indices: no uncaught std::out_of_range.
   EXPECT_EQ(render_ok("{{ [[1]] | map(attribute='99999999999999999999') | list }}"), "[Undefined]");
-  EXPECT_EQ(error_of("{{ '{99999999999999999999}'.format(1) }}").kind, ErrorKind::kValue);
+  EXPECT_EQ(error_of("{{ '{99999999999999999999}'.format(1) }}").code, ErrorKind::kValue);
   // Python's errors.
-  EXPECT_EQ(error_of("{{ 'abc'[::0] }}").kind, ErrorKind::kValue);
-  EXPECT_EQ(error_of("{{ [1, 2][::0] }}").kind, ErrorKind::kValue);
-  EXPECT_EQ(error_of("{{ 'a' + [1] }}").kind, ErrorKind::kType);
-  EXPECT_EQ(error_of("{{ 'a' + {} }}").kind, ErrorKind::kType);
-  EXPECT_EQ(error_of("{{ [1] + 'a' }}").kind, ErrorKind::kType);
+  EXPECT_EQ(error_of("{{ 'abc'[::0] }}").code, ErrorKind::kValue);
+  EXPECT_EQ(error_of("{{ [1, 2][::0] }}").code, ErrorKind::kValue);
+  EXPECT_EQ(error_of("{{ 'a' + [1] }}").code, ErrorKind::kType);
+  EXPECT_EQ(error_of("{{ 'a' + {} }}").code, ErrorKind::kType);
+  EXPECT_EQ(error_of("{{ [1] + 'a' }}").code, ErrorKind::kType);
   // Internals: an unsafe Undefined, as Jinja's sandbox (prints empty, fails when used).
   EXPECT_EQ(render_ok("{{ ''.__class__ }}|{{ x.__class__ }}|{{ ''['__class__'] }}|{{ raise_exception.__globals__ }}",
                       R"({"x": {"__class__": 1}})"),
             "|||");
   EXPECT_EQ(render_ok("{{ ''.__class__ is defined }}"), "False");
   const Error internals = error_of("{{ ''.__class__.__mro__ }}");
-  EXPECT_EQ(internals.kind, ErrorKind::kSecurity);
+  EXPECT_EQ(internals.code, ErrorKind::kSecurity);
   EXPECT_EQ(internals.message, "access to attribute '__class__' of 'str' object is unsafe.");
-  EXPECT_EQ(error_of("{{ namespace().__init__.__globals__ }}").kind, ErrorKind::kSecurity);
+  EXPECT_EQ(error_of("{{ namespace().__init__.__globals__ }}").code, ErrorKind::kSecurity);
 }
 
 // The classes the template corpus (tests/fixtures/chat_templates) found where Python differs.
@@ -433,9 +433,9 @@ TEST(ChatTemplateTest, PythonSemanticsTheCorpusRelyOn) {
   EXPECT_EQ(render_ok("{{ xs | map(attribute='a') | list }}{{ xs | map(attribute='a') | join(',') }}",
                       R"({"xs": [{"a": 1}, {"a": 2}]})"),
             "[1, 2]1,2");
-  EXPECT_EQ(render_text("{{ xs | map(attribute='a') | tojson }}", R"({"xs": [{"a": 1}]})").error().kind,
+  EXPECT_EQ(render_text("{{ xs | map(attribute='a') | tojson }}", R"({"xs": [{"a": 1}]})").error().code,
             ErrorKind::kType);
-  EXPECT_EQ(render_text("{{ xs | select | length }}", R"({"xs": [1]})").error().kind, ErrorKind::kType);
+  EXPECT_EQ(render_text("{{ xs | select | length }}", R"({"xs": [1]})").error().code, ErrorKind::kType);
   EXPECT_EQ(render_ok("{{ (d | items | list)[0] }}{{ d | items is sequence }}", R"({"d": {"k": 1}})"),
             "('k', 1)False");
   // A missing key's Undefined used as a key finds nothing, as a KeyError does in Python.
@@ -460,7 +460,7 @@ TEST(ChatTemplateTest, AHugeInputCostsItsSizeOnlyWhereUsed) {
   ASSERT_TRUE(lookups.ok());
   auto looped = lookups->render(context);
   ASSERT_FALSE(looped.ok());
-  EXPECT_EQ(looped.error().kind, ErrorKind::kLimit);
+  EXPECT_EQ(looped.error().code, ErrorKind::kLimit);
 }
 
 TEST(ChatTemplateTest, TheRenderDeadlineEndsWhatTheStepsDoNot) {
@@ -471,7 +471,7 @@ TEST(ChatTemplateTest, TheRenderDeadlineEndsWhatTheStepsDoNot) {
   ASSERT_TRUE(t.ok());
   auto r = t->render(parse_json("{}"));
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().kind, ErrorKind::kLimit);
+  EXPECT_EQ(r.error().code, ErrorKind::kLimit);
   EXPECT_NE(r.error().message.find("max_render_ms"), std::string::npos) << r.error().to_string();
 }
 

@@ -87,17 +87,6 @@ Result<ChatTemplate> from_dir(const std::filesystem::path& dir, const std::files
                                                     "\"chat_template\" in tokenizer_config.json"};
 }
 
-// Python's `object[key] = value`: a key already there keeps its place and takes the value.
-void put(json::Object& object, const std::string& key, const json::Value& value) {
-  for (auto& [k, v] : object) {
-    if (k == key) {
-      v = value;
-      return;
-    }
-  }
-  object.emplace_back(key, value);
-}
-
 // transformers fills `reasoning_content` from the older names for it and `thinking` for the
 // templates that read that: {"thinking": r, **message, "reasoning_content": r}.
 json::Value alias_reasoning(const json::Value& message) {
@@ -111,8 +100,8 @@ json::Value alias_reasoning(const json::Value& message) {
   }
   if (!reasoning) return message;
   json::Object out{{"thinking", *reasoning}};
-  for (const auto& [k, v] : message.as_object()) put(out, k, v);
-  put(out, "reasoning_content", *reasoning);
+  for (const auto& [k, v] : message.as_object()) json::set(out, k, v);
+  json::set(out, "reasoning_content", *reasoning);
   return json::Value(std::move(out));
 }
 
@@ -335,8 +324,8 @@ Result<std::string> ChatTemplate::render(const json::Value& messages, const Rend
                        {"tools", options.tools},
                        {"documents", options.documents},
                        {"add_generation_prompt", json::Value(options.add_generation_prompt)}};
-  for (const auto& [k, v] : special_tokens_) put(context, k, v);
-  for (const auto& [k, v] : options.extra) put(context, k, v);
+  for (const auto& [k, v] : special_tokens_) json::set(context, k, v);
+  for (const auto& [k, v] : options.extra) json::set(context, k, v);
   return template_.render(json::Value(std::move(context)), options.now_seconds);
 }
 

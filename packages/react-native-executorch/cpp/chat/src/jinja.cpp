@@ -26,7 +26,7 @@ const char* error_kind_name(ErrorKind kind) {
 }
 
 std::string Error::to_string() const {
-  std::string out = std::string(error_kind_name(kind)) + ": " + message;
+  std::string out = std::string(error_kind_name(code)) + ": " + message;
   if (line > 0) out += " (template line " + std::to_string(line) + ", column " + std::to_string(column) + ")";
   return out;
 }
@@ -75,7 +75,7 @@ auto guarded(F&& body) -> Result<decltype(body())> {
   try {
     return body();
   } catch (const Fail& f) {
-    return Error{f.kind, f.message, f.line, f.column};
+    return Error{{f.kind, f.message}, f.line, f.column};
   } catch (const std::bad_alloc&) {
     return Error{ErrorKind::kLimit, "out of memory while rendering the chat template"};
   } catch (const std::length_error&) {

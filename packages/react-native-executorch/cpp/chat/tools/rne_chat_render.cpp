@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
   if (!rne::json::parse(text, doc, error)) {
     die(input + ": not valid JSON at byte " + std::to_string(error.offset) + ": " + error.message);
   }
-  if (!tmpl.ok() && (!batch || tmpl.error().kind != rne::chat::ErrorKind::kSyntax)) {
+  if (!tmpl.ok() && (!batch || tmpl.error().code != rne::chat::ErrorKind::kSyntax)) {
     std::cerr << "rne_chat_render: " << tmpl.error().to_string() << "\n";
     return 1;
   }
@@ -153,7 +153,7 @@ int main(int argc, char** argv) {
     } else {
       const auto& e = rendered.error();
       out += "{\"error\":{\"kind\":\"";
-      out += rne::chat::error_kind_name(e.kind);
+      out += rne::chat::error_kind_name(e.code);
       out += "\",\"message\":";
       rne::json::write_string(e.message, out);
       out += ",\"line\":" + std::to_string(e.line) + ",\"column\":" + std::to_string(e.column) + "}";

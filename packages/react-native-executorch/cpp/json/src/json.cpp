@@ -48,7 +48,8 @@ class Parser {
   }
 
  private:
-  bool fail(std::string message) {
+  bool fail(std::string message, ErrorCode code = ErrorCode::kSyntax) {
+    error_.code = code;
     error_.offset = pos_;
     error_.message = std::move(message);
     return false;
@@ -69,7 +70,7 @@ class Parser {
   }
 
   bool parse_value(Value& out, int depth) {
-    if (depth > kMaxDepth) return fail("nesting too deep");
+    if (depth > kMaxDepth) return fail("nesting too deep", ErrorCode::kTooDeep);
     if (pos_ >= text_.size()) return fail("unexpected end of input");
     switch (text_[pos_]) {
       case '{': return parse_object(out, depth);
@@ -251,6 +252,16 @@ class Parser {
 };
 
 }  // namespace
+
+void set(Object& object, const std::string& key, Value value) {
+  for (auto& [k, v] : object) {
+    if (k == key) {
+      v = std::move(value);
+      return;
+    }
+  }
+  object.emplace_back(key, std::move(value));
+}
 
 bool parse(std::string_view text, Value& out, ParseError& error) {
   return Parser(text, error).parse_document(out);

@@ -56,8 +56,9 @@ TEST(Json, RejectsMalformedInputWithOffset) {
   parse_fail("tru");
   parse_fail("01x");
   parse_fail("\"tab\tinside\"");
-  parse_fail("");
-  parse_fail(std::string(1000, '['));  // nesting limit, not a stack overflow
+  EXPECT_EQ(parse_fail("").code, json::ErrorCode::kSyntax);
+  // The nesting limit, not a stack overflow.
+  EXPECT_EQ(parse_fail(std::string(1000, '[')).code, json::ErrorCode::kTooDeep);
 }
 
 TEST(Json, WriteStringEscapesAndRoundTrips) {

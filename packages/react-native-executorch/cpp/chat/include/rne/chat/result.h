@@ -1,6 +1,6 @@
 // Errors as values for the chat template library (rne/base/result.h): a template that does not
 // parse or fails while rendering is an Error naming the template line and column, never an
-// exception or a crash. Its Error is its own struct for that location.
+// exception or a crash. Its Error is the base one (code, message) with that location added.
 #pragma once
 
 #include <string>
@@ -25,11 +25,9 @@ enum class ErrorKind {
 // The Python exception name for kinds that mirror one ("UndefinedError"), else a short name.
 const char* error_kind_name(ErrorKind kind);
 
-struct Error {
-  ErrorKind kind;
-  std::string message;  // what is wrong (and, where there is one, what to do about it)
-  int line = 0;         // 1-based template line of the failing tag or expression; 0: unknown
-  int column = 0;       // 1-based byte column on that line; 0: unknown
+struct Error : base::Error<ErrorKind> {
+  int line = 0;    // 1-based template line of the failing tag or expression; 0: unknown
+  int column = 0;  // 1-based byte column on that line; 0: unknown
 
   // "UndefinedError: 'dict object' has no attribute 'name' (template line 3, column 12)".
   std::string to_string() const;

@@ -16,6 +16,8 @@
 #include <variant>
 #include <vector>
 
+#include "rne/base/result.h"
+
 namespace rne::json {
 
 class Value;
@@ -60,9 +62,18 @@ class Value {
   std::variant<std::monostate, bool, double, std::string, Array, Object> data_;
 };
 
-struct ParseError {
+// Python's `object[key] = value`: a key already there keeps its place and takes the value; a new
+// one is appended.
+void set(Object& object, const std::string& key, Value value);
+
+enum class ErrorCode {
+  kSyntax,   // not JSON (the message says what was expected)
+  kTooDeep,  // arrays and objects nested past kMaxDepth
+};
+
+// The base Error (rne/base/result.h) with where in the input it was found.
+struct ParseError : base::Error<ErrorCode> {
   size_t offset = 0;  // byte offset into the input
-  std::string message;
 };
 
 // Parses a complete JSON document. On failure returns false and fills `error`.
