@@ -1247,10 +1247,25 @@ class Compiler {
     if (!b_flat.ok()) return b_flat.error();
     const json::Value& a = *a_flat;
     const json::Value& b = *b_flat;
-    // unevaluatedItems judges the items its own schema object does not evaluate. Once merged,
-    // the other side's prefixItems/items would look evaluated to it, which they are not when
-    // that side is a conditional branch or an alternative: refused unless only one side says
-    // anything about items.
+    if (auto refusal = items_judged_across(a, b, pointer)) return *refusal;
+    json::Object out = a.as_object();
+    for (const auto& [key, theirs] : b.as_object()) {
+      if (auto kept = merge_keyword(a, key, theirs, pointer + "/" + key, out); !kept.ok()) {
+        return kept.error();
+      }
+    }
+    spread_items_over_prefix(a, b, out);
+    json::Value merged(std::move(out));
+    if (auto closed = close_properties(a, b, merged, pointer); !closed.ok()) return closed.error();
+    return merged;
+  }
+
+  // unevaluatedItems judges the items its own schema object does not evaluate. Once merged,
+  // the other side's prefixItems/items would look evaluated to it, which they are not when
+  // that side is a conditional branch or an alternative: refused unless only one side says
+  // anything about items.
+  std::optional<Error> items_judged_across(const json::Value& a, const json::Value& b,
+                                           const std::string& pointer) {
     auto judges_items = [](const json::Value& side) {
       const json::Value* u = side.find("unevaluatedItems");
       return u != nullptr && !(u->is_bool() && u->as_bool());
@@ -1268,186 +1283,208 @@ class Compiler {
                      "alternative or conditional is not supported by constrained generation; "
                      "write the items in the same schema object");
     }
-    json::Object out = a.as_object();
-    auto set = [&](const std::string& key, json::Value v) {
-      for (auto& member : out) {
-        if (member.first == key) {
-          member.second = std::move(v);
-          return;
+    return std::nullopt;
+  }
+
+  // One keyword of the second side, `theirs` at `at`, into `out` (the first side `a`, merged so
+  // far): taken where `a` lacks it, else combined as the keyword's meaning allows.
+  Result<void> merge_keyword(const json::Value& a, const std::string& key,
+                             const json::Value& theirs, const std::string& at, json::Object& out) {
+    const json::Value* ours = a.find(key);
+    if (ours == nullptr) {
+      json::set(out, key, theirs);
+      return {};
+    }
+    if (ignored(key) || compact(*ours) == compact(theirs)) return {};
+    if (is_internal(key)) {  // every exclusion (pattern) holds: both lists
+      json::Array both = ours->as_array();
+      both.insert(both.end(), theirs.as_array().begin(), theirs.as_array().end());
+      json::set(out, key, json::Value(std::move(both)));
+      return {};
+    }
+    if (key == "type") {
+      return merge_types(*ours, theirs, at, out);
+    } else if (key == "required") {
+      if (!ours->is_array() || !theirs.is_array()) {
+        return invalid(at, "required must be an array of property names");
+      }
+      json::Array names = ours->as_array();
+      for (const auto& name : theirs.as_array()) {
+        bool seen = false;
+        for (const auto& n : names) seen = seen || compact(n) == compact(name);
+        if (!seen) names.push_back(name);
+      }
+      json::set(out, key, json::Value(std::move(names)));
+    } else if (key == "properties") {
+      if (!ours->is_object() || !theirs.is_object()) {
+        return invalid(at, "properties must be an object");
+      }
+      json::Object properties = ours->as_object();
+      for (const auto& [name, schema] : theirs.as_object()) {
+        bool found = false;
+        for (auto& [n, s] : properties) {
+          if (n == name) {
+            s = json::Value(json::Object{{"allOf", json::Value(json::Array{s, schema})}});
+            found = true;
+          }
+        }
+        if (!found) properties.emplace_back(name, schema);
+      }
+      json::set(out, key, json::Value(std::move(properties)));
+    } else if (key == "items" || key == "additionalProperties" ||
+               key == "unevaluatedProperties") {
+      json::set(out, key,
+                json::Value(json::Object{{"allOf", json::Value(json::Array{*ours, theirs})}}));
+    } else if (key == "enum" || key == "const") {
+      const json::Array x = key == "enum" && ours->is_array() ? ours->as_array()
+                                                              : json::Array{*ours};
+      const json::Array y = key == "enum" && theirs.is_array() ? theirs.as_array()
+                                                               : json::Array{theirs};
+      json::Array both;
+      for (const auto& v : x) {
+        for (const auto& w : y) {
+          if (compact(v) == compact(w)) both.push_back(v);
         }
       }
-      out.emplace_back(key, std::move(v));
-    };
-    for (const auto& [key, theirs] : b.as_object()) {
-      const json::Value* ours = a.find(key);
-      const std::string at = pointer + "/" + key;
-      if (ours == nullptr) {
-        set(key, theirs);
-        continue;
+      if (both.empty()) {
+        return unsatisfiable(at, "allOf branches allow no " + key + " value in common");
       }
-      if (ignored(key) || compact(*ours) == compact(theirs)) continue;
-      if (is_internal(key)) {  // every exclusion (pattern) holds: both lists
-        json::Array both = ours->as_array();
-        both.insert(both.end(), theirs.as_array().begin(), theirs.as_array().end());
-        set(key, json::Value(std::move(both)));
-        continue;
+      json::set(out, key, key == "enum" ? json::Value(std::move(both)) : both[0]);
+    } else if ((key == "pattern" || key == "format") && ours->is_string() &&
+               theirs.is_string()) {
+      return merge_patterns(a, key, *ours, theirs, at, out);
+    } else if (key == "uniqueItems" && ours->is_bool() && theirs.is_bool()) {
+      json::set(out, key, json::Value(ours->as_bool() || theirs.as_bool()));
+    } else if (key == "minItems" || key == "minLength" || key == "minimum" ||
+               key == "maxItems" || key == "maxLength" || key == "maximum" ||
+               key == "minProperties" || key == "maxProperties" ||
+               ((key == "exclusiveMinimum" || key == "exclusiveMaximum") &&
+                ours->is_number() && theirs.is_number())) {
+      if (!ours->is_number() || !theirs.is_number()) return invalid(at, "must be a number");
+      const bool lower = key.find("min") != std::string::npos ||
+                         key.find("Min") != std::string::npos;
+      const double x = ours->as_number();
+      const double y = theirs.as_number();
+      json::set(out, key, json::Value(lower ? std::max(x, y) : std::min(x, y)));
+    } else if (key == "not") {
+      // Neither: apply_not reads not: {anyOf: [...]} as every negation at once.
+      json::set(out, key,
+                json::Value(json::Object{{"anyOf", json::Value(json::Array{*ours, theirs})}}));
+    } else if (key == "patternProperties") {
+      // Every matching pattern applies: the union of both, a regex in both with both schemas.
+      if (!ours->is_object() || !theirs.is_object()) {
+        return invalid(at, "patternProperties must be an object");
       }
-      if (key == "type") {
-        auto x = parse_types(*ours, at);
-        if (!x.ok()) return x.error();
-        auto y = parse_types(theirs, at);
-        if (!y.ok()) return y.error();
-        uint8_t both = *x & *y;
-        if ((*x & kJsonNumber) && (*y & kJsonInteger)) both |= kJsonInteger;
-        if ((*y & kJsonNumber) && (*x & kJsonInteger)) both |= kJsonInteger;
-        if (both == 0) return unsatisfiable(at, "allOf branches have no type in common");
-        json::Array names;
-        for (const auto& [name, bit] : {std::pair<const char*, uint8_t>{"string", kJsonString},
-                                        {"number", kJsonNumber}, {"integer", kJsonInteger},
-                                        {"boolean", kJsonBoolean}, {"null", kJsonNull},
-                                        {"object", kJsonObject}, {"array", kJsonArray}}) {
-          if ((both & bit) && !(bit == kJsonInteger && (both & kJsonNumber))) {
-            names.emplace_back(std::string(name));
-          }
+      json::Object rules = ours->as_object();
+      for (const auto& [regex, schema] : theirs.as_object()) {
+        auto same = std::find_if(rules.begin(), rules.end(),
+                                 [&](const json::Member& m) { return m.first == regex; });
+        if (same == rules.end()) {
+          rules.emplace_back(regex, schema);
+        } else {
+          same->second = json::Value(
+              json::Object{{"allOf", json::Value(json::Array{same->second, schema})}});
         }
-        set(key, json::Value(std::move(names)));
-      } else if (key == "required") {
-        if (!ours->is_array() || !theirs.is_array()) {
-          return invalid(at, "required must be an array of property names");
-        }
-        json::Array names = ours->as_array();
-        for (const auto& name : theirs.as_array()) {
-          bool seen = false;
-          for (const auto& n : names) seen = seen || compact(n) == compact(name);
-          if (!seen) names.push_back(name);
-        }
-        set(key, json::Value(std::move(names)));
-      } else if (key == "properties") {
-        if (!ours->is_object() || !theirs.is_object()) {
-          return invalid(at, "properties must be an object");
-        }
-        json::Object properties = ours->as_object();
-        for (const auto& [name, schema] : theirs.as_object()) {
-          bool found = false;
-          for (auto& [n, s] : properties) {
-            if (n == name) {
-              s = json::Value(json::Object{{"allOf", json::Value(json::Array{s, schema})}});
-              found = true;
-            }
-          }
-          if (!found) properties.emplace_back(name, schema);
-        }
-        set(key, json::Value(std::move(properties)));
-      } else if (key == "items" || key == "additionalProperties" ||
-                 key == "unevaluatedProperties") {
-        set(key, json::Value(json::Object{{"allOf", json::Value(json::Array{*ours, theirs})}}));
-      } else if (key == "enum" || key == "const") {
-        const json::Array x = key == "enum" && ours->is_array() ? ours->as_array()
-                                                                : json::Array{*ours};
-        const json::Array y = key == "enum" && theirs.is_array() ? theirs.as_array()
-                                                                 : json::Array{theirs};
-        json::Array both;
-        for (const auto& v : x) {
-          for (const auto& w : y) {
-            if (compact(v) == compact(w)) both.push_back(v);
-          }
-        }
-        if (both.empty()) {
-          return unsatisfiable(at, "allOf branches allow no " + key + " value in common");
-        }
-        set(key, key == "enum" ? json::Value(std::move(both)) : both[0]);
-      } else if ((key == "pattern" || key == "format") && ours->is_string() &&
-                 theirs.is_string()) {
-        // Both must match: the other regex joins (one automaton for all of them). An unknown
-        // format is an annotation: the known one stays.
-        const char* regex = key == "pattern" ? theirs.as_string().c_str()
-                                             : format_regex(theirs.as_string());
-        if (key == "format" && format_regex(ours->as_string()) == nullptr && !strict_) {
-          set(key, theirs);
-          continue;
-        }
-        if (regex == nullptr && !strict_) continue;
-        if (regex == nullptr) {
-          return invalid(at, "format '" + theirs.as_string() + "' is not supported by "
-                             "constrained generation; compile without strict to ignore it");
-        }
-        json::Array more;
-        if (const json::Value* had = a.find(kMorePatterns)) more = had->as_array();
-        more.emplace_back(key == "pattern" ? theirs.as_string() : std::string(regex));
-        set(kMorePatterns, json::Value(std::move(more)));
-      } else if (key == "uniqueItems" && ours->is_bool() && theirs.is_bool()) {
-        set(key, json::Value(ours->as_bool() || theirs.as_bool()));
-      } else if (key == "minItems" || key == "minLength" || key == "minimum" ||
-                 key == "maxItems" || key == "maxLength" || key == "maximum" ||
-                 key == "minProperties" || key == "maxProperties" ||
-                 ((key == "exclusiveMinimum" || key == "exclusiveMaximum") &&
-                  ours->is_number() && theirs.is_number())) {
-        if (!ours->is_number() || !theirs.is_number()) return invalid(at, "must be a number");
-        const bool lower = key.find("min") != std::string::npos ||
-                           key.find("Min") != std::string::npos;
-        const double x = ours->as_number();
-        const double y = theirs.as_number();
-        set(key, json::Value(lower ? std::max(x, y) : std::min(x, y)));
-      } else if (key == "not") {
-        // Neither: apply_not reads not: {anyOf: [...]} as every negation at once.
-        set(key, json::Value(json::Object{{"anyOf", json::Value(json::Array{*ours, theirs})}}));
-      } else if (key == "patternProperties") {
-        // Every matching pattern applies: the union of both, a regex in both with both schemas.
-        if (!ours->is_object() || !theirs.is_object()) {
-          return invalid(at, "patternProperties must be an object");
-        }
-        json::Object rules = ours->as_object();
-        for (const auto& [regex, schema] : theirs.as_object()) {
-          auto same = std::find_if(rules.begin(), rules.end(),
-                                   [&](const json::Member& m) { return m.first == regex; });
-          if (same == rules.end()) {
-            rules.emplace_back(regex, schema);
-          } else {
-            same->second = json::Value(
-                json::Object{{"allOf", json::Value(json::Array{same->second, schema})}});
-          }
-        }
-        set(key, json::Value(std::move(rules)));
-      } else if (key == "multipleOf") {
-        // Multiples of both: multiples of the least common multiple of their integer steps
-        // (each step keeps its own keyword's checks exact, so a multiple of both does too).
-        auto x = integer_step(*ours, at);
-        if (!x.ok()) return x.error();
-        auto y = integer_step(theirs, at);
-        if (!y.ok()) return y.error();
-        const int64_t part = *x / std::gcd(*x, *y);  // lcm = part * y, capped (only 0 fits)
-        const int64_t step = part > (kMaxInteger + 1) / *y ? kMaxInteger + 1 : part * *y;
-        set(key, json::Value(static_cast<double>(std::min(step, kMaxInteger + 1))));
-      } else if (key == "anyOf" || key == "oneOf") {
-        // (A1|A2) & (B1|B2): every pair, each merged.
-        json::Array pairs;
-        if (!ours->is_array() || !theirs.is_array()) {
-          return invalid(at, key + " must be a non-empty array of schemas");
-        }
-        if (key == "oneOf" && ours->as_array().size() * theirs.as_array().size() >
-                                  kMaxOneOfProduct) {
-          return invalid(at, "two allOf branches have oneOfs of " +
-                                 std::to_string(ours->as_array().size()) + " and " +
-                                 std::to_string(theirs.as_array().size()) +
-                                 " alternatives: their product is over " +
-                                 std::to_string(kMaxOneOfProduct) +
-                                 " (kMaxOneOfProduct); merge them by hand");
-        }
-        // oneOf: exactly one pair matches exactly when exactly one of each side does.
-        for (const auto& x : ours->as_array()) {
-          for (const auto& y : theirs.as_array()) {
-            pairs.emplace_back(json::Object{{"allOf", json::Value(json::Array{x, y})}});
-          }
-        }
-        set(key, json::Value(std::move(pairs)));
-      } else {
-        return invalid(at, "allOf branches give different values for '" + key +
-                               "', which cannot be merged; merge them by hand");
+      }
+      json::set(out, key, json::Value(std::move(rules)));
+    } else if (key == "multipleOf") {
+      // Multiples of both: multiples of the least common multiple of their integer steps
+      // (each step keeps its own keyword's checks exact, so a multiple of both does too).
+      auto x = integer_step(*ours, at);
+      if (!x.ok()) return x.error();
+      auto y = integer_step(theirs, at);
+      if (!y.ok()) return y.error();
+      const int64_t part = *x / std::gcd(*x, *y);  // lcm = part * y, capped (only 0 fits)
+      const int64_t step = part > (kMaxInteger + 1) / *y ? kMaxInteger + 1 : part * *y;
+      json::set(out, key, json::Value(static_cast<double>(std::min(step, kMaxInteger + 1))));
+    } else if (key == "anyOf" || key == "oneOf") {
+      return merge_alternatives(key, *ours, theirs, at, out);
+    } else {
+      return invalid(at, "allOf branches give different values for '" + key +
+                             "', which cannot be merged; merge them by hand");
+    }
+    return {};
+  }
+
+  // type in both: the types both allow (an integer is a number too).
+  Result<void> merge_types(const json::Value& ours, const json::Value& theirs,
+                           const std::string& at, json::Object& out) {
+    auto x = parse_types(ours, at);
+    if (!x.ok()) return x.error();
+    auto y = parse_types(theirs, at);
+    if (!y.ok()) return y.error();
+    uint8_t both = *x & *y;
+    if ((*x & kJsonNumber) && (*y & kJsonInteger)) both |= kJsonInteger;
+    if ((*y & kJsonNumber) && (*x & kJsonInteger)) both |= kJsonInteger;
+    if (both == 0) return unsatisfiable(at, "allOf branches have no type in common");
+    json::Array names;
+    for (const auto& [name, bit] : {std::pair<const char*, uint8_t>{"string", kJsonString},
+                                    {"number", kJsonNumber}, {"integer", kJsonInteger},
+                                    {"boolean", kJsonBoolean}, {"null", kJsonNull},
+                                    {"object", kJsonObject}, {"array", kJsonArray}}) {
+      if ((both & bit) && !(bit == kJsonInteger && (both & kJsonNumber))) {
+        names.emplace_back(std::string(name));
       }
     }
-    // items (a schema) on one side applies to every item, prefixItems on the other only to
-    // the first ones: merged, the prefix schemas hold the items schema too (else `items`
-    // would no longer reach the prefix positions).
+    json::set(out, "type", json::Value(std::move(names)));
+    return {};
+  }
+
+  // pattern or format in both: both must match. The other regex joins (one automaton for all
+  // of them); an unknown format is an annotation: the known one stays.
+  Result<void> merge_patterns(const json::Value& a, const std::string& key,
+                              const json::Value& ours, const json::Value& theirs,
+                              const std::string& at, json::Object& out) {
+    const char* regex = key == "pattern" ? theirs.as_string().c_str()
+                                         : format_regex(theirs.as_string());
+    if (key == "format" && format_regex(ours.as_string()) == nullptr && !strict_) {
+      json::set(out, key, theirs);
+      return {};
+    }
+    if (regex == nullptr && !strict_) return {};
+    if (regex == nullptr) {
+      return invalid(at, "format '" + theirs.as_string() + "' is not supported by "
+                         "constrained generation; compile without strict to ignore it");
+    }
+    json::Array more;
+    if (const json::Value* had = a.find(kMorePatterns)) more = had->as_array();
+    more.emplace_back(key == "pattern" ? theirs.as_string() : std::string(regex));
+    json::set(out, kMorePatterns, json::Value(std::move(more)));
+    return {};
+  }
+
+  // anyOf or oneOf in both: (A1|A2) & (B1|B2) is every pair, each merged.
+  Result<void> merge_alternatives(const std::string& key, const json::Value& ours,
+                                  const json::Value& theirs, const std::string& at,
+                                  json::Object& out) {
+    json::Array pairs;
+    if (!ours.is_array() || !theirs.is_array()) {
+      return invalid(at, key + " must be a non-empty array of schemas");
+    }
+    if (key == "oneOf" && ours.as_array().size() * theirs.as_array().size() >
+                              kMaxOneOfProduct) {
+      return invalid(at, "two allOf branches have oneOfs of " +
+                             std::to_string(ours.as_array().size()) + " and " +
+                             std::to_string(theirs.as_array().size()) +
+                             " alternatives: their product is over " +
+                             std::to_string(kMaxOneOfProduct) +
+                             " (kMaxOneOfProduct); merge them by hand");
+    }
+    // oneOf: exactly one pair matches exactly when exactly one of each side does.
+    for (const auto& x : ours.as_array()) {
+      for (const auto& y : theirs.as_array()) {
+        pairs.emplace_back(json::Object{{"allOf", json::Value(json::Array{x, y})}});
+      }
+    }
+    json::set(out, key, json::Value(std::move(pairs)));
+    return {};
+  }
+
+  // items (a schema) on one side applies to every item, prefixItems on the other only to
+  // the first ones: merged, the prefix schemas hold the items schema too (else `items`
+  // would no longer reach the prefix positions).
+  static void spread_items_over_prefix(const json::Value& a, const json::Value& b,
+                                       json::Object& out) {
     for (const auto& [side, other] : {std::pair{&a, &b}, std::pair{&b, &a}}) {
       const json::Value* items = side->find("items");
       const json::Value* prefix = other->find("prefixItems");
@@ -1459,12 +1496,15 @@ class Compiler {
       for (const auto& first : prefix->as_array()) {
         both.emplace_back(json::Object{{"allOf", json::Value(json::Array{first, *items})}});
       }
-      set("prefixItems", json::Value(std::move(both)));
+      json::set(out, "prefixItems", json::Value(std::move(both)));
     }
-    // additionalProperties in one branch also judges the properties the other declares.
-    json::Value merged(std::move(out));
-    // unevaluatedProperties in a branch sees only what that branch (flattened) declares: the
-    // same rule.
+  }
+
+  // additionalProperties in one branch also judges the properties the other declares (in
+  // `merged`); unevaluatedProperties in a branch sees only what that branch (flattened)
+  // declares: the same rule.
+  Result<void> close_properties(const json::Value& a, const json::Value& b, json::Value& merged,
+                                const std::string& pointer) {
     auto closes = [](const json::Value& side) {
       for (const char* keyword : {"additionalProperties", "unevaluatedProperties"}) {
         const json::Value* extra = side.find(keyword);
@@ -1521,7 +1561,7 @@ class Compiler {
         merged.as_object().emplace_back("properties", json::Value(std::move(kept)));
       }
     }
-    return merged;
+    return {};
   }
 
   // ---- anyOf / oneOf ----
@@ -2941,13 +2981,7 @@ class Compiler {
     json::Value out = object_without(value, {"contains", "minContains", "maxContains"});
     const json::Value& contains = *value.find("contains");
     auto set = [&](const std::string& key, json::Value v) {
-      for (auto& member : out.as_object()) {
-        if (member.first == key) {
-          member.second = std::move(v);
-          return;
-        }
-      }
-      out.as_object().emplace_back(key, std::move(v));
+      json::set(out.as_object(), key, std::move(v));
     };
     uint32_t least = 1;
     if (const json::Value* min = value.find("minContains")) {
