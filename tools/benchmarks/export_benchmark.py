@@ -39,38 +39,30 @@ def gemma4_e2b_config(n_layers: int) -> dict[str, Any]:
     15 they all own a KV cache; from the 16th on they share one (E2B's last 20 of 35)."""
     if not 1 <= n_layers <= E2B_LAYERS:
         raise click.BadParameter(f"E2B rows take 1..{E2B_LAYERS} layers")
-    pattern = [SLIDING] * 4 + [FULL]
-    return {
-        "model_type": "gemma4_text",
-        # The published checkpoint's dtype: the per-layer table stays in it until quantized.
-        "dtype": "bfloat16",
-        "hidden_size": 1536,
-        "num_hidden_layers": n_layers,
-        "layer_types": [pattern[i % 5] for i in range(n_layers)],
-        "intermediate_size": 6144,
-        "use_double_wide_mlp": True,
-        "num_kv_shared_layers": max(0, n_layers - E2B_CACHE_LAYERS),
-        "num_attention_heads": 8,
-        "num_key_value_heads": 1,
-        "head_dim": 256,
-        "global_head_dim": 512,
-        "hidden_size_per_layer_input": 256,
-        "vocab_size": 262144,
-        "vocab_size_per_layer_input": 262144,
-        "sliding_window": 512,
-        "final_logit_softcapping": 30.0,
-        "rms_norm_eps": 1e-6,
-        "max_position_embeddings": 131072,
-        "tie_word_embeddings": True,
-        "bos_token_id": 2,
-        "eos_token_id": [1, 106],
-        "pad_token_id": 0,
-        "rope_parameters": {
-            SLIDING: {"rope_type": "default", "rope_theta": 10_000.0},
-            FULL: {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1e6},
-        },
-    }
+    from rne_tools.models import gemma4
 
+    pattern = [SLIDING] * 4 + [FULL]
+    # E2B's widths; its special tokens, RoPE and norm are every Gemma 4 config's.
+    return gemma4.text_config(
+        # The published checkpoint's dtype: the per-layer table stays in it until quantized.
+        dtype="bfloat16",
+        hidden_size=1536,
+        num_hidden_layers=n_layers,
+        layer_types=[pattern[i % 5] for i in range(n_layers)],
+        intermediate_size=6144,
+        use_double_wide_mlp=True,
+        num_kv_shared_layers=max(0, n_layers - E2B_CACHE_LAYERS),
+        num_attention_heads=8,
+        num_key_value_heads=1,
+        head_dim=256,
+        global_head_dim=512,
+        hidden_size_per_layer_input=256,
+        vocab_size=262144,
+        vocab_size_per_layer_input=262144,
+        sliding_window=512,
+        final_logit_softcapping=30.0,
+        max_position_embeddings=131072,
+    )
 
 # name -> export_llm keyword arguments
 ROWS: dict[str, dict[str, Any]] = {

@@ -215,7 +215,9 @@ def _media_token_ids(cfg: dict[str, Any]) -> tuple[int, ...]:
     return tuple(ids)
 
 
-def _tiny(**overrides: Any) -> dict[str, Any]:
+def text_config(**overrides: Any) -> dict[str, Any]:
+    """A Gemma 4 text config: the tiny model's widths, E2B's special tokens, RoPE and norm, each
+    overridable (the benchmarks' E2B config overrides the widths)."""
     cfg: dict[str, Any] = {
         "model_type": "gemma4_text",
         "vocab_size": 256,
@@ -252,9 +254,9 @@ def _tiny(**overrides: Any) -> dict[str, Any]:
 # Tiny configs exercising every feature; the window is small so prompts longer than it are cheap.
 RANDOM_CONFIGS: dict[str, dict[str, Any]] = {
     # E2B's shape in miniature: GQA, sliding + full, PLE, KV sharing, double-wide MLP, softcap.
-    "tiny": _tiny(),
+    "tiny": text_config(),
     # E2B's single KV head, a 1:1 pattern, values = keys on full layers (attention_k_eq_v).
-    "tiny_mqa": _tiny(
+    "tiny_mqa": text_config(
         num_key_value_heads=1,
         num_hidden_layers=6,
         layer_types=[SLIDING, FULL, SLIDING, FULL, SLIDING, FULL],
