@@ -419,25 +419,25 @@ def test_an_interrupted_download_resumes_with_range_and_verifies(
     assert got.pte.read_bytes() == tiny_export.pte_path.read_bytes()
 
 
-def add_published_mlx_variant(reg_dir: Path, sha256: str, size: int) -> None:
+def add_published_vulkan_variant(reg_dir: Path, sha256: str, size: int) -> None:
     """Give the registry copy's SmolLM2 a second, already-published variant."""
     path = reg_dir / "smollm2.yaml"
     text = path.read_text()
     text = text.replace(
         "    variants:\n",
         "    variants:\n"
-        "      - backend: mlx\n"
-        "        quantization: int4\n"
+        "      - backend: vulkan\n"
+        "        quantization: 8da4w\n"
         "        status: published\n"
         "        export: {max_context: 2048, max_chunk: 64}\n"
-        '        min_platform: {ios: "17.0"}\n'
+        '        min_platform: {android: 28}\n'
         "        files:\n"
-        "          - path: mlx/smollm2_135m_mlx_int4.pte\n"
+        "          - path: vulkan/smollm2_135m_vulkan_8da4w.pte\n"
         f"            sha256: {sha256}\n"
         f"            size: {size}\n",
     )
     path.write_text(text)
-    assert registry.load_registry(reg_dir).model(MODEL).variant("mlx").published
+    assert registry.load_registry(reg_dir).model(MODEL).variant("vulkan").published
 
 
 def test_variants_published_earlier_must_still_be_in_the_new_revision(
@@ -449,25 +449,25 @@ def test_variants_published_earlier_must_still_be_in_the_new_revision(
 ) -> None:
     from huggingface_hub import HfApi
 
-    mlx = b"\0earlier mlx program\0" * 100
-    add_published_mlx_variant(reg_dir, hashlib.sha256(mlx).hexdigest(), len(mlx))
+    vulkan = b"\0earlier vulkan program\0" * 100
+    add_published_vulkan_variant(reg_dir, hashlib.sha256(vulkan).hexdigest(), len(vulkan))
     before = registry_files(reg_dir)
 
-    # The repository lacks the mlx file the registry calls published: refused before uploading.
-    with pytest.raises(PublishError, match=r"mlx/smollm2_135m_mlx_int4\.pte: missing"):
+    # The repository lacks the vulkan file the registry calls published: refused before uploading.
+    with pytest.raises(PublishError, match=r"vulkan/smollm2_135m_vulkan_8da4w\.pte: missing"):
         publish_now(hub, exports_dir, tokenizer_dir, reg_dir, ts_out)
     assert registry_files(reg_dir) == before
     assert uploads(hub) == [] and hub.state.commit_count(REPO) == 1
 
     api = HfApi(endpoint=hub.url)
-    api.upload_file(path_or_fileobj=mlx, path_in_repo="mlx/smollm2_135m_mlx_int4.pte", repo_id=REPO)
+    api.upload_file(path_or_fileobj=vulkan, path_in_repo="vulkan/smollm2_135m_vulkan_8da4w.pte", repo_id=REPO)
     result = publish_now(hub, exports_dir, tokenizer_dir, reg_dir, ts_out, revision="v0.2.0")
     assert result.new_commit
     spec = registry.load_registry(reg_dir).model(MODEL)
     assert spec.revision == "v0.2.0"
-    assert spec.variant("mlx").published and spec.variant("xnnpack").published
+    assert spec.variant("vulkan").published and spec.variant("xnnpack").published
     card = hub.state.repos[REPO].resolve("v0.2.0").files["README.md"].content.decode()
-    assert "| mlx | int4 | `mlx/smollm2_135m_mlx_int4.pte` |" in card
+    assert "| vulkan | 8da4w | `vulkan/smollm2_135m_vulkan_8da4w.pte` |" in card
     assert "passed (verified when first published)" in card
     assert "| xnnpack | 8w |" in card
 
@@ -488,14 +488,14 @@ def test_an_unreachable_endpoint_is_a_clear_error(
 # SmolLM2's registry copy made multimodal: both variants list a vision encoder at one shared path
 # (uploaded once), and each its own audio encoder. The encoder programs are small stand-in bytes
 # with reports shaped as tools/export_encoder.py writes them: the publisher never loads a program,
-# it checks the reports, the checksums and the widths. The text programs are the tiny export (mlx:
+# it checks the reports, the checksums and the widths. The text programs are the tiny export (vulkan:
 # its bytes with a marker, under a report for that variant).
 VISION = "xnnpack/smollm2_135m_vision_xnnpack_fp32.pte"
 AUDIO = {
     "xnnpack": "xnnpack/smollm2_135m_audio_xnnpack_fp32.pte",
-    "mlx": "mlx/smollm2_135m_audio_mlx_fp16.pte",
+    "vulkan": "vulkan/smollm2_135m_audio_vulkan_fp16.pte",
 }
-MLX_PTE = "mlx/smollm2_135m_mlx_int4.pte"
+VULKAN_PTE = "vulkan/smollm2_135m_vulkan_8da4w.pte"
 TINY_WIDTH = 64  # hidden_size of the llama architecture's "tiny" random config
 
 
@@ -542,7 +542,7 @@ def write_encoder(
 
 @pytest.fixture
 def media(reg_dir: Path, exports_dir: Path, tiny_export: ExportResult) -> Path:
-    """Make the registry copy's SmolLM2 take images and audio, with an mlx variant beside the
+    """Make the registry copy's SmolLM2 take images and audio, with a vulkan variant beside the
     xnnpack one, and put every encoder's export in the exports directory. Returns the latter."""
     path = reg_dir / "smollm2.yaml"
     text = path.read_text()
@@ -567,35 +567,35 @@ def media(reg_dir: Path, exports_dir: Path, tiny_export: ExportResult) -> Path:
     text = text.replace(
         "    variants:\n",
         "    variants:\n"
-        "      - backend: mlx\n"
-        "        quantization: int4\n"
+        "      - backend: vulkan\n"
+        "        quantization: 8da4w\n"
         "        status: unpublished\n"
         f"        {shape}\n"
-        '        min_platform: {ios: "17.0"}\n'
-        f"        files:\n          - path: {MLX_PTE}\n" + encoders("mlx"),
+        '        min_platform: {android: 28}\n'
+        f"        files:\n          - path: {VULKAN_PTE}\n" + encoders("vulkan"),
     )
     path.write_text(text)
     spec = registry.load_registry(reg_dir).model(MODEL)
     assert (
-        set(spec.variant("mlx").encoders)
+        set(spec.variant("vulkan").encoders)
         == set(spec.variant("xnnpack").encoders)
         == {"vision", "audio"}
     )
 
-    mlx = tiny_export.pte_path.read_bytes() + b"mlx"
-    (exports_dir / "smollm2_135m_mlx_int4.pte").write_bytes(mlx)
-    mlx_report = {
+    vulkan = tiny_export.pte_path.read_bytes() + b"vulkan"
+    (exports_dir / "smollm2_135m_vulkan_8da4w.pte").write_bytes(vulkan)
+    vulkan_report = {
         **tiny_export.report,
-        "backend": "mlx",
-        "quantization": "int4",
-        "file": "smollm2_135m_mlx_int4.pte",
-        "size": len(mlx),
-        "sha256": hashlib.sha256(mlx).hexdigest(),
+        "backend": "vulkan",
+        "quantization": "8da4w",
+        "file": "smollm2_135m_vulkan_8da4w.pte",
+        "size": len(vulkan),
+        "sha256": hashlib.sha256(vulkan).hexdigest(),
     }
-    (exports_dir / "smollm2_135m_mlx_int4.report.json").write_text(json.dumps(mlx_report))
+    (exports_dir / "smollm2_135m_vulkan_8da4w.report.json").write_text(json.dumps(vulkan_report))
     write_encoder(exports_dir, VISION, "vision", suffix="_280")
     write_encoder(exports_dir, AUDIO["xnnpack"], "audio", suffix="_30s")
-    write_encoder(exports_dir, AUDIO["mlx"], "audio", suffix="")
+    write_encoder(exports_dir, AUDIO["vulkan"], "audio", suffix="")
     return exports_dir
 
 
@@ -605,7 +605,7 @@ def publish_media(
     tok: Path,
     reg: Path,
     ts: Path,
-    backends: tuple[str, ...] = ("xnnpack", "mlx"),
+    backends: tuple[str, ...] = ("xnnpack", "vulkan"),
     revision: str = "v0.1.0",
 ):
     plan = plan_publish(
@@ -654,7 +654,7 @@ def test_variants_are_published_with_their_encoders(
 
     # The registry records every encoder entry with the bytes at its path, in both variants.
     spec = registry.load_registry(reg_dir).model(MODEL)
-    for backend in ("xnnpack", "mlx"):
+    for backend in ("xnnpack", "vulkan"):
         variant = spec.variant(backend)
         assert variant.published
         for kind, path in (("vision", VISION), ("audio", AUDIO[backend])):
@@ -664,16 +664,16 @@ def test_variants_are_published_with_their_encoders(
             assert (enc.file.sha256, enc.file.size) == (hashlib.sha256(data).hexdigest(), len(data))
     ts = ts_out.read_text()
     assert ts == codegen.generate_typescript(registry.load_registry(reg_dir))
-    assert f"sha256: '{spec.variant('mlx').encoders['audio'].file.sha256}'" in ts
+    assert f"sha256: '{spec.variant('vulkan').encoders['audio'].file.sha256}'" in ts
 
     # The model card lists the encoders, what uses each, their parity and checksums.
     card = head.files["README.md"].content.decode()
     assert "## Encoders" in card
     kb = f"{len(vision) / 1e3:.1f} kB"
-    assert f"| images | `{VISION}` | {kb} | mlx, xnnpack | passed: max \\|diff\\| " in card
-    kb = f"{len(encoder_bytes(media, AUDIO['mlx'])) / 1e3:.1f} kB"
+    assert f"| images | `{VISION}` | {kb} | vulkan, xnnpack | passed: max \\|diff\\| " in card
+    kb = f"{len(encoder_bytes(media, AUDIO['vulkan'])) / 1e3:.1f} kB"
     assert (
-        f"| audio (16 kHz mono) | `{AUDIO['mlx']}` | {kb} | mlx | passed: max \\|diff\\| 2.5e-05 "
+        f"| audio (16 kHz mono) | `{AUDIO['vulkan']}` | {kb} | vulkan | passed: max \\|diff\\| 2.5e-05 "
         "against eager transformers (2.4e-05 x the embeddings' std), features max \\|diff\\| "
         "0.00071 |"
     ) in card
@@ -681,9 +681,9 @@ def test_variants_are_published_with_their_encoders(
     assert f"| `{VISION}` | {len(vision)} | `{hashlib.sha256(vision).hexdigest()}` |" in card
 
     # A download of a variant fetches its published encoders too, verified.
-    got = download_variant(MODEL, "mlx", tmp_path / "dl", registry_dir=reg_dir, endpoint=hub.url)
+    got = download_variant(MODEL, "vulkan", tmp_path / "dl", registry_dir=reg_dir, endpoint=hub.url)
     assert got.encoders["vision"].read_bytes() == vision
-    assert got.encoders["audio"].read_bytes() == encoder_bytes(media, AUDIO["mlx"])
+    assert got.encoders["audio"].read_bytes() == encoder_bytes(media, AUDIO["vulkan"])
 
     # Publishing one variant again keeps the other's own encoder (same bytes at the new
     # revision, listed in the card) and sends no program again (only the card changed).
@@ -697,14 +697,14 @@ def test_variants_are_published_with_their_encoders(
         allow_random_weights=True,
     )
     assert {VISION, AUDIO["xnnpack"]} == {c.path for c in plan.encoders}
-    assert {MLX_PTE, AUDIO["mlx"]} == {f.path for f in plan.kept}
+    assert {VULKAN_PTE, AUDIO["vulkan"]} == {f.path for f in plan.kept}
     puts = len(uploads(hub))
     again = publish_media(hub, media, tokenizer_dir, reg_dir, ts_out, ("xnnpack",), "v0.2.0")
     assert again.new_tag
     assert len(uploads(hub)) == puts
     card = repo.resolve("v0.2.0").files["README.md"].content.decode()
-    assert f"| `{AUDIO['mlx']}` |" in card and "passed (verified when first published)" in card
-    assert registry.load_registry(reg_dir).model(MODEL).variant("mlx").encoders["audio"].published
+    assert f"| `{AUDIO['vulkan']}` |" in card and "passed (verified when first published)" in card
+    assert registry.load_registry(reg_dir).model(MODEL).variant("vulkan").encoders["audio"].published
 
 
 def test_an_encoder_shared_with_a_published_variant_must_not_change(
@@ -715,16 +715,16 @@ def test_an_encoder_shared_with_a_published_variant_must_not_change(
     for old in media.glob(f"{Path(VISION).stem}*"):
         old.unlink()
     write_encoder(media, VISION, "vision", suffix="_280", payload=b"retrained")
-    with pytest.raises(PublishError, match=r"also the vision encoder of the published mlx") as e:
+    with pytest.raises(PublishError, match=r"also the vision encoder of the published vulkan") as e:
         publish_media(hub, media, tokenizer_dir, reg_dir, ts_out, ("xnnpack",), "v0.2.0")
-    assert "add --variant mlx" in str(e.value)
+    assert "add --variant vulkan" in str(e.value)
     assert registry_files(reg_dir) == recorded
 
-    # Together with the mlx variant the new encoder is published for both.
+    # Together with the vulkan variant the new encoder is published for both.
     publish_media(hub, media, tokenizer_dir, reg_dir, ts_out, revision="v0.2.0")
     spec = registry.load_registry(reg_dir).model(MODEL)
     sha = hashlib.sha256(encoder_bytes(media, VISION)).hexdigest()
-    assert {spec.variant(b).encoders["vision"].file.sha256 for b in ("mlx", "xnnpack")} == {sha}
+    assert {spec.variant(b).encoders["vision"].file.sha256 for b in ("vulkan", "xnnpack")} == {sha}
 
 
 def break_missing(exports: Path) -> None:
@@ -804,20 +804,20 @@ def test_encoder_exports_that_cannot_be_trusted_are_refused(
         read_encoder(spec, "vision", VISION, media)
     assert read_encoder(spec, "vision", VISION, media, allow_random_weights=True).text_hidden == 64
 
-    audio = media / "smollm2_135m_audio_mlx_fp16.pte"
+    audio = media / "smollm2_135m_audio_vulkan_fp16.pte"
     with audio.open("ab") as f:
         f.write(b"\0")
     with pytest.raises(PublishError, match="changed after it was exported and verified"):
         plan(allow_random_weights=True)
-    write_encoder(media, AUDIO["mlx"], "audio", suffix="")
+    write_encoder(media, AUDIO["vulkan"], "audio", suffix="")
 
     # A vision program where the audio encoder belongs.
-    for old in media.glob("smollm2_135m_audio_mlx_fp16*"):
+    for old in media.glob("smollm2_135m_audio_vulkan_fp16*"):
         old.unlink()
-    write_encoder(media, AUDIO["mlx"], "vision", suffix="")
+    write_encoder(media, AUDIO["vulkan"], "vision", suffix="")
     with pytest.raises(PublishError, match=r"needs speech_transform, audio_encoder; is "):
         plan(allow_random_weights=True)
-    write_encoder(media, AUDIO["mlx"], "audio", suffix="")
+    write_encoder(media, AUDIO["vulkan"], "audio", suffix="")
 
     # Two budgets of one encoder: which one to publish is not guessed.
     write_encoder(media, VISION, "vision", suffix="_560")
@@ -830,7 +830,7 @@ def test_encoder_exports_that_cannot_be_trusted_are_refused(
     # Two registry paths with one file name would be published from one export.
     family = reg_dir / "smollm2.yaml"
     yaml_text = family.read_text()
-    family.write_text(yaml_text.replace(AUDIO["mlx"], "mlx/smollm2_135m_audio_xnnpack_fp32.pte"))
+    family.write_text(yaml_text.replace(AUDIO["vulkan"], "vulkan/smollm2_135m_audio_xnnpack_fp32.pte"))
     with pytest.raises(PublishError, match=r"would both be published from smollm2_135m_audio_xnn"):
         plan(allow_random_weights=True)
     family.write_text(yaml_text)
