@@ -51,24 +51,71 @@ GenerationConfig config(int32_t max_new_tokens, int32_t max_draft) {
   if (max_draft > 0) {
     c.speculative.drafter = Drafter::kPromptLookup;
     c.speculative.max_draft_tokens = max_draft;
-    // Random weights repeat single tokens, not phrases: drafting from 1-grams keeps the tests
-    // speculating often.
+    // Random weights repeat single tokens, not phrases: drafting every token of 1-gram matches
+    // keeps the tests speculating often, where the round policy would not (their copies are
+    // seldom kept).
     c.speculative.ngram_min = 1;
+    c.speculative.adaptive_draft_length = false;
   }
   return c;
 }
 
-TEST(PromptLookup, DraftsWhatFollowedTheLatestLongestMatch) {
+TEST(PromptLookup, MatchesTheLatestOccurrenceOfTheLongestNgram) {
   // The 2-gram (7, 8) occurs twice before the end; the latest occurrence wins.
   const std::vector<int64_t> context{7, 8, 1, 2, 7, 8, 3, 4, 5, 7, 8};
-  EXPECT_EQ(prompt_lookup_draft(context, 1, 3, 3), (std::vector<int64_t>{3, 4, 5}));
-  EXPECT_EQ(prompt_lookup_draft(context, 1, 3, 2), (std::vector<int64_t>{3, 4}));
-  // A 3-gram (5, 7, 8) that never recurred falls back to the 2-gram.
-  EXPECT_EQ(prompt_lookup_draft({1, 2, 3}, 1, 3, 4), std::vector<int64_t>{});
-  // The draft stops where the context does.
-  EXPECT_EQ(prompt_lookup_draft({4, 9, 4}, 1, 3, 5), (std::vector<int64_t>{9, 4}));
-  // Too short an n-gram is not looked for.
-  EXPECT_EQ(prompt_lookup_draft({4, 9, 4}, 2, 3, 5), std::vector<int64_t>{});
+  const LookupMatch match = prompt_lookup_match(context, 1, 3);
+  EXPECT_EQ(match.from, 6);
+  EXPECT_EQ(match.length, 2);
+  // Nothing recurs.
+  EXPECT_EQ(prompt_lookup_match({1, 2, 3}, 1, 3).from, -1);
+  // A 1-gram when allowed; too short an n-gram is not looked for.
+  EXPECT_EQ(prompt_lookup_match({4, 9, 4}, 1, 3).from, 1);
+  EXPECT_EQ(prompt_lookup_match({4, 9, 4}, 2, 3).from, -1);
+  // The longest n-gram wins over a more recent shorter one.
+  const LookupMatch longest = prompt_lookup_match({1, 2, 3, 9, 3, 5, 3, 1, 2, 3}, 1, 3);
+  EXPECT_EQ(longest.from, 3);
+  EXPECT_EQ(longest.length, 3);
+}
+
+// A context whose tail (1, 2, 3) recurred once, followed by 10 .. 17.
+std::vector<int64_t> copyable_context() {
+  std::vector<int64_t> context{1, 2, 3};
+  for (int64_t id = 10; id < 18; ++id) context.push_back(id);
+  context.insert(context.end(), {50, 1, 2, 3});
+  return context;
+}
+
+TEST(PromptLookup, DraftsAsFarAsACopyIsLikelyToBeKept) {
+  const auto context = copyable_context();
+  PromptLookupDrafter drafter(2, 3);
+  const auto draft = drafter.draft(context, 7);
+  // A 3-token copy is likely enough to be kept that drafting pays: what followed it, in order.
+  ASSERT_FALSE(draft.empty());
+  EXPECT_EQ(draft, std::vector<int64_t>(context.begin() + 3, context.begin() + 3 + draft.size()));
+  EXPECT_LE(draft.size(), 7U);
+  // The cap, and the end of the context, bound it.
+  EXPECT_LE(drafter.draft(context, 1).size(), 1U);
+  EXPECT_TRUE(drafter.draft(context, 0).empty());
+  // Long copies are likelier kept than short ones.
+  EXPECT_GT(drafter.keep_chance(6), drafter.keep_chance(2));
+}
+
+TEST(PromptLookup, DraftLengthFollowsWhatTheTargetKept) {
+  const auto context = copyable_context();
+  PromptLookupDrafter kept(2, 3), rejected(2, 3);
+  const size_t first = kept.draft(context, 7).size();
+  ASSERT_GT(first, 0U);
+  for (int round = 0; round < 20; ++round) {
+    const auto all = kept.draft(context, 7);
+    kept.record(static_cast<int64_t>(all.size()), static_cast<int64_t>(all.size()));
+    const auto some = rejected.draft(context, 7);
+    if (!some.empty()) rejected.record(static_cast<int64_t>(some.size()), 0);
+  }
+  // Copies the target kept draft the whole continuation; copies it rejected stop drafting, so
+  // the rounds are plain forwards again.
+  EXPECT_EQ(kept.draft(context, 7).size(), 7U);
+  EXPECT_TRUE(rejected.draft(context, 7).empty());
+  EXPECT_GT(kept.keep_chance(3), rejected.keep_chance(3));
 }
 
 // Greedy decoding with drafts equals greedy decoding without, token for token, for every draft
@@ -102,6 +149,11 @@ void expect_greedy_identity(const char* env, int64_t half, int32_t new_tokens) {
       const Generated plain_turn = generate(*plain, next, config(new_tokens / 2, 0));
       ASSERT_EQ(fast_turn.tokens, plain_turn.tokens) << "second turn, salt " << salt;
     }
+    // The round policy's own draft lengths (it may draft none): the same tokens.
+    GenerationConfig adaptive = config(new_tokens, static_cast<int32_t>(c.max_verify - 1));
+    adaptive.speculative.adaptive_draft_length = true;
+    fast->reset();
+    ASSERT_EQ(generate(*fast, prompt, adaptive).tokens, want.tokens) << "salt " << salt;
   }
   EXPECT_GT(accepted, 0);
   EXPECT_LT(forwards, generated) << "speculation never saved a forward call";

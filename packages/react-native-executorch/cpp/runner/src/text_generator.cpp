@@ -347,6 +347,9 @@ Result<Stats> TextGenerator::generate(const std::vector<int64_t>& new_tokens,
   if (*max_draft > 0 && config.speculative.drafter == Drafter::kAssistant) {
     assistant.emplace(*session_);
   }
+  // Prompt lookup learns, over this generation, how often its copies are kept.
+  PromptLookupDrafter lookup(config.speculative.ngram_min, config.speculative.ngram_max,
+                             config.speculative.adaptive_draft_length);
 
   Stats stats;
   stats.prompt_tokens = static_cast<int64_t>(to_feed.size());
@@ -470,8 +473,7 @@ Result<Stats> TextGenerator::generate(const std::vector<int64_t>& new_tokens,
       } else if (limit > 0) {
         // What the model has seen, then the token to feed: the context the drafts continue.
         cached_.push_back(token);
-        const auto draft = prompt_lookup_draft(cached_, config.speculative.ngram_min,
-                                               config.speculative.ngram_max, limit);
+        const auto draft = lookup.draft(cached_, limit);
         fed.insert(fed.end(), draft.begin(), draft.end());
         cached_.pop_back();
       }
@@ -487,11 +489,12 @@ Result<Stats> TextGenerator::generate(const std::vector<int64_t>& new_tokens,
     cached_.push_back(token);
     cached_keys_.push_back(0);
     pending_.clear();
+    int64_t kept = 0;
     for (int64_t i = 0; i < count; ++i) {
       going = next_token(logits.row(i), token);
       if (!going.ok()) return going.error();
       const bool accepted = i + 1 < count && token == fed[static_cast<size_t>(i + 1)];
-      stats.accepted_tokens += accepted ? 1 : 0;
+      kept += accepted ? 1 : 0;
       if (!accepted || !*going) {
         // Row i's position predicted the next round's token.
         if (assistant) assistant->keep(i);
@@ -502,6 +505,8 @@ Result<Stats> TextGenerator::generate(const std::vector<int64_t>& new_tokens,
       cached_keys_.push_back(0);
       pending_.clear();
     }
+    stats.accepted_tokens += kept;
+    if (count > 1 && !assistant) lookup.record(count - 1, kept);
   }
   stats.decode_ms = stats.generated_tokens > 0 ? ms_since(first_token_at) : 0.0;
   stats.cache_tokens = position();

@@ -41,7 +41,9 @@ const char* drafter_name(Drafter drafter);
 
 struct SpeculativeConfig {
   Drafter drafter = Drafter::kNone;
-  // Tokens drafted per round, 1 .. the program's max_verify - 1 (0 = that bound).
+  // Most tokens drafted per round, 1 .. the program's max_verify - 1 (0 = that bound). Prompt
+  // lookup drafts fewer, or none, where the round is not expected to pay for them
+  // (PromptLookupDrafter).
   int32_t max_draft_tokens = 0;
   // Prompt lookup: the longest and shortest n-grams matched against the context. A single
   // token recurs too often to predict what follows it: on SmolLM2's copy-heavy and chat prompts
@@ -49,6 +51,10 @@ struct SpeculativeConfig {
   // decode faster than 1.
   int32_t ngram_max = 3;
   int32_t ngram_min = 2;
+  // Prompt lookup: false drafts every token a match offers, up to max_draft_tokens, whatever
+  // the round costs. Not a host option: for the tests of verify and rollback, which need drafts
+  // on random weights.
+  bool adaptive_draft_length = true;
 };
 
 struct GenerationConfig {
@@ -69,7 +75,7 @@ struct GenerationConfig {
   std::string json_schema;
   // How that document is written: JSON, or Gemma 4's tool-call argument syntax (json_schema.h).
   // Gemma 4's <|"|> token quotes strings only when keep_special_tokens names it.
-  JsonSyntax json_syntax = JsonSyntax::kJson;
+  grammar::JsonSyntax json_syntax = grammar::JsonSyntax::kJson;
   // Strict: the schema's unknown keywords and `format` values are refused (kInvalidArgument)
   // instead of ignored as annotations, so nothing in it goes unenforced (json_schema.h).
   bool json_strict = false;
@@ -81,7 +87,7 @@ struct GenerationConfig {
   std::string grammar;
   // Restricts sampling to the tokens it allows and is advanced with each generated token (a
   // grammar, e.g. JsonSchemaConstraint). Not owned; must outlive the generate() call.
-  TokenConstraint* constraint = nullptr;
+  grammar::TokenConstraint* constraint = nullptr;
   SpeculativeConfig speculative;
 };
 
