@@ -60,6 +60,7 @@ export type {
   ContextStrategy,
   ContextStrategyFunction,
   GenerationConfig,
+  HasAssistant,
   LLMConfig,
   LLMOptions,
   SpeculativeConfig,

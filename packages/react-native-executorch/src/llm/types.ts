@@ -142,6 +142,16 @@ export interface LLMConfig extends ChatConfig {
 }
 
 /** Options shared by {@link LLMModule} and `useLLM`. */
+/**
+ * True when some variant of model `M` declares an assistant drafter (for a model whose variants
+ * are not known at compile time, `AnyLLMDescriptor`, it is true and the load checks).
+ */
+export type HasAssistant<M extends AnyLLMDescriptor> = [
+  M['variants'][keyof M['variants']] extends infer V ? (V extends unknown ? ('assistant' extends keyof V ? true : never) : never) : never,
+] extends [never]
+  ? false
+  : true;
+
 export interface LLMOptions<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
   /** A model of the registry, e.g. `models.llm.gemma4_e2b`. */
   readonly model: M;
@@ -160,10 +170,11 @@ export interface LLMOptions<M extends AnyLLMDescriptor = AnyLLMDescriptor> {
    * assistant` in the registry) instead of its plain program, so that
    * `generationConfig.speculative = { drafter: 'assistant' }` can be used. That program is a
    * little larger (the drafter's weights) and is downloaded only when this is true; with
-   * `localFiles`, `modelPath` is that program. A variant without an assistant rejects the load
-   * with `AssistantUnavailableError` naming the variants that have one. Default: false.
+   * `localFiles`, `modelPath` is that program. `true` type-checks only for a model with an
+   * assistant in some variant; a variant without one rejects the load with
+   * `AssistantUnavailableError` naming the variants that have one. Default: false.
    */
-  readonly assistant?: boolean;
+  readonly assistant?: HasAssistant<M> extends true ? boolean : false;
   /** Where downloads go and how; default: `react-native-blob-util` adapters when installed. */
   readonly resources?: ResourceFetcher | ResourceAdapters;
   /** The native module; default: the installed JSI binding. Tests pass a double. */
