@@ -18,7 +18,7 @@ import {
 } from '../src';
 import { FakeNative } from '../src/testing/fakeNative';
 import { codeOf } from './support/errorCode';
-import { HfServer } from './support/hfServer';
+import { bytes, HfServer, sha256 } from './support/hfServer';
 import { nodeAdapters } from './support/nodeAdapters';
 import { ASSISTANT_PTE, publishOn, publishWithAssistant } from './support/publishedModel';
 
@@ -212,4 +212,28 @@ it("checks memory against the assistant program's own peak, else the variant's",
   await llm.load();
   expect(unmeasured.loads[0]!.peakMemoryBytes).toBe(peak);
   llm.release();
+});
+
+it("keeps a variant's other files and finds its program wherever it is listed", async () => {
+  const model = publishWithAssistant(server);
+  const extra = bytes(2000, 5);
+  server.add('acme/smol-published', 'r1', 'xnnpack/extra.bin', { body: extra });
+  const file = { path: 'xnnpack/extra.bin', sha256: sha256(extra), size: extra.length };
+  const variant = model.variants.xnnpack;
+  const withExtra = {
+    ...model,
+    variants: { xnnpack: { ...variant, files: [file, ...variant.files] } },
+  } as LLMDescriptor<'xnnpack'>;
+  expect(ResourceFetcher.filesOf(withExtra, 'xnnpack').map((f) => f.path)).toEqual([
+    PLAIN_PTE, 'xnnpack/extra.bin', 'tokenizer.json', 'tokenizer_config.json',
+  ]);
+  expect(ResourceFetcher.filesOf(withExtra, 'xnnpack', { assistant: true }).map((f) => f.path)).toEqual([
+    ASSISTANT_PTE, 'xnnpack/extra.bin', 'tokenizer.json', 'tokenizer_config.json',
+  ]);
+  for (const assistant of [false, true]) {
+    const { llm, native } = module(withExtra, { assistant });
+    await llm.load();
+    expect(native.loads[0]!.modelPath.endsWith(assistant ? ASSISTANT_PTE : PLAIN_PTE)).toBe(true);
+    llm.release();
+  }
 });

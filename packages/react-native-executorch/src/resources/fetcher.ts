@@ -643,9 +643,11 @@ export class ResourceFetcher {
     }
     const { repo, revision } = model.hf;
     const encoders = Object.values(variant.encoders ?? {}).flatMap((e) => (e.status === 'published' ? [pick(e)] : []));
-    // The assistant's program replaces the variant's own (the one .pte among its files).
-    const program = assistant ? [pick(assistant as PublishedFile)] : [];
-    const own = assistant ? variant.files.filter((f) => !f.path.endsWith('.pte')) : variant.files;
+    // The program first (roles reads it there): the assistant's replaces the variant's own, the
+    // one .pte among its files.
+    const isProgram = (f: { path: string }) => f.path.endsWith('.pte');
+    const program = assistant ? [pick(assistant as PublishedFile)] : variant.files.filter(isProgram);
+    const own = variant.files.filter((f) => !isProgram(f));
     const published = [...program, ...own, ...model.tokenizer.files, ...encoders] as PublishedFile[];
     return published.map((f) => ({ ...f, repo, revision }));
   }
