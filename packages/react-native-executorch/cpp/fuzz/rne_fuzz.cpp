@@ -85,16 +85,16 @@ Outcome run_wav(std::string_view input) {
 }
 
 Outcome run_gbnf(std::string_view input) {
-  auto grammar = rne::runner::compile_gbnf(std::string(input));
+  auto grammar = rne::grammar::compile_gbnf(std::string(input));
   if (grammar.ok()) {
     // The matcher walks what the compiler built: a sample of bytes through it.
-    rne::runner::GbnfMatcher matcher(*grammar);
+    rne::grammar::GbnfMatcher matcher(*grammar);
     auto state = matcher.start();
     if (state.ok()) {
-      rne::runner::GbnfState next;
+      rne::grammar::GbnfState next;
       for (char c : std::string("{\"a\": [1, true]} yes")) {
         if (matcher.step(*state, static_cast<uint8_t>(c), next) !=
-            rne::runner::GbnfMatcher::Step::kOk) {
+            rne::grammar::GbnfMatcher::Step::kOk) {
           break;
         }
         *state = next;
@@ -105,16 +105,16 @@ Outcome run_gbnf(std::string_view input) {
 }
 
 Outcome run_json_schema(std::string_view input) {
-  const auto json = rne::runner::compile_json_schema(input);
-  const auto gemma = rne::runner::compile_json_schema(input, rne::runner::JsonSyntax::kGemma4);
+  const auto json = rne::grammar::compile_json_schema(input);
+  const auto gemma = rne::grammar::compile_json_schema(input, rne::grammar::JsonSyntax::kGemma4);
   return json.ok() || gemma.ok() ? Outcome::kAccepted
                                  : std::max(outcome_of(json), outcome_of(gemma));
 }
 
 Outcome run_regex(std::string_view input) {
-  const auto whole = rne::runner::compile_regex({std::string(input)}, false);
-  const auto search = rne::runner::compile_regex({std::string(input)}, true, 1, 64);
-  const auto format = rne::runner::compile_regex_format(input);
+  const auto whole = rne::grammar::compile_regex({std::string(input)}, false);
+  const auto search = rne::grammar::compile_regex({std::string(input)}, true, 1, 64);
+  const auto format = rne::grammar::compile_regex_format(input);
   if (whole.ok()) whole->matches("abc123-_ xyz");
   return std::max({outcome_of(whole), outcome_of(search), outcome_of(format)});
 }

@@ -204,7 +204,7 @@ std::string generation_flag_text(const std::string& option, const std::string& f
   }
   if (option == "responseGrammar") {
     std::string grammar =
-        read_flag_file(flag, value, rne::runner::kMaxGbnfBytes, "a GBNF grammar file");
+        read_flag_file(flag, value, rne::grammar::kMaxGbnfBytes, "a GBNF grammar file");
     if (grammar.empty()) {
       fail(flag + ": " + value + " is empty (expected a GBNF grammar with a `root ::= ...` "
            "rule)");

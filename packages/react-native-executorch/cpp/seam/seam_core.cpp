@@ -72,12 +72,12 @@ Result<void> readOption(const ObjectReader& object, const char* name, Presence p
     auto value = object.string(name);
     if (!value) return wrong("a string");
     field = std::move(*value);
-  } else if constexpr (std::is_same_v<Field, runner::JsonSyntax>) {
+  } else if constexpr (std::is_same_v<Field, grammar::JsonSyntax>) {
     auto value = object.string(name);
     if (value && *value == "json") {
-      field = runner::JsonSyntax::kJson;
+      field = grammar::JsonSyntax::kJson;
     } else if (value && *value == "gemma4") {
-      field = runner::JsonSyntax::kGemma4;
+      field = grammar::JsonSyntax::kGemma4;
     } else {
       return wrong("\"json\" or \"gemma4\"");
     }
@@ -116,11 +116,11 @@ Result<void> parseOptionText(const std::string& flag, const std::string& text,
     field = value;
   } else if constexpr (std::is_same_v<Field, std::string>) {
     field = text;
-  } else if constexpr (std::is_same_v<Field, runner::JsonSyntax>) {
+  } else if constexpr (std::is_same_v<Field, grammar::JsonSyntax>) {
     if (text == "json") {
-      field = runner::JsonSyntax::kJson;
+      field = grammar::JsonSyntax::kJson;
     } else if (text == "gemma4") {
-      field = runner::JsonSyntax::kGemma4;
+      field = grammar::JsonSyntax::kGemma4;
     } else {
       return invalidArgument(flag + ": unknown syntax '" + text + "' (expected json or gemma4)");
     }
@@ -204,6 +204,22 @@ auto guarded(const char* what, Body&& body) -> decltype(body()) {
 }
 
 #ifdef RNE_WITH_MEDIA
+// The encoder at `path` (none where it is empty), its rows as wide as the model's embeddings
+// (`embeds_width`), or the error naming it as another model's.
+template <typename Encoder>
+Result<std::unique_ptr<Encoder>> loadEncoder(const std::string& path, int64_t embeds_width) {
+  if (path.empty()) return std::unique_ptr<Encoder>();
+  auto loaded = Encoder::load(path);
+  if (!loaded.ok()) return loaded.error();
+  const int64_t width = (*loaded)->contract().text_hidden;
+  if (width != embeds_width) {
+    return invalidArgument(path + " gives rows of " + std::to_string(width) +
+                           " values but the model takes " + std::to_string(embeds_width) +
+                           ": it is another model's encoder");
+  }
+  return std::move(loaded).value();
+}
+
 // The encoders `options` name, checked against the model's embedding width; null when none.
 Result<std::unique_ptr<media::MediaEmbedder>> loadEncoders(const LoadOptions& options,
                                                            int64_t embeds_width) {
@@ -214,33 +230,12 @@ Result<std::unique_ptr<media::MediaEmbedder>> loadEncoders(const LoadOptions& op
     return invalidArgument(options.model_path + " takes text only: load it without encoders, "
                            "or use a variant exported with them");
   }
-  auto check_width = [&](const std::string& path, int64_t width) -> Result<void> {
-    if (width == embeds_width) return {};
-    return invalidArgument(path + " gives rows of " + std::to_string(width) +
-                           " values but the model takes " + std::to_string(embeds_width) +
-                           ": it is another model's encoder");
-  };
-  std::unique_ptr<runner::VisionEncoder> vision;
-  std::unique_ptr<runner::AudioEncoder> audio;
-  if (!options.vision_encoder_path.empty()) {
-    auto loaded = runner::VisionEncoder::load(options.vision_encoder_path);
-    if (!loaded.ok()) return loaded.error();
-    if (auto ok = check_width(options.vision_encoder_path, (*loaded)->contract().text_hidden);
-        !ok.ok()) {
-      return ok.error();
-    }
-    vision = std::move(loaded).value();
-  }
-  if (!options.audio_encoder_path.empty()) {
-    auto loaded = runner::AudioEncoder::load(options.audio_encoder_path);
-    if (!loaded.ok()) return loaded.error();
-    if (auto ok = check_width(options.audio_encoder_path, (*loaded)->contract().text_hidden);
-        !ok.ok()) {
-      return ok.error();
-    }
-    audio = std::move(loaded).value();
-  }
-  return std::make_unique<media::MediaEmbedder>(std::move(vision), std::move(audio));
+  auto vision = loadEncoder<runner::VisionEncoder>(options.vision_encoder_path, embeds_width);
+  if (!vision.ok()) return vision.error();
+  auto audio = loadEncoder<runner::AudioEncoder>(options.audio_encoder_path, embeds_width);
+  if (!audio.ok()) return audio.error();
+  return std::make_unique<media::MediaEmbedder>(std::move(vision).value(),
+                                                std::move(audio).value());
 }
 #endif
 

@@ -17,7 +17,7 @@
 #include "rne/grammar/gbnf_constraint.h"
 #include "rne/tokenizer/tokenizer.h"
 
-namespace rne::runner {
+namespace rne::grammar {
 namespace {
 
 constexpr int64_t kEos = 0;
@@ -426,4 +426,4 @@ TEST(GbnfBench, MaskTimePerToken) {
 }
 
 }  // namespace
-}  // namespace rne::runner
+}  // namespace rne::grammar

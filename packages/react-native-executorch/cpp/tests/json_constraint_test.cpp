@@ -8,7 +8,7 @@
 
 #include "rne/grammar/json_constraint.h"
 
-namespace rne::runner {
+namespace rne::grammar {
 namespace {
 
 constexpr int64_t kEos = 0;
@@ -358,4 +358,4 @@ TEST(TokenTrie, PreorderSubtreesAndDuplicates) {
 }
 
 }  // namespace
-}  // namespace rne::runner
+}  // namespace rne::grammar

@@ -13,7 +13,7 @@
 #include "rne/grammar/json_grammar.h"
 #include "rne/grammar/json_schema.h"
 
-namespace rne::runner {
+namespace rne::grammar {
 namespace {
 
 std::shared_ptr<const JsonSchema> compile(const std::string& text) {
@@ -1604,4 +1604,4 @@ TEST(JsonGrammarCoverage, LargeObjectsAndEnumsKeepTheFirst64) {
 }
 
 }  // namespace
-}  // namespace rne::runner
+}  // namespace rne::grammar

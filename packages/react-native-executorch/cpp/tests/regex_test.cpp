@@ -11,7 +11,7 @@
 #include "rne/grammar/regex.h"
 #include "small_stack.h"
 
-namespace rne::runner {
+namespace rne::grammar {
 namespace {
 
 size_t code_points(const std::string& s) {
@@ -225,4 +225,4 @@ TEST(Regex, ShortestPathsAreShortest) {
 }
 
 }  // namespace
-}  // namespace rne::runner
+}  // namespace rne::grammar

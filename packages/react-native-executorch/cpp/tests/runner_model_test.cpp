@@ -580,9 +580,9 @@ TEST_F(SmolLM2Test, StructuredOutputClosesWithinATinyBudget) {
   ASSERT_TRUE(stats.ok()) << stats.error().message;
   EXPECT_EQ(stats->stop_reason, StopReason::kEos) << text;
   EXPECT_LE(stats->generated_tokens, 24);
-  auto schema = compile_json_schema(kSummarySchema);
+  auto schema = grammar::compile_json_schema(kSummarySchema);
   ASSERT_TRUE(schema.ok());
-  EXPECT_TRUE(JsonGrammar(**schema).matches(text)) << text;
+  EXPECT_TRUE(grammar::JsonGrammar(**schema).matches(text)) << text;
   EXPECT_GT(text.size(), 30u) << "the model wrote its own text before the close: " << text;
 }
 
@@ -642,9 +642,9 @@ TEST_F(SmolLM2Test, StrictRefusesTheUnknownFormatTheLenientRunIgnores) {
   std::string text;
   auto lenient = runner_->generate(prompt, config, [&](std::string_view piece) { text += piece; });
   ASSERT_TRUE(lenient.ok()) << lenient.error().message;
-  auto schema = compile_json_schema(kInt64Schema);
+  auto schema = grammar::compile_json_schema(kInt64Schema);
   ASSERT_TRUE(schema.ok());
-  EXPECT_TRUE(JsonGrammar(**schema).matches(text)) << text;
+  EXPECT_TRUE(grammar::JsonGrammar(**schema).matches(text)) << text;
 
   runner_->reset();
   config.json_strict = true;
@@ -668,9 +668,9 @@ TEST_F(SmolLM2Test, StrictRefusesTheUnknownFormatTheLenientRunIgnores) {
 // no token to spare every real token that is a prefix of the minimal completion is allowed.
 TEST_F(SmolLM2Test, EveryBudgetClosesTheDocumentOnTheRealVocabulary) {
   const auto& contract = runner_->contract();
-  auto bytes = token_byte_strings(runner_->tokenizer(), contract.vocab_size);
+  auto bytes = grammar::token_byte_strings(runner_->tokenizer(), contract.vocab_size);
   for (int64_t eos : contract.eos_ids) bytes[static_cast<size_t>(eos)].clear();
-  auto trie = TokenTrie::build(bytes);
+  auto trie = grammar::TokenTrie::build(bytes);
   const char* schemas[] = {
       R"({"type":"object","properties":{"title":{"type":"string"},"year":{"type":"integer"},
           "genre":{"enum":["mystery","fantasy","science fiction"]},"tags":{"type":"array",
@@ -682,14 +682,14 @@ TEST_F(SmolLM2Test, EveryBudgetClosesTheDocumentOnTheRealVocabulary) {
   std::mt19937 rng(5);
   int forced_steps = 0;
   for (const char* schema_text : schemas) {
-    auto schema = compile_json_schema(schema_text);
+    auto schema = grammar::compile_json_schema(schema_text);
     ASSERT_TRUE(schema.ok()) << schema.error().message;
-    JsonGrammar grammar(**schema);
-    JsonSchemaConstraint constraint(*schema, trie, contract.eos_ids);
+    grammar::JsonGrammar json_grammar(**schema);
+    grammar::JsonSchemaConstraint constraint(*schema, trie, contract.eos_ids);
     const int64_t least = constraint.min_tokens();
     for (int64_t budget = least; budget < least + 40; budget += 3) {
       constraint.reset();
-      JsonStack stack = grammar.start();
+      grammar::JsonStack stack = json_grammar.start();
       std::string text;
       bool finished = false;
       for (int64_t n = 0; n < budget && !finished; ++n) {
@@ -702,7 +702,7 @@ TEST_F(SmolLM2Test, EveryBudgetClosesTheDocumentOnTheRealVocabulary) {
           if ((*mask)->allows(id)) allowed.push_back(id);
         }
         ASSERT_FALSE(allowed.empty());
-        const std::string completion = grammar.minimal_completion(stack);
+        const std::string completion = json_grammar.minimal_completion(stack);
         if (remaining <= static_cast<int64_t>(completion.size()) + 1) {
           ++forced_steps;  // no token to spare: every real token that is a prefix of the
                            // completion is allowed
@@ -717,9 +717,9 @@ TEST_F(SmolLM2Test, EveryBudgetClosesTheDocumentOnTheRealVocabulary) {
         for (int64_t id : allowed) {
           if (remaining > static_cast<int64_t>(completion.size()) + 4) break;
           if (trie->bytes(id).empty()) continue;  // EOS
-          JsonStack after = stack;
-          ASSERT_TRUE(grammar.accepts_prefix(after, trie->bytes(id)));
-          ASSERT_LE(static_cast<int64_t>(grammar.minimal_completion_size(after)), remaining - 2)
+          grammar::JsonStack after = stack;
+          ASSERT_TRUE(json_grammar.accepts_prefix(after, trie->bytes(id)));
+          ASSERT_LE(static_cast<int64_t>(json_grammar.minimal_completion_size(after)), remaining - 2)
               << "after '" << text << "' token '" << trie->bytes(id) << "'";
         }
         int64_t token = allowed[rng() % allowed.size()];
@@ -733,12 +733,12 @@ TEST_F(SmolLM2Test, EveryBudgetClosesTheDocumentOnTheRealVocabulary) {
         if (trie->bytes(token).empty()) {
           finished = true;  // EOS
         } else {
-          ASSERT_TRUE(grammar.accepts_prefix(stack, trie->bytes(token)));
+          ASSERT_TRUE(json_grammar.accepts_prefix(stack, trie->bytes(token)));
           text += trie->bytes(token);
         }
       }
       EXPECT_TRUE(finished) << schema_text << " budget " << budget << ": '" << text << "'";
-      EXPECT_TRUE(grammar.matches(text)) << text;
+      EXPECT_TRUE(json_grammar.matches(text)) << text;
     }
   }
   EXPECT_GT(forced_steps, 40);

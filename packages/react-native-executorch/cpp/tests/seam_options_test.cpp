@@ -67,7 +67,7 @@ TEST(SeamOptions, EachOptionLandsInItsField) {
   EXPECT_EQ(c.sampling.seed, 7u);
   EXPECT_EQ(c.stop_strings, std::vector<std::string>{"END"});
   EXPECT_EQ(c.json_schema, R"({"type":"object"})");
-  EXPECT_EQ(c.json_syntax, rne::runner::JsonSyntax::kGemma4);
+  EXPECT_EQ(c.json_syntax, rne::grammar::JsonSyntax::kGemma4);
   EXPECT_TRUE(c.json_strict);
   EXPECT_EQ(c.keep_special_tokens, (std::vector<std::string>{"<|channel>", "<channel|>"}));
 }
@@ -76,7 +76,7 @@ TEST(SeamOptions, OptionalOptionsKeepTheirDefaultsWhenAbsent) {
   auto parsed = rne::seam::parseGenerationConfig(fullConfig());
   ASSERT_TRUE(parsed.ok()) << parsed.error().message;
   EXPECT_EQ(parsed.value().json_schema, "");
-  EXPECT_EQ(parsed.value().json_syntax, rne::runner::JsonSyntax::kJson);
+  EXPECT_EQ(parsed.value().json_syntax, rne::grammar::JsonSyntax::kJson);
   EXPECT_FALSE(parsed.value().json_strict);
   EXPECT_TRUE(parsed.value().keep_special_tokens.empty());
 }

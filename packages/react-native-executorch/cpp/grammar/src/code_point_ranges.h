@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-namespace rne::runner::code_points {
+namespace rne::grammar::code_points {
 
 constexpr uint32_t kMax = 0x10FFFF;
 
@@ -53,4 +53,4 @@ inline Ranges without_surrogates(const Ranges& r) {
   return out;
 }
 
-}  // namespace rne::runner::code_points
+}  // namespace rne::grammar::code_points

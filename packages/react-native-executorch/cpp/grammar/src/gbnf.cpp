@@ -6,7 +6,7 @@
 #include <tuple>
 #include <unordered_map>
 
-namespace rne::runner {
+namespace rne::grammar {
 
 namespace {
 
@@ -760,4 +760,4 @@ Result<bool> GbnfMatcher::matches(const std::string& text) {
   return complete(state);
 }
 
-}  // namespace rne::runner
+}  // namespace rne::grammar

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace rne::runner {
+namespace rne::grammar {
 
 Result<std::unique_ptr<GbnfConstraint>> GbnfConstraint::create(
     std::shared_ptr<const GbnfGrammar> grammar, std::shared_ptr<const TokenTrie> trie,
@@ -178,4 +178,4 @@ Result<void> GbnfConstraint::accept(int64_t token) {
   return {};
 }
 
-}  // namespace rne::runner
+}  // namespace rne::grammar

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace rne::runner {
+namespace rne::grammar {
 
 size_t JsonSchemaConstraint::FrameHash::operator()(const JsonFrame& f) const {
   uint64_t h = f.node;
@@ -157,4 +157,4 @@ Result<void> JsonSchemaConstraint::accept(int64_t token) {
   return {};
 }
 
-}  // namespace rne::runner
+}  // namespace rne::grammar

@@ -4,7 +4,7 @@
 
 #include "rne/base/utf8.h"
 
-namespace rne::runner {
+namespace rne::grammar {
 
 namespace {
 
@@ -1106,4 +1106,4 @@ void JsonGrammar::complete_array(const JsonFrame& f, bool top, Out& out) const {
   out.add(']');
 }
 
-}  // namespace rne::runner
+}  // namespace rne::grammar

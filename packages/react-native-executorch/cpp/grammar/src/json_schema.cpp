@@ -14,7 +14,7 @@
 #include "rne/json/json.h"
 #include "rne/grammar/json_grammar.h"
 
-namespace rne::runner {
+namespace rne::grammar {
 
 namespace json = rne::json;
 
@@ -3520,4 +3520,4 @@ Result<std::shared_ptr<const JsonSchema>> compile_json_schema(std::string_view s
   return Compiler(resolved, std::move(ref_errors), syntax, strict).run();
 }
 
-}  // namespace rne::runner
+}  // namespace rne::grammar

@@ -8,7 +8,7 @@
 #include <queue>
 #include <unordered_map>
 
-namespace rne::runner {
+namespace rne::grammar {
 
 namespace {
 
@@ -1027,4 +1027,4 @@ Result<RegexDfa> without_pair(const RegexDfa& dfa, uint8_t first, uint8_t second
   return out;
 }
 
-}  // namespace rne::runner
+}  // namespace rne::grammar

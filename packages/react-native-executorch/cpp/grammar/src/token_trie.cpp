@@ -4,7 +4,7 @@
 
 #include "rne/tokenizer/tokenizer.h"
 
-namespace rne::runner {
+namespace rne::grammar {
 
 std::vector<std::string> token_byte_strings(const tokenizer::Tokenizer& tokenizer,
                                             int64_t vocab_size) {
@@ -65,4 +65,4 @@ std::shared_ptr<const TokenTrie> TokenTrie::build(std::vector<std::string> token
   return trie;
 }
 
-}  // namespace rne::runner
+}  // namespace rne::grammar

@@ -65,7 +65,7 @@ std::string list(const std::vector<double>& values) {
 }
 
 // Replays `tokens` through `constraint`; prints the timings as one JSON line.
-void replay(rne::runner::JsonSchemaConstraint& constraint, const rne::runner::TokenTrie& trie,
+void replay(rne::grammar::JsonSchemaConstraint& constraint, const rne::grammar::TokenTrie& trie,
             const std::vector<int64_t>& tokens, int64_t eos, int64_t vocab_size,
             size_t case_index, const char* pass) {
   rne::runner::Sampler sampler(rne::runner::SamplerConfig{}, vocab_size);
@@ -124,11 +124,11 @@ std::string hex(const std::string& bytes) {
 
 // --report: one line per case; a refused schema or rejected document is a result, not a failure.
 void report_case(const json::Value& row, const rne::tokenizer::Tokenizer& tokenizer,
-                 const std::shared_ptr<const rne::runner::TokenTrie>& trie, int64_t eos,
+                 const std::shared_ptr<const rne::grammar::TokenTrie>& trie, int64_t eos,
                  size_t case_index, const ReportOptions& options) {
   std::string out = "{\"case\":" + std::to_string(case_index);
   auto start = Clock::now();
-  auto schema = rne::runner::compile_json_schema(row.find("schema")->as_string());
+  auto schema = rne::grammar::compile_json_schema(row.find("schema")->as_string());
   char number[32];
   std::snprintf(number, sizeof(number), "%.1f", us_since(start));
   out += std::string(",\"compile_us\":") + number;
@@ -138,7 +138,7 @@ void report_case(const json::Value& row, const rne::tokenizer::Tokenizer& tokeni
     std::cout << out << "}" << std::endl;
     return;
   }
-  rne::runner::JsonSchemaConstraint constraint(*schema, trie, {eos});
+  rne::grammar::JsonSchemaConstraint constraint(*schema, trie, {eos});
   const json::Value* document = row.find("document");
   if (document && document->is_string()) {
     auto ids = tokenizer.encode(document->as_string(), /*add_special_tokens=*/false);
@@ -259,10 +259,10 @@ int main(int argc, char** argv) {
   const auto vocab_size = static_cast<int64_t>(tokenizer.value().vocab_size());
   const int64_t eos = vocab_size;  // an id past the tokenizer: EOS for the replay
   auto start = Clock::now();
-  auto bytes = rne::runner::token_byte_strings(tokenizer.value(), vocab_size + 1);
+  auto bytes = rne::grammar::token_byte_strings(tokenizer.value(), vocab_size + 1);
   const double bytes_ms = us_since(start) / 1000;
   start = Clock::now();
-  auto trie = rne::runner::TokenTrie::build(std::move(bytes));
+  auto trie = rne::grammar::TokenTrie::build(std::move(bytes));
   std::cout << "{\"vocab_size\":" << vocab_size + 1 << ",\"token_bytes_ms\":" << bytes_ms
             << ",\"trie_build_ms\":" << us_since(start) / 1000
             << ",\"trie_nodes\":" << trie->nodes().size() << "}" << std::endl;
@@ -287,12 +287,12 @@ int main(int argc, char** argv) {
       fail(cases_path + " line " + std::to_string(index + 1) +
            ": expected {\"schema\": \"<schema JSON text>\", \"document\": \"...\"}");
     }
-    auto schema = rne::runner::compile_json_schema(row.find("schema")->as_string());
+    auto schema = rne::grammar::compile_json_schema(row.find("schema")->as_string());
     if (!schema.ok()) fail("case " + std::to_string(index) + ": " + schema.error().message);
     const std::string& document = row.find("document")->as_string();
     auto ids = tokenizer.value().encode(document, /*add_special_tokens=*/false);
     std::vector<int64_t> tokens(ids.begin(), ids.end());
-    rne::runner::JsonSchemaConstraint constraint(*schema, trie, {eos});
+    rne::grammar::JsonSchemaConstraint constraint(*schema, trie, {eos});
     replay(constraint, *trie, tokens, eos, vocab_size + 1, index, "cold");
     constraint.reset();
     replay(constraint, *trie, tokens, eos, vocab_size + 1, index, "warm");

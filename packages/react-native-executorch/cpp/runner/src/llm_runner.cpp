@@ -124,20 +124,22 @@ Result<GenerationConfig> LlmRunner::with_json_constraint(const GenerationConfig&
     }
     return constrained;
   }
-  std::shared_ptr<const GbnfGrammar> grammar;
-  Result<std::shared_ptr<const JsonSchema>> schema = std::shared_ptr<const JsonSchema>();
+  std::shared_ptr<const grammar::GbnfGrammar> gbnf;
+  Result<std::shared_ptr<const grammar::JsonSchema>> schema =
+      std::shared_ptr<const grammar::JsonSchema>();
   if (!config.grammar.empty()) {
-    auto compiled = compile_gbnf(config.grammar);
+    auto compiled = grammar::compile_gbnf(config.grammar);
     if (!compiled.ok()) return compiled.error();
-    grammar = *compiled;
+    gbnf = *compiled;
   } else {
-    schema = config.regex.empty()
-                 ? compile_json_schema(config.json_schema, config.json_syntax, config.json_strict)
-                 : compile_regex_format(config.regex);
+    schema = config.regex.empty() ? grammar::compile_json_schema(config.json_schema,
+                                                                 config.json_syntax,
+                                                                 config.json_strict)
+                                  : grammar::compile_regex_format(config.regex);
     if (!schema.ok()) return schema.error();
   }
   if (!token_trie_ || kept != token_trie_kept_) {
-    auto bytes = token_byte_strings(*tokenizer_, contract().vocab_size);
+    auto bytes = grammar::token_byte_strings(*tokenizer_, contract().vocab_size);
     for (const std::string& text : kept) {
       // Unknown or non-special texts: the text stream refuses them with a clear error.
       const auto id = tokenizer_->token_to_id(text);
@@ -150,20 +152,20 @@ Result<GenerationConfig> LlmRunner::with_json_constraint(const GenerationConfig&
     for (int64_t eos : contract().eos_ids) {
       if (eos >= 0 && eos < contract().vocab_size) bytes[static_cast<size_t>(eos)].clear();
     }
-    token_trie_ = TokenTrie::build(std::move(bytes));
+    token_trie_ = grammar::TokenTrie::build(std::move(bytes));
     token_trie_kept_ = std::move(kept);
   }
   json_schema_.clear();
   json_constraint_.reset();
   gbnf_constraint_.reset();
-  if (grammar) {
-    auto made = GbnfConstraint::create(grammar, token_trie_, contract().eos_ids);
+  if (gbnf) {
+    auto made = grammar::GbnfConstraint::create(gbnf, token_trie_, contract().eos_ids);
     if (!made.ok()) return made.error();
     gbnf_constraint_ = std::move(*made);
     constrained.constraint = gbnf_constraint_.get();
   } else {
     json_constraint_ =
-        std::make_unique<JsonSchemaConstraint>(*schema, token_trie_, contract().eos_ids);
+        std::make_unique<grammar::JsonSchemaConstraint>(*schema, token_trie_, contract().eos_ids);
     constrained.constraint = json_constraint_.get();
   }
   json_schema_ = key;

@@ -22,9 +22,9 @@
 #include <utility>
 #include <vector>
 
-#include "rne/runner/result.h"
+#include "rne/grammar/result.h"
 
-namespace rne::runner {
+namespace rne::grammar {
 
 constexpr size_t kMaxGbnfBytes = 64 * 1024;    // grammar text
 constexpr size_t kMaxGbnfElements = 100000;    // after expanding repetitions
@@ -113,4 +113,4 @@ class GbnfMatcher {
   std::vector<std::pair<uint32_t, uint32_t>> pending_;  // expand's (pos, parent) still to do
 };
 
-}  // namespace rne::runner
+}  // namespace rne::grammar

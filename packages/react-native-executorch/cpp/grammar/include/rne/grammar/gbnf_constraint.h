@@ -23,7 +23,7 @@
 #include "rne/grammar/token_constraint.h"
 #include "rne/grammar/token_trie.h"
 
-namespace rne::runner {
+namespace rne::grammar {
 
 class GbnfConstraint final : public TokenConstraint {
  public:
@@ -98,4 +98,4 @@ class GbnfConstraint final : public TokenConstraint {
   size_t drops_ = 0;  // the node at each trie depth of a walk
 };
 
-}  // namespace rne::runner
+}  // namespace rne::grammar

@@ -38,7 +38,7 @@
 #include "rne/grammar/token_constraint.h"
 #include "rne/grammar/token_trie.h"
 
-namespace rne::runner {
+namespace rne::grammar {
 
 class JsonSchemaConstraint final : public TokenConstraint {
  public:
@@ -107,4 +107,4 @@ class JsonSchemaConstraint final : public TokenConstraint {
   std::string path_;
 };
 
-}  // namespace rne::runner
+}  // namespace rne::grammar

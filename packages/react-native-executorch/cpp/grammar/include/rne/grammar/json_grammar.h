@@ -12,7 +12,7 @@
 
 #include "rne/grammar/json_schema.h"
 
-namespace rne::runner {
+namespace rne::grammar {
 
 // One open value. Plain data, compared and hashed field by field (the mask cache's key).
 struct JsonFrame {
@@ -154,4 +154,4 @@ class JsonGrammar {
   const std::string_view key_separator_;  // what follows a key literal (Gemma 4's holds its ':')
 };
 
-}  // namespace rne::runner
+}  // namespace rne::grammar

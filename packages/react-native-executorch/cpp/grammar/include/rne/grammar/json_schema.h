@@ -147,9 +147,9 @@
 #include <vector>
 
 #include "rne/grammar/regex.h"
-#include "rne/runner/result.h"
+#include "rne/grammar/result.h"
 
-namespace rne::runner {
+namespace rne::grammar {
 
 // Bit per JSON type a schema node allows.
 enum JsonType : uint8_t {
@@ -292,4 +292,4 @@ Result<std::shared_ptr<const JsonSchema>> compile_json_schema(
 // budget serve it too. kInvalidArgument errors quote the regex and the offset.
 Result<std::shared_ptr<const JsonSchema>> compile_regex_format(std::string_view regex);
 
-}  // namespace rne::runner
+}  // namespace rne::grammar

@@ -24,9 +24,9 @@
 #include <string>
 #include <vector>
 
-#include "rne/runner/result.h"
+#include "rne/grammar/result.h"
 
-namespace rne::runner {
+namespace rne::grammar {
 
 // Bounds on what one compiled regex may cost; beyond one it is refused with an error that names
 // the limit.
@@ -81,4 +81,4 @@ RegexPaths shortest_paths(const RegexDfa& dfa, const std::array<uint8_t, 256>& b
 // the automaton grows past kMaxRegexStates.
 Result<RegexDfa> without_pair(const RegexDfa& dfa, uint8_t first, uint8_t second);
 
-}  // namespace rne::runner
+}  // namespace rne::grammar

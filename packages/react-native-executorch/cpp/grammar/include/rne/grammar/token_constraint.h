@@ -9,9 +9,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "rne/runner/result.h"
+#include "rne/grammar/result.h"
 
-namespace rne::runner {
+namespace rne::grammar {
 
 // One bit per vocabulary id: set = the token may be sampled.
 struct TokenMask {
@@ -69,4 +69,4 @@ class TokenConstraint {
   virtual Result<void> accept(int64_t token) = 0;
 };
 
-}  // namespace rne::runner
+}  // namespace rne::grammar

@@ -15,7 +15,7 @@ namespace rne::tokenizer {
 class Tokenizer;
 }
 
-namespace rne::runner {
+namespace rne::grammar {
 
 // The bytes each id in [0, vocab_size) adds to generated text, as the runner's streaming
 // decoder writes them in the middle of a text (special tokens and ids the tokenizer does not
@@ -54,4 +54,4 @@ class TokenTrie {
   uint16_t max_depth_ = 0;
 };
 
-}  // namespace rne::runner
+}  // namespace rne::grammar

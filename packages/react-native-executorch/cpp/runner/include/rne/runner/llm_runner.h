@@ -115,12 +115,14 @@ class LlmRunner {
   double load_ms_ = 0;
   Stats last_stats_;
   std::vector<int64_t> last_tokens_;
-  std::shared_ptr<const TokenTrie> token_trie_;  // built on the first json_schema_constraint()
+  // Built on the first json_schema_constraint().
+  std::shared_ptr<const grammar::TokenTrie> token_trie_;
   std::vector<std::string> token_trie_kept_;  // the kept special tokens it gives bytes (sorted)
   std::string json_schema_;  // the syntax, kept tokens and schema (or marked regex)
                              // json_constraint_ was built for
-  std::unique_ptr<JsonSchemaConstraint> json_constraint_;
-  std::unique_ptr<GbnfConstraint> gbnf_constraint_;  // instead of json_constraint_ for a grammar
+  std::unique_ptr<grammar::JsonSchemaConstraint> json_constraint_;
+  // Instead of json_constraint_ for a grammar.
+  std::unique_ptr<grammar::GbnfConstraint> gbnf_constraint_;
 };
 
 }  // namespace rne::runner

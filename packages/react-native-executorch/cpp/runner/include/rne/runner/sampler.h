@@ -12,6 +12,9 @@
 
 namespace rne::runner {
 
+// The mask Sampler::sample takes, a grammar constraint's (rne/grammar/token_constraint.h).
+using grammar::TokenMask;
+
 struct SamplerConfig {
   float temperature = 0.0f;         // <= 0: greedy (argmax); otherwise logits / temperature
   int32_t top_k = 0;                // keep the k most likely tokens; 0 = off
