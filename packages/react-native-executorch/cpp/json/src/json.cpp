@@ -109,19 +109,24 @@ class Parser {
       Value value;
       if (!parse_value(value, depth + 1)) return false;
       members.emplace_back(std::move(key), std::move(value));
-      skip_whitespace();
-      if (pos_ >= text_.size()) return fail("unexpected end of input in object");
-      if (text_[pos_] == ',') {
-        ++pos_;
-        continue;
-      }
-      if (text_[pos_] == '}') {
-        ++pos_;
-        break;
-      }
-      return fail("expected ',' or '}' in object");
+      bool more = false;
+      if (!separator('}', "object", more)) return false;
+      if (!more) break;
     }
     out = Value(std::move(members));
+    return true;
+  }
+
+  // After a member of an object or an item of an array (`what`): a ',' (`more`) or `close`.
+  bool separator(char close, const char* what, bool& more) {
+    skip_whitespace();
+    if (pos_ >= text_.size()) return fail(std::string("unexpected end of input in ") + what);
+    const char c = text_[pos_];
+    if (c != ',' && c != close) {
+      return fail(std::string("expected ',' or '") + close + "' in " + what);
+    }
+    ++pos_;
+    more = c == ',';
     return true;
   }
 
@@ -139,17 +144,9 @@ class Parser {
       Value value;
       if (!parse_value(value, depth + 1)) return false;
       items.push_back(std::move(value));
-      skip_whitespace();
-      if (pos_ >= text_.size()) return fail("unexpected end of input in array");
-      if (text_[pos_] == ',') {
-        ++pos_;
-        continue;
-      }
-      if (text_[pos_] == ']') {
-        ++pos_;
-        break;
-      }
-      return fail("expected ',' or ']' in array");
+      bool more = false;
+      if (!separator(']', "array", more)) return false;
+      if (!more) break;
     }
     out = Value(std::move(items));
     return true;
