@@ -199,6 +199,43 @@ def test_a_variant_is_published_with_its_assistant_and_either_program_comes_back
     assert [p for m, p in hub.state.requests if m == "PUT"] == puts
 
 
+def test_a_published_assistant_stays_when_another_variant_is_published(
+    hub: RunningHub, tmp_path: Path, exports: Path, tokenizer_dir: Path, reg_dir: Path,
+    assistant_export: ExportResult,
+) -> None:
+    ts_out = tmp_path / "registry.generated.ts"
+    publish(plan(exports, tokenizer_dir, reg_dir), endpoint=hub.url, registry_dir=reg_dir,
+            ts_output=ts_out)  # fmt: skip
+    # A Vulkan variant of the same shape (the plain export's bytes with a marker, its report).
+    path = reg_dir / "gemma4.yaml"
+    doc = yaml.safe_load(path.read_text())
+    report = json.loads((exports / f"{STEM}.report.json").read_text())
+    vulkan = next(v for v in doc["models"][0]["variants"] if v["backend"] == "vulkan")
+    vulkan["export"] = {"max_context": report["max_context"], "max_chunk": report["max_chunk"]}
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    program = (exports / f"{STEM}.pte").read_bytes() + b"vulkan"
+    (exports / "gemma4_e2b_vulkan_8da4w.pte").write_bytes(program)
+    report.update(backend="vulkan", quantization="8da4w", file="gemma4_e2b_vulkan_8da4w.pte",
+                  size=len(program), sha256=hashlib.sha256(program).hexdigest())  # fmt: skip
+    (exports / "gemma4_e2b_vulkan_8da4w.report.json").write_text(json.dumps(report))
+
+    second = plan_publish(MODEL, "v0.2.0", exports, tokenizer_dir, ["vulkan"], registry_dir=reg_dir,
+                          allow_random_weights=True)  # fmt: skip
+    assert second.assistants == ()
+    sha = assistant_export.report["sha256"]
+    assert any(f.path == ASSISTANT and f.sha256 == sha for f in second.kept)
+    assert f"| xnnpack | `{ASSISTANT}` | 2.1 MB |" in second.card
+    assert "| 5 | passed (verified when first published) |" in second.card
+    publish(second, endpoint=hub.url, registry_dir=reg_dir, ts_output=ts_out)
+    repo = hub.state.repos[REPO]
+    assert repo.resolve("v0.2.0").files[ASSISTANT].sha256 == sha
+    got = registry.load_registry(reg_dir).model(MODEL)
+    assert got.revision == "v0.2.0" and got.variant("xnnpack").assistant.published
+    fast = download_variant(MODEL, "xnnpack", tmp_path / "fast", registry_dir=reg_dir,
+                            endpoint=hub.url, assistant=True)  # fmt: skip
+    assert fast.pte.read_bytes() == assistant_export.pte_path.read_bytes()
+
+
 def test_an_assistant_only_where_the_registry_lists_one(reg_dir: Path, tmp_path: Path) -> None:
     with pytest.raises(DownloadError) as info:
         download_variant(MODEL, "vulkan", tmp_path, registry_dir=reg_dir, assistant=True)
