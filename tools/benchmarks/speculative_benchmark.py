@@ -3,7 +3,9 @@
 
 The prompts (``data/speculative_prompts.json``) are copy-heavy requests whose answers repeat
 their input (a summary of a given text, field extraction into JSON, a code edit, a question about
-a pasted document), where prompt lookup finds drafts, and open chat, where it finds few. Each is
+a pasted document), where prompt lookup finds drafts, and open chat, where it finds few; and a
+held-out set of both, written after prompt lookup's round policy was fitted to the others, whose
+speed-ups are reported apart (``--no-held-out`` leaves them out). Each is
 one user message under the model's chat template (transformers' ``apply_chat_template``, which
 rne_llm's C++ template engine reproduces id for id), answered greedily until the end of the turn
 or ``--max-new-tokens``. Decode tok/s counts the tokens after the first (the first comes from
@@ -17,7 +19,8 @@ the prefill), the same way for both engines.
   llama-cpp-python==0.3.36``), ``--threads`` threads.
 - ours: ``rne_llm --json`` on the 8da4w XNNPACK export with a ``verify`` method
   (``--verify-tokens``), plain and with ``--speculative prompt-lookup`` (``--ours``; see
-  ``run_ours``). XNNPACK's thread pool takes every core.
+  ``run_ours``). XNNPACK's thread pool takes every core. ``--reference-rne-llm`` adds the default
+  prompt lookup of another build (a drafter change's baseline), interleaved the same way.
 
 Runs are interleaved: each round runs every engine and mode on a prompt before the next prompt,
 so all of them see the same machine load; the best round counts, since load only slows a run
@@ -60,10 +63,14 @@ class Prompt:
     text: str
 
 
-def load_prompts() -> list[Prompt]:
+GROUPS = {"copy_heavy": "copy-heavy", "open_chat": "open chat",
+          "copy_heavy_held_out": "copy-heavy, held out", "open_chat_held_out": "open chat, held out"}
+
+
+def load_prompts(held_out: bool) -> list[Prompt]:
     data = json.loads(PROMPTS.read_text())
     return [Prompt(p["id"], p["kind"], group, p["prompt"])
-            for key, group in (("copy_heavy", "copy-heavy"), ("open_chat", "open chat"))
+            for key, group in GROUPS.items() if held_out or not key.endswith("_held_out")
             for p in data[key]]
 
 
@@ -170,11 +177,13 @@ def print_tables(prompts: list[Prompt], best: dict[str, dict[str, Best]], modes:
         tokens = len(best[modes[0]][p.id].tokens)
         click.echo(f"{p.id:20} {tokens:6} " + " ".join(cells))
     click.echo("\nspeed-up over the same engine without prompt lookup (geometric mean):")
-    for group in ("copy-heavy", "open chat"):
+    for group in GROUPS.values():
         ids = [p.id for p in prompts if p.group == group]
+        if not ids:
+            continue
         parts = [f"{mode} {geomean([ratio(best[mode][i].decode_tok_s, best[plain][i].decode_tok_s) for i in ids]):.2f}x"  # noqa: E501
                  for mode, plain in plain_of.items()]
-        click.echo(f"  {group:10}: " + ", ".join(parts))
+        click.echo(f"  {group:20}: " + ", ".join(parts))
 
 
 def ratio(a: float, b: float) -> float:
@@ -188,6 +197,10 @@ def ratio(a: float, b: float) -> float:
               help="Also run our runner (rne_llm with --speculative prompt-lookup).")
 @click.option("--rne-llm", type=click.Path(exists=True, path_type=Path), default=None,
               help=f"The rne_llm to run (default {RNE_LLM.relative_to(REPO_ROOT)}).")
+@click.option("--reference-rne-llm", type=click.Path(exists=True, path_type=Path), default=None,
+              help="Another rne_llm build whose default prompt lookup runs as 'reference PLD'.")
+@click.option("--held-out/--no-held-out", default=True, show_default=True,
+              help="Also run the held-out prompts.")
 @click.option("--verify-tokens", default=8, show_default=True,
               help="Our export's verify length (drafts per forward + 1).")
 @click.option("--sweep", default="2,4,16", show_default=True,
@@ -200,7 +213,8 @@ def ratio(a: float, b: float) -> float:
 @click.option("--only", default="", help="Comma-separated prompt ids to run (default: all).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Also write every best run (tokens included) here.")
-def main(llamacpp_python: Path | None, ours: bool, rne_llm: Path | None, verify_tokens: int,
+def main(llamacpp_python: Path | None, ours: bool, rne_llm: Path | None,
+         reference_rne_llm: Path | None, held_out: bool, verify_tokens: int,
          sweep: str, ours_sweep: str, rounds: int, max_new_tokens: int, threads: int, only: str,
          json_path: Path | None) -> None:
     from rne_tools.gguf_import import default_checkpoint, packaged_gguf_path
@@ -209,7 +223,7 @@ def main(llamacpp_python: Path | None, ours: bool, rne_llm: Path | None, verify_
 
     if llamacpp_python is None and not ours:
         raise click.UsageError("nothing to run: give --llamacpp-python, --ours, or both")
-    prompts = load_prompts()
+    prompts = load_prompts(held_out)
     if only:
         wanted = set(only.split(","))
         unknown = wanted - {p.id for p in prompts}
@@ -249,6 +263,10 @@ def main(llamacpp_python: Path | None, ours: bool, rne_llm: Path | None, verify_
         runners["ours PLD"] = lambda p: run_ours(binary, export.pte_path, tokenizer, p.text,
                                                  max_new_tokens, {})
         plain_of["ours PLD"] = "ours"
+        if reference_rne_llm is not None:
+            runners["reference PLD"] = lambda p: run_ours(reference_rne_llm, export.pte_path,
+                                                          tokenizer, p.text, max_new_tokens, {})
+            plain_of["reference PLD"] = "ours"
         for k in (int(k) for k in ours_sweep.split(",") if k):
             mode = f"ours PLD{k}"
             runners[mode] = lambda p, k=k: run_ours(binary, export.pte_path, tokenizer, p.text,
