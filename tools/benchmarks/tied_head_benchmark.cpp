@@ -42,7 +42,8 @@ int main(int argc, char** argv) {
       clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
       th::compute(p, 1, serial);
       clock_gettime(CLOCK_THREAD_CPUTIME_ID, &end);
-      best = std::min(best, (end.tv_sec - start.tv_sec) * 1e3 + (end.tv_nsec - start.tv_nsec) / 1e6);
+      best = std::min(best, (end.tv_sec - start.tv_sec) * 1e3 +
+                                (end.tv_nsec - start.tv_nsec) / 1e6);
     }
     std::printf("%s\"%lld\": %.2f", rows > 1 ? ", " : "", static_cast<long long>(rows), best);
   }

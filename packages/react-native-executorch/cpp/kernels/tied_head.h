@@ -533,7 +533,9 @@ RNE_AVX2 void avx2_rows_of(const Job& job, int64_t v0, int64_t v1) {
     prefetch_rows(*job.p, v + ahead, 1, v1);
     for (int64_t t = 0; t < rows;) {
       const int64_t n = position_group(rows - t);
-      with_positions(n, [&](auto positions) { avx2_tile<1, positions.value, kHalf>(job, v, t); });
+      with_positions(n, [&](auto positions) {
+        avx2_tile<1, decltype(positions)::value, kHalf>(job, v, t);
+      });
       t += n;
     }
   }
@@ -672,7 +674,9 @@ void neon_rows_of(const Job& job, int64_t v0, int64_t v1) {
     prefetch_rows(*job.p, v + ahead, 1, v1);
     for (int64_t t = 0; t < rows;) {
       const int64_t n = position_group(rows - t);
-      with_positions(n, [&](auto positions) { neon_tile<1, positions.value, kHalf>(job, v, t); });
+      with_positions(n, [&](auto positions) {
+        neon_tile<1, decltype(positions)::value, kHalf>(job, v, t);
+      });
       t += n;
     }
   }
