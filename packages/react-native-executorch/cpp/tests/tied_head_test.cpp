@@ -221,6 +221,33 @@ TEST(TiedHeadTest, ManyPositionsMatchReference) {
   check_shape({17, 256, 64, 11, true}, seed++);
 }
 
+// Greedy speculative decoding keeps a drafted token only if verify's row picks it, so a row of
+// verify must be what forward computes for that position alone: bit for bit, on every path.
+TEST(TiedHeadTest, PositionsTogetherEqualEachAlone) {
+  uint32_t seed = 400;
+  for (int64_t rows : {2, 3, 5, 8, 9}) {
+    for (const Shape& s : {Shape{rows, 1536, 128, 11, true}, Shape{rows, 352, 32, 6, false}}) {
+      const Data d = make_data(s, seed++);
+      std::vector<float> together;
+      for (th::detail::Path path : {th::detail::native_path(), th::detail::Path::kPortable}) {
+        th::Problem p = problem(s, d, together);
+        th::detail::compute_on(path, p, 1, serial);
+        for (int64_t t = 0; t < rows; ++t) {
+          std::vector<float> alone;
+          const Shape one{1, s.dim, s.group, s.vocab, s.fp16};
+          th::Problem q = problem(one, d, alone);
+          q.x = d.x.data() + t * s.dim;
+          th::detail::compute_on(path, q, 1, serial);
+          for (int64_t v = 0; v < s.vocab; ++v) {
+            ASSERT_EQ(together[t * s.vocab + v], alone[v])
+                << "rows " << rows << " dim " << s.dim << " position " << t << " logit " << v;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(TiedHeadTest, PositionsSplitIntoNearEqualGroups) {
   for (int64_t rows = 1; rows <= 40; ++rows) {
     std::vector<int64_t> sizes;
