@@ -21,7 +21,9 @@ build's (build/host); RNE_VISION names another (an engineer's own build director
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +33,7 @@ import pytest
 import torch
 from PIL import Image
 
+from rne_tools.encoders import export
 from rne_tools.encoders.export import (
     PARITY_BOUND,
     VisionExportResult,
@@ -44,6 +47,7 @@ from rne_tools.encoders.gemma4_vision import (
     for_xnnpack,
     reference_image_embeddings,
 )
+from rne_tools.export.fingerprint import code_fingerprint
 
 MAX_SOFT_TOKENS = 280
 
@@ -157,3 +161,39 @@ def test_bad_inputs_are_typed_errors(rne_vision: Path, encoder: VisionExportResu
     truncated = tmp_path / "cut.pte"
     truncated.write_bytes(encoder.pte_path.read_bytes()[:4096])
     assert fails(truncated, picture, out).startswith("error: invalid_model")
+
+
+def test_the_cache_reuses_a_program_and_re_verifies_on_new_checks(
+        encoder: VisionExportResult, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The encoder cache keys a program by what determines it (``encoder_program_key``): a
+    request whose recipe is new (as after a refactor) traces, finds the same program and
+    lowers nothing; new verification code verifies that program again."""
+    key = encoder.report["program_key"]
+    assert encoder.pte_path.parent.name == key
+    shutil.copytree(encoder.pte_path.parent, tmp_path / "encoders" / key)
+
+    def no_export(*args, **kwargs):
+        raise AssertionError("exported again")
+
+    monkeypatch.setattr(export, "finish_encoder_export", no_export)
+    reused = cached_vision_encoder("tiny", max_soft_tokens=MAX_SOFT_TOKENS, cache_dir=tmp_path,
+                                   progress=False)
+    assert reused.pte_path == tmp_path / "encoders" / key / encoder.pte_path.name
+    recipes = list((tmp_path / "encoders" / "recipes").glob("gemma4_*"))
+    assert [r.read_text().strip() for r in recipes] == [key]
+
+    calls = []
+
+    def verify(pte: Path, **options):  # new verification code, the same verdict
+        calls.append(pte)
+        return export._verify(pte, **options)
+
+    monkeypatch.setattr(export, "VISION", dataclasses.replace(export.VISION, verifier=verify))
+    checks = code_fingerprint(verify)  # before the call: it reads ``calls``
+    checked = cached_vision_encoder("tiny", max_soft_tokens=MAX_SOFT_TOKENS, cache_dir=tmp_path,
+                                    progress=False)
+    assert calls == [reused.pte_path]
+    assert checked.report["check_fingerprint"] == checks
+    assert checked.report["check_fingerprint"] != encoder.report["check_fingerprint"]
+    assert checked.report["verification"]["passed"]
+    assert json.loads(reused.report_path.read_text()) == checked.report

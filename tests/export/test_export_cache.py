@@ -1,9 +1,12 @@
 """The export cache keys a program by what determines it (``rne_tools.export.cache``).
 
-- A pure refactor (a model helper and a lowering helper moved to new modules, locals renamed)
-  changes the recipe keys (the code's text) but no program key: nothing is exported again.
-- A change to one transform (Gemma's final softcap written as a multiplication) changes exactly
-  the program key of the architecture whose graph it changes.
+- A pure refactor (a model helper, a lowering helper and the encoders' bias split moved to new
+  modules, locals renamed) changes the recipe keys (the code's text) but no program key, the
+  encoders' included (``rne_tools.encoders.export``): nothing is exported again.
+- A change to one transform (Gemma's final softcap written as a multiplication; the encoders'
+  split bias added before the linear instead of after) changes exactly the program keys of the
+  exports whose graphs it changes: Gemma's, and the quantized audio encoder's (only a quantized
+  encoder splits its biases, and only the audio tower has a biased linear).
 - In the cache: a request whose recipe is new but whose program exists reuses it without
   lowering; a changed verification re-verifies the program instead of exporting it again.
 
@@ -32,6 +35,12 @@ REQUESTS = {
     "llama": ("smollm2_135m", "xnnpack", "fp32", TINY),
     "gemma": ("gemma4_e2b", "xnnpack", "fp32", {**TINY, "max_chunk": 5}),
 }
+# The smallest encoder exports (kind, config, the encoder's option, quantization).
+ENCODERS = {
+    "vision": ("vision", "tiny", {"max_soft_tokens": 70}, "fp32"),
+    "audio": ("audio", "tiny", {"max_seconds": 1}, "fp32"),
+    "audio_8w": ("audio", "tiny", {"max_seconds": 1}, "8w"),
+}
 
 KEYS_SCRIPT = """
 import json, sys
@@ -40,11 +49,17 @@ configure_python_noise()
 from rne_tools.export import cache
 from rne_tools.export.pipeline import trace_export
 from rne_tools.export.plan import plan_export
+from rne_tools.encoders import audio_export, export
 out = {}
 for name, (model, backend, quant, request) in json.loads(sys.argv[1]).items():
     plan = plan_export(model, backend, quant, **request)
     traced = trace_export(plan, progress=False)
     out[name] = {"recipe": cache.recipe_key(plan), "program": cache.program_key(traced)}
+for name, (kind, config, options, quant) in json.loads(sys.argv[2]).items():
+    encoder = export.VISION if kind == "vision" else audio_export.AUDIO
+    _, recipe = export.encoder_recipe_key(encoder, config, options, quantization=quant, seed=0)
+    traced = encoder.trace(config, quantization=quant, seed=0, **options)
+    out[name] = {"recipe": recipe, "program": export.encoder_program_key(traced)}
 print(json.dumps(out))
 """
 
@@ -58,8 +73,9 @@ def _edit(path: Path, old: str, new: str) -> None:
 def _keys(tools: Path, hash_seed: str) -> dict[str, dict[str, str]]:
     env = {**os.environ, "PYTHONPATH": str(tools), "PYTHONDONTWRITEBYTECODE": "1",
            "PYTHONHASHSEED": hash_seed}
-    proc = subprocess.run([sys.executable, "-c", KEYS_SCRIPT, json.dumps(REQUESTS)], env=env,
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", KEYS_SCRIPT, json.dumps(REQUESTS), json.dumps(ENCODERS)], env=env,
+        capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -78,8 +94,21 @@ def _copy_tools(tmp_path: Path, name: str) -> Path:
 
 
 def _refactor(tools: Path) -> None:
-    """Move a model helper and a lowering helper to modules of their own, renaming locals."""
+    """Move a model helper, a lowering helper and the encoders' bias split to modules of their
+    own, renaming locals."""
     models, export = tools / "rne_tools" / "models", tools / "rne_tools" / "export"
+    encoders = tools / "rne_tools" / "encoders"
+    text = (encoders / "export.py").read_text()
+    start = text.index("class BiasAfterLinear(")
+    end = text.index("\ndef quantized_reference(")
+    (encoders / "bias_split.py").write_text("import torch\n\n\n" + text[start:end].replace(
+        "targets", "found").replace("for name, linear in", "for path, lin in").replace(
+        "name.rpartition", "path.rpartition").replace("BiasAfterLinear(linear))",
+                                                      "BiasAfterLinear(lin))"))
+    (encoders / "export.py").write_text(text[:start] + text[end:].replace(
+        "def quantized_reference(",
+        "from rne_tools.encoders.bias_split import _split_biases  # noqa: E402\n\n\n"
+        "def quantized_reference(", 1))
     _edit(models / "layers.py", '''def apply_rope(
     x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, rotate_half: nn.Module
 ) -> torch.Tensor:
@@ -131,7 +160,7 @@ def test_a_refactor_keeps_every_program_key(tmp_path, base_keys):
     tools = _copy_tools(tmp_path, "tools")
     _refactor(tools)
     after = _keys(tools, HASH_SEEDS[1])
-    for name in REQUESTS:
+    for name in [*REQUESTS, *ENCODERS]:
         assert after[name]["recipe"] != base_keys[name]["recipe"], name  # the text did change
         assert after[name]["program"] == base_keys[name]["program"], name
 
@@ -142,7 +171,15 @@ def test_a_transform_change_re_keys_only_the_graphs_it_changes(tmp_path, base_ke
     _edit(tools / "rne_tools" / "models" / "layers.py",
           "return torch.tanh(x / self.cap) * self.cap",
           "return torch.tanh(x * (1.0 / self.cap)) * self.cap")
+    # The encoders' split bias, added on the other side: another graph, for quantized encoders.
+    _edit(tools / "rne_tools" / "encoders" / "export.py",
+          "return self.linear(x) + self.bias", "return self.bias + self.linear(x)")
     after = _keys(tools, HASH_SEEDS[1])
+    assert after["audio_8w"]["program"] != base_keys["audio_8w"]["program"]
+    # The float encoders run the same edited file and keep their programs.
+    for name in ("vision", "audio"):
+        assert after[name]["recipe"] != base_keys[name]["recipe"], name
+        assert after[name]["program"] == base_keys[name]["program"], name
     assert after["gemma"]["program"] != base_keys["gemma"]["program"]
     # Llama has no softcap: its shared file changed, its program did not.
     assert after["llama"]["recipe"] != base_keys["llama"]["recipe"]

@@ -26,8 +26,9 @@ the padding zero; otherwise nothing is written.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 import torch
@@ -35,17 +36,19 @@ import torch
 from rne_tools.encoders.export import (
     PARITY_BOUND,
     SHARED_CODE,
+    CacheRequest,
+    Encoder,
     EncoderExportResult,
-    Methods,
+    EncoderTrace,
     agreement,
-    cached_export,
+    cached_encoder,
     check_quantization,
-    encoder_cache_key,
-    export_program,
+    finish_encoder_export,
     load_runtime,
-    quantize_encoder,
+    quantized_reference,
     row_cosines,
     summarize,
+    trace_encoder,
 )
 from rne_tools.encoders.gemma4_audio import (
     MAX_SECONDS,
@@ -61,7 +64,7 @@ from rne_tools.encoders.gemma4_audio import (
     reference_audio_embeddings,
     reference_features,
 )
-from rne_tools.encoders.gemma4_reference import random_config, reference_model
+from rne_tools.encoders.gemma4_reference import reference_model
 
 AUDIO_CODE = (*SHARED_CODE, "encoders/gemma4_audio.py", "encoders/audio_export.py")
 TRANSFORM = "speech_transform"
@@ -197,35 +200,32 @@ def _verify(pte: Path, model: torch.nn.Module, max_samples: int, quantization: s
     return verification
 
 
-def export_audio_encoder(config: str, output_dir: Path, *, max_seconds: int = MAX_SECONDS,
-                         quantization: str = "fp32", seed: int = 0,
-                         progress: bool = True) -> EncoderExportResult:
-    """Export, lower and verify the audio path of the random multimodal ``config`` into
-    ``output_dir`` (``<stem>.pte`` and ``<stem>.report.json``). Raises ``ExportError`` on bad
-    options and ``VerificationError`` when the program disagrees with transformers (nothing is
-    written then)."""
+def audio_stem(config: str, quantization: str, max_seconds: int) -> str:
+    return f"gemma4_{config}_audio_xnnpack_{quantization}_{max_seconds}s"
+
+
+def trace_audio_encoder(config: str, *, max_seconds: int = MAX_SECONDS,
+                        quantization: str = "fp32", seed: int = 0) -> EncoderTrace:
+    """The audio path of the random multimodal ``config``, its encoder quantized, traced.
+    Raises ``ExportError`` on bad options."""
     max_samples = max_samples_for(max_seconds)
     check_quantization(quantization)
-    mm = random_config(config)
+    started = time.perf_counter()
     model = reference_model(config, seed)
     extractor = feature_extractor()
     frames = num_frames(max_samples)
     tokens = num_audio_tokens(max_samples)
     text_hidden = model.config.text_config.hidden_size
-    skipped: list[str] = []
-    # The quantized eager encoder, the reference of a quantized program.
-    quantized: list[torch.nn.Module] = []
-
-    def load() -> tuple[Methods, dict[str, Any]]:
-        transform = SpeechTransform(extractor, max_samples).eval()
-        encoder = for_xnnpack(AudioEncoder(model).eval())
-        skipped.extend(quantize_encoder(encoder, quantization))
-        if quantization != "fp32":
-            quantized.append(encoder)
-        waveform, num_samples = clip_inputs(probe_clip("sine", max_samples // 2, 0), max_samples)
-        with torch.no_grad():
-            features, mask = transform(waveform, num_samples)
-        constants = {
+    transform = SpeechTransform(extractor, max_samples).eval()
+    encoder = for_xnnpack(AudioEncoder(model).eval())
+    quantized = quantized_reference(encoder, quantization)
+    waveform, num_samples = clip_inputs(probe_clip("sine", max_samples // 2, 0), max_samples)
+    with torch.no_grad():
+        features, mask = transform(waveform, num_samples)
+    return trace_encoder(
+        audio_stem(config, quantization, max_seconds),
+        {TRANSFORM: (transform, (waveform, num_samples)), ENCODER: (encoder, (features, mask))},
+        {
             "audio_sample_rate": SAMPLE_RATE,
             "audio_max_samples": max_samples,
             "audio_max_frames": frames,
@@ -234,21 +234,11 @@ def export_audio_encoder(config: str, output_dir: Path, *, max_seconds: int = MA
             "audio_frame_length": extractor.frame_length,
             "audio_hop_length": extractor.hop_length,
             "audio_text_hidden": text_hidden,
-        }
-        return {TRANSFORM: (transform, (waveform, num_samples)),
-                ENCODER: (encoder, (features, mask))}, constants
-
-    return export_program(
-        output_dir, f"gemma4_{config}_audio_xnnpack_{quantization}_{max_seconds}s",
-        load=load,
-        verify=lambda pte: {**_verify(pte, model, max_samples, quantization,
-                                      quantized[0] if quantized else None),
-                            "float_linears": skipped},
+        },
+        started=started, config=config, seed=seed, model=model, quantization=quantization,
+        quantized=quantized,
         describe={
-            "model": f"gemma4:{config}",
             "methods": [TRANSFORM, ENCODER],
-            "random_config": mm.as_dict(),
-            "seed": seed,
             "max_seconds": max_seconds,
             "max_samples": max_samples,
             "max_frames": frames,
@@ -257,24 +247,26 @@ def export_audio_encoder(config: str, output_dir: Path, *, max_seconds: int = MA
             "text_hidden": text_hidden,
         },
         what="transformers' audio features and embeddings",
-        quantization=quantization,
-        progress=progress,
+        verify=AUDIO.verifier, verify_options={"max_samples": max_samples},
     )
+
+
+def export_audio_encoder(config: str, output_dir: Path, *, max_seconds: int = MAX_SECONDS,
+                         quantization: str = "fp32", seed: int = 0,
+                         progress: bool = True) -> EncoderExportResult:
+    """Export, lower and verify the audio path of the random multimodal ``config`` into
+    ``output_dir`` (``<stem>.pte`` and ``<stem>.report.json``). Raises ``ExportError`` on bad
+    options and ``VerificationError`` when the program disagrees with transformers (nothing is
+    written then)."""
+    traced = trace_audio_encoder(config, max_seconds=max_seconds, quantization=quantization,
+                                 seed=seed)
+    return finish_encoder_export(traced, output_dir, progress=progress)
+
+
+AUDIO = Encoder(AUDIO_CODE, _verify, max_samples_for, audio_stem, trace_audio_encoder)
 
 
 def cached_audio_encoder(config: str, *, max_seconds: int = MAX_SECONDS,
-                         quantization: str = "fp32", seed: int = 0,
-                         cache_dir: Path | None = None,
-                         progress: bool = True) -> EncoderExportResult:
-    """``export_audio_encoder`` into ``<cache>/encoders/<key>/``, or the verified export
-    already there."""
-    max_samples_for(max_seconds)
-    check_quantization(quantization)
-    return cached_export(
-        encoder_cache_key(config, "audio", {"max_seconds": max_seconds,
-                                            "quantization": quantization}, seed, AUDIO_CODE),
-        lambda out: export_audio_encoder(config, out, max_seconds=max_seconds,
-                                         quantization=quantization, seed=seed,
-                                         progress=progress),
-        cache_dir=cache_dir,
-    )
+                         **request: Unpack[CacheRequest]) -> EncoderExportResult:
+    """``export_audio_encoder`` through ``cached_encoder``."""
+    return cached_encoder(AUDIO, config, {"max_seconds": max_seconds}, **request)

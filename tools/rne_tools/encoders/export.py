@@ -30,24 +30,30 @@ with the same quantized weights (torchao's eager arithmetic), within its quantiz
 std, the cosine of every soft token's row: worst and mean) is reported beside it
 (``fp32_agreement``), which is what choosing a quantization reads.
 
-``cached_vision_encoder`` (and ``cached_audio_encoder``, through ``cached_export``) keeps
-verified exports under ``cache_root() / "encoders"``, keyed on the config, the encoder's settings,
-the seed, the code of the shared machinery and of that encoder's modules (``VISION_CODE``), the
-XNNPACK lowering code it reuses and the package versions, as ``rne_tools.export.cache`` does for
-the text models.
+An export runs in two halves: ``trace_encoder`` (build the encoder from the reference model,
+quantize it, ``torch.export`` each method) and ``finish_encoder_export`` (lower, serialise,
+verify, report). ``cached_vision_encoder`` (and ``cached_audio_encoder``, through
+``cached_encoder``) keeps verified exports under ``cache_root() / "encoders"`` as
+``rne_tools.export.cache`` keeps the text models': under a **program key** computed between the
+halves (every method's traced graph with its weights, the constant methods, the report's
+description of the program, the lowering code by meaning, the versions), so a refactor of the
+encoder code that traces to the same graphs exports nothing again; a **recipe key** (the config,
+the encoder's settings, the seed, the syntax of the code it runs: ``VISION_CODE``/``AUDIO_CODE``)
+remembers which program an unchanged request resolved to, so an unchanged tree does not even
+trace. The verdict carries the verification code's fingerprint; when that changes, the cached
+program is verified again rather than exported again.
 """
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import json
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import numpy as np
 import torch
@@ -61,8 +67,11 @@ from rne_tools.encoders.gemma4_vision import (
     reference_image_embeddings,
 )
 from rne_tools.errors import ExportError, VerificationError
-from rne_tools.export.fingerprint import syntax_fingerprint
+from rne_tools.export.backends import BACKEND_CODES, ExportOptions, get_backend
+from rne_tools.export.cache import content_key, locked
+from rne_tools.export.fingerprint import code_fingerprint, graph_fingerprint, syntax_fingerprint
 from rne_tools.export.pipeline import stage
+from rne_tools.files import write_atomically
 from rne_tools.hashing import sha256_file
 from rne_tools.paths import cache_root
 
@@ -86,9 +95,9 @@ PARITY_BOUNDS = {"fp32": PARITY_BOUND, "8w": PARITY_BOUND, "8da8w": 0.15, "8da4w
 PROBE_SIZES = ((300, 400), (256, 256), (40, 700), (23, 17), (2, 150))
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[1]
-# The code that decides what an encoder's export is: the shared machinery and reference model,
-# the XNNPACK lowering they reuse, and each encoder's own modules (so editing one encoder keeps
-# the other's cache).
+# The code an encoder's export runs, for its recipe key: the shared machinery and reference
+# model, the XNNPACK lowering and quantization they reuse, the keys' own code, and each
+# encoder's own modules (so editing one encoder keeps the other's recipes).
 SHARED_CODE = (
     "encoders/export.py",
     "encoders/gemma4_reference.py",
@@ -96,6 +105,8 @@ SHARED_CODE = (
     "export/backends/xnnpack.py",
     "export/backends/xnnpack_ops.py",
     "export/quantize.py",
+    "export/cache.py",
+    "export/fingerprint.py",
 )
 VISION_CODE = (*SHARED_CODE, "encoders/gemma4_vision.py")
 
@@ -110,6 +121,27 @@ class EncoderExportResult:
 VisionExportResult = EncoderExportResult
 # An exported method: the module and its example inputs (static shapes).
 Methods = dict[str, tuple[torch.nn.Module, tuple[torch.Tensor, ...]]]
+
+
+@dataclass(frozen=True)
+class EncoderTrace:
+    """An encoder export up to lowering (``trace_encoder``): what its program key is computed
+    from, and what ``finish_encoder_export`` lowers, verifies and describes."""
+
+    stem: str
+    exported: dict[str, torch.export.ExportedProgram]
+    # The constant methods, get_backend included.
+    constants: dict[str, Any]
+    # The report's description of the program (config, shapes, limits).
+    describe: dict[str, Any]
+    quantization: str
+    # What the program should compute, for the verification's error.
+    what: str
+    # The written program -> its verification (``summarize``'s dict).
+    verify: Callable[[Path], dict[str, Any]]
+    # The linears the quantization left in float.
+    float_linears: list[str]
+    timings: dict[str, float]
 
 
 def probe_picture(height: int, width: int, seed: int) -> np.ndarray:
@@ -202,6 +234,16 @@ def _split_biases(module: torch.nn.Module) -> None:
         setattr(module.get_submodule(parent), attr, BiasAfterLinear(linear))
 
 
+def quantized_reference(encoder: torch.nn.Module, quantization: str,
+                        keep_float: tuple[str, ...] = ()) -> tuple[torch.nn.Module | None,
+                                                                   list[str]]:
+    """``quantize_encoder`` of ``encoder`` in place; returns the eager reference of its program
+    (the quantized encoder itself; None for fp32, whose reference is transformers' model) and
+    the linears left in float."""
+    skipped = quantize_encoder(encoder, quantization, keep_float)
+    return (None if quantization == "fp32" else encoder), skipped
+
+
 def quantize_encoder(module: torch.nn.Module, quantization: str,
                      keep_float: tuple[str, ...] = ()) -> list[str]:
     """Quantize ``module``'s linears in place with the text exporter's torchao functions
@@ -238,24 +280,21 @@ def _check_budget(max_soft_tokens: int) -> None:
         )
 
 
-def _lower(methods: Methods, constants: dict[str, Any]) -> Any:
-    """torch.export each method (static shapes), lower with the project's XNNPACK partitioners,
-    emit one program."""
+# The XNNPACK backend reads no option for fp32 lowering; the fields describe this program.
+_LOWERING_OPTIONS = ExportOptions(model_id="gemma4_encoder", architecture="gemma4",
+                                  backend="xnnpack", quantization="fp32", max_context=1,
+                                  max_chunk=1)
+
+
+def _lower(exported: dict[str, torch.export.ExportedProgram], constants: dict[str, Any]) -> Any:
+    """Lower the traced methods with the project's XNNPACK partitioners into one program."""
     from executorch.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
     from executorch.exir.passes import MemoryPlanningPass
 
-    from rne_tools.export.backends import ExportOptions, get_backend
-
     backend = get_backend("xnnpack")
-    # The XNNPACK backend reads no option for fp32 lowering; the fields describe this program.
-    options = ExportOptions(model_id="gemma4_encoder", architecture="gemma4", backend="xnnpack",
-                            quantization="fp32", max_context=1, max_chunk=1)
-    with torch.no_grad():
-        exported = {name: torch.export.export(module, example, strict=False)
-                    for name, (module, example) in methods.items()}
     edge = to_edge_transform_and_lower(
         exported,
-        partitioner=backend.partitioners(options),
+        partitioner=backend.partitioners(_LOWERING_OPTIONS),
         compile_config=backend.compile_config(),
         constant_methods=constants,
     )
@@ -332,78 +371,98 @@ def versions() -> dict[str, str]:
     return {p: version(p) for p in ("torch", "executorch", "torchao", "transformers")}
 
 
-def export_program(
-    output_dir: Path,
-    stem: str,
-    *,
-    load: Callable[[], tuple[Methods, dict[str, Any]]],
-    verify: Callable[[Path], dict[str, Any]],
-    describe: dict[str, Any],
-    what: str,
-    quantization: str = "fp32",
-    progress: bool = True,
-) -> EncoderExportResult:
-    """The steps every encoder export takes: ``load`` (the methods and the constant methods),
-    export and lower, serialise, ``verify`` the written program; then the report
-    (``describe`` plus the file, delegation, timings, verification and versions) and the
-    program, both written only when the verification passed (``VerificationError`` otherwise:
-    ``what`` names what the program should compute)."""
+def trace_encoder(stem: str, methods: Methods, constants: dict[str, Any], *, started: float,
+                  config: str, seed: int, model: torch.nn.Module, quantization: str,
+                  quantized: tuple[torch.nn.Module | None, list[str]],
+                  describe: dict[str, Any], what: str, verify: Callable[..., dict[str, Any]],
+                  verify_options: dict[str, Any]) -> EncoderTrace:
+    """``torch.export`` each of ``methods`` (static shapes), built since ``started``
+    (``time.perf_counter()``) from the reference ``model`` of ``config`` and ``seed``;
+    ``quantized``: ``quantized_reference``'s answer; ``verify(pte, model=, quantization=,
+    quantized=, **verify_options)`` checks the written program."""
+    reference, float_linears = quantized
+    describe = {"model": f"gemma4:{config}", "random_config": random_config(config).as_dict(),
+                "seed": seed, **describe}
+    check = partial(verify, model=model, quantization=quantization, quantized=reference,
+                    **verify_options)
+    timings = {"load": round(time.perf_counter() - started, 3)}
     start = time.perf_counter()
+    with torch.no_grad():
+        exported = {name: torch.export.export(module, example, strict=False)
+                    for name, (module, example) in methods.items()}
+    timings["export"] = round(time.perf_counter() - start, 3)
+    return EncoderTrace(stem, exported, {**constants, "get_backend": BACKEND_CODES["xnnpack"]},
+                        describe, quantization, what, check, float_linears, timings)
+
+
+def _verified(traced: EncoderTrace, pte: Path, consequence: str) -> dict[str, Any]:
+    """``traced.verify`` of the program at ``pte``; ``VerificationError`` (ending with
+    ``consequence``) unless it passed."""
+    verification = {**traced.verify(pte), "float_linears": traced.float_linears}
+    if not verification["passed"]:
+        raise VerificationError(
+            f"{traced.stem}.pte does not compute {traced.what}: max |diff| "
+            f"{verification['max_abs_diff']:.3g} against a reference std of "
+            f"{verification['reference_std']:.3g} (bound {verification['bound']}). {consequence}"
+        )
+    return verification
+
+
+def finish_encoder_export(traced: EncoderTrace, output_dir: Path, *, progress: bool = True,
+                          report_extra: dict[str, Any] | None = None) -> EncoderExportResult:
+    """Lower ``traced``, serialise and verify the program; then write the report
+    (``traced.describe``, ``report_extra`` and the file, delegation, timings, verification and
+    versions) and the program, both only when the verification passed (``VerificationError``
+    otherwise)."""
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    pte_path, report_path = output_dir / f"{stem}.pte", output_dir / f"{stem}.report.json"
-    tmp_pte = output_dir / f".{stem}.pte.tmp-{os.getpid()}"
-    timings: dict[str, float] = {}
+    pte_path = output_dir / f"{traced.stem}.pte"
+    report_path = output_dir / f"{traced.stem}.report.json"
+    tmp_pte = output_dir / f".{traced.stem}.pte.tmp-{os.getpid()}"
+    timings = dict(traced.timings)
     try:
-        with tqdm(total=4, disable=not progress, desc="export") as bar:
-            with stage(bar, "load", timings):
-                methods, constants = load()
-            with stage(bar, "export+lower", timings):
-                program = _lower(methods, {**constants, "get_backend": _backend_code()})
-                delegation = _delegation(program, list(methods))
-                del methods
+        with tqdm(total=3, disable=not progress, desc="export") as bar:
+            with stage(bar, "lower", timings):
+                program = _lower(traced.exported, traced.constants)
+                delegation = _delegation(program, list(traced.exported))
             with stage(bar, "serialize", timings):
                 with tmp_pte.open("wb") as f:
                     program.write_to_file(f)
                 del program
             with stage(bar, "verify", timings):
-                verification = verify(tmp_pte)
+                verification = _verified(traced, tmp_pte, "Nothing was written.")
         report = {
-            **describe,
+            **traced.describe,
             "backend": "xnnpack",
-            "quantization": quantization,
+            "quantization": traced.quantization,
             "file": pte_path.name,
             "size": tmp_pte.stat().st_size,
             "sha256": sha256_file(tmp_pte),
             "delegation": delegation,
-            "export_seconds": round(time.perf_counter() - start, 2),
+            "export_seconds": round(sum(timings.values()), 2),
             "stage_seconds": timings,
             "verification": verification,
             "versions": versions(),
+            **(report_extra or {}),
         }
-        if not verification["passed"]:
-            raise VerificationError(
-                f"{pte_path.name} does not compute {what}: max |diff| "
-                f"{verification['max_abs_diff']:.3g} against a reference std of "
-                f"{verification['reference_std']:.3g} (bound {verification['bound']}). "
-                "Nothing was written."
-            )
-        report_path.write_text(json.dumps(report, indent=2) + "\n")
+        write_atomically(report_path, json.dumps(report, indent=2) + "\n")
         tmp_pte.replace(pte_path)
     finally:
         tmp_pte.unlink(missing_ok=True)
     return EncoderExportResult(pte_path, report_path, report)
 
 
-def export_vision_encoder(config: str, output_dir: Path, *, max_soft_tokens: int = 280,
-                          quantization: str = "fp32", seed: int = 0,
-                          progress: bool = True) -> EncoderExportResult:
-    """Export, lower and verify the vision encoder of the random multimodal ``config`` into
-    ``output_dir`` (``<stem>.pte`` and ``<stem>.report.json``). Raises ``ExportError`` on bad
-    options and ``VerificationError`` when the program disagrees with transformers (nothing is
-    written then)."""
+def vision_stem(config: str, quantization: str, max_soft_tokens: int) -> str:
+    return f"gemma4_{config}_vision_xnnpack_{quantization}_{max_soft_tokens}"
+
+
+def trace_vision_encoder(config: str, *, max_soft_tokens: int = 280, quantization: str = "fp32",
+                         seed: int = 0) -> EncoderTrace:
+    """The vision encoder of the random multimodal ``config``, quantized and traced. Raises
+    ``ExportError`` on bad options."""
     _check_budget(max_soft_tokens)
     check_quantization(quantization)
+    started = time.perf_counter()
     mm = random_config(config)
     # The processor caps a picture's long side at max_soft_tokens * pooling patches; a
     # coordinate past the position table would be an out-of-range lookup on the device.
@@ -417,46 +476,44 @@ def export_vision_encoder(config: str, output_dir: Path, *, max_soft_tokens: int
     kernel = mm.vision["pooling_kernel_size"]
     patch = mm.vision["patch_size"]
     model = reference_model(config, seed)
-    skipped: list[str] = []
-    # The quantized eager encoder, the reference of a quantized program.
-    quantized: list[torch.nn.Module] = []
-
-    def load() -> tuple[Methods, dict[str, Any]]:
-        encoder = for_xnnpack(VisionEncoder(model).eval())
-        # transformers reads the patch embedding's weight dtype: that linear stays float.
-        skipped.extend(quantize_encoder(encoder, quantization,
-                                        keep_float=("tower.patch_embedder",)))
-        if quantization != "fp32":
-            quantized.append(encoder)
-        example = preprocess(probe_picture(300, 400, seed=0), max_soft_tokens)[:2]
-        constants = {
+    encoder = for_xnnpack(VisionEncoder(model).eval())
+    # transformers reads the patch embedding's weight dtype: that linear stays float.
+    quantized = quantized_reference(encoder, quantization, keep_float=("tower.patch_embedder",))
+    example = preprocess(probe_picture(300, 400, seed=0), max_soft_tokens)[:2]
+    text_hidden = model.config.text_config.hidden_size
+    return trace_encoder(
+        vision_stem(config, quantization, max_soft_tokens),
+        {METHOD: (encoder, example)},
+        {
             "vision_max_soft_tokens": max_soft_tokens,
             "vision_patch_size": patch,
             "vision_pooling_kernel_size": kernel,
-            "vision_text_hidden": model.config.text_config.hidden_size,
-        }
-        return {METHOD: (encoder, example)}, constants
-
-    return export_program(
-        output_dir, f"gemma4_{config}_vision_xnnpack_{quantization}_{max_soft_tokens}",
-        load=load,
-        verify=lambda pte: {**_verify(pte, model, max_soft_tokens, quantization,
-                                      quantized[0] if quantized else None),
-                            "float_linears": skipped},
+            "vision_text_hidden": text_hidden,
+        },
+        started=started, config=config, seed=seed, model=model, quantization=quantization,
+        quantized=quantized,
         describe={
-            "model": f"gemma4:{config}",
             "method": METHOD,
-            "random_config": mm.as_dict(),
-            "seed": seed,
             "max_soft_tokens": max_soft_tokens,
             "max_patches": max_soft_tokens * kernel * kernel,
             "patch_dim": 3 * patch ** 2,
-            "text_hidden": model.config.text_config.hidden_size,
+            "text_hidden": text_hidden,
         },
         what="transformers' image features",
-        quantization=quantization,
-        progress=progress,
+        verify=VISION.verifier, verify_options={"max_soft_tokens": max_soft_tokens},
     )
+
+
+def export_vision_encoder(config: str, output_dir: Path, *, max_soft_tokens: int = 280,
+                          quantization: str = "fp32", seed: int = 0,
+                          progress: bool = True) -> EncoderExportResult:
+    """Export, lower and verify the vision encoder of the random multimodal ``config`` into
+    ``output_dir`` (``<stem>.pte`` and ``<stem>.report.json``). Raises ``ExportError`` on bad
+    options and ``VerificationError`` when the program disagrees with transformers (nothing is
+    written then)."""
+    traced = trace_vision_encoder(config, max_soft_tokens=max_soft_tokens,
+                                  quantization=quantization, seed=seed)
+    return finish_encoder_export(traced, output_dir, progress=progress)
 
 
 def _delegation(program: Any, methods: list[str]) -> dict[str, Any]:
@@ -494,15 +551,8 @@ def _delegation(program: Any, methods: list[str]) -> dict[str, Any]:
     }
 
 
-def _backend_code() -> int:
-    from rne_tools.export.backends import BACKEND_CODES
-
-    return BACKEND_CODES["xnnpack"]
-
-
 def _code_fingerprint(code: tuple[str, ...]) -> str:
-    """The syntax trees of ``code`` (paths under this package): edits to comments, docstrings
-    and formatting keep the cache; any change to what the code does invalidates it."""
+    """The syntax trees of ``code`` (paths under this package)."""
     files = []
     for entry in code:
         path = _PACKAGE_ROOT / entry
@@ -510,55 +560,120 @@ def _code_fingerprint(code: tuple[str, ...]) -> str:
     return syntax_fingerprint(files, _PACKAGE_ROOT)
 
 
-def encoder_cache_key(config: str, encoder: str, settings: dict[str, Any], seed: int,
-                      code: tuple[str, ...]) -> str:
-    """``gemma4_<config>_<encoder>-<hash>``: the config, the encoder's settings, the seed, its
-    ``code`` and the package versions."""
-    blob = json.dumps({
-        "config": random_config(config).as_dict(),
-        **settings,
-        "seed": seed,
-        "code": _code_fingerprint(code),
+
+
+def lowering_fingerprint() -> str:
+    """The code that turns the traced methods into the program and its report, by meaning."""
+    backend = get_backend("xnnpack")
+    return code_fingerprint(_lower, _delegation, backend.partitioners, backend.compile_config)
+
+
+def encoder_program_key(traced: EncoderTrace) -> str:
+    """``<stem>-<hash>`` of what determines ``traced``'s program: each method's traced graph and
+    weights, the constant methods, the description its report carries, the lowering code and
+    the versions."""
+    return content_key(traced.stem, {
+        "graphs": {name: graph_fingerprint(ep) for name, ep in sorted(traced.exported.items())},
+        "constants": traced.constants,
+        "describe": traced.describe,
+        "quantization": traced.quantization,
+        "lowering": lowering_fingerprint(),
         "versions": versions(),
-    }, sort_keys=True)
-    return f"gemma4_{config}_{encoder}-" + hashlib.sha256(blob.encode()).hexdigest()[:16]
+    })
 
 
-def cache_key(config: str, max_soft_tokens: int, seed: int, quantization: str = "fp32") -> str:
-    return encoder_cache_key(config, "vision", {"max_soft_tokens": max_soft_tokens,
-                                                "quantization": quantization}, seed, VISION_CODE)
+def _stored(out: Path, stem: str) -> EncoderExportResult | None:
+    pte, report = out / f"{stem}.pte", out / f"{stem}.report.json"
+    if pte.is_file() and report.is_file():
+        return EncoderExportResult(pte, report, json.loads(report.read_text()))
+    return None
 
 
-def cached_export(key: str, export: Callable[[Path], EncoderExportResult], *,
-                  cache_dir: Path | None = None) -> EncoderExportResult:
-    """``export(<cache>/encoders/<key>/)``, or the verified export already there. A file lock
-    serialises concurrent callers."""
+def _reverify(stored: EncoderExportResult, traced: EncoderTrace,
+              checks: str) -> EncoderExportResult:
+    """Verify a cached program again under the current verification code; rewrite its report."""
+    verification = _verified(traced, stored.pte_path, "Export it again after fixing the "
+                             "verification or the encoder.")
+    report = {**stored.report, "verification": verification, "check_fingerprint": checks}
+    write_atomically(stored.report_path, json.dumps(report, indent=2) + "\n")
+    return EncoderExportResult(stored.pte_path, stored.report_path, report)
+
+
+@dataclass(frozen=True)
+class Encoder:
+    """What the cache needs to know of one encoder's exports."""
+
+    # The code its exports run (the recipe key).
+    code: tuple[str, ...]
+    # The function its ``EncoderTrace.verify`` calls (the verdict's fingerprint).
+    verifier: Callable[..., dict[str, Any]]
+    # (its one option) -> None, ``ExportError`` for a value it does not take.
+    check: Callable[[int], object]
+    # (config, quantization, **options) -> the program's file stem.
+    stem: Callable[..., str]
+    # (config, quantization=, seed=, **options) -> the traced export.
+    trace: Callable[..., EncoderTrace]
+
+
+def encoder_recipe_key(encoder: Encoder, config: str, options: dict[str, int], *,
+                       quantization: str, seed: int) -> tuple[str, str]:
+    """The program's file stem, and ``<stem>-<hash>`` of what the export is asked for (the
+    config, the encoder's option, the quantization, the seed), the syntax of the code it runs
+    and the versions. ``ExportError`` for an option the encoder does not take."""
+    (value,) = options.values()
+    encoder.check(value)
+    check_quantization(quantization)
+    stem = encoder.stem(config, quantization, **options)
+    return stem, content_key(stem, {
+        "config": random_config(config).as_dict(), **options, "quantization": quantization,
+        "seed": seed, "code": _code_fingerprint(encoder.code), "versions": versions(),
+    })
+
+
+class CacheRequest(TypedDict, total=False):
+    """``cached_encoder``'s options common to every encoder."""
+
+    quantization: str
+    seed: int
+    cache_dir: Path | None
+    progress: bool
+
+
+def cached_encoder(encoder: Encoder, config: str, options: dict[str, int], *,
+                   quantization: str = "fp32", seed: int = 0, cache_dir: Path | None = None,
+                   progress: bool = True) -> EncoderExportResult:
+    """The verified export of ``encoder`` (``options``: its own option) from
+    ``<cache>/encoders/<program key>/``, made there first if no export of the same program
+    exists. An unchanged request on an unchanged tree finds it by its recipe key, untraced."""
+    stem, recipe_name = encoder_recipe_key(encoder, config, options, quantization=quantization,
+                                           seed=seed)
     root = (cache_root() if cache_dir is None else Path(cache_dir)) / "encoders"
-    root.mkdir(parents=True, exist_ok=True)
-    with (root / f"{key}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        out = root / key
-        reports = sorted(out.glob("*.report.json")) if out.is_dir() else []
-        if reports:
-            report = json.loads(reports[0].read_text())
-            pte = out / report["file"]
-            if pte.is_file():
-                return EncoderExportResult(pte, reports[0], report)
-        return export(out)
+    (root / "recipes").mkdir(parents=True, exist_ok=True)
+    recipe = root / "recipes" / recipe_name
+    checks = code_fingerprint(encoder.verifier)
+    with locked(root / "recipes" / f".{recipe.name}.lock"):
+        found = _stored(root / recipe.read_text().strip(), stem) if recipe.is_file() else None
+        if found is not None and found.report.get("check_fingerprint") == checks:
+            return found
+        traced = encoder.trace(config, quantization=quantization, seed=seed, **options)
+        key = encoder_program_key(traced)
+        with locked(root / f"{key}.lock"):
+            stored = _stored(root / key, stem)
+            if stored is None:
+                stored = finish_encoder_export(
+                    traced, root / key, progress=progress,
+                    report_extra={"program_key": key, "check_fingerprint": checks})
+            elif stored.report.get("check_fingerprint") != checks:
+                stored = _reverify(stored, traced, checks)
+        write_atomically(recipe, key + "\n")
+        return stored
+
+
+VISION = Encoder(VISION_CODE, _verify, _check_budget, vision_stem, trace_vision_encoder)
 
 
 def cached_vision_encoder(config: str, *, max_soft_tokens: int = 280,
-                          quantization: str = "fp32", seed: int = 0,
-                          cache_dir: Path | None = None,
-                          progress: bool = True) -> EncoderExportResult:
-    """``export_vision_encoder`` into ``<cache>/encoders/<key>/``, or the verified export
-    already there."""
-    _check_budget(max_soft_tokens)
-    check_quantization(quantization)
-    return cached_export(
-        cache_key(config, max_soft_tokens, seed, quantization),
-        lambda out: export_vision_encoder(config, out, max_soft_tokens=max_soft_tokens,
-                                          quantization=quantization, seed=seed,
-                                          progress=progress),
-        cache_dir=cache_dir,
-    )
+                          **request: Unpack[CacheRequest]) -> EncoderExportResult:
+    """``export_vision_encoder`` through ``cached_encoder``: into
+    ``<cache>/encoders/<program key>/``, or the verified export already there."""
+    return cached_encoder(VISION, config, {"max_soft_tokens": max_soft_tokens}, **request)

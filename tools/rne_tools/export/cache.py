@@ -93,22 +93,25 @@ def _source_fingerprint(source: ModelSource) -> dict[str, Any]:
     }
 
 
+def content_key(stem: str, fields: dict[str, Any]) -> str:
+    """``<stem>-<hash>`` of ``fields`` (JSON values): the form of every key of the export cache,
+    the text models' and the encoders' (``rne_tools.encoders.export``)."""
+    blob = json.dumps(fields, sort_keys=True)
+    return f"{stem}-" + hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
 def recipe_key(plan: ExportPlan) -> str:
     """The recipe key of ``plan``: its options, weights, code text and versions."""
-    blob = json.dumps(
-        {
-            "options": plan.options.key_fields(),
-            "source": _source_fingerprint(plan.source),
-            "code": syntax_fingerprint(
-                _code_files(plan.options.architecture, plan.options.backend), _PACKAGE_ROOT
-            ),
-            # Written into the program (get_backend), declared in model-registry/backends.yaml.
-            "pte_code": BACKEND_CODES[plan.options.backend],
-            "versions": versions(),
-        },
-        sort_keys=True,
-    )
-    return f"{plan.stem}-" + hashlib.sha256(blob.encode()).hexdigest()[:16]
+    return content_key(plan.stem, {
+        "options": plan.options.key_fields(),
+        "source": _source_fingerprint(plan.source),
+        "code": syntax_fingerprint(
+            _code_files(plan.options.architecture, plan.options.backend), _PACKAGE_ROOT
+        ),
+        # Written into the program (get_backend), declared in model-registry/backends.yaml.
+        "pte_code": BACKEND_CODES[plan.options.backend],
+        "versions": versions(),
+    })
 
 
 # The program key: what the program is.
@@ -141,32 +144,30 @@ def check_fingerprint(plan: ExportPlan) -> str:
 def program_key(traced: TracedExport) -> str:
     """``<stem>-<hash>`` of what determines ``traced``'s program (see the module docstring)."""
     plan = traced.plan
-    blob = json.dumps(
-        {
-            "options": plan.options.key_fields(),
-            "graph": graph_fingerprint(traced.exported),
-            **(
-                {"verify_graph": graph_fingerprint(traced.verify_exported)}
-                if traced.verify_exported is not None else {}
-            ),
-            **(
-                {"draft_graph": graph_fingerprint(traced.draft_exported)}
-                if traced.draft_exported is not None else {}
-            ),
-            "constants": traced.constants,
-            "lowering": lowering_fingerprint(plan),
-            "versions": versions(),
-        },
-        sort_keys=True,
-    )
-    return f"{plan.stem}-" + hashlib.sha256(blob.encode()).hexdigest()[:16]
+    return content_key(plan.stem, {
+        "options": plan.options.key_fields(),
+        "graph": graph_fingerprint(traced.exported),
+        **(
+            {"verify_graph": graph_fingerprint(traced.verify_exported)}
+            if traced.verify_exported is not None else {}
+        ),
+        **(
+            {"draft_graph": graph_fingerprint(traced.draft_exported)}
+            if traced.draft_exported is not None else {}
+        ),
+        "constants": traced.constants,
+        "lowering": lowering_fingerprint(plan),
+        "versions": versions(),
+    })
 
 
 # The cache
 
 
 @contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on the file ``path`` while the block runs: concurrent callers (pytest
+    and ctest) wait for one export instead of making it twice."""
     with path.open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
@@ -240,13 +241,13 @@ def run_cached_export(
     (root / "recipes").mkdir(parents=True, exist_ok=True)
     recipe = root / "recipes" / recipe_key(plan)
     checks = check_fingerprint(plan)
-    with _locked(root / "recipes" / f".{recipe.name}.lock"):
+    with locked(root / "recipes" / f".{recipe.name}.lock"):
         found = _found(root, recipe, plan, checks)
         if found is not None:
             return found
         traced = trace_export(plan, progress=progress)
         key = program_key(traced)
-        with _locked(root / f"{key}.lock"):
+        with locked(root / f"{key}.lock"):
             stored = _stored(root / key, plan)
             if stored is None:
                 stored = pipeline.finish_export(

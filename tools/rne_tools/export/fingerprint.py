@@ -17,6 +17,7 @@ Two kinds, both blind to how the code that produced them is arranged:
 from __future__ import annotations
 
 import ast
+import dataclasses
 import hashlib
 import inspect
 import textwrap
@@ -217,6 +218,12 @@ def _ours(value: Any) -> bool:
     )
 
 
+def _generated(value: Any) -> bool:
+    """A function compiled from a string (a dataclass's ``__init__``): it has no source file."""
+    code = getattr(inspect.unwrap(value), "__code__", None)
+    return code is not None and code.co_filename.startswith("<")
+
+
 class CodeFingerprinter:
     """Fingerprints functions and classes of this package, following their references."""
 
@@ -317,8 +324,15 @@ class CodeFingerprinter:
         h = hashlib.sha256()
         for base in cls.__bases__:
             h.update((self.of(base) if _ours(base) else _type_name(base)).encode())
+        if dataclasses.is_dataclass(cls):
+            # Its generated methods have no source: they are what its fields say.
+            h.update(repr([(f.name, str(f.type),
+                            None if f.default is dataclasses.MISSING else repr(f.default))
+                           for f in dataclasses.fields(cls)]).encode())
         for name, member in sorted(vars(cls).items()):
             member = getattr(member, "__func__", member)
+            if _generated(member):
+                continue
             if isinstance(member, (types.FunctionType, type)) and _ours(member):
                 h.update(f"{name}:{self.of(member)}".encode())
             elif isinstance(member, property):
