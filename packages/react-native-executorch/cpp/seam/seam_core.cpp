@@ -455,6 +455,13 @@ Handle SeamCore::add(std::shared_ptr<Model> model) {
   return handle;
 }
 
+Result<std::shared_ptr<SeamCore::Model>> SeamCore::claim(Handle handle, const char* busy) {
+  auto found = find(handle);
+  if (!found.ok()) return found.error();
+  if ((*found)->running.exchange(true)) return Error{runner::ErrorCode::kBusy, busy};
+  return found;
+}
+
 Result<std::shared_ptr<SeamCore::Model>> SeamCore::find(Handle handle) {
   std::lock_guard<std::mutex> lock(models_mutex_);
   auto found = models_.find(handle);
@@ -467,14 +474,11 @@ Result<std::shared_ptr<SeamCore::Model>> SeamCore::find(Handle handle) {
 Result<void> SeamCore::generate(Handle handle, Prompt prompt,
                                 runner::GenerationConfig config, OnPiece on_piece,
                                 GenerateDone done) {
-  auto found = find(handle);
-  if (!found.ok()) return found.error();
-  std::shared_ptr<Model> model = *found;
-  if (model->running.exchange(true)) {
-    return Error{runner::ErrorCode::kBusy,
-                 "generate() is already running on this model; await it or call interrupt() "
-                 "first"};
-  }
+  auto claimed = claim(handle,
+                       "generate() is already running on this model; await it or call "
+                       "interrupt() first");
+  if (!claimed.ok()) return claimed.error();
+  std::shared_ptr<Model> model = *claimed;
   model->stop_requested.store(false);
   worker_->post([this, model, prompt = std::move(prompt), config = std::move(config),
                  on_piece = std::move(on_piece), done = std::move(done)] {
@@ -612,14 +616,11 @@ Result<int64_t> SeamCore::maxContextLength(Handle handle) {
 
 Result<void> SeamCore::saveSession(Handle handle, std::string path, bool tokens_only,
                                    std::string app_data, SessionDone done) {
-  auto found = find(handle);
-  if (!found.ok()) return found.error();
-  std::shared_ptr<Model> model = *found;
   // The generation flag also keeps generate() and reset() out until the file is written.
-  if (model->running.exchange(true)) {
-    return Error{runner::ErrorCode::kBusy,
-                 "saveSession() while generating; await the generation or interrupt() first"};
-  }
+  auto claimed = claim(handle,
+                       "saveSession() while generating; await the generation or interrupt() first");
+  if (!claimed.ok()) return claimed.error();
+  std::shared_ptr<Model> model = *claimed;
   worker_->post([model, path = std::move(path), tokens_only, app_data = std::move(app_data),
                  done = std::move(done)] {
     auto saved = guarded("saving the session", [&] {
@@ -632,14 +633,11 @@ Result<void> SeamCore::saveSession(Handle handle, std::string path, bool tokens_
 }
 
 Result<void> SeamCore::loadSession(Handle handle, std::string path, SessionDone done) {
-  auto found = find(handle);
-  if (!found.ok()) return found.error();
-  std::shared_ptr<Model> model = *found;
-  if (model->running.exchange(true)) {
-    return Error{runner::ErrorCode::kBusy,
-                 "loadSession() while generating; await the generation or interrupt() first "
-                 "(the conversation is unchanged)"};
-  }
+  auto claimed = claim(handle,
+                       "loadSession() while generating; await the generation or interrupt() "
+                       "first (the conversation is unchanged)");
+  if (!claimed.ok()) return claimed.error();
+  std::shared_ptr<Model> model = *claimed;
   worker_->post([model, path = std::move(path), done = std::move(done)] {
     auto loaded = guarded("loading the session", [&] {
       return runner::SessionFile::load(model->runner->generator(), path);

@@ -180,6 +180,9 @@ class SeamCore : public std::enable_shared_from_this<SeamCore> {
   Result<std::shared_ptr<Model>> find(Handle handle);
   // Puts a loaded or created model in the table under a new handle.
   Handle add(std::shared_ptr<Model> model);
+  // The model for work that excludes a generation (generate, saveSession, loadSession): its
+  // running flag set, or kBusy with `busy` when it was set already.
+  Result<std::shared_ptr<Model>> claim(Handle handle, const char* busy);
   // The prompt's ids, its text runs encoded as one text each and its media parts as their
   // tokens; with `spans`, the media parts are also encoded into them (on the worker only) and
   // `media_ms` gains the encoders' time.

@@ -88,12 +88,18 @@ class Parser {
     }
   }
 
+  // Consumes the next byte where it is `c`.
+  bool take(char c) {
+    if (pos_ >= text_.size() || text_[pos_] != c) return false;
+    ++pos_;
+    return true;
+  }
+
   bool parse_object(Value& out, int depth) {
     ++pos_;  // '{'
     Object members;
     skip_whitespace();
-    if (pos_ < text_.size() && text_[pos_] == '}') {
-      ++pos_;
+    if (take('}')) {
       out = Value(std::move(members));
       return true;
     }
@@ -134,8 +140,7 @@ class Parser {
     ++pos_;  // '['
     Array items;
     skip_whitespace();
-    if (pos_ < text_.size() && text_[pos_] == ']') {
-      ++pos_;
+    if (take(']')) {
       out = Value(std::move(items));
       return true;
     }
