@@ -11,6 +11,7 @@
 #include <variant>
 #include <vector>
 
+#include "rne/runner/sampler_ranges.generated.h"
 #include "seam_core.h"
 
 namespace {
@@ -46,6 +47,11 @@ MapReader fullConfig() {
   config.values = {{"maxNewTokens", 12.0}, {"temperature", 0.5},      {"topK", 40.0},
                    {"topP", 0.9},          {"minP", 0.05},            {"repetitionPenalty", 1.1},
                    {"seed", 7.0},          {"stopStrings", std::vector<std::string>{"END"}}};
+  // Every other sampler option of the generated list, at its default (off).
+#define RNE_AT_DEFAULT(field, name) \
+  config.values.emplace(name, static_cast<double>(rne::runner::SamplerConfig{}.field));
+  RNE_SAMPLER_OPTIONS(RNE_AT_DEFAULT)
+#undef RNE_AT_DEFAULT
   return config;
 }
 
