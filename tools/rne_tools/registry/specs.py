@@ -19,6 +19,16 @@ MEDIA_CAPABILITIES = ("vision", "audio")
 ASSISTANT_BACKENDS = {"gemma4": ("xnnpack",)}
 
 
+class _Published:
+    """A published-or-not part of the registry: its ``status``."""
+
+    status: Status
+
+    @property
+    def published(self) -> bool:
+        return self.status == "published"
+
+
 @dataclass(frozen=True)
 class FileSpec:
     """One file of a published or unpublished file set (sha256/size only when published)."""
@@ -29,29 +39,21 @@ class FileSpec:
 
 
 @dataclass(frozen=True)
-class FileSet:
+class FileSet(_Published):
     status: Status
     files: tuple[FileSpec, ...]
 
-    @property
-    def published(self) -> bool:
-        return self.status == "published"
-
 
 @dataclass(frozen=True)
-class EncoderSpec:
+class EncoderSpec(_Published):
     """One encoder program of a variant (sha256/size only when published)."""
 
     status: Status
     file: FileSpec
 
-    @property
-    def published(self) -> bool:
-        return self.status == "published"
-
 
 @dataclass(frozen=True)
-class AssistantSpec:
+class AssistantSpec(_Published):
     """A variant's program with the assistant drafter: the same variant exported with
     ``--assistant`` (the checkpoint of ``hf_repo``) and ``--verify-tokens verify_tokens``. It
     replaces the variant's program for apps that ask for the assistant; sha256/size only when
@@ -64,13 +66,9 @@ class AssistantSpec:
     # The runner's measured peak resident memory with this program; None: not measured.
     peak_memory_bytes: int | None = None
 
-    @property
-    def published(self) -> bool:
-        return self.status == "published"
-
 
 @dataclass(frozen=True)
-class VariantSpec:
+class VariantSpec(_Published):
     backend: str
     quantization: str
     status: Status
@@ -90,10 +88,6 @@ class VariantSpec:
     peak_memory_bytes: int | None = None
     # The program with the assistant drafter, downloaded instead of `pte` when asked for.
     assistant: AssistantSpec | None = None
-
-    @property
-    def published(self) -> bool:
-        return self.status == "published"
 
     @property
     def pte(self) -> FileSpec:
