@@ -258,6 +258,35 @@ void with_positions(int64_t n, F&& f) {
   }
 }
 
+// Vocabulary rows [v0, v1) of every position through a vector path's tile, called as
+// tile(rows, positions, v, t) with both counts as std::integral_constant. One position goes in
+// tiles of kRows vocabulary rows. Several go one vocabulary row at a time, its blocks shared by
+// up to kMaxPositions activation rows (more rows per tile measured slower: the accumulators no
+// longer fit in the sixteen AVX2 registers).
+template <int kRows, typename Tile>
+inline void rows_through(const Job& job, int64_t v0, int64_t v1, Tile&& tile) {
+  using One = std::integral_constant<int, 1>;
+  const int64_t rows = job.p->rows;
+  const int64_t ahead = prefetch_distance(*job.p);
+  int64_t v = v0;
+  if (rows == 1) {
+    for (; v + kRows <= v1; v += kRows) {
+      prefetch_rows(*job.p, v + ahead, kRows, v1);
+      tile(std::integral_constant<int, kRows>{}, One{}, v, 0);
+    }
+    for (; v < v1; ++v) tile(One{}, One{}, v, 0);
+    return;
+  }
+  for (; v < v1; ++v) {
+    prefetch_rows(*job.p, v + ahead, 1, v1);
+    for (int64_t t = 0; t < rows;) {
+      const int64_t n = position_group(rows - t);
+      with_positions(n, [&](auto positions) { tile(One{}, positions, v, t); });
+      t += n;
+    }
+  }
+}
+
 // ---- Portable path -------------------------------------------------------------------------
 
 inline float portable_scale(const Problem& p, int64_t v, int64_t g, int64_t groups) {
@@ -515,30 +544,9 @@ RNE_AVX2 void avx2_tile(const Job& job, int64_t v, int64_t t0) {
 
 template <bool kHalf>
 RNE_AVX2 void avx2_rows_of(const Job& job, int64_t v0, int64_t v1) {
-  const int64_t rows = job.p->rows;
-  const int64_t ahead = prefetch_distance(*job.p);
-  int64_t v = v0;
-  if (rows == 1) {
-    for (; v + kAvx2Rows <= v1; v += kAvx2Rows) {
-      prefetch_rows(*job.p, v + ahead, kAvx2Rows, v1);
-      avx2_tile<kAvx2Rows, 1, kHalf>(job, v, 0);
-    }
-    for (; v < v1; ++v) avx2_tile<1, 1, kHalf>(job, v, 0);
-    return;
-  }
-  // Several positions: one vocabulary row at a time, its blocks shared by up to
-  // kMaxPositions activation rows (more rows per tile measured slower: the accumulators no
-  // longer fit in the sixteen registers).
-  for (; v < v1; ++v) {
-    prefetch_rows(*job.p, v + ahead, 1, v1);
-    for (int64_t t = 0; t < rows;) {
-      const int64_t n = position_group(rows - t);
-      with_positions(n, [&](auto positions) {
-        avx2_tile<1, decltype(positions)::value, kHalf>(job, v, t);
-      });
-      t += n;
-    }
-  }
+  rows_through<kAvx2Rows>(job, v0, v1, [&](auto r, auto positions, int64_t v, int64_t t) {
+    avx2_tile<decltype(r)::value, decltype(positions)::value, kHalf>(job, v, t);
+  });
 }
 
 inline void avx2_rows(const Job& job, int64_t v0, int64_t v1) {
@@ -658,28 +666,9 @@ void neon_tile(const Job& job, int64_t v, int64_t t0) {
 
 template <bool kHalf>
 void neon_rows_of(const Job& job, int64_t v0, int64_t v1) {
-  const int64_t rows = job.p->rows;
-  const int64_t ahead = prefetch_distance(*job.p);
-  int64_t v = v0;
-  if (rows == 1) {
-    for (; v + kNeonRows <= v1; v += kNeonRows) {
-      prefetch_rows(*job.p, v + ahead, kNeonRows, v1);
-      neon_tile<kNeonRows, 1, kHalf>(job, v, 0);
-    }
-    for (; v < v1; ++v) neon_tile<1, 1, kHalf>(job, v, 0);
-    return;
-  }
-  // Several positions: one vocabulary row at a time, as on AVX2.
-  for (; v < v1; ++v) {
-    prefetch_rows(*job.p, v + ahead, 1, v1);
-    for (int64_t t = 0; t < rows;) {
-      const int64_t n = position_group(rows - t);
-      with_positions(n, [&](auto positions) {
-        neon_tile<1, decltype(positions)::value, kHalf>(job, v, t);
-      });
-      t += n;
-    }
-  }
+  rows_through<kNeonRows>(job, v0, v1, [&](auto r, auto positions, int64_t v, int64_t t) {
+    neon_tile<decltype(r)::value, decltype(positions)::value, kHalf>(job, v, t);
+  });
 }
 
 inline void neon_rows(const Job& job, int64_t v0, int64_t v1) {
