@@ -242,8 +242,8 @@ def with_verify_method_check(
 
     ``verify`` must answer what ``forward`` answers: after the prompt is prefilled, ``verify`` is
     fed the next ``verify_tokens`` of eager's greedy answer in one call and ``forward`` the token
-    after them (reading what ``verify`` wrote); then ``forward`` is fed the same tokens one at a
-    time, rewriting those cache rows itself, and the token after them again. Each row's top-1
+    after them (reading what ``verify`` wrote); a second load of the program prefills the same
+    prompt and ``forward`` is fed the same tokens one at a time. Each row's top-1
     token must agree with ``forward``'s at the share of steps the main verification required.
     ``forward`` itself was judged against eager by the main verification; judging ``verify``
     against eager too would count ``forward``'s quantization disagreements twice, over few steps.
@@ -264,19 +264,27 @@ def with_verify_method_check(
     prompt, _ = verification_prompt(plan, vocab_size, len(expected))
     k = min(options.verify_tokens, len(expected) - 2)
     _load_runtime_ops()
-    program = Runtime.get().load_program(pte_path)
-    forward, verify = load_forward(program, pte_path), program.load_method("verify")
 
-    def step(token: int, pos: int) -> torch.Tensor:
+    def prefilled() -> tuple[Any, Any]:
+        # A fresh load has fresh caches: forward's own rows are computed in a second one, so no
+        # method writes a position before one already written (a ring cache's slots assume not).
+        program = Runtime.get().load_program(pte_path)
+        forward = load_forward(program, pte_path)
+        for start in range(0, len(prompt), options.max_chunk):
+            chunk = prompt[start:start + options.max_chunk]
+            forward.execute((torch.tensor([chunk]), torch.tensor([start])))
+        return program, forward
+
+    def step(forward: Any, token: int, pos: int) -> torch.Tensor:
         return forward.execute((torch.tensor([[token]]), torch.tensor([pos])))[0].reshape(-1)
 
-    for start in range(0, len(prompt), options.max_chunk):
-        chunk = prompt[start:start + options.max_chunk]
-        forward.execute((torch.tensor([chunk]), torch.tensor([start])))
     pos = len(prompt)
-    rows = verify.execute((torch.tensor([expected[:k]]), torch.tensor([pos])))[0][0]
-    got_rows = [*rows, step(expected[k], pos + k)]
-    want_rows = [*(step(expected[i], pos + i) for i in range(k)), step(expected[k], pos + k)]
+    program, forward = prefilled()
+    rows = program.load_method("verify").execute(
+        (torch.tensor([expected[:k]]), torch.tensor([pos])))[0][0]
+    got_rows = [*rows, step(forward, expected[k], pos + k)]
+    _, forward = prefilled()
+    want_rows = [step(forward, expected[i], pos + i) for i in range(k + 1)]
     got = [int(r.argmax()) for r in got_rows]
     want = [int(r.argmax()) for r in want_rows]
     matching = sum(a == b for a, b in zip(want, got, strict=True))
