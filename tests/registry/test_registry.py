@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -14,35 +13,15 @@ from typing import Any
 import pytest
 import yaml
 
+from registry_edits import edit, load_error
 from rne_tools import registry
 from rne_tools.backend_catalog import load_catalog
 from rne_tools.errors import RegistryError
 from rne_tools.models import ARCHITECTURES
-from rne_tools.paths import PACKAGE_DIR, REGISTRY_DIR, REPO_ROOT
+from rne_tools.paths import PACKAGE_DIR, REPO_ROOT
 from rne_tools.registry import checks, codegen, schema
 
 GOOD_SHA = "ab" * 32
-
-
-@pytest.fixture
-def reg_dir(tmp_path: Path) -> Path:
-    """A writable copy of the real registry."""
-    target = tmp_path / "model-registry"
-    shutil.copytree(REGISTRY_DIR, target)
-    return target
-
-
-def edit(reg_dir: Path, name: str, change: Callable[[dict[str, Any]], None]) -> None:
-    path = reg_dir / name
-    doc = yaml.safe_load(path.read_text())
-    change(doc)
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-
-
-def load_error(reg_dir: Path) -> str:
-    with pytest.raises(RegistryError) as info:
-        registry.load_registry(reg_dir)
-    return str(info.value)
 
 
 def gemma(doc: dict[str, Any]) -> dict[str, Any]:
@@ -73,7 +52,7 @@ def test_unknown_model_and_backend_name_the_alternatives() -> None:
 def test_architectures_are_the_model_modules(reg_dir: Path, monkeypatch) -> None:
     """The schema's architectures are the modules of rne_tools/models, listed nowhere else: an
     unknown one is refused naming them, and a new module is accepted without a schema edit."""
-    edit(reg_dir, "smollm2.yaml", lambda doc: doc["models"][0].update(architecture="toyarch"))
+    edit(reg_dir, lambda doc: doc["models"][0].update(architecture="toyarch"), "smollm2.yaml")
     assert f"'toyarch' is not one of {sorted(ARCHITECTURES)}" in load_error(reg_dir)
     monkeypatch.setitem(ARCHITECTURES, "toyarch", "rne_tools.models.toyarch")
     assert registry.load_registry(reg_dir).model("smollm2_135m").architecture == "toyarch"
@@ -176,12 +155,12 @@ def test_architectures_are_the_model_modules(reg_dir: Path, monkeypatch) -> None
 def test_invalid_registry_names_file_and_field(
     reg_dir: Path, name: str, change: Callable, expected: str
 ) -> None:
-    edit(reg_dir, "gemma4.yaml", change)
+    edit(reg_dir, change, "gemma4.yaml")
     assert expected in load_error(reg_dir), name
 
 
 def test_duplicate_model_id_across_files(reg_dir: Path) -> None:
-    edit(reg_dir, "smollm2.yaml", lambda d: d["models"][0].update(id="gemma4_e2b"))
+    edit(reg_dir, lambda d: d["models"][0].update(id="gemma4_e2b"), "smollm2.yaml")
     assert (
         "smollm2.yaml: models[0].id: 'gemma4_e2b' is already declared in gemma4.yaml"
         in load_error(reg_dir)
@@ -194,8 +173,8 @@ def test_invalid_yaml_is_named(reg_dir: Path) -> None:
 
 
 def test_every_problem_is_reported_at_once(reg_dir: Path) -> None:
-    edit(reg_dir, "gemma4.yaml", lambda d: gemma(d).pop("license"))
-    edit(reg_dir, "smollm2.yaml", lambda d: d["models"][0].pop("hf"))
+    edit(reg_dir, lambda d: gemma(d).pop("license"), "gemma4.yaml")
+    edit(reg_dir, lambda d: d["models"][0].pop("hf"), "smollm2.yaml")
     message = load_error(reg_dir)
     assert "gemma4.yaml: models[0]: 'license' is a required property" in message
     assert "smollm2.yaml: models[0]: 'hf' is a required property" in message
@@ -247,7 +226,7 @@ def test_check_detects_a_stale_file_and_names_the_command(reg_dir: Path, tmp_pat
     assert [p.read_bytes() for p in outputs] == content
     assert run_cli("--check", *common).returncode == 0
 
-    edit(reg_dir, "gemma4.yaml", lambda d: gemma(d).update(context_length=8192))
+    edit(reg_dir, lambda d: gemma(d).update(context_length=8192), "gemma4.yaml")
     stale = run_cli("--check", *common)
     assert stale.returncode == 1
     assert "src/models/registry.generated.ts is stale" in stale.stderr
@@ -263,7 +242,7 @@ def test_check_detects_a_stale_file_and_names_the_command(reg_dir: Path, tmp_pat
 
 
 def test_check_rejects_an_invalid_registry(reg_dir: Path, tmp_path: Path) -> None:
-    edit(reg_dir, "gemma4.yaml", lambda d: gemma(d)["platform_defaults"].update(ios="vulkan2"))
+    edit(reg_dir, lambda d: gemma(d)["platform_defaults"].update(ios="vulkan2"), "gemma4.yaml")
     result = run_cli("--check", "--registry-dir", str(reg_dir), "--package-dir", str(tmp_path))
     assert result.returncode == 1
     assert "gemma4.yaml: models[0].platform_defaults.ios" in result.stderr
@@ -401,7 +380,7 @@ def _add_file(where: str, path: str) -> Callable[[dict[str, Any]], None]:
 def test_paths_that_would_clash_in_the_download_cache(
     reg_dir: Path, where: str, path: str, expected: str
 ) -> None:
-    edit(reg_dir, "gemma4.yaml", _add_file(where, path))
+    edit(reg_dir, _add_file(where, path), "gemma4.yaml")
     assert expected in load_error(reg_dir)
 
 
@@ -413,10 +392,10 @@ def test_models_sharing_a_repository_share_identical_files_only(reg_dir: Path) -
             copy["variants"][0]["files"][0]["path"] = pte
         doc["models"].append(copy)
 
-    edit(reg_dir, "smollm2.yaml", twin)  # same files, same repository: one download each
+    edit(reg_dir, twin, "smollm2.yaml")  # same files, same repository: one download each
     assert "smollm2_twin" in registry.load_registry(reg_dir).models
-    edit(reg_dir, "smollm2.yaml", lambda d: d["models"].pop())
-    edit(reg_dir, "smollm2.yaml", lambda d: twin(d, "XNNPACK/smollm2_135m_xnnpack_8w.pte"))
+    edit(reg_dir, lambda d: d["models"].pop(), "smollm2.yaml")
+    edit(reg_dir, lambda d: twin(d, "XNNPACK/smollm2_135m_xnnpack_8w.pte"), "smollm2.yaml")
     assert "models[1].variants[0].files[0].path: 'XNNPACK/smollm2_135m_xnnpack_8w.pte' and " in (
         load_error(reg_dir)
     )

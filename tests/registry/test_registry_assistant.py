@@ -3,44 +3,22 @@ optional `assistant` entry, its checks, and what the generated TypeScript carrie
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
+from registry_edits import edit, load_error
 from rne_tools import registry
 from rne_tools.backend_catalog import load_catalog
-from rne_tools.errors import ExportError, RegistryError
+from rne_tools.errors import ExportError
 from rne_tools.models import ARCHITECTURES
-from rne_tools.paths import REGISTRY_DIR
 from rne_tools.registry import codegen
 from rne_tools.registry.specs import ASSISTANT_BACKENDS
 
 SHA = "ab" * 32
 PATH = "xnnpack/gemma4_e2b_xnnpack_8da4w_assistant.pte"
-
-
-@pytest.fixture
-def reg_dir(tmp_path: Path) -> Path:
-    target = tmp_path / "model-registry"
-    shutil.copytree(REGISTRY_DIR, target)
-    return target
-
-
-def edit(reg_dir: Path, change: Callable[[dict[str, Any]], None], name: str = "gemma4.yaml") -> None:
-    path = reg_dir / name
-    doc = yaml.safe_load(path.read_text())
-    change(doc)
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-
-
-def load_error(reg_dir: Path) -> str:
-    with pytest.raises(RegistryError) as info:
-        registry.load_registry(reg_dir)
-    return str(info.value)
 
 
 def variant(doc: dict[str, Any], v: int = 1) -> dict[str, Any]:

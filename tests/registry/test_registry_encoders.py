@@ -3,43 +3,19 @@
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
+from registry_edits import edit, load_error
 from rne_tools import registry
-from rne_tools.errors import RegistryError
-from rne_tools.paths import REGISTRY_DIR
 from rne_tools.registry import codegen
 
 GOOD_SHA = "cd" * 32
 VISION = "xnnpack/gemma4_e2b_vision_xnnpack_8w.pte"
 AUDIO = "xnnpack/gemma4_e2b_audio_xnnpack_fp32.pte"
-
-
-@pytest.fixture
-def reg_dir(tmp_path: Path) -> Path:
-    """A writable copy of the real registry."""
-    target = tmp_path / "model-registry"
-    shutil.copytree(REGISTRY_DIR, target)
-    return target
-
-
-def edit(reg_dir: Path, change: Callable[[dict[str, Any]], None], name: str = "gemma4.yaml") -> None:
-    path = reg_dir / name
-    doc = yaml.safe_load(path.read_text())
-    change(doc)
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-
-
-def load_error(reg_dir: Path) -> str:
-    with pytest.raises(RegistryError) as info:
-        registry.load_registry(reg_dir)
-    return str(info.value)
 
 
 def gemma(doc: dict[str, Any]) -> dict[str, Any]:
