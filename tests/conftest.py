@@ -7,13 +7,14 @@ demo (``tools/export_model.py ... --cached`` prints the same cached path).
 """
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from rne_tools.export import ExportResult, cached_export
-from rne_tools.paths import CACHE_DIR, PACKAGE_DIR, REPO_ROOT
+from rne_tools.paths import CACHE_DIR, PACKAGE_DIR, REGISTRY_DIR, REPO_ROOT
 
 # Tiny random Llama: chunk 16 over a 64-token cache.
 TINY = dict(random_config="tiny", max_context=64, max_chunk=16)
@@ -188,3 +189,11 @@ def byte_tokenizer() -> Path:
         tok.save(str(tmp))
         tmp.replace(path)
     return path
+
+
+@pytest.fixture
+def reg_dir(tmp_path: Path) -> Path:
+    """A writable copy of the real registry (the registry tests edit it with tests/registry_edits.py)."""
+    target = tmp_path / "model-registry"
+    shutil.copytree(REGISTRY_DIR, target)
+    return target
