@@ -137,18 +137,51 @@ def test_a_published_encoder_is_generated_with_its_checksum(reg_dir: Path) -> No
     reg = registry.load_registry(reg_dir)
     assert reg.model("gemma4_e2b").variants["mlx"].encoders["vision"].published
     ts = codegen.generate_typescript(reg)
+    # The three variants list the same encoders: declared once, named by each variant.
+    assert (
+        "const gemma4_e2b_encoders = {\n"
+        "  vision: {\n"
+        "    status: 'published',\n"
+        f"    path: '{VISION}',\n"
+        f"    sha256: '{GOOD_SHA}',\n"
+        "    size: 1234,\n"
+        "  },\n"
+        "  audio: {\n"
+        "    status: 'unpublished',\n"
+        f"    path: '{AUDIO}',\n"
+        "  },\n"
+        "} as const;\n"
+    ) in ts
+    assert ts.count("        encoders: gemma4_e2b_encoders,\n") == 3
+    assert "export type Capability = 'text-generation' | 'chat' | 'vision' | 'audio';" in ts
+
+
+
+
+def other_vision(doc: dict[str, Any], v: int, path: str) -> None:
+    """Variant ``v`` lists its own vision encoder at ``path``."""
+    variant(doc, v)["encoders"]["vision"] = {"status": "unpublished", "path": path}
+
+
+def test_a_variant_with_other_encoders_keeps_them_inline(reg_dir: Path) -> None:
+    edit(reg_dir, lambda doc: other_vision(doc, 2, "xnnpack/gemma4_e2b_vision_xnnpack_fp32.pte"))
+    ts = codegen.generate_typescript(registry.load_registry(reg_dir))
+    # mlx and xnnpack still share theirs; vulkan's differ, so they stand in its descriptor.
+    assert ts.count("        encoders: gemma4_e2b_encoders,\n") == 2
     assert (
         "        encoders: {\n"
         "          vision: {\n"
-        "            status: 'published',\n"
-        f"            path: '{VISION}',\n"
-        f"            sha256: '{GOOD_SHA}',\n"
-        "            size: 1234,\n"
-        "          },\n"
-        "          audio: {\n"
         "            status: 'unpublished',\n"
-        f"            path: '{AUDIO}',\n"
-        "          },\n"
-        "        },\n"
+        "            path: 'xnnpack/gemma4_e2b_vision_xnnpack_fp32.pte',\n"
     ) in ts
-    assert "export type Capability = 'text-generation' | 'chat' | 'vision' | 'audio';" in ts
+
+
+def test_encoders_no_two_variants_share_are_not_declared_apart(reg_dir: Path) -> None:
+    def all_different(doc: dict[str, Any]) -> None:
+        other_vision(doc, 0, "xnnpack/gemma4_e2b_vision_xnnpack_fp32.pte")
+        other_vision(doc, 2, "xnnpack/gemma4_e2b_vision_xnnpack_8da8w.pte")
+
+    edit(reg_dir, all_different)
+    ts = codegen.generate_typescript(registry.load_registry(reg_dir))
+    assert "gemma4_e2b_encoders" not in ts
+    assert ts.count("        encoders: {\n") == 3

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -183,10 +184,19 @@ _GENERATION_KEYS = {
 }
 
 
+@dataclass(frozen=True)
+class _TsName:
+    """A constant declared earlier in the generated file, rendered by its name."""
+
+    name: str
+
+
 def _ts(value: Any, indent: int) -> str:
     """Render a JSON-like value as a TypeScript literal (stable key order as given)."""
     pad = "  " * indent
     inner = "  " * (indent + 1)
+    if isinstance(value, _TsName):
+        return value.name
     if isinstance(value, dict):
         if not value:
             return "{}"
@@ -286,6 +296,26 @@ def _descriptor(spec: ModelSpec) -> dict[str, Any]:
     }
 
 
+def _shared_encoders(model_id: str, descriptor: dict[str, Any]) -> str | None:
+    """Where two or more of a model's variants list the same encoders (the XNNPACK encoders
+    serve every backend), the declaration of one constant holding them; ``descriptor``'s
+    variants then name it instead of repeating the set."""
+    variants = [v for v in descriptor["variants"].values() if "encoders" in v]
+    sets = [json.dumps(v["encoders"], sort_keys=True) for v in variants]
+    common = max(set(sets), key=sets.count, default=None)
+    if common is None or sets.count(common) < 2:
+        return None
+    name = _TsName(f"{model_id}_encoders")
+    value = next(v["encoders"] for v, s in zip(variants, sets) if s == common)
+    for variant, text in zip(variants, sets):
+        if text == common:
+            variant["encoders"] = name
+    return (
+        f"/** The encoders {sets.count(common)} of {model_id}'s variants share. */\n"
+        f"const {name.name} = {_ts(value, 0)} as const;\n"
+    )
+
+
 def _union(values: Iterable[str]) -> str:
     return " | ".join(_ts_string(v) for v in values)
 
@@ -309,9 +339,13 @@ def generate_typescript(registry: Registry) -> str:
     for model_id in sorted(registry.models):
         spec = registry.models[model_id]
         backends = _union(spec.variants)
+        descriptor = _descriptor(spec)
+        shared = _shared_encoders(model_id, descriptor)
+        if shared is not None:
+            parts.append(shared)
         entries.append(
             f"  /** {_ts_comment(spec.name)} ({spec.family}); ships: {', '.join(spec.variants)}. */\n"
-            f"  {_ts_key(model_id)}: {_ts(_descriptor(spec), 1)} as const satisfies "
+            f"  {_ts_key(model_id)}: {_ts(descriptor, 1)} as const satisfies "
             f"LLMDescriptor<{backends}>,"
         )
     parts.append(

@@ -116,6 +116,18 @@ export interface LLMDescriptor<B extends Backend = Backend> {
   readonly variants: { readonly [K in B]: VariantDescriptor<K> };
 }
 
+/** The encoders 3 of gemma4_e2b's variants share. */
+const gemma4_e2b_encoders = {
+  vision: {
+    status: 'unpublished',
+    path: 'xnnpack/gemma4_e2b_vision_xnnpack_8w.pte',
+  },
+  audio: {
+    status: 'unpublished',
+    path: 'xnnpack/gemma4_e2b_audio_xnnpack_fp32.pte',
+  },
+} as const;
+
 /** Every LLM of the registry, by id. */
 const llm = {
   /** Gemma 4 E2B (gemma4); ships: mlx, xnnpack, vulkan. */
@@ -176,16 +188,7 @@ const llm = {
             path: 'mlx/gemma4_e2b_mlx_int4.pte',
           },
         ],
-        encoders: {
-          vision: {
-            status: 'unpublished',
-            path: 'xnnpack/gemma4_e2b_vision_xnnpack_8w.pte',
-          },
-          audio: {
-            status: 'unpublished',
-            path: 'xnnpack/gemma4_e2b_audio_xnnpack_fp32.pte',
-          },
-        },
+        encoders: gemma4_e2b_encoders,
       },
       xnnpack: {
         backend: 'xnnpack',
@@ -202,16 +205,7 @@ const llm = {
           },
         ],
         peakMemoryBytes: 1477443584,
-        encoders: {
-          vision: {
-            status: 'unpublished',
-            path: 'xnnpack/gemma4_e2b_vision_xnnpack_8w.pte',
-          },
-          audio: {
-            status: 'unpublished',
-            path: 'xnnpack/gemma4_e2b_audio_xnnpack_fp32.pte',
-          },
-        },
+        encoders: gemma4_e2b_encoders,
         assistant: {
           status: 'unpublished',
           path: 'xnnpack/gemma4_e2b_xnnpack_8da4w_assistant.pte',
@@ -232,16 +226,7 @@ const llm = {
             path: 'vulkan/gemma4_e2b_vulkan_8da4w.pte',
           },
         ],
-        encoders: {
-          vision: {
-            status: 'unpublished',
-            path: 'xnnpack/gemma4_e2b_vision_xnnpack_8w.pte',
-          },
-          audio: {
-            status: 'unpublished',
-            path: 'xnnpack/gemma4_e2b_audio_xnnpack_fp32.pte',
-          },
-        },
+        encoders: gemma4_e2b_encoders,
       },
     },
   } as const satisfies LLMDescriptor<'mlx' | 'xnnpack' | 'vulkan'>,
