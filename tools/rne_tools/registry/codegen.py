@@ -306,8 +306,8 @@ def _shared_encoders(model_id: str, descriptor: dict[str, Any]) -> str | None:
     if common is None or sets.count(common) < 2:
         return None
     name = _TsName(f"{model_id}_encoders")
-    value = next(v["encoders"] for v, s in zip(variants, sets) if s == common)
-    for variant, text in zip(variants, sets):
+    value = variants[sets.index(common)]["encoders"]
+    for variant, text in zip(variants, sets, strict=True):
         if text == common:
             variant["encoders"] = name
     return (
