@@ -25,6 +25,9 @@ enum ObjectSub : uint8_t {
 enum ArraySub : uint8_t {
   kArrOpen, kArrFirst, kArrValueDone, kArrAfterComma, kArrAfterCommaSpace
 };
+// feed_separator's layout of the states after a member.
+static_assert(kObjAfterComma == kObjValueDone + 1 && kObjAfterCommaSpace == kObjValueDone + 2);
+static_assert(kArrAfterComma == kArrValueDone + 1 && kArrAfterCommaSpace == kArrValueDone + 2);
 
 bool is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
 bool is_hex(uint8_t c) {
@@ -749,13 +752,12 @@ Feed JsonGrammar::feed_object(JsonStack& stack, uint8_t c, bool open_bottom) con
       return push_value(stack, value_node) ? Feed::kAccepted : Feed::kRejected;
     }
     case kObjValueDone:
-      if (c == ',' && eligible_keys(node, f.count) != 0) return advance(f, kObjAfterComma);
-      if (c == '}' && may_close()) return finish(stack, open_bottom);
-      return Feed::kRejected;
     case kObjAfterComma:
-      if (took_space(f, c, gemma_, kObjAfterCommaSpace)) return Feed::kAccepted;
-      return start_key();
     case kObjAfterCommaSpace:
+      if (const auto fed = feed_separator(stack, c, open_bottom, kObjValueDone, '}',
+                                          eligible_keys(node, f.count) != 0, may_close())) {
+        return *fed;
+      }
       return start_key();
   }
   return Feed::kRejected;
@@ -776,16 +778,28 @@ Feed JsonGrammar::feed_array(JsonStack& stack, uint8_t c, bool open_bottom) cons
       if (c == ']') return node.min_items == 0 ? finish(stack, open_bottom) : Feed::kRejected;
       return start_item();
     case kArrValueDone:
-      if (c == ',' && f.count < node.max_items) return advance(f, kArrAfterComma);
-      if (c == ']' && f.count >= node.min_items) return finish(stack, open_bottom);
-      return Feed::kRejected;
     case kArrAfterComma:
-      if (took_space(f, c, gemma_, kArrAfterCommaSpace)) return Feed::kAccepted;
-      return start_item();
     case kArrAfterCommaSpace:
+      if (const auto fed = feed_separator(stack, c, open_bottom, kArrValueDone, ']',
+                                          f.count < node.max_items, f.count >= node.min_items)) {
+        return *fed;
+      }
       return start_item();
   }
   return Feed::kRejected;
+}
+
+std::optional<Feed> JsonGrammar::feed_separator(JsonStack& stack, uint8_t c, bool open_bottom,
+                                                uint8_t done, char close, bool more,
+                                                bool may_close) const {
+  JsonFrame& f = stack.back();
+  if (f.sub == done) {
+    if (c == ',' && more) return advance(f, static_cast<uint8_t>(done + 1));
+    if (c == static_cast<uint8_t>(close) && may_close) return finish(stack, open_bottom);
+    return Feed::kRejected;
+  }
+  if (f.sub == done + 1 && took_space(f, c, gemma_, static_cast<uint8_t>(done + 2))) return Feed::kAccepted;
+  return std::nullopt;
 }
 
 Feed JsonGrammar::feed(JsonStack& stack, uint8_t c, bool open_bottom) const {

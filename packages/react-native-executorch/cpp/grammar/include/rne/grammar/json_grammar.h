@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -114,6 +115,11 @@ class JsonGrammar {
   Feed feed_literal(JsonStack& stack, uint8_t c, bool open_bottom, bool& reprocess) const;
   Feed feed_object(JsonStack& stack, uint8_t c, bool open_bottom) const;
   Feed feed_array(JsonStack& stack, uint8_t c, bool open_bottom) const;
+  // A container's states after a member: `done`, then `done + 1` after its ',' and `done + 2`
+  // after the writer's space. ',' is taken when `more` members may come, `close` when
+  // `may_close`; nullopt where c starts the next member (the caller reads it).
+  std::optional<Feed> feed_separator(JsonStack& stack, uint8_t c, bool open_bottom, uint8_t done,
+                                     char close, bool more, bool may_close) const;
   // Pops the finished top frame and tells its parent; kLeft when it was the open bottom.
   Feed finish(JsonStack& stack, bool open_bottom) const;
   bool push_value(JsonStack& stack, uint32_t node) const;
