@@ -7,6 +7,7 @@
 import { act, render, renderHook, screen, userEvent, within } from '@testing-library/react-native';
 import ReactNativeBlobUtil from 'react-native-blob-util';
 import {
+  AssistantUnavailableError,
   ExecutorchError,
   ResourceFetcher,
   blobUtilAdapters,
@@ -103,6 +104,42 @@ describe('an app screen on the mocked useLLM', () => {
     expect(screen.getByLabelText('Stats')).toHaveTextContent(
       'first token 0 ms · prefill 0.0 tok/s · decode 30.0 tok/s · 75% of drafts accepted · 1 tokens, finished',
     );
+  });
+
+  test("loaded with Gemma 4's assistant, the drafter is the assistant and its acceptance is shown", async () => {
+    const gemma = models.llm.gemma4_e2b;
+    const resources = new ResourceFetcher(blobUtilAdapters(ReactNativeBlobUtil));
+    render(
+      <ChatScreen
+        selection={{ model: gemma, backend: 'xnnpack', assistant: true }}
+        resources={resources}
+        onBack={() => {}}
+        onRetry={() => {}}
+      />,
+    );
+    const user = userEvent.setup();
+    await act(async () => llmMock.finishLoading());
+    const setting = screen.getByRole('button', { name: 'Draft tokens by the assistant' });
+    expect(screen.queryByRole('button', { name: 'Draft tokens by prompt lookup' })).not.toBeOnTheScreen();
+    await user.press(setting);
+    expect(setting).toHaveTextContent('Assistant drafter: on');
+    await send(user, 'Hi');
+    act(() => llmMock.streamToken('Hello'));
+    await act(async () =>
+      llmMock.finishGeneration({ tokensPerSecond: 12, draftedTokens: 10, acceptedTokens: 4, acceptanceRate: 0.4 }),
+    );
+    // The SDK refuses the assistant drafter unless the hook was given assistant: true.
+    expect(llmMock.nativeModule.configs.map((c) => c.drafter)).toEqual(['assistant']);
+    expect(screen.getByLabelText('Stats')).toHaveTextContent(/decode 12\.0 tok\/s · 40% of drafts accepted · /);
+  });
+
+  test('a variant without an assistant drafter is refused in words', async () => {
+    renderChat();
+    await act(async () =>
+      llmMock.failLoading(new AssistantUnavailableError('SmolLM2 135M Instruct has no assistant drafter.', [])),
+    );
+    expect(screen.getByRole('alert')).toHaveTextContent('This model has no assistant drafter here');
+    expect(screen.getByText(/Open it without the assistant drafter/)).toBeOnTheScreen();
   });
 
   test('answers by itself with respondWith, and Stop interrupts', async () => {

@@ -1,5 +1,5 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 
 import { screen, waitFor, within } from '@testing-library/react-native';
 import { models } from 'react-native-executorch';
@@ -69,6 +69,69 @@ describe('model picker', () => {
       ]);
       expect(mirror.server.requests.map((r) => r.path).filter((p) => p.endsWith('.pte'))).toEqual([
         `/${model.hf.repo}/resolve/${model.hf.revision}/xnnpack/mirror.pte`,
+      ]);
+    } finally {
+      await mirror.stop();
+    }
+  });
+
+  test('the assistant drafter is offered only where the variant declares one, and loads with it', async () => {
+    // Gemma 4's program with the assistant, sideloaded for XNNPACK (placeholder bytes: the fake
+    // runner reads none; its real chat template). The plain program is not there.
+    const dir = join(documentDir(), 'sideload', gemma.id);
+    mkdirSync(dir, { recursive: true });
+    for (const file of ['xnnpack_assistant.pte', 'tokenizer.json']) writeFileSync(join(dir, file), 'bytes');
+    const fixtures = join(dirname(require.resolve('react-native-executorch/package.json')), '__tests__', 'fixtures', 'gemma4');
+    copyFileSync(join(fixtures, 'gemma4.jinja'), join(dir, 'chat_template.jinja'));
+    const { user, native } = renderApp({ os: 'android' });
+    const gemmaCard = card(gemma.name);
+    const choice = () => gemmaCard.queryByRole('button', { name: `${gemma.name}: speculative drafter assistant` });
+    // Android picks Vulkan, whose variant has no assistant; SmolLM2 has none anywhere.
+    expect(choice()).not.toBeOnTheScreen();
+    expect(card(smol.name).queryByText('Speculative drafter: assistant')).not.toBeOnTheScreen();
+
+    await user.press(gemmaCard.getByRole('button', { name: `${gemma.name}: xnnpack` }));
+    expect(choice()).toHaveTextContent('Speculative drafter: assistant');
+    expect(choice()).not.toBeSelected();
+    expect(
+      gemmaCard.getByText(`Loads ${gemma.variants.xnnpack.assistant.path} instead: a larger download (not published yet)`),
+    ).toBeOnTheScreen();
+    expect(gemmaCard.getByText('Download: not published yet')).toBeOnTheScreen();
+    await user.press(choice()!);
+    expect(choice()).toBeSelected();
+    await waitFor(() => expect(gemmaCard.getByText('Files: sideloaded on this device')).toBeOnTheScreen());
+
+    await user.press(gemmaCard.getByRole('button', { name: `Open ${gemma.name}` }));
+    await screen.findByText(`Ask ${gemma.name} something.`);
+    expect(native?.loads.map((l) => [l.backend, l.modelPath])).toEqual([['xnnpack', join(dir, 'xnnpack_assistant.pte')]]);
+    // The chat's drafter is the assistant, which the SDK refuses unless loaded with assistant: true.
+    const setting = () => screen.getByRole('button', { name: 'Draft tokens by the assistant' });
+    expect(setting()).toHaveTextContent('Assistant drafter: off');
+    await user.press(setting());
+    expect(setting()).toHaveTextContent('Assistant drafter: on');
+    await user.type(screen.getByLabelText('Message'), 'Hi');
+    await user.press(screen.getByRole('button', { name: 'Send' }));
+    await screen.findByText(/tokens, finished$/);
+    expect(screen.queryByRole('alert')).not.toBeOnTheScreen();
+    expect(native?.configs.map((c) => c.drafter)).toEqual(['assistant']);
+  });
+
+  test('with the assistant drafter chosen, its program is downloaded instead of the plain one', async () => {
+    const mirror = await startMirror({ assistant: true });
+    try {
+      const { model } = mirror;
+      const native = new FakeNative({ os: 'android' });
+      const { user } = renderApp(native, { catalog: [model], baseUrl: mirror.server.baseUrl });
+      const modelCard = card(model.name);
+      expect(modelCard.getByText(/^Loads xnnpack\/mirror_assistant\.pte instead: a larger download \(260\.\d KB\)$/)).toBeOnTheScreen();
+      expect(modelCard.getByText(/^Download: 200\.\d KB$/)).toBeOnTheScreen();
+      await user.press(modelCard.getByRole('button', { name: `${model.name}: speculative drafter assistant` }));
+      expect(modelCard.getByText(/^Download: 260\.\d KB$/)).toBeOnTheScreen();
+      await user.press(modelCard.getByRole('button', { name: `Open ${model.name}` }));
+      await screen.findByText(`Ask ${model.name} something.`, {}, { timeout: 3000 });
+      expect(native.loads.map((l) => l.modelPath.endsWith('/xnnpack/mirror_assistant.pte'))).toEqual([true]);
+      expect(mirror.server.requests.map((r) => r.path).filter((p) => p.endsWith('.pte'))).toEqual([
+        `/${model.hf.repo}/resolve/${model.hf.revision}/xnnpack/mirror_assistant.pte`,
       ]);
     } finally {
       await mirror.stop();

@@ -25,18 +25,22 @@ interface ChatScreenProps {
 }
 
 export function ChatScreen({ selection, resources, onBack, onRetry }: ChatScreenProps) {
-  const { model, backend, localFiles } = selection;
+  const { model, backend, localFiles, assistant = false } = selection;
   const llm = useLLM({
     model,
     resources,
     ...(backend ? { backend } : {}),
     ...(localFiles ? { localFiles } : {}),
+    assistant,
   });
   const [draft, setDraft] = useState('');
   // Off by default, as the chat templates default; a template without thinking ignores it.
   const [thinking, setThinking] = useState(false);
-  // Speculative decoding by prompt lookup: off by default, as in the SDK.
-  const [promptLookup, setPromptLookup] = useState(false);
+  // Speculative decoding, off by default as in the SDK: by the assistant drafter when its program
+  // was loaded, else by prompt lookup (which needs no other file).
+  const drafter = assistant ? 'assistant' : 'promptLookup';
+  const drafterName = assistant ? 'Assistant drafter' : 'Prompt lookup';
+  const [speculative, setSpeculative] = useState(false);
   // The message of a failed generation, so that Retry can send it again.
   const [failedMessage, setFailedMessage] = useState<Outgoing | null>(null);
   // The last send's failure: a generation's (also in llm.error), or one refused before
@@ -160,9 +164,9 @@ export function ChatScreen({ selection, resources, onBack, onRetry }: ChatScreen
     setThinking(!thinking);
   };
 
-  const togglePromptLookup = () => {
-    llm.configure({ generationConfig: { speculative: promptLookup ? undefined : { drafter: 'promptLookup' } } });
-    setPromptLookup(!promptLookup);
+  const toggleSpeculative = () => {
+    llm.configure({ generationConfig: { speculative: speculative ? undefined : { drafter } } });
+    setSpeculative(!speculative);
   };
 
   const shownError = sendError ?? (llm.error !== dismissed ? llm.error : null);
@@ -274,11 +278,11 @@ export function ChatScreen({ selection, resources, onBack, onRetry }: ChatScreen
       />
       <Button
         small
-        title={promptLookup ? 'Prompt lookup: on' : 'Prompt lookup: off'}
-        label="Draft tokens by prompt lookup"
-        selected={promptLookup}
+        title={`${drafterName}: ${speculative ? 'on' : 'off'}`}
+        label={assistant ? 'Draft tokens by the assistant' : 'Draft tokens by prompt lookup'}
+        selected={speculative}
         disabled={llm.isGenerating}
-        onPress={togglePromptLookup}
+        onPress={toggleSpeculative}
       />
       <Button
         small

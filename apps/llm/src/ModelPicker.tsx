@@ -10,17 +10,22 @@ import type {
   ResourceFetcher,
 } from 'react-native-executorch';
 
-import { downloadSize, findSideloaded, runnableBackends, shippedBackends } from './catalog';
+import { assistantProgram, downloadSize, findSideloaded, runnableBackends, shippedBackends } from './catalog';
 import { backendLabel, formatBytes } from './format';
 import { Button, colors } from './ui';
 
 /** What the user chose to open. */
 export interface Selection {
   readonly model: AnyLLMDescriptor;
-  /** Set only when the user overrode the automatic choice. */
+  /** Set only when the user overrode the automatic choice, or chose its variant's assistant. */
   readonly backend?: Backend;
   /** Sideloaded files to run instead of downloading. */
   readonly localFiles?: ModelFiles;
+  /**
+   * Load the variant's program with its assistant drafter (`useLLM({ assistant: true })`); set
+   * only where the chosen variant declares one.
+   */
+  readonly assistant?: boolean;
 }
 
 interface ModelPickerProps {
@@ -65,13 +70,20 @@ function ModelCard({ model, device, fs, resources, onOpen }: ModelCardProps) {
   const runnable = runnableBackends(model, device);
   const [override, setOverride] = useState<Backend | null>(null);
   const backend = override ?? runnable[0] ?? null;
+  // Offered only where the variant about to load declares an assistant: the choice does not
+  // carry over to a backend whose variant has none.
+  const assistant = backend ? assistantProgram(model, backend) : null;
+  const [assistantChosen, setAssistantChosen] = useState(false);
+  const withAssistant = assistantChosen && assistant !== null;
+  // The assistant belongs to the variant shown: loading with it pins that backend.
+  const pinned = override ?? (withAssistant ? backend : null);
   const [sideloaded, setSideloaded] = useState<ModelFiles | null>(null);
 
   useEffect(() => {
     let live = true;
     setSideloaded(null);
     if (backend) {
-      findSideloaded(fs, model, backend).then(
+      findSideloaded(fs, model, backend, withAssistant).then(
         (files) => live && setSideloaded(files),
         // Unreadable means not sideloaded; downloading stays possible.
         () => undefined,
@@ -80,7 +92,7 @@ function ModelCard({ model, device, fs, resources, onOpen }: ModelCardProps) {
     return () => {
       live = false;
     };
-  }, [fs, model, backend]);
+  }, [fs, model, backend, withAssistant]);
 
   // Downloaded files (complete or partial) of this model's repository revision, any backend.
   const [cached, setCached] = useState<CachedModel | null>(null);
@@ -107,7 +119,8 @@ function ModelCard({ model, device, fs, resources, onOpen }: ModelCardProps) {
     );
   };
 
-  const size = backend ? downloadSize(model, backend) : null;
+  const size = backend ? downloadSize(model, backend, withAssistant) : null;
+  const assistantSize = backend && assistant ? downloadSize(model, backend, true) : null;
   const files = sideloaded
     ? 'Files: sideloaded on this device'
     : backend === null
@@ -159,6 +172,21 @@ function ModelCard({ model, device, fs, resources, onOpen }: ModelCardProps) {
           ))}
         </View>
       )}
+      {assistant && (
+        <View style={styles.assistant}>
+          <Button
+            small
+            title="Speculative drafter: assistant"
+            selected={withAssistant}
+            label={`${model.name}: speculative drafter assistant`}
+            onPress={() => setAssistantChosen(!withAssistant)}
+          />
+          <Text style={styles.detail}>
+            {`Loads ${assistant.path} instead: a larger download (` +
+              `${assistantSize === null ? 'not published yet' : formatBytes(assistantSize)})`}
+          </Text>
+        </View>
+      )}
       <Button
         title="Open"
         label={`Open ${model.name}`}
@@ -166,8 +194,9 @@ function ModelCard({ model, device, fs, resources, onOpen }: ModelCardProps) {
         onPress={() =>
           onOpen({
             model,
-            ...(override ? { backend: override } : {}),
+            ...(pinned ? { backend: pinned } : {}),
             ...(sideloaded ? { localFiles: sideloaded } : {}),
+            ...(withAssistant ? { assistant: true } : {}),
           })
         }
       />
@@ -183,5 +212,6 @@ const styles = StyleSheet.create({
   name: { fontSize: 18, fontWeight: '600', color: colors.text },
   detail: { color: colors.muted },
   chips: { flexDirection: 'row', flexWrap: 'wrap', gap: 6 },
+  assistant: { gap: 4, alignItems: 'flex-start' },
   row: { flexDirection: 'row', alignItems: 'center', justifyContent: 'space-between' },
 });

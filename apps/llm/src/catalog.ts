@@ -4,6 +4,7 @@ import {
   models,
   ResourceFetcher,
   type AnyLLMDescriptor,
+  type AssistantDescriptor,
   type Backend,
   type DeviceCapabilities,
   type FileSystemAdapter,
@@ -27,12 +28,21 @@ export function runnableBackends(model: AnyLLMDescriptor, device: DeviceCapabili
 }
 
 /**
- * Bytes to download for `backend` (the files the SDK fetches: variant, tokenizer and the
- * published image/audio encoders), or null while unpublished.
+ * The program with the assistant drafter (Gemma 4's) of `model`'s `backend` variant, which
+ * `useLLM({ assistant: true })` loads instead of the plain one; null where the variant has none.
  */
-export function downloadSize(model: AnyLLMDescriptor, backend: Backend): number | null {
+export function assistantProgram(model: AnyLLMDescriptor, backend: Backend): AssistantDescriptor | null {
+  return model.variants[backend]?.assistant ?? null;
+}
+
+/**
+ * Bytes to download for `backend` (the files the SDK fetches: variant, or its program with the
+ * assistant drafter with `assistant`, tokenizer and the published image/audio encoders), or null
+ * while unpublished.
+ */
+export function downloadSize(model: AnyLLMDescriptor, backend: Backend, assistant = false): number | null {
   try {
-    return ResourceFetcher.filesOf(model, backend).reduce((n, f) => n + f.size, 0);
+    return ResourceFetcher.filesOf(model, backend, { assistant }).reduce((n, f) => n + f.size, 0);
   } catch (error) {
     if (isExecutorchError(error, 'model_unpublished') || isExecutorchError(error, 'backend_unavailable')) return null;
     throw error;
@@ -45,7 +55,8 @@ export function sideloadDirectory(fs: FileSystemAdapter, model: AnyLLMDescriptor
 }
 
 /**
- * The sideloaded files of `model` for `backend`: `<backend>.pte`, `tokenizer.json` and the chat
+ * The sideloaded files of `model` for `backend`: `<backend>.pte` (`<backend>_assistant.pte`, the
+ * program with the assistant drafter, with `assistant`), `tokenizer.json` and the chat
  * template file, all present in {@link sideloadDirectory}; null when any is missing. The
  * encoders, `vision_encoder.pte` and `audio_encoder.pte`, are optional: without one the model
  * loads without that input.
@@ -54,6 +65,7 @@ export async function findSideloaded(
   fs: FileSystemAdapter,
   model: AnyLLMDescriptor,
   backend: Backend,
+  assistant = false,
 ): Promise<ModelFiles | null> {
   const dir = sideloadDirectory(fs, model);
   const isFile = async (path: string) => {
@@ -61,7 +73,7 @@ export async function findSideloaded(
     return info !== null && !info.isDirectory;
   };
   const files: ModelFiles = {
-    modelPath: `${dir}/${backend}.pte`,
+    modelPath: `${dir}/${backend}${assistant ? '_assistant' : ''}.pte`,
     tokenizerPath: `${dir}/tokenizer.json`,
     chatTemplatePath: `${dir}/${model.tokenizer.chatTemplate}`,
   };

@@ -75,6 +75,11 @@ export function describeError(error: ExecutorchError): { title: string; hint: st
       return { title: 'The conversation is too long for the model', hint: 'Clear the conversation and ask again.' };
     case 'unsupported_input':
       return { title: 'The model cannot take this attachment', hint: 'Remove it and send text only, or pick another photo or recording.' };
+    case 'assistant_unavailable':
+      return {
+        title: 'This model has no assistant drafter here',
+        hint: 'Open it without the assistant drafter, or on a backend the message names; prompt lookup needs no drafter.',
+      };
     case 'busy':
       return { title: 'The model is still answering', hint: 'Wait for the answer or stop it.' };
     case 'not_found':

@@ -18,6 +18,8 @@ import { bytes, HfServer, sha256, type ServedFile } from 'react-native-executorc
 export const MODEL_BYTES = bytes(200_000, 7);
 /** The encoders a `media` mirror publishes beside each `.pte` (random bytes, as the `.pte`). */
 export const ENCODER_BYTES = { vision: bytes(30_000, 11), audio: bytes(20_000, 13) } as const;
+/** The program with the assistant drafter an `assistant` mirror publishes: larger, as a real one is. */
+export const ASSISTANT_BYTES = bytes(260_000, 17);
 
 export interface Mirror {
   readonly server: HfServer;
@@ -43,6 +45,8 @@ function gemma4TemplateFiles(): { jinja: Buffer; config: Buffer } {
  * false` leaves them out: 404s). `chunkDelayMs` slows the `.pte` down so that progress is visible.
  * `media: true` makes it a multimodal model: capabilities `vision` and `audio`, and each variant
  * publishes its vision and audio encoders (`<backend>/vision_encoder.pte`, `audio_encoder.pte`).
+ * `assistant: true`: each variant publishes its program with an assistant drafter
+ * (`<backend>/mirror_assistant.pte`), as Gemma 4's XNNPACK variant declares one.
  */
 export async function startMirror({
   backends = ['xnnpack'],
@@ -50,12 +54,14 @@ export async function startMirror({
   serveModelFiles = true,
   template = 'smollm2',
   media = false,
+  assistant = false,
 }: {
   backends?: Backend[];
   chunkDelayMs?: number;
   serveModelFiles?: boolean;
   template?: 'smollm2' | 'gemma4';
   media?: boolean;
+  assistant?: boolean;
 } = {}): Promise<Mirror> {
   const server = new HfServer();
   await server.start();
@@ -79,6 +85,9 @@ export async function startMirror({
     }
   }
 
+  const assistantPath = (backend: Backend) => `${backend}/mirror_assistant.pte`;
+  if (assistant) backends.forEach((b) => server.add(repo, revision, assistantPath(b), { body: ASSISTANT_BYTES }));
+
   const pub = (path: string, body: Buffer): PublishedFile => ({ path, sha256: sha256(body), size: body.length });
   const encoders = (b: Backend) =>
     Object.fromEntries(
@@ -94,6 +103,16 @@ export async function startMirror({
         status: 'published',
         files: [pub(modelPath(b), MODEL_BYTES)],
         ...(media ? { encoders: encoders(b) } : {}),
+        ...(assistant
+          ? {
+              assistant: {
+                status: 'published',
+                ...pub(assistantPath(b), ASSISTANT_BYTES),
+                sourceRepo: 'acme/assistant',
+                verifyTokens: 5,
+              },
+            }
+          : {}),
       },
     ]),
   ) as unknown as LLMDescriptor<Backend>['variants'];
