@@ -120,17 +120,11 @@ Outcome run_regex(std::string_view input) {
 }
 
 const rne::json::Value& conversation() {
-  static const rne::json::Value messages = [] {
-    rne::json::Value value;
-    rne::json::ParseError error;
-    rne::json::parse(
-        R"([{"role":"system","content":"Be brief."},{"role":"user","content":"Hi <b>"},)"
-        R"({"role":"assistant","content":"Hello.","tool_calls":[{"function":{"name":"f",)"
-        R"("arguments":{"x":1}}}]},{"role":"tool","content":"42"},)"
-        R"({"role":"user","content":[{"type":"text","text":"2+2?"},{"type":"image"}]}])",
-        value, error);
-    return value;
-  }();
+  static const rne::json::Value messages = rne::json::parse(
+      R"([{"role":"system","content":"Be brief."},{"role":"user","content":"Hi <b>"},)"
+      R"({"role":"assistant","content":"Hello.","tool_calls":[{"function":{"name":"f",)"
+      R"("arguments":{"x":1}}}]},{"role":"tool","content":"42"},)"
+      R"({"role":"user","content":[{"type":"text","text":"2+2?"},{"type":"image"}]}])").value();
   return messages;
 }
 

@@ -60,10 +60,9 @@ std::string memo_line(const std::string& sha256, const runner::FileVersion& vers
 }
 
 bool remembered(const std::optional<fs::path>& memo, const std::string& line) {
-  std::string stored;
-  json::FileProblem problem;
-  return memo && json::read_regular_file(memo->string(), kMaxMemoBytes, stored, problem) &&
-         stored == line;
+  if (!memo) return false;
+  auto stored = json::read_regular_file(memo->string(), kMaxMemoBytes);
+  return stored.ok() && *stored == line;
 }
 
 // Best effort: a cache that cannot be written only costs a hash next time. The temporary file
@@ -120,17 +119,14 @@ runner::Result<std::optional<std::string>> sha256_from_export_report(
     if (errno == ENOENT) return std::optional<std::string>();
     return unusable(report + ": cannot be examined (" + std::strerror(errno) + ")");
   }
-  std::string text;
-  json::FileProblem problem;
-  if (!json::read_regular_file(report, kMaxReportBytes, text, problem)) {
-    return unusable(problem.message);
+  auto text = json::read_regular_file(report, kMaxReportBytes);
+  if (!text.ok()) return unusable(text.error().message);
+  auto parsed = json::parse(*text);
+  if (!parsed.ok()) {
+    return unusable(report + ": not valid JSON (" + parsed.error().message + " at byte " +
+                    std::to_string(parsed.error().offset) + ")");
   }
-  json::Value doc;
-  json::ParseError error;
-  if (!json::parse(text, doc, error)) {
-    return unusable(report + ": not valid JSON (" + error.message + " at byte " +
-                    std::to_string(error.offset) + ")");
-  }
+  const json::Value& doc = *parsed;
   if (!doc.is_object()) return unusable(report + ": not a JSON object");
   const auto* file = doc.find("file");
   if (!file || !file->is_string()) return unusable(report + ": has no \"file\" string");

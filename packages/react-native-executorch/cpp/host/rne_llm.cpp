@@ -181,12 +181,9 @@ std::string flag_for(const char* option) {
 // A file's content as a flag's text: a JSON Schema or a grammar is given as a file.
 std::string read_flag_file(const std::string& flag, const std::string& path, size_t max_bytes,
                            const std::string& expected) {
-  std::string content;
-  rne::json::FileProblem problem;
-  if (!rne::json::read_regular_file(path, max_bytes, content, problem)) {
-    fail(flag + ": " + problem.message + " (expected " + expected + ")");
-  }
-  return content;
+  auto content = rne::json::read_regular_file(path, max_bytes);
+  if (!content.ok()) fail(flag + ": " + content.error().message + " (expected " + expected + ")");
+  return std::move(content).value();
 }
 
 // What a generation flag's value becomes before the table's row reads it: the text itself,

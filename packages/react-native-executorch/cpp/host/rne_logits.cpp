@@ -85,12 +85,9 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < embeds_paths.size(); ++i) {
     const std::string& path = embeds_paths[i];
     if (width == 0) fail(model + " takes no embeddings");
-    std::string data;
-    rne::json::FileProblem problem;
-    if (!rne::json::read_regular_file(path, tokens.size() * width * sizeof(float), data,
-                                      problem)) {
-      fail("--embeds: " + problem.message);
-    }
+    auto read = rne::json::read_regular_file(path, tokens.size() * width * sizeof(float));
+    if (!read.ok()) fail("--embeds: " + read.error().message);
+    const std::string data = std::move(read).value();
     const size_t bytes = data.size();
     const size_t rows = bytes / (width * sizeof(float));
     if (rows * width * sizeof(float) != bytes || embeds_at[i] < 0 ||

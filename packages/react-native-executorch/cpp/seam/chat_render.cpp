@@ -72,11 +72,11 @@ TemplateCache& cache() {
 }  // namespace
 
 std::string renderChatTemplate(std::string_view request) {
-  json::Value doc;
-  json::ParseError parse_error;
-  if (!json::parse(request, doc, parse_error) || !doc.is_object()) {
+  auto parsed = json::parse(request);
+  if (!parsed.ok() || !parsed->is_object()) {
     return invalid("renderChatTemplate(request): request must be a JSON object");
   }
+  const json::Value& doc = *parsed;
   const json::Value* source = member(doc, "template");
   if (!source || !source->is_string()) return invalid("renderChatTemplate(request): \"template\" must be a string");
   const json::Value* tokens = member(doc, "specialTokens");

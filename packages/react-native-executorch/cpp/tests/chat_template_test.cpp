@@ -31,10 +31,9 @@ std::string read(const fs::path& path) {
 }
 
 json::Value parse_json(const std::string& text) {
-  json::Value v;
-  json::ParseError error;
-  EXPECT_TRUE(json::parse(text, v, error)) << error.message;
-  return v;
+  auto parsed = json::parse(text);
+  EXPECT_TRUE(parsed.ok()) << parsed.error().message;
+  return parsed.ok() ? std::move(parsed).value() : json::Value();
 }
 
 void write(const fs::path& path, const std::string& text) {

@@ -11,13 +11,13 @@ namespace {
 constexpr size_t kMaxConfigBytes = 64u << 20;  // tokenizer_config.json can embed large templates
 
 Result<std::string> read_file(const std::string& path, size_t max_bytes) {
-  std::string text;
-  json::FileProblem problem;
-  if (!json::read_regular_file(path, max_bytes, text, problem)) {
-    return Error{problem.error == json::FileError::kMissing ? ErrorKind::kNotFound : ErrorKind::kInvalidFile,
-                 problem.message};
+  auto text = json::read_regular_file(path, max_bytes);
+  if (!text.ok()) {
+    return Error{text.error().code == json::FileError::kMissing ? ErrorKind::kNotFound
+                                                                : ErrorKind::kInvalidFile,
+                 text.error().message};
   }
-  return text;
+  return std::move(text).value();
 }
 
 // "<bos>" or {"content": "<bos>", ...} (AddedToken's serialised form).
@@ -66,11 +66,17 @@ Result<ChatTemplate> from_dir(const std::filesystem::path& dir, const std::files
   if (std::filesystem::exists(config_path, ec)) {
     auto text = read_file(config_path.string(), kMaxConfigBytes);
     if (!text.ok()) return text.error();
-    json::ParseError error;
-    if (!json::parse(*text, config, error) || !config.is_object()) {
+    auto parsed = json::parse(*text);
+    if (!parsed.ok()) {
       return Error{ErrorKind::kInvalidFile, config_path.string() + ": not a JSON object (at byte " +
-                                                std::to_string(error.offset) + ": " + error.message + ")"};
+                                                std::to_string(parsed.error().offset) + ": " +
+                                                parsed.error().message + ")"};
     }
+    if (!parsed->is_object()) {
+      return Error{ErrorKind::kInvalidFile, config_path.string() + ": not a JSON object (found " +
+                                                parsed->type_name() + ")"};
+    }
+    config = std::move(parsed).value();
     have_config = true;
   }
   json::Object tokens = have_config ? special_tokens_of(config) : json::Object{};

@@ -108,14 +108,17 @@ int main(int argc, char** argv) {
   std::string text;
   if (input == "-") {
     text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-  } else if (rne::json::FileProblem problem; !rne::json::read_regular_file(input, 256u << 20, text, problem)) {
-    die(problem.message);
+  } else if (auto read = rne::json::read_regular_file(input, 256u << 20); read.ok()) {
+    text = std::move(read).value();
+  } else {
+    die(read.error().message);
   }
-  rne::json::Value doc;
-  rne::json::ParseError error;
-  if (!rne::json::parse(text, doc, error)) {
-    die(input + ": not valid JSON at byte " + std::to_string(error.offset) + ": " + error.message);
+  auto parsed = rne::json::parse(text);
+  if (!parsed.ok()) {
+    die(input + ": not valid JSON at byte " + std::to_string(parsed.error().offset) + ": " +
+        parsed.error().message);
   }
+  const rne::json::Value& doc = *parsed;
   if (!tmpl.ok() && (!batch || tmpl.error().code != rne::chat::ErrorKind::kSyntax)) {
     std::cerr << "rne_chat_render: " << tmpl.error().to_string() << "\n";
     return 1;

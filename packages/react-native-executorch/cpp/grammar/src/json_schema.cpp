@@ -3508,13 +3508,13 @@ Result<std::shared_ptr<const JsonSchema>> compile_json_schema(std::string_view s
                      " bytes, more than the " + std::to_string(kMaxSchemaBytes) +
                      " supported (kMaxSchemaBytes)"};
   }
-  json::Value root;
-  json::ParseError error;
-  if (!json::parse(schema_json, root, error)) {
+  auto parsed = json::parse(schema_json);
+  if (!parsed.ok()) {
     return Error{ErrorCode::kInvalidArgument, "the JSON schema is not valid JSON (offset " +
-                                                  std::to_string(error.offset) +
-                                                  "): " + error.message};
+                                                  std::to_string(parsed.error().offset) +
+                                                  "): " + parsed.error().message};
   }
+  const json::Value& root = *parsed;
   std::vector<std::string> ref_errors;
   const json::Value resolved = RefResolver(root).run(root, ref_errors);
   return Compiler(resolved, std::move(ref_errors), syntax, strict).run();

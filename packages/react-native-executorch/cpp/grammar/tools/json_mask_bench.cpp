@@ -275,14 +275,13 @@ int main(int argc, char** argv) {
   std::istream& cases = cases_path == "-" ? std::cin : file;
   std::string line;
   for (size_t index = 0; std::getline(cases, line); ++index) {
-    json::Value row;
-    json::ParseError error;
-    if (report && json::parse(line, row, error) && row.find("schema") &&
-        row.find("schema")->is_string()) {
+    auto parsed = json::parse(line);
+    const json::Value row = parsed.ok() ? std::move(parsed).value() : json::Value();
+    if (report && row.find("schema") && row.find("schema")->is_string()) {
       report_case(row, tokenizer.value(), trie, eos, index, options);
       continue;
     }
-    if (!json::parse(line, row, error) || !row.find("schema") || !row.find("document") ||
+    if (!parsed.ok() || !row.find("schema") || !row.find("document") ||
         !row.find("schema")->is_string() || !row.find("document")->is_string()) {
       fail(cases_path + " line " + std::to_string(index + 1) +
            ": expected {\"schema\": \"<schema JSON text>\", \"document\": \"...\"}");

@@ -21,86 +21,67 @@ const char* kind_of(mode_t mode) {
   return "not a regular file";
 }
 
-bool fail(FileProblem& problem, FileError error, std::string message) {
-  problem.error = error;
-  problem.message = std::move(message);
-  return false;
+FileProblem not_regular(const std::string& path, mode_t mode) {
+  return {FileError::kNotRegular, path + " is " + kind_of(mode) + ", not a regular file"};
 }
 
-bool not_regular(const std::string& path, mode_t mode, FileProblem& problem) {
-  return fail(problem, FileError::kNotRegular,
-              path + " is " + kind_of(mode) + ", not a regular file");
-}
-
-bool open_failed(const std::string& path, int error, FileProblem& problem) {
+FileProblem open_failed(const std::string& path, int error) {
   if (error == ENOENT || error == ENOTDIR) {
     struct stat link {};
     const bool dangling = ::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode);
-    return fail(problem, FileError::kMissing,
-                path + (dangling ? " is a symlink to a file that does not exist"
-                                 : ": no such file (check the path)"));
+    return {FileError::kMissing, path + (dangling ? " is a symlink to a file that does not exist"
+                                                  : ": no such file (check the path)")};
   }
   // A socket cannot be opened at all.
   if (error == ENXIO || error == EOPNOTSUPP) {
-    return fail(problem, FileError::kNotRegular,
-                path + " is a socket or device, not a regular file");
+    return {FileError::kNotRegular, path + " is a socket or device, not a regular file"};
   }
-  return fail(problem, FileError::kUnreadable,
-              path + ": cannot be opened (" + std::strerror(error) + "); check its permissions");
+  return {FileError::kUnreadable,
+          path + ": cannot be opened (" + std::strerror(error) + "); check its permissions"};
 }
 
 }  // namespace
 
-int open_regular_file(const std::string& path, FileProblem& problem) {
+FileResult<int> open_regular_file(const std::string& path) {
   // Refused before opening where possible: opening some devices has side effects.
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    open_failed(path, errno, problem);
-    return -1;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    not_regular(path, st.st_mode, problem);
-    return -1;
-  }
+  if (::stat(path.c_str(), &st) != 0) return open_failed(path, errno);
+  if (!S_ISREG(st.st_mode)) return not_regular(path, st.st_mode);
   // The path may have been swapped for a FIFO since: O_NONBLOCK keeps the open from waiting
   // for a writer, and the descriptor's own type is what counts.
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    open_failed(path, errno, problem);
-    return -1;
-  }
+  if (fd < 0) return open_failed(path, errno);
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     const int error = errno;
     ::close(fd);
-    if (S_ISREG(st.st_mode)) open_failed(path, error, problem);
-    else not_regular(path, st.st_mode, problem);
-    return -1;
+    return S_ISREG(st.st_mode) ? open_failed(path, error) : not_regular(path, st.st_mode);
   }
   const int flags = ::fcntl(fd, F_GETFL);
   if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
   return fd;
 }
 
-bool read_regular_file(const std::string& path, size_t max_bytes, std::string& text,
-                       FileProblem& problem) {
-  const int fd = open_regular_file(path, problem);
-  if (fd < 0) return false;
+FileResult<std::string> read_regular_file(const std::string& path, size_t max_bytes) {
+  auto opened = open_regular_file(path);
+  if (!opened.ok()) return opened.error();
+  const int fd = *opened;
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int error = errno;
     ::close(fd);
-    return open_failed(path, error, problem);
+    return open_failed(path, error);
   }
   const auto too_large = [&](const std::string& size) {
-    return fail(problem, FileError::kTooLarge,
-                path + " is " + size + " bytes, over the limit of " + std::to_string(max_bytes) +
-                    " bytes for this file; check that it is the right file");
+    return FileProblem{FileError::kTooLarge,
+                       path + " is " + size + " bytes, over the limit of " +
+                           std::to_string(max_bytes) +
+                           " bytes for this file; check that it is the right file"};
   };
   if (static_cast<unsigned long long>(st.st_size) > max_bytes) {
     ::close(fd);
     return too_large(std::to_string(st.st_size));
   }
-  text.assign(static_cast<size_t>(st.st_size), '\0');
+  std::string text(static_cast<size_t>(st.st_size), '\0');
   size_t done = 0;
   bool ok = true;
   int error = 0;
@@ -122,12 +103,12 @@ bool read_regular_file(const std::string& path, size_t max_bytes, std::string& t
   }
   ::close(fd);
   if (!ok) {
-    return fail(problem, FileError::kUnreadable,
-                path + ": read failed (" + std::strerror(error) + ")");
+    return FileProblem{FileError::kUnreadable,
+                       path + ": read failed (" + std::strerror(error) + ")"};
   }
   if (done > max_bytes) return too_large("more than " + std::to_string(max_bytes));
   text.resize(done);
-  return true;
+  return text;
 }
 
 }  // namespace rne::json

@@ -265,8 +265,11 @@ void set(Object& object, const std::string& key, Value value) {
   object.emplace_back(key, std::move(value));
 }
 
-bool parse(std::string_view text, Value& out, ParseError& error) {
-  return Parser(text, error).parse_document(out);
+base::Result<Value, ParseError> parse(std::string_view text) {
+  ParseError error;
+  Value value;
+  if (!Parser(text, error).parse_document(value)) return error;
+  return value;
 }
 
 namespace {

@@ -7,17 +7,15 @@ namespace json = rne::json;
 namespace {
 
 json::Value parse_ok(std::string_view text) {
-  json::Value v;
-  json::ParseError e;
-  EXPECT_TRUE(json::parse(text, v, e)) << e.message << " at " << e.offset;
-  return v;
+  auto parsed = json::parse(text);
+  EXPECT_TRUE(parsed.ok()) << parsed.error().message << " at " << parsed.error().offset;
+  return parsed.ok() ? std::move(parsed).value() : json::Value();
 }
 
 json::ParseError parse_fail(std::string_view text) {
-  json::Value v;
-  json::ParseError e;
-  EXPECT_FALSE(json::parse(text, v, e)) << text;
-  return e;
+  auto parsed = json::parse(text);
+  EXPECT_FALSE(parsed.ok()) << text;
+  return parsed.ok() ? json::ParseError{} : parsed.error();
 }
 
 }  // namespace

@@ -15,16 +15,16 @@ namespace rne::media::detail {
 inline runner::Result<std::string> read_media_file(const std::string& path, size_t max_bytes,
                                                    const char* kind,
                                                    const char* too_large_hint) {
-  std::string bytes;
-  json::FileProblem problem;
-  if (!json::read_regular_file(path, max_bytes, bytes, problem)) {
-    const bool too_large = problem.error == json::FileError::kTooLarge;
+  auto bytes = json::read_regular_file(path, max_bytes);
+  if (!bytes.ok()) {
+    const bool too_large = bytes.error().code == json::FileError::kTooLarge;
     return runner::Error{too_large ? runner::ErrorCode::kInvalidArgument
                                    : runner::ErrorCode::kNotFound,
-                         std::string("cannot open the ") + kind + " file: " + problem.message +
+                         std::string("cannot open the ") + kind + " file: " +
+                             bytes.error().message +
                              (too_large ? std::string(" (") + too_large_hint + ")" : "")};
   }
-  return bytes;
+  return std::move(bytes).value();
 }
 
 }  // namespace rne::media::detail

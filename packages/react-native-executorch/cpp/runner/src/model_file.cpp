@@ -63,13 +63,13 @@ std::string FileVersion::to_string() const {
 Result<std::shared_ptr<const ModelFile>> ModelFile::open(const std::string& path, Hold hold) {
   // Every program the runner loads comes through here: the ops it may call must be registered.
   register_kernels();
-  json::FileProblem problem;
-  const int fd = json::open_regular_file(path, problem);
-  if (fd < 0) {
-    const bool special = problem.error == json::FileError::kNotRegular;
+  auto opened = json::open_regular_file(path);
+  if (!opened.ok()) {
+    const bool special = opened.error().code == json::FileError::kNotRegular;
     return Error{ErrorCode::kNotFound,
-                 problem.message + (special ? "; pass the path of a .pte model file" : "")};
+                 opened.error().message + (special ? "; pass the path of a .pte model file" : "")};
   }
+  const int fd = *opened;
   std::shared_ptr<ModelFile> file(new ModelFile());
   file->path_ = path;
   file->hold_ = hold;

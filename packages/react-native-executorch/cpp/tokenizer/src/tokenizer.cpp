@@ -324,11 +324,12 @@ std::optional<Error> Tokenizer::Impl::load(const json::Value& root) {
 namespace {
 
 std::optional<Error> parse_document(std::string_view text, json::Value& root) {
-  json::ParseError parse_error;
-  if (!json::parse(text, root, parse_error)) {
-    return Error{ErrorCode::kInvalidJson, "not valid JSON: " + parse_error.message + " at " +
-                                              line_and_column(text, parse_error.offset)};
+  auto parsed = json::parse(text);
+  if (!parsed.ok()) {
+    return Error{ErrorCode::kInvalidJson, "not valid JSON: " + parsed.error().message + " at " +
+                                              line_and_column(text, parsed.error().offset)};
   }
+  root = std::move(parsed).value();
   if (!root.is_object()) {
     return Error{ErrorCode::kInvalidTokenizer,
                  std::string("a tokenizer.json must be a JSON object, found ") + root.type_name()};
@@ -343,14 +344,18 @@ constexpr size_t kMaxTokenizerFileBytes = size_t{128} << 20;
 // Reads a whole file in one go (tokenizer.json files reach tens of MB). Regular files only: a
 // FIFO or device given as the tokenizer is refused, not waited on.
 std::optional<Error> read_file(const std::string& path, std::string& content) {
-  json::FileProblem problem;
-  if (json::read_regular_file(path, kMaxTokenizerFileBytes, content, problem)) return std::nullopt;
+  auto read = json::read_regular_file(path, kMaxTokenizerFileBytes);
+  if (read.ok()) {
+    content = std::move(read).value();
+    return std::nullopt;
+  }
+  const json::FileProblem& problem = read.error();
   std::string message = "tokenizer file " + problem.message;
-  if (problem.error == json::FileError::kNotRegular) {
+  if (problem.code == json::FileError::kNotRegular) {
     message += "; pass the path of a tokenizer.json file";
   }
-  const ErrorCode code = problem.error == json::FileError::kMissing ||
-                                 problem.error == json::FileError::kNotRegular
+  const ErrorCode code = problem.code == json::FileError::kMissing ||
+                                 problem.code == json::FileError::kNotRegular
                              ? ErrorCode::kFileNotFound
                              : ErrorCode::kIo;
   return Error{code, message};

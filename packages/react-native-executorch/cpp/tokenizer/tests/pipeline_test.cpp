@@ -22,10 +22,9 @@ namespace json = rne::json;
 namespace {
 
 Strings pre_tokenize(const std::string& config, const std::string& text, bool at_start = true) {
-  json::Value v;
-  json::ParseError e;
-  EXPECT_TRUE(json::parse(config, v, e)) << e.message;
-  auto pre = rne::tokenizer::make_pre_tokenizer(v, "pre_tokenizer");
+  auto v = json::parse(config);
+  EXPECT_TRUE(v.ok()) << v.error().message;
+  auto pre = rne::tokenizer::make_pre_tokenizer(*v, "pre_tokenizer");
   EXPECT_TRUE(pre.ok()) << (pre.ok() ? "" : pre.error().message);
   std::vector<Piece> pieces{{text, at_start}};
   pre.value()->split(pieces);

@@ -60,10 +60,12 @@ void append_ids(const std::vector<TokenId>& ids, std::string& out) {
 std::optional<std::string> parse_line(const std::string& line, json::Value& value,
                                       bool (json::Value::*is_expected)() const,
                                       const char* expected) {
-  json::ParseError error;
-  if (!json::parse(line, value, error)) {
-    return "not valid JSON: " + error.message + " at byte " + std::to_string(error.offset);
+  auto parsed = json::parse(line);
+  if (!parsed.ok()) {
+    return "not valid JSON: " + parsed.error().message + " at byte " +
+           std::to_string(parsed.error().offset);
   }
+  value = std::move(parsed).value();
   if (!(value.*is_expected)()) return std::string("expected ") + expected + ", got " + value.type_name();
   return std::nullopt;
 }
@@ -217,14 +219,13 @@ int run_bench(const Tokenizer& tokenizer, const std::string& path, int repeat,
   std::vector<std::string> documents;
   size_t bytes = 0;
   for (std::string line; std::getline(file, line);) {
-    json::Value text;
-    json::ParseError error;
-    if (!json::parse(line, text, error) || !text.is_string()) {
+    auto text = json::parse(line);
+    if (!text.ok() || !text->is_string()) {
       std::cerr << path << " line " << documents.size() + 1 << ": expected a JSON string\n";
       return 2;
     }
-    bytes += text.as_string().size();
-    documents.push_back(text.as_string());
+    bytes += text->as_string().size();
+    documents.push_back(text->as_string());
   }
   size_t tokens = 0;
   const auto start = std::chrono::steady_clock::now();

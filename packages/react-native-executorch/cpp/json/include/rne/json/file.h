@@ -8,28 +8,26 @@
 #include <cstddef>
 #include <string>
 
+#include "rne/base/result.h"
+
 namespace rne::json {
 
 enum class FileError {
-  kNone,
   kMissing,     // no such file (or a dangling symlink)
   kNotRegular,  // a directory, FIFO, socket or device
   kTooLarge,    // larger than the caller's limit
   kUnreadable,  // permission denied, an I/O error, or it shrank while being read
 };
 
-struct FileProblem {
-  FileError error = FileError::kNone;
-  std::string message;  // names the path and what is wrong; the caller adds what the file is for
-};
+// The message names the path and what is wrong; the caller adds what the file is for.
+using FileProblem = base::Error<FileError>;
+template <typename T>
+using FileResult = base::Result<T, FileProblem>;
 
-// A read-only descriptor of the regular file at `path` (blocking mode restored, close-on-exec),
-// or -1 with `problem` filled in.
-int open_regular_file(const std::string& path, FileProblem& problem);
+// A read-only descriptor of the regular file at `path` (blocking mode restored, close-on-exec).
+FileResult<int> open_regular_file(const std::string& path);
 
-// Reads the whole regular file at `path` into `text`. A file over `max_bytes` is kTooLarge,
-// naming the limit. False with `problem` filled in on any failure.
-bool read_regular_file(const std::string& path, size_t max_bytes, std::string& text,
-                       FileProblem& problem);
+// The whole regular file at `path`. A file over `max_bytes` is kTooLarge, naming the limit.
+FileResult<std::string> read_regular_file(const std::string& path, size_t max_bytes);
 
 }  // namespace rne::json

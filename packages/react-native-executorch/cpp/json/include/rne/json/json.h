@@ -76,8 +76,8 @@ struct ParseError : base::Error<ErrorCode> {
   size_t offset = 0;  // byte offset into the input
 };
 
-// Parses a complete JSON document. On failure returns false and fills `error`.
-bool parse(std::string_view text, Value& out, ParseError& error);
+// Parses a complete JSON document.
+base::Result<Value, ParseError> parse(std::string_view text);
 
 // How write_string escapes beyond what JSON requires (", \\ and control characters).
 struct StringStyle {
