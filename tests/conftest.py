@@ -192,8 +192,10 @@ def byte_tokenizer() -> Path:
 
 
 @pytest.fixture
-def reg_dir(tmp_path: Path) -> Path:
-    """A writable copy of the real registry (the registry tests edit it with tests/registry_edits.py)."""
+def registry_copy(tmp_path: Path) -> Path:
+    """A writable copy of the real registry (the registry tests edit it with tests/registry_edits.py).
+    Not called ``reg_dir``: a conftest fixture would override the publish suites' own ``reg_dir``
+    (a plugin's, publish_fixtures), which also prepares exports."""
     target = tmp_path / "model-registry"
     shutil.copytree(REGISTRY_DIR, target)
     return target

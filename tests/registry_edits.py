@@ -1,4 +1,4 @@
-"""Edits of a copied registry (the ``reg_dir`` fixture), and the error loading it gives."""
+"""Edits of a copied registry (the ``registry_copy`` fixture), and the error loading it gives."""
 
 from __future__ import annotations
 
@@ -13,16 +13,16 @@ from rne_tools import registry
 from rne_tools.errors import RegistryError
 
 
-def edit(reg_dir: Path, change: Callable[[dict[str, Any]], None], name: str = "gemma4.yaml") -> None:
+def edit(registry_copy: Path, change: Callable[[dict[str, Any]], None], name: str = "gemma4.yaml") -> None:
     """Applies ``change`` to the parsed ``name`` and writes it back."""
-    path = reg_dir / name
+    path = registry_copy / name
     doc = yaml.safe_load(path.read_text())
     change(doc)
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
 
 
-def load_error(reg_dir: Path) -> str:
-    """The RegistryError loading ``reg_dir`` raises; fails the test if it loads."""
+def load_error(registry_copy: Path) -> str:
+    """The RegistryError loading ``registry_copy`` raises; fails the test if it loads."""
     with pytest.raises(RegistryError) as info:
-        registry.load_registry(reg_dir)
+        registry.load_registry(registry_copy)
     return str(info.value)

@@ -49,13 +49,13 @@ def test_unknown_model_and_backend_name_the_alternatives() -> None:
         reg.model("smollm2_135m").variant("mlx")
 
 
-def test_architectures_are_the_model_modules(reg_dir: Path, monkeypatch) -> None:
+def test_architectures_are_the_model_modules(registry_copy: Path, monkeypatch) -> None:
     """The schema's architectures are the modules of rne_tools/models, listed nowhere else: an
     unknown one is refused naming them, and a new module is accepted without a schema edit."""
-    edit(reg_dir, lambda doc: doc["models"][0].update(architecture="toyarch"), "smollm2.yaml")
-    assert f"'toyarch' is not one of {sorted(ARCHITECTURES)}" in load_error(reg_dir)
+    edit(registry_copy, lambda doc: doc["models"][0].update(architecture="toyarch"), "smollm2.yaml")
+    assert f"'toyarch' is not one of {sorted(ARCHITECTURES)}" in load_error(registry_copy)
     monkeypatch.setitem(ARCHITECTURES, "toyarch", "rne_tools.models.toyarch")
-    assert registry.load_registry(reg_dir).model("smollm2_135m").architecture == "toyarch"
+    assert registry.load_registry(registry_copy).model("smollm2_135m").architecture == "toyarch"
 
 
 @pytest.mark.parametrize(
@@ -153,40 +153,40 @@ def test_architectures_are_the_model_modules(reg_dir: Path, monkeypatch) -> None
     ],
 )
 def test_invalid_registry_names_file_and_field(
-    reg_dir: Path, name: str, change: Callable, expected: str
+    registry_copy: Path, name: str, change: Callable, expected: str
 ) -> None:
-    edit(reg_dir, change, "gemma4.yaml")
-    assert expected in load_error(reg_dir), name
+    edit(registry_copy, change, "gemma4.yaml")
+    assert expected in load_error(registry_copy), name
 
 
-def test_duplicate_model_id_across_files(reg_dir: Path) -> None:
-    edit(reg_dir, lambda d: d["models"][0].update(id="gemma4_e2b"), "smollm2.yaml")
+def test_duplicate_model_id_across_files(registry_copy: Path) -> None:
+    edit(registry_copy, lambda d: d["models"][0].update(id="gemma4_e2b"), "smollm2.yaml")
     assert (
         "smollm2.yaml: models[0].id: 'gemma4_e2b' is already declared in gemma4.yaml"
-        in load_error(reg_dir)
+        in load_error(registry_copy)
     )
 
 
-def test_invalid_yaml_is_named(reg_dir: Path) -> None:
-    (reg_dir / "smollm2.yaml").write_text("family: [unclosed\n")
-    assert "smollm2.yaml: not valid YAML" in load_error(reg_dir)
+def test_invalid_yaml_is_named(registry_copy: Path) -> None:
+    (registry_copy / "smollm2.yaml").write_text("family: [unclosed\n")
+    assert "smollm2.yaml: not valid YAML" in load_error(registry_copy)
 
 
-def test_every_problem_is_reported_at_once(reg_dir: Path) -> None:
-    edit(reg_dir, lambda d: gemma(d).pop("license"), "gemma4.yaml")
-    edit(reg_dir, lambda d: d["models"][0].pop("hf"), "smollm2.yaml")
-    message = load_error(reg_dir)
+def test_every_problem_is_reported_at_once(registry_copy: Path) -> None:
+    edit(registry_copy, lambda d: gemma(d).pop("license"), "gemma4.yaml")
+    edit(registry_copy, lambda d: d["models"][0].pop("hf"), "smollm2.yaml")
+    message = load_error(registry_copy)
     assert "gemma4.yaml: models[0]: 'license' is a required property" in message
     assert "smollm2.yaml: models[0]: 'hf' is a required property" in message
 
 
-def test_generation_is_deterministic(reg_dir: Path) -> None:
-    first = codegen.generate_typescript(registry.load_registry(reg_dir))
-    assert codegen.generate_typescript(registry.load_registry(reg_dir)) == first
+def test_generation_is_deterministic(registry_copy: Path) -> None:
+    first = codegen.generate_typescript(registry.load_registry(registry_copy))
+    assert codegen.generate_typescript(registry.load_registry(registry_copy)) == first
     # The key order inside the YAML files must not leak into the output.
-    for path in reg_dir.glob("*.yaml"):
+    for path in registry_copy.glob("*.yaml"):
         path.write_text(yaml.safe_dump(yaml.safe_load(path.read_text()), sort_keys=True))
-    assert codegen.generate_typescript(registry.load_registry(reg_dir)) == first
+    assert codegen.generate_typescript(registry.load_registry(registry_copy)) == first
     assert first.index("gemma4_e2b: {") < first.index("smollm2_135m: {")
     # The backend union is the backend catalog's (tests/registry/test_backend_catalog.py).
     assert "import type { Backend, Platform } from '../backends.generated';" in first
@@ -205,9 +205,9 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_check_detects_a_stale_file_and_names_the_command(reg_dir: Path, tmp_path: Path) -> None:
+def test_check_detects_a_stale_file_and_names_the_command(registry_copy: Path, tmp_path: Path) -> None:
     package = tmp_path / "package"
-    common = ("--registry-dir", str(reg_dir), "--package-dir", str(package))
+    common = ("--registry-dir", str(registry_copy), "--package-dir", str(package))
     assert run_cli("--check", *common).returncode == 1  # missing files are stale
     written = run_cli(*common)
     assert written.returncode == 0, written.stderr
@@ -226,7 +226,7 @@ def test_check_detects_a_stale_file_and_names_the_command(reg_dir: Path, tmp_pat
     assert [p.read_bytes() for p in outputs] == content
     assert run_cli("--check", *common).returncode == 0
 
-    edit(reg_dir, lambda d: gemma(d).update(context_length=8192), "gemma4.yaml")
+    edit(registry_copy, lambda d: gemma(d).update(context_length=8192), "gemma4.yaml")
     stale = run_cli("--check", *common)
     assert stale.returncode == 1
     assert "src/models/registry.generated.ts is stale" in stale.stderr
@@ -241,9 +241,9 @@ def test_check_detects_a_stale_file_and_names_the_command(reg_dir: Path, tmp_pat
     assert "backend_catalog.generated.h is stale" in stale.stderr
 
 
-def test_check_rejects_an_invalid_registry(reg_dir: Path, tmp_path: Path) -> None:
-    edit(reg_dir, lambda d: gemma(d)["platform_defaults"].update(ios="vulkan2"), "gemma4.yaml")
-    result = run_cli("--check", "--registry-dir", str(reg_dir), "--package-dir", str(tmp_path))
+def test_check_rejects_an_invalid_registry(registry_copy: Path, tmp_path: Path) -> None:
+    edit(registry_copy, lambda d: gemma(d)["platform_defaults"].update(ios="vulkan2"), "gemma4.yaml")
+    result = run_cli("--check", "--registry-dir", str(registry_copy), "--package-dir", str(tmp_path))
     assert result.returncode == 1
     assert "gemma4.yaml: models[0].platform_defaults.ios" in result.stderr
 
@@ -281,8 +281,8 @@ def test_reserved_suffixes_cover_the_downloaders_own_files() -> None:
         assert suffix.lower().endswith(checks.RESERVED_SUFFIXES), suffix
 
 
-def raw_edit(reg_dir: Path, old: str, new: str, name: str = "smollm2.yaml") -> None:
-    path = reg_dir / name
+def raw_edit(registry_copy: Path, old: str, new: str, name: str = "smollm2.yaml") -> None:
+    path = registry_copy / name
     text = path.read_text()
     assert old in text, old
     path.write_text(text.replace(old, new, 1))
@@ -313,20 +313,20 @@ def raw_edit(reg_dir: Path, old: str, new: str, name: str = "smollm2.yaml") -> N
     ],
 )
 def test_values_are_read_as_yaml_1_2_and_checked_whole(
-    reg_dir: Path, old: str, new: str, expected: str
+    registry_copy: Path, old: str, new: str, expected: str
 ) -> None:
-    raw_edit(reg_dir, old, new)
-    message = load_error(reg_dir)
+    raw_edit(registry_copy, old, new)
+    message = load_error(registry_copy)
     assert expected in message
     assert all(len(line) < 500 for line in message.splitlines())
 
 
-def test_an_alias_bomb_is_refused_without_expanding_it(reg_dir: Path) -> None:
+def test_an_alias_bomb_is_refused_without_expanding_it(registry_copy: Path) -> None:
     levels = ["&a0 [" + ", ".join(["lol"] * 10) + "]"]
     levels += [f"&a{d} [" + ", ".join([f"*a{d - 1}"] * 10) + "]" for d in range(1, 12)]
-    raw_edit(reg_dir, "display_name: SmolLM2", "display_name: [" + ", ".join(levels) + "]")
+    raw_edit(registry_copy, "display_name: SmolLM2", "display_name: [" + ", ".join(levels) + "]")
     assert "display_name[3][7]: the document holds more than 10000 values once its aliases" in (
-        load_error(reg_dir)
+        load_error(registry_copy)
     )
 
 
@@ -338,16 +338,16 @@ def test_an_alias_bomb_is_refused_without_expanding_it(reg_dir: Path) -> None:
         (b"# x\n" * 300_000, "larger than 1048576 bytes"),
     ],
 )
-def test_unreadable_bytes_are_named(reg_dir: Path, content: bytes, expected: str) -> None:
-    (reg_dir / "smollm2.yaml").write_bytes(content)
-    assert f"smollm2.yaml: {expected}" in load_error(reg_dir)
+def test_unreadable_bytes_are_named(registry_copy: Path, content: bytes, expected: str) -> None:
+    (registry_copy / "smollm2.yaml").write_bytes(content)
+    assert f"smollm2.yaml: {expected}" in load_error(registry_copy)
 
 
-def test_special_files_are_refused_without_reading_them(reg_dir: Path) -> None:
-    os.mkfifo(reg_dir / "fifo.yaml")  # opening it to read would block without O_NONBLOCK
-    (reg_dir / "folder.yaml").mkdir()
-    (reg_dir / "zero.yaml").symlink_to("/dev/zero")
-    message = load_error(reg_dir)
+def test_special_files_are_refused_without_reading_them(registry_copy: Path) -> None:
+    os.mkfifo(registry_copy / "fifo.yaml")  # opening it to read would block without O_NONBLOCK
+    (registry_copy / "folder.yaml").mkdir()
+    (registry_copy / "zero.yaml").symlink_to("/dev/zero")
+    message = load_error(registry_copy)
     assert "fifo.yaml: not a regular file but a FIFO" in message
     assert "folder.yaml: not a regular file but a directory" in message
     assert "zero.yaml: not a regular file but a character device" in message
@@ -378,13 +378,13 @@ def _add_file(where: str, path: str) -> Callable[[dict[str, Any]], None]:
     ],
 )
 def test_paths_that_would_clash_in_the_download_cache(
-    reg_dir: Path, where: str, path: str, expected: str
+    registry_copy: Path, where: str, path: str, expected: str
 ) -> None:
-    edit(reg_dir, _add_file(where, path), "gemma4.yaml")
-    assert expected in load_error(reg_dir)
+    edit(registry_copy, _add_file(where, path), "gemma4.yaml")
+    assert expected in load_error(registry_copy)
 
 
-def test_models_sharing_a_repository_share_identical_files_only(reg_dir: Path) -> None:
+def test_models_sharing_a_repository_share_identical_files_only(registry_copy: Path) -> None:
     def twin(doc: dict[str, Any], pte: str | None = None) -> None:
         copy = yaml.safe_load(yaml.safe_dump(doc["models"][0]))
         copy["id"] = "smollm2_twin"
@@ -392,19 +392,19 @@ def test_models_sharing_a_repository_share_identical_files_only(reg_dir: Path) -
             copy["variants"][0]["files"][0]["path"] = pte
         doc["models"].append(copy)
 
-    edit(reg_dir, twin, "smollm2.yaml")  # same files, same repository: one download each
-    assert "smollm2_twin" in registry.load_registry(reg_dir).models
-    edit(reg_dir, lambda d: d["models"].pop(), "smollm2.yaml")
-    edit(reg_dir, lambda d: twin(d, "XNNPACK/smollm2_135m_xnnpack_8w.pte"), "smollm2.yaml")
+    edit(registry_copy, twin, "smollm2.yaml")  # same files, same repository: one download each
+    assert "smollm2_twin" in registry.load_registry(registry_copy).models
+    edit(registry_copy, lambda d: d["models"].pop(), "smollm2.yaml")
+    edit(registry_copy, lambda d: twin(d, "XNNPACK/smollm2_135m_xnnpack_8w.pte"), "smollm2.yaml")
     assert "models[1].variants[0].files[0].path: 'XNNPACK/smollm2_135m_xnnpack_8w.pte' and " in (
-        load_error(reg_dir)
+        load_error(registry_copy)
     )
 
 
-def test_cli_prints_one_error_line_per_problem(reg_dir: Path, tmp_path: Path) -> None:
-    raw_edit(reg_dir, "revision: v0.1.0", 'revision: "v0.1.0\\n"')
-    raw_edit(reg_dir, "temperature: 1.0", "temperature: .nan", "gemma4.yaml")
-    result = run_cli("--check", "--registry-dir", str(reg_dir), "--package-dir", str(tmp_path))
+def test_cli_prints_one_error_line_per_problem(registry_copy: Path, tmp_path: Path) -> None:
+    raw_edit(registry_copy, "revision: v0.1.0", 'revision: "v0.1.0\\n"')
+    raw_edit(registry_copy, "temperature: 1.0", "temperature: .nan", "gemma4.yaml")
+    result = run_cli("--check", "--registry-dir", str(registry_copy), "--package-dir", str(tmp_path))
     assert result.returncode == 1
     lines = result.stderr.splitlines()
     assert len(lines) == 2 and all(line.startswith("error: ") for line in lines), lines

@@ -151,22 +151,22 @@ def _on_smollm2(doc: dict[str, Any]) -> None:
     ],
 )
 def test_bad_assistant_entries_are_refused(
-    reg_dir: Path, change: Callable[[dict[str, Any]], None], expected: str
+    registry_copy: Path, change: Callable[[dict[str, Any]], None], expected: str
 ) -> None:
-    edit(reg_dir, change)
-    assert expected in load_error(reg_dir)
+    edit(registry_copy, change)
+    assert expected in load_error(registry_copy)
 
 
-def test_an_architecture_without_a_drafter_may_not_list_an_assistant(reg_dir: Path) -> None:
-    edit(reg_dir, _on_smollm2, "smollm2.yaml")
+def test_an_architecture_without_a_drafter_may_not_list_an_assistant(registry_copy: Path) -> None:
+    edit(registry_copy, _on_smollm2, "smollm2.yaml")
     assert (
         "smollm2.yaml: models[0].variants[0].assistant: the xnnpack variant cannot carry an "
         "assistant: the 'llama' architecture has no assistant drafter (architectures with one: "
         "gemma4); remove it (model 'smollm2_135m')"
-    ) in load_error(reg_dir)
+    ) in load_error(registry_copy)
 
 
-def test_a_published_assistant_is_generated_with_its_checksum(reg_dir: Path) -> None:
+def test_a_published_assistant_is_generated_with_its_checksum(registry_copy: Path) -> None:
     def publish(doc: dict[str, Any]) -> None:
         v = variant(doc)
         v["status"] = "published"
@@ -183,13 +183,13 @@ def test_a_published_assistant_is_generated_with_its_checksum(reg_dir: Path) -> 
             for encoder in v["encoders"].values():
                 encoder.update(status="published", sha256="ef" * 32, size=1000)
 
-    edit(reg_dir, publish)
-    edit(reg_dir, publish_encoders_everywhere)
-    spec = registry.load_registry(reg_dir).model("gemma4_e2b")
+    edit(registry_copy, publish)
+    edit(registry_copy, publish_encoders_everywhere)
+    spec = registry.load_registry(registry_copy).model("gemma4_e2b")
     got = spec.variant("xnnpack").assistant
     assert got is not None and got.published and got.file.sha256 == SHA
     assert got.peak_memory_bytes == 2_900_000_000
-    ts = codegen.generate_typescript(registry.load_registry(reg_dir))
+    ts = codegen.generate_typescript(registry.load_registry(registry_copy))
     assert (
         "        assistant: {\n"
         "          status: 'published',\n"

@@ -109,32 +109,32 @@ def _publish_encoder(**fields: Any) -> Callable[[dict[str, Any]], None]:
     ],
 )
 def test_encoder_problems_name_file_and_field(
-    reg_dir: Path, change: Callable[[dict[str, Any]], None], expected: str
+    registry_copy: Path, change: Callable[[dict[str, Any]], None], expected: str
 ) -> None:
-    edit(reg_dir, change)
-    assert expected in load_error(reg_dir)
+    edit(registry_copy, change)
+    assert expected in load_error(registry_copy)
 
 
-def test_a_text_model_may_not_list_an_encoder(reg_dir: Path) -> None:
+def test_a_text_model_may_not_list_an_encoder(registry_copy: Path) -> None:
     def add(doc: dict[str, Any]) -> None:
         doc["models"][0]["variants"][0]["encoders"] = {
             "vision": {"status": "unpublished", "path": "xnnpack/vision.pte"}
         }
 
-    edit(reg_dir, add, "smollm2.yaml")
+    edit(registry_copy, add, "smollm2.yaml")
     assert (
         "smollm2.yaml: models[0].variants[0].encoders.vision: the model does not declare the "
-        "'vision' capability" in load_error(reg_dir)
+        "'vision' capability" in load_error(registry_copy)
     )
 
 
-def test_a_published_encoder_is_generated_with_its_checksum(reg_dir: Path) -> None:
+def test_a_published_encoder_is_generated_with_its_checksum(registry_copy: Path) -> None:
     def publish(doc: dict[str, Any]) -> None:
         for v in gemma(doc)["variants"]:
             v["encoders"]["vision"].update(status="published", sha256=GOOD_SHA, size=1234)
 
-    edit(reg_dir, publish)
-    reg = registry.load_registry(reg_dir)
+    edit(registry_copy, publish)
+    reg = registry.load_registry(registry_copy)
     assert reg.model("gemma4_e2b").variants["mlx"].encoders["vision"].published
     ts = codegen.generate_typescript(reg)
     # The three variants list the same encoders: declared once, named by each variant.
@@ -163,9 +163,9 @@ def other_vision(doc: dict[str, Any], v: int, path: str) -> None:
     variant(doc, v)["encoders"]["vision"] = {"status": "unpublished", "path": path}
 
 
-def test_a_variant_with_other_encoders_keeps_them_inline(reg_dir: Path) -> None:
-    edit(reg_dir, lambda doc: other_vision(doc, 2, "xnnpack/gemma4_e2b_vision_xnnpack_fp32.pte"))
-    ts = codegen.generate_typescript(registry.load_registry(reg_dir))
+def test_a_variant_with_other_encoders_keeps_them_inline(registry_copy: Path) -> None:
+    edit(registry_copy, lambda doc: other_vision(doc, 2, "xnnpack/gemma4_e2b_vision_xnnpack_fp32.pte"))
+    ts = codegen.generate_typescript(registry.load_registry(registry_copy))
     # mlx and xnnpack still share theirs; vulkan's differ, so they stand in its descriptor.
     assert ts.count("        encoders: gemma4_e2b_encoders,\n") == 2
     assert (
@@ -176,12 +176,12 @@ def test_a_variant_with_other_encoders_keeps_them_inline(reg_dir: Path) -> None:
     ) in ts
 
 
-def test_encoders_no_two_variants_share_are_not_declared_apart(reg_dir: Path) -> None:
+def test_encoders_no_two_variants_share_are_not_declared_apart(registry_copy: Path) -> None:
     def all_different(doc: dict[str, Any]) -> None:
         other_vision(doc, 0, "xnnpack/gemma4_e2b_vision_xnnpack_fp32.pte")
         other_vision(doc, 2, "xnnpack/gemma4_e2b_vision_xnnpack_8da8w.pte")
 
-    edit(reg_dir, all_different)
-    ts = codegen.generate_typescript(registry.load_registry(reg_dir))
+    edit(registry_copy, all_different)
+    ts = codegen.generate_typescript(registry.load_registry(registry_copy))
     assert "gemma4_e2b_encoders" not in ts
     assert ts.count("        encoders: {\n") == 3
