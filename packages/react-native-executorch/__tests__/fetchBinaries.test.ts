@@ -165,14 +165,37 @@ it('takes the CPU-only artifact when the backend set is "cpu"', async () => {
   expect(bad.stderr).toContain('backend set "gpu"');
 });
 
-it('lets two builds fetch the same artifact at once: one download, one directory', async () => {
+it('lets several builds fetch the same artifact at once: one download, one directory', async () => {
   serve({ 'ios-all.zip': { chunkSize: 16_384, chunkDelayMs: 5 } });
   const lock = writeLock(lockFor(server.baseUrl));
-  const [a, b] = await Promise.all([0, 1].map(() => run(['ios', '--lock', lock, '--cache', cache, '--json'])));
-  expect([a!.code, b!.code]).toEqual([0, 0]);
-  expect(JSON.parse(a!.stdout).dirs).toEqual(JSON.parse(b!.stdout).dirs);
+  // Six at once: each waiter reads the lock file while its owner creates or releases it.
+  const runs = await Promise.all([0, 1, 2, 3, 4, 5].map(() => run(['ios', '--lock', lock, '--cache', cache, '--json'])));
+  expect(runs.map((r) => (r.code === 0 ? '' : r.stderr))).toEqual(runs.map(() => ''));
+  for (const r of runs) expect(JSON.parse(r.stdout).dirs).toEqual(JSON.parse(runs[0]!.stdout).dirs);
   expect(server.requests.length).toBe(1);
   expectNothingPartial();
+});
+
+it('takes over a lock its owner left behind, dead or before writing its pid', async () => {
+  serve();
+  const lock = writeLock(lockFor(server.baseUrl));
+  const downloads = join(cache, 'downloads');
+  mkdirSync(downloads, { recursive: true });
+  const lockFile = join(downloads, `${sha256(ARTIFACTS['ios-all.zip']!)}.lock`);
+  // A process that has exited: its pid names no live process.
+  const dead = await new Promise<number>((done) => {
+    const child = execFile(process.execPath, ['-e', '0'], () => done(child.pid!));
+  });
+  for (const content of [String(dead), '']) {
+    rmSync(join(cache), { recursive: true, force: true });
+    mkdirSync(downloads, { recursive: true });
+    writeFileSync(lockFile, content);
+    const result = await run(['ios', '--lock', lock, '--cache', cache, '--json']);
+    expect(result.stderr).not.toContain('is held by process');
+    expect(result.code).toBe(0);
+    expect(existsSync(lockFile)).toBe(false);
+  }
+  expect(server.requests.length).toBe(2);
 });
 
 it('resumes a dropped connection with a Range request', async () => {

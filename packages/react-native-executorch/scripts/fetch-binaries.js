@@ -309,25 +309,71 @@ async function verifyUnpacked(dir, origin) {
 // ------------------------------------------------------------------------------------------------
 // The cache
 
-async function withLock(lockFile, fn) {
-  for (let waited = 0; ; waited += 500) {
+/**
+ * Creates `lockFile` holding this process's pid, or returns false when it exists. The file
+ * appears with the pid already in it (a hard link to a written file), so a waiter never reads it
+ * empty and takes a live owner for a dead one.
+ */
+function tryLock(lockFile) {
+  const written = `${lockFile}.${process.pid}`;
+  fs.writeFileSync(written, String(process.pid));
+  try {
+    fs.linkSync(written, lockFile);
+    return true;
+  } catch (e) {
+    if (e.code === 'EEXIST') return false;
+    if (e.code !== 'EPERM' && e.code !== 'ENOTSUP') throw e;
+    // A file system without hard links: create it exclusively, then write the pid.
     try {
-      const fd = fs.openSync(lockFile, 'wx');
-      fs.writeSync(fd, String(process.pid));
-      fs.closeSync(fd);
-      break;
-    } catch (e) {
-      if (e.code !== 'EEXIST') throw e;
-      const pid = Number(fs.readFileSync(lockFile, 'utf8')) || 0;
-      let alive = false;
-      try {
-        process.kill(pid, 0);
-        alive = pid !== 0;
-      } catch {}
-      if (!alive) fs.rmSync(lockFile, { force: true }); // its owner died: take it over
-      else if (waited > 30 * 60 * 1000) fail(`${lockFile} is held by process ${pid} for 30 minutes: stop it or delete the file`);
-      else await new Promise((r) => setTimeout(r, 500));
+      fs.writeFileSync(lockFile, String(process.pid), { flag: 'wx' });
+      return true;
+    } catch (e2) {
+      if (e2.code === 'EEXIST') return false;
+      throw e2;
     }
+  } finally {
+    fs.rmSync(written, { force: true });
+  }
+}
+
+/** The pid in `lockFile`: null when it is gone (its owner just released it), 0 when it holds none. */
+function lockOwner(lockFile) {
+  try {
+    return Number(fs.readFileSync(lockFile, 'utf8')) || 0;
+  } catch (e) {
+    if (e.code === 'ENOENT') return null;
+    throw e;
+  }
+}
+
+function isAlive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return e.code === 'EPERM'; // it exists, owned by another user
+  }
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function withLock(lockFile, fn) {
+  const started = Date.now();
+  while (!tryLock(lockFile)) {
+    const pid = lockOwner(lockFile);
+    if (pid === null) continue; // released between the two calls: try again at once
+    if (pid !== 0 && isAlive(pid)) {
+      if (Date.now() - started > 30 * 60 * 1000) {
+        fail(`${lockFile} is held by process ${pid} for 30 minutes: stop it or delete the file`);
+      }
+      await sleep(500);
+      continue;
+    }
+    // Its owner died, or wrote no pid (it died between creating the file and writing it; give a
+    // live one the moment it needs): take it over, unless another waiter already has (the file
+    // then holds that waiter's pid).
+    if (pid === 0) await sleep(500);
+    if (lockOwner(lockFile) === pid) fs.rmSync(lockFile, { force: true });
   }
   try {
     return await fn();
