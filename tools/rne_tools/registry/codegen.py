@@ -302,7 +302,7 @@ def _shared_encoders(model_id: str, descriptor: dict[str, Any]) -> str | None:
     variants then name it instead of repeating the set."""
     variants = [v for v in descriptor["variants"].values() if "encoders" in v]
     sets = [json.dumps(v["encoders"], sort_keys=True) for v in variants]
-    common = max(set(sets), key=sets.count, default=None)
+    common = max(sets, key=sets.count, default=None)  # the first of the most shared: stable
     if common is None or sets.count(common) < 2:
         return None
     name = _TsName(f"{model_id}_encoders")
