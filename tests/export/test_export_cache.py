@@ -2,7 +2,9 @@
 
 - A pure refactor (a model helper, a lowering helper and the encoders' bias split moved to new
   modules, locals renamed) changes the recipe keys (the code's text) but no program key, the
-  encoders' included (``rne_tools.encoders.export``): nothing is exported again.
+  encoders' included (``rne_tools.encoders.export``): nothing is exported again. The lowering is
+  keyed by its values (``rne_tools.export.lowering``), so building it another way re-keys
+  nothing either, while another value, another ``lower`` or another backend hook re-keys.
 - A change to one transform (Gemma's final softcap written as a multiplication; the encoders'
   split bias added before the linear instead of after) changes exactly the program keys of the
   exports whose graphs it changes: Gemma's, and the quantized audio encoder's (only a quantized
@@ -95,7 +97,7 @@ def _copy_tools(tmp_path: Path, name: str) -> Path:
 
 def _refactor(tools: Path) -> None:
     """Move a model helper, a lowering helper and the encoders' bias split to modules of their
-    own, renaming locals."""
+    own, renaming locals, and build the text models' lowering another way."""
     models, export = tools / "rne_tools" / "models", tools / "rne_tools" / "export"
     encoders = tools / "rne_tools" / "encoders"
     text = (encoders / "export.py").read_text()
@@ -132,18 +134,39 @@ def apply_rope(
     (export / "lookup_dtypes.py").write_text("import torch\n\n\n" + helper)
     _edit(export / "pipeline.py", "from rne_tools.export.quantize import spell_out_lookup_dtypes",
           "from rne_tools.export.lookup_dtypes import spell_out_lookup_dtypes")
-    _edit(export / "pipeline.py", '''    options, backend = plan.options, plan.backend
-    edge = to_edge_transform_and_lower(
-        exported,
-        # Backend graph passes run before partitioning (e.g. MLX's fusions and reinplacing).
-        transform_passes=backend.transform_passes(options),
-        partitioner=backend.partitioners(options),
-        compile_config=backend.compile_config(),''', '''    opts, impl = plan.options, plan.backend
-    edge = to_edge_transform_and_lower(
-        exported,
+    # The text models' lowering built another way: its emit config made by a helper of its own
+    # module, the fields in another order, locals renamed. The values are the same.
+    pipeline = (export / "pipeline.py").read_text()
+    start = pipeline.index("def plan_lowering(")
+    end = pipeline.index("\ndef ", start + 1)
+    (export / "pipeline.py").write_text(pipeline[:start] + """def plan_lowering(plan):
+    from rne_tools.export.emit_config import emit_config
+
+    opts = plan.options
+    impl = plan.backend
+    return Lowering(
+        compile_config=impl.compile_config(),
+        partitioners=impl.partitioners(opts),
+        emit_config=emit_config(shared=opts.verify_tokens > 0),
+        edge_passes=(spell_out_lookup_dtypes,),
         transform_passes=impl.transform_passes(opts),
-        partitioner=impl.partitioners(opts),
-        compile_config=impl.compile_config(),''')
+    )
+
+""" + pipeline[end:])
+    (export / "emit_config.py").write_text("""def emit_config(shared):
+    from executorch.exir import ExecutorchBackendConfig
+    from executorch.exir.passes import MemoryPlanningPass
+    from executorch.exir.passes.sym_shape_eval_pass import ConstraintBasedSymShapeEvalPass
+
+    planning = MemoryPlanningPass(share_mutable_buffers=shared, alloc_graph_input=False)
+    return ExecutorchBackendConfig(
+        sym_shape_eval_pass=ConstraintBasedSymShapeEvalPass(),
+        memory_planning_pass=planning,
+        do_quant_fusion_and_const_prop=True,
+        emit_mutable_buffer_names=True,
+        extract_delegate_segments=True,
+    )
+""")
 
 
 # Two string-hashing seeds under which Python orders a set of Gemma's layer kinds differently:
@@ -186,20 +209,53 @@ def test_a_transform_change_re_keys_only_the_graphs_it_changes(tmp_path, base_ke
     assert after["llama"]["program"] == base_keys["llama"]["program"]
 
 
-def test_a_lowering_change_re_keys_the_program():
+def test_a_lowering_change_re_keys_the_program(monkeypatch):
+    """A changed lowering value, a changed ``lower`` and a changed backend hook each re-key."""
+    from dataclasses import replace
+
+    from executorch.exir import ExecutorchBackendConfig
+    from executorch.exir.passes import MemoryPlanningPass
+
+    from rne_tools.export import lowering
+
     plan = plan_export("smollm2_135m", "xnnpack", "fp32", **TINY)
-    before = cache.lowering_fingerprint(plan)
-    original = pipeline.lower
+    before = cache.plan_lowering_fingerprint(plan)
+    assert cache.plan_lowering_fingerprint(plan) == before  # built afresh, the same values
+    built = pipeline.plan_lowering
 
-    def lower(exported, plan, constants):  # another lowering than the real one
-        return original(exported, plan, {**constants, "extra": 1})
+    def lowering_with(**emit: object):
+        return lambda p: replace(built(p), emit_config=ExecutorchBackendConfig(**emit))
 
-    pipeline.lower = lower
-    try:
-        assert cache.lowering_fingerprint(plan) != before
-    finally:
-        pipeline.lower = original
-    assert cache.lowering_fingerprint(plan) == before
+    # One field of one pass: the graph's inputs planned into the program's memory.
+    same = {"extract_delegate_segments": True, "emit_mutable_buffer_names": True,
+            "do_quant_fusion_and_const_prop": True,
+            "sym_shape_eval_pass": built(plan).emit_config.sym_shape_eval_pass}
+    with monkeypatch.context() as m:
+        m.setattr(pipeline, "plan_lowering", lowering_with(
+            memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False), **same))
+        assert cache.plan_lowering_fingerprint(plan) == before
+        m.setattr(pipeline, "plan_lowering", lowering_with(
+            memory_planning_pass=MemoryPlanningPass(alloc_graph_input=True), **same))
+        assert cache.plan_lowering_fingerprint(plan) != before
+    with monkeypatch.context() as m:
+        original = lowering.lower
+
+        def lower(methods, how, constants):  # another lowering than the real one
+            return original(methods, how, {**constants, "extra": 1})
+
+        m.setattr(lowering, "lower", lower)
+        assert cache.plan_lowering_fingerprint(plan) != before
+    with monkeypatch.context() as m:
+        backend = type(plan.backend)
+        hook = backend.partitioners
+
+        def partitioners(self, options):  # the same values, another side effect
+            print("patched")
+            return hook(self, options)
+
+        m.setattr(backend, "partitioners", partitioners)
+        assert cache.plan_lowering_fingerprint(plan) != before
+    assert cache.plan_lowering_fingerprint(plan) == before
 
 
 def test_the_cache_reuses_a_program_and_re_verifies_on_new_checks(

@@ -70,6 +70,7 @@ from rne_tools.errors import ExportError, VerificationError
 from rne_tools.export.backends import BACKEND_CODES, ExportOptions, get_backend
 from rne_tools.export.cache import content_key, locked
 from rne_tools.export.fingerprint import code_fingerprint, graph_fingerprint, syntax_fingerprint
+from rne_tools.export.lowering import Lowering, lower, lowering_fingerprint
 from rne_tools.export.pipeline import stage
 from rne_tools.files import write_atomically
 from rne_tools.hashing import sha256_file
@@ -286,24 +287,20 @@ _LOWERING_OPTIONS = ExportOptions(model_id="gemma4_encoder", architecture="gemma
                                   max_chunk=1)
 
 
-def _lower(exported: dict[str, torch.export.ExportedProgram], constants: dict[str, Any]) -> Any:
-    """Lower the traced methods with the project's XNNPACK partitioners into one program."""
-    from executorch.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
+def _lowering() -> Lowering:
+    """The project's XNNPACK partitioners; the caller's buffers are the inputs (the runner
+    passes the preprocessed tensor)."""
+    from executorch.exir import ExecutorchBackendConfig
     from executorch.exir.passes import MemoryPlanningPass
 
     backend = get_backend("xnnpack")
-    edge = to_edge_transform_and_lower(
-        exported,
-        partitioner=backend.partitioners(_LOWERING_OPTIONS),
+    return Lowering(
+        partitioners=backend.partitioners(_LOWERING_OPTIONS),
         compile_config=backend.compile_config(),
-        constant_methods=constants,
-    )
-    return edge.to_executorch(
-        ExecutorchBackendConfig(
+        emit_config=ExecutorchBackendConfig(
             extract_delegate_segments=True,
-            # The caller's buffers are the inputs (the runner passes the preprocessed tensor).
             memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False),
-        )
+        ),
     )
 
 
@@ -423,7 +420,7 @@ def finish_encoder_export(traced: EncoderTrace, output_dir: Path, *, progress: b
     try:
         with tqdm(total=3, disable=not progress, desc="export") as bar:
             with stage(bar, "lower", timings):
-                program = _lower(traced.exported, traced.constants)
+                program = lower(traced.exported, _lowering(), traced.constants)
                 delegation = _delegation(program, list(traced.exported))
             with stage(bar, "serialize", timings):
                 with tmp_pte.open("wb") as f:
@@ -560,12 +557,12 @@ def _code_fingerprint(code: tuple[str, ...]) -> str:
     return syntax_fingerprint(files, _PACKAGE_ROOT)
 
 
-
-
-def lowering_fingerprint() -> str:
-    """The code that turns the traced methods into the program and its report, by meaning."""
+def encoder_lowering_fingerprint() -> str:
+    """How the traced methods become the program and its report (see
+    ``lowering.lowering_fingerprint``)."""
     backend = get_backend("xnnpack")
-    return code_fingerprint(_lower, _delegation, backend.partitioners, backend.compile_config)
+    return lowering_fingerprint(_lowering(), _delegation, backend.partitioners,
+                                backend.compile_config)
 
 
 def encoder_program_key(traced: EncoderTrace) -> str:
@@ -577,7 +574,7 @@ def encoder_program_key(traced: EncoderTrace) -> str:
         "constants": traced.constants,
         "describe": traced.describe,
         "quantization": traced.quantization,
-        "lowering": lowering_fingerprint(),
+        "lowering": encoder_lowering_fingerprint(),
         "versions": versions(),
     })
 

@@ -3,11 +3,12 @@
 An export is stored under its **program key** (``program_key``): what determines the program it
 produces, computed without lowering: the traced graph after the backend's transforms and
 quantization, with every weight and constant (``fingerprint.graph_fingerprint``), the constant
-methods it carries, the plan's options, the code that lowers it (``fingerprint.code_fingerprint``
-of ``pipeline.lower``, the backend's lowering hooks and what they call, by meaning, not by text)
-and the torch/executorch/torchao versions. So a refactor of the model, transform or quantization
-code that leaves the graph alone re-exports nothing, and a change to a transform re-exports
-exactly the exports whose graphs it changes.
+methods it carries, the plan's options, how it is lowered (``lowering.lowering_fingerprint``:
+the partitioners, passes and configs by their values, and ``lowering.lower``, the backend's
+hooks and what they call by meaning, not by text) and the torch/executorch/torchao versions. So
+a refactor of the model, transform, quantization or lowering code that leaves the graph and the
+lowering's values alone re-exports nothing, and a change to a transform re-exports exactly the
+exports whose graphs it changes.
 
 Tracing costs seconds for the tiny models (loading, transforming and quantizing the weights), so
 a **recipe key** (``recipe_key``: the plan, the weights' identity and the syntax trees of the code
@@ -37,6 +38,7 @@ from rne_tools.errors import VerificationError
 from rne_tools.export import pipeline
 from rne_tools.export.backends import BACKEND_CODES, backend_names
 from rne_tools.export.fingerprint import code_fingerprint, graph_fingerprint, syntax_fingerprint
+from rne_tools.export.lowering import lowering_fingerprint
 from rne_tools.export.pipeline import ExportResult, TracedExport, trace_export, versions
 from rne_tools.export.plan import ExportPlan, ModelSource, RequestOptions, plan_export
 from rne_tools.files import write_atomically
@@ -117,11 +119,13 @@ def recipe_key(plan: ExportPlan) -> str:
 # The program key: what the program is.
 
 
-def lowering_fingerprint(plan: ExportPlan) -> str:
-    """The code that turns a traced graph into the program and its report, by meaning."""
+def plan_lowering_fingerprint(plan: ExportPlan) -> str:
+    """How ``plan``'s program is lowered and reported (``lowering.lowering_fingerprint``): the
+    lowering's values, and by meaning the backend's hooks (which may patch the library they
+    configure) and the report's code."""
     backend = plan.backend
-    return code_fingerprint(
-        pipeline.lower_methods if plan.options.verify_tokens else pipeline.lower,
+    return lowering_fingerprint(
+        pipeline.plan_lowering(plan),
         delegation_summary,
         backend.transform_passes,
         backend.partitioners,
@@ -156,7 +160,7 @@ def program_key(traced: TracedExport) -> str:
             if traced.draft_exported is not None else {}
         ),
         "constants": traced.constants,
-        "lowering": lowering_fingerprint(plan),
+        "lowering": plan_lowering_fingerprint(plan),
         "versions": versions(),
     })
 

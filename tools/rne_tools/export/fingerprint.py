@@ -12,14 +12,21 @@ Two kinds, both blind to how the code that produced them is arranged:
   their order of appearance, and every reference to another function or class of this package
   replaced by that object's own fingerprint, so moving a helper to another module, renaming it
   or renaming its locals keeps the fingerprint, and changing what any of them does changes it.
+- ``value_fingerprint``: configuration objects (partitioners, passes, compile and emit
+  configs) by their values: each object's type and attributes, followed down, with this
+  package's functions and classes by their code fingerprints. The code that built the values
+  does not enter it.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+import enum
+import functools
 import hashlib
 import inspect
+import json
 import textwrap
 import types
 from collections.abc import Iterable
@@ -346,3 +353,73 @@ def code_fingerprint(*values: Any) -> str:
     """One fingerprint of ``values`` (functions, methods, classes) and what they reference."""
     fingerprinter = CodeFingerprinter()
     return hashlib.sha256("|".join(fingerprinter.of(v) for v in values).encode()).hexdigest()
+
+
+# Values
+
+
+class ValueDescriber:
+    """A JSON description of a configuration value that is the same in every process that
+    builds an equal value (sets and dicts sorted, no addresses)."""
+
+    def __init__(self) -> None:
+        self._code = CodeFingerprinter()
+
+    def of(self, value: Any) -> Any:
+        return self._describe(value, frozenset())
+
+    def _callable(self, value: Any) -> str:
+        if _ours(value):
+            return "ours:" + self._code.of(value)
+        # A library's function or class: its name says what it is, the versions what it does.
+        return f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', value)}"
+
+    def _describe(self, value: Any, active: frozenset[int]) -> Any:
+        if value is None or isinstance(value, (bool, int, str)):
+            return value
+        if isinstance(value, float):
+            return repr(value)
+        if isinstance(value, enum.Enum):
+            return f"{type(value).__qualname__}.{value.name}"
+        if isinstance(value, (torch.dtype, torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+            return str(value)
+        if isinstance(value, types.ModuleType):
+            return "module:" + value.__name__
+        if isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType)):
+            return self._callable(value)
+        # Pattern graphs (MLX's fusions match on them): their code.
+        if isinstance(value, torch.fx.GraphModule):
+            return {"graph_module": value.code}
+        if isinstance(value, torch.fx.Graph):
+            return {"graph": str(value)}
+        if id(value) in active:
+            return "cycle"
+        active = active | {id(value)}
+        if isinstance(value, (list, tuple)):
+            return [self._describe(v, active) for v in value]
+        if isinstance(value, (set, frozenset)):
+            return sorted((self._describe(v, active) for v in value), key=json.dumps)
+        if isinstance(value, dict):
+            pairs = ([self._describe(k, active), self._describe(v, active)]
+                     for k, v in value.items())
+            return sorted(pairs, key=json.dumps)
+        if isinstance(value, types.MethodType):
+            return {"method": self._describe(value.__func__, active),
+                    "of": self._describe(value.__self__, active)}
+        if isinstance(value, functools.partial):
+            return {"partial": self._describe(value.func, active),
+                    "args": self._describe(value.args, active),
+                    "keywords": self._describe(value.keywords, active)}
+        kind = self._callable(type(value))
+        if hasattr(value, "__dict__"):
+            return {"type": kind, "attributes": self._describe(vars(value), active)}
+        text = repr(value)
+        if " at 0x" in text:
+            raise TypeError(f"{kind} has no stable description: {text}")
+        return {"type": kind, "repr": text}
+
+
+def value_fingerprint(*values: Any) -> str:
+    """One fingerprint of configuration ``values`` (see ``ValueDescriber``)."""
+    describer = ValueDescriber()
+    return hashlib.sha256(json.dumps([describer.of(v) for v in values]).encode()).hexdigest()

@@ -42,6 +42,7 @@ from rne_tools.checks.delegation import delegation_summary
 from rne_tools.checks.verify import verify_program, with_verify_method_check
 from rne_tools.errors import VerificationError
 from rne_tools.export.backends import BACKEND_CODES
+from rne_tools.export.lowering import Lowering, lower
 from rne_tools.export.plan import ExportPlan, RequestOptions, plan_export
 from rne_tools.export.quantize import spell_out_lookup_dtypes
 from rne_tools.hashing import sha256_file
@@ -106,65 +107,33 @@ def trace(model: nn.Module, plan: ExportPlan, chunk: int | None = None) -> Any:
         return export(model, example, dynamic_shapes=dynamic, strict=False)
 
 
-def lower(exported: Any, plan: ExportPlan, constants: dict[str, Any]) -> Any:
-    """Lower a traced program with the backend's partitioners and emit ExecuTorch."""
-    from executorch.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
+def plan_lowering(plan: ExportPlan) -> Lowering:
+    """How ``plan``'s traced methods become its program: the backend's partitioners and passes,
+    and one memory plan. With ``verify`` (and ``draft``) the methods run over one set of KV
+    caches, planned once in a buffer they share (the runner loads them with shared arenas)."""
+    from executorch.exir import ExecutorchBackendConfig
     from executorch.exir.passes import MemoryPlanningPass
     from executorch.exir.passes.sym_shape_eval_pass import ConstraintBasedSymShapeEvalPass
 
     options, backend = plan.options, plan.backend
-    edge = to_edge_transform_and_lower(
-        exported,
+    return Lowering(
+        partitioners=backend.partitioners(options),
+        compile_config=backend.compile_config(),
         # Backend graph passes run before partitioning (e.g. MLX's fusions and reinplacing).
         transform_passes=backend.transform_passes(options),
-        partitioner=backend.partitioners(options),
-        compile_config=backend.compile_config(),
-        constant_methods=constants,
-    )
-    spell_out_lookup_dtypes(edge.exported_program().graph_module)
-    return edge.to_executorch(
-        ExecutorchBackendConfig(
+        edge_passes=(spell_out_lookup_dtypes,),
+        emit_config=ExecutorchBackendConfig(
             extract_delegate_segments=True,
             # Names the mutable buffers (the KV caches), so the runner can find the ring caches
             # it checkpoints at turn boundaries (Method::get_attribute).
             emit_mutable_buffer_names=True,
             # Fuses torchao's dequantize + embedding into the quantized embedding kernels.
             do_quant_fusion_and_const_prop=True,
-            memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False),
-            sym_shape_eval_pass=ConstraintBasedSymShapeEvalPass(),
-        )
-    )
-
-
-def lower_methods(programs: dict[str, Any], plan: ExportPlan, constants: dict[str, Any]) -> Any:
-    """``lower`` for a program of several methods over one set of KV caches (``forward`` and
-    ``verify``): the methods share their mutable buffers, so the runtime must load them with
-    shared memory arenas (the runner does)."""
-    from executorch.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
-    from executorch.exir.passes import MemoryPlanningPass
-    from executorch.exir.passes.sym_shape_eval_pass import ConstraintBasedSymShapeEvalPass
-
-    options, backend = plan.options, plan.backend
-    edge = to_edge_transform_and_lower(
-        programs,
-        transform_passes=backend.transform_passes(options),
-        partitioner=backend.partitioners(options),
-        compile_config=backend.compile_config(),
-        constant_methods=constants,
-    )
-    for name in programs:
-        spell_out_lookup_dtypes(edge.exported_program(name).graph_module)
-    return edge.to_executorch(
-        ExecutorchBackendConfig(
-            extract_delegate_segments=True,
-            emit_mutable_buffer_names=True,
-            do_quant_fusion_and_const_prop=True,
-            # The caches are planned once, in a buffer both methods use.
             memory_planning_pass=MemoryPlanningPass(
-                alloc_graph_input=False, share_mutable_buffers=True
+                alloc_graph_input=False, share_mutable_buffers=bool(options.verify_tokens)
             ),
             sym_shape_eval_pass=ConstraintBasedSymShapeEvalPass(),
-        )
+        ),
     )
 
 
@@ -329,13 +298,12 @@ def finish_export(
     try:
         with tqdm(total=3 if verify else 2, disable=not progress, desc="export") as bar:
             with stage(bar, "lower", timings):
-                if traced.verify_exported is None:
-                    program = lower(traced.exported, plan, constants)
-                else:
-                    methods = {"forward": traced.exported, "verify": traced.verify_exported}
-                    if traced.draft_exported is not None:
-                        methods["draft"] = traced.draft_exported
-                    program = lower_methods(methods, plan, constants)
+                methods = {"forward": traced.exported}
+                if traced.verify_exported is not None:
+                    methods["verify"] = traced.verify_exported
+                if traced.draft_exported is not None:
+                    methods["draft"] = traced.draft_exported
+                program = lower(methods, plan_lowering(plan), constants)
                 # Summarised after to_executorch, whose quant fusion turns dequantize +
                 # embedding into the quantized embedding kernels: this is the graph that runs.
                 delegation = delegation_summary(program)
