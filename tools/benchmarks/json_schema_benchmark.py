@@ -36,7 +36,8 @@ With ``--repetition-penalty 1.2`` (first 40 pairs): constrained 100% (40/40), 5 
 budget (before the close 87.5%: strings not closed within 96 tokens, the penalty hits the quote
 token; the strings now run on into nonsense until the budget cuts them).
 
-    .venv/bin/python tools/benchmarks/json_schema_benchmark.py mask
+    .venv/bin/python tools/benchmarks/json_schema_benchmark.py mask \
+        [--bench NEW_RNE_JSON_MASK_BENCH --baseline-bench OLD_RNE_JSON_MASK_BENCH --rounds 5]
     .venv/bin/python tools/benchmarks/json_schema_benchmark.py validity [--limit 40] [--modes constrained]
 """
 
@@ -129,17 +130,49 @@ def cli() -> None:
     """JSON-Schema-constrained generation benchmarks."""
 
 
+def _mask_run(bench: Path, tokenizer: Path, cases: Path) -> tuple[dict, list[dict]]:
+    run = subprocess.run([bench, "--tokenizer", tokenizer, "--cases", cases],
+                         capture_output=True, text=True)
+    if run.returncode != 0:
+        raise click.ClickException(f"{bench}: {run.stderr.strip()}")
+    rows = [json.loads(line) for line in run.stdout.splitlines()]
+    return rows[0], rows[1:]
+
+
+def _mask_stats(results: list[dict], name: str) -> dict[str, float]:
+    """Milliseconds: the pass's mask median, p95 and max, and the sampler's medians."""
+    selected = [r for r in results if r["pass"] == name]
+    mask_us = [v for r in selected for v in r["mask_us"]]
+    return {
+        "median": statistics.median(mask_us) / 1000,
+        "p95": percentile(mask_us, 0.95) / 1000,
+        "max": max(mask_us) / 1000,
+        "masked": statistics.median([v for r in selected for v in r["masked_sample_us"]]) / 1000,
+        "plain": statistics.median([v for r in selected for v in r["plain_sample_us"]]) / 1000,
+    }
+
+
 @cli.command()
 @click.option("--tokenizer", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="tokenizer.json (default: Gemma 3's real 262,144-token tokenizer)")
-def mask(tokenizer: Path | None) -> None:
+@click.option("--bench", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="rne_json_mask_bench to time (default: the host build's, built if needed)")
+@click.option("--baseline-bench", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="a second rne_json_mask_bench (a build from before a change), timed in turn")
+@click.option("--rounds", type=click.IntRange(1, 50), default=1, show_default=True,
+              help="runs of each build, interleaved; each number is the best round's")
+def mask(tokenizer: Path | None, bench: Path | None, baseline_bench: Path | None,
+         rounds: int) -> None:
     """Mask cost per token at a 262k vocabulary."""
     from rne_tools.cpp_tokenizer import gemma3_tokenizer_json
 
-    bench = ensure_target("rne_json_mask_bench")
+    builds = {"ours": bench or ensure_target("rne_json_mask_bench")}
+    if baseline_bench is not None:
+        builds["baseline"] = baseline_bench
     tokenizer = tokenizer or gemma3_tokenizer_json()
     rng = random.Random(0)
     templates = json.loads(PAIRS_FILE.read_text())["templates"]
+    best: dict[tuple[str, str], dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         cases = Path(tmp) / "cases.jsonl"
         with cases.open("w") as out:
@@ -147,29 +180,24 @@ def mask(tokenizer: Path | None) -> None:
                 document = json.dumps(example_document(template["schema"], rng), ensure_ascii=False)
                 out.write(json.dumps({"schema": json.dumps(template["schema"]),
                                       "document": document}) + "\n")
-        run = subprocess.run([bench, "--tokenizer", tokenizer, "--cases", cases],
-                             capture_output=True, text=True)
-    if run.returncode != 0:
-        raise click.ClickException(run.stderr.strip())
-    rows = [json.loads(line) for line in run.stdout.splitlines()]
-    header, results = rows[0], rows[1:]
+        for _ in range(rounds):
+            for build, path in builds.items():
+                header, results = _mask_run(path, tokenizer, cases)
+                for name in ("cold", "warm"):
+                    stats = _mask_stats(results, name)
+                    kept = best.setdefault((build, name), stats)
+                    best[(build, name)] = {k: min(v, kept[k]) for k, v in stats.items()}
     print(f"masks over {header['vocab_size']} ids ({tokenizer}'s tokens + the replay's EOS); "
           f"once per tokenizer: token bytes "
           f"{header['token_bytes_ms']:.0f} ms, trie build {header['trie_build_ms']:.0f} ms "
           f"({header['trie_nodes']} nodes)")
     print(f"{len(templates)} documents, {sum(r['tokens'] for r in results) // 2} tokens "
-          "(EOS included) per pass")
-    print(f"{'pass':<6}{'mask median':>14}{'mask p95':>12}{'mask max':>12}"
+          f"(EOS included) per pass; best of {rounds} round(s) per build")
+    print(f"{'build':<10}{'pass':<6}{'mask median':>14}{'mask p95':>12}{'mask max':>12}"
           f"{'sample+mask med':>18}{'sample med':>13}")
-    for name in ("cold", "warm"):
-        selected = [r for r in results if r["pass"] == name]
-        mask_us = [v for r in selected for v in r["mask_us"]]
-        masked = [v for r in selected for v in r["masked_sample_us"]]
-        plain = [v for r in selected for v in r["plain_sample_us"]]
-        print(f"{name:<6}{statistics.median(mask_us) / 1000:>11.3f} ms"
-              f"{percentile(mask_us, 0.95) / 1000:>9.3f} ms{max(mask_us) / 1000:>9.3f} ms"
-              f"{statistics.median(masked) / 1000:>15.3f} ms"
-              f"{statistics.median(plain) / 1000:>10.3f} ms")
+    for (build, name), s in best.items():
+        print(f"{build:<10}{name:<6}{s['median']:>11.4f} ms{s['p95']:>9.4f} ms{s['max']:>9.3f} ms"
+              f"{s['masked']:>15.3f} ms{s['plain']:>10.3f} ms")
     print("target: median mask cost < 1 ms per token")
 
 
