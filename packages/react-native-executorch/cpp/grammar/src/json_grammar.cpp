@@ -754,8 +754,9 @@ Feed JsonGrammar::feed_object(JsonStack& stack, uint8_t c, bool open_bottom) con
     case kObjValueDone:
     case kObjAfterComma:
     case kObjAfterCommaSpace:
-      if (const auto fed = feed_separator(stack, c, open_bottom, kObjValueDone, '}',
-                                          eligible_keys(node, f.count) != 0, may_close())) {
+      if (const auto fed = feed_separator(
+              stack, c, open_bottom, kObjValueDone, '}',
+              [&] { return eligible_keys(node, f.count) != 0; }, may_close)) {
         return *fed;
       }
       return start_key();
@@ -780,8 +781,9 @@ Feed JsonGrammar::feed_array(JsonStack& stack, uint8_t c, bool open_bottom) cons
     case kArrValueDone:
     case kArrAfterComma:
     case kArrAfterCommaSpace:
-      if (const auto fed = feed_separator(stack, c, open_bottom, kArrValueDone, ']',
-                                          f.count < node.max_items, f.count >= node.min_items)) {
+      if (const auto fed = feed_separator(
+              stack, c, open_bottom, kArrValueDone, ']', [&] { return f.count < node.max_items; },
+              [&] { return f.count >= node.min_items; })) {
         return *fed;
       }
       return start_item();
@@ -789,13 +791,14 @@ Feed JsonGrammar::feed_array(JsonStack& stack, uint8_t c, bool open_bottom) cons
   return Feed::kRejected;
 }
 
+template <class More, class MayClose>
 std::optional<Feed> JsonGrammar::feed_separator(JsonStack& stack, uint8_t c, bool open_bottom,
-                                                uint8_t done, char close, bool more,
-                                                bool may_close) const {
+                                                uint8_t done, char close, More more,
+                                                MayClose may_close) const {
   JsonFrame& f = stack.back();
   if (f.sub == done) {
-    if (c == ',' && more) return advance(f, static_cast<uint8_t>(done + 1));
-    if (c == static_cast<uint8_t>(close) && may_close) return finish(stack, open_bottom);
+    if (c == ',' && more()) return advance(f, static_cast<uint8_t>(done + 1));
+    if (c == static_cast<uint8_t>(close) && may_close()) return finish(stack, open_bottom);
     return Feed::kRejected;
   }
   if (f.sub == done + 1 && took_space(f, c, gemma_, static_cast<uint8_t>(done + 2))) return Feed::kAccepted;

@@ -116,10 +116,12 @@ class JsonGrammar {
   Feed feed_object(JsonStack& stack, uint8_t c, bool open_bottom) const;
   Feed feed_array(JsonStack& stack, uint8_t c, bool open_bottom) const;
   // A container's states after a member: `done`, then `done + 1` after its ',' and `done + 2`
-  // after the writer's space. ',' is taken when `more` members may come, `close` when
-  // `may_close`; nullopt where c starts the next member (the caller reads it).
+  // after the writer's space. ',' is taken when `more()` members may come, `close` when
+  // `may_close()`; nullopt where c starts the next member (the caller reads it). The two are
+  // asked only of the byte they decide: most bytes are neither.
+  template <class More, class MayClose>
   std::optional<Feed> feed_separator(JsonStack& stack, uint8_t c, bool open_bottom, uint8_t done,
-                                     char close, bool more, bool may_close) const;
+                                     char close, More more, MayClose may_close) const;
   // Pops the finished top frame and tells its parent; kLeft when it was the open bottom.
   Feed finish(JsonStack& stack, bool open_bottom) const;
   bool push_value(JsonStack& stack, uint32_t node) const;
