@@ -10,7 +10,8 @@
   exports whose graphs it changes: Gemma's, and the quantized audio encoder's (only a quantized
   encoder splits its biases, and only the audio tower has a biased linear).
 - In the cache: a request whose recipe is new but whose program exists reuses it without
-  lowering; a changed verification re-verifies the program instead of exporting it again.
+  lowering; a changed verification re-verifies the program instead of exporting it again, and
+  the same verification in a checkout at another path does not.
 
 The key tests run the tooling from edited copies of ``tools/rne_tools`` in subprocesses, as a
 refactoring commit would leave the tree.
@@ -56,12 +57,14 @@ out = {}
 for name, (model, backend, quant, request) in json.loads(sys.argv[1]).items():
     plan = plan_export(model, backend, quant, **request)
     traced = trace_export(plan, progress=False)
-    out[name] = {"recipe": cache.recipe_key(plan), "program": cache.program_key(traced)}
+    out[name] = {"recipe": cache.recipe_key(plan), "program": cache.program_key(traced),
+                 "checks": cache.check_fingerprint(plan)}
 for name, (kind, config, options, quant) in json.loads(sys.argv[2]).items():
     encoder = export.VISION if kind == "vision" else audio_export.AUDIO
     _, recipe = export.encoder_recipe_key(encoder, config, options, quantization=quant, seed=0)
     traced = encoder.trace(config, quantization=quant, seed=0, **options)
-    out[name] = {"recipe": recipe, "program": export.encoder_program_key(traced)}
+    out[name] = {"recipe": recipe, "program": export.encoder_program_key(traced),
+                 "checks": export.code_fingerprint(encoder.verifier)}
 print(json.dumps(out))
 """
 
@@ -186,6 +189,9 @@ def test_a_refactor_keeps_every_program_key(tmp_path, base_keys):
     for name in [*REQUESTS, *ENCODERS]:
         assert after[name]["recipe"] != base_keys[name]["recipe"], name  # the text did change
         assert after[name]["program"] == base_keys[name]["program"], name
+        # The two trees are checkouts at different paths: the verdict's key must not see that
+        # (the verification code names build outputs by their path in the checkout).
+        assert after[name]["checks"] == base_keys[name]["checks"], name
 
 
 def test_a_transform_change_re_keys_only_the_graphs_it_changes(tmp_path, base_keys):

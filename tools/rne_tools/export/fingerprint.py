@@ -30,10 +30,12 @@ import json
 import textwrap
 import types
 from collections.abc import Iterable
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 import torch
+
+from rne_tools.paths import REPO_ROOT
 
 _PACKAGE = "rne_tools"
 
@@ -308,6 +310,8 @@ class CodeFingerprinter:
         if _ours(type(value)):
             fields = {k: v for k, v in vars(value).items()} if hasattr(value, "__dict__") else {}
             return f"{self.of(type(value))}{self._data(fields)}"
+        if isinstance(value, PurePath):
+            return _path_text(value)
         text = repr(value)
         return None if " at 0x" in text else text
 
@@ -349,6 +353,14 @@ class CodeFingerprinter:
         return h.hexdigest()
 
 
+def _path_text(path: PurePath) -> str:
+    """A path inside the checkout by its place in it: a fingerprint is the same in every clone."""
+    try:
+        return "repo:" + Path(path).relative_to(REPO_ROOT).as_posix()
+    except ValueError:
+        return repr(path)
+
+
 def code_fingerprint(*values: Any) -> str:
     """One fingerprint of ``values`` (functions, methods, classes) and what they reference."""
     fingerprinter = CodeFingerprinter()
@@ -385,6 +397,8 @@ class ValueDescriber:
             return str(value)
         if isinstance(value, types.ModuleType):
             return "module:" + value.__name__
+        if isinstance(value, PurePath):
+            return _path_text(value)
         if isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType)):
             return self._callable(value)
         # Pattern graphs (MLX's fusions match on them): their code.
